@@ -1,0 +1,37 @@
+# Everything runs in .venv, created on first use from the pinned requirements.
+STACK ?= dev
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: install render test lint typecheck unit docs clean
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: requirements.txt requirements-dev.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	touch $@
+
+## Run the program for Pulumi.$(STACK).yaml under mocks and write build/$(STACK)/.
+render: install
+	$(BIN)/python -m tests.harness.render --stack $(STACK)
+
+## Lint, type-check and run the test suite.
+test: lint typecheck unit
+
+lint: install
+	$(BIN)/ruff check .
+
+typecheck: install
+	$(BIN)/mypy
+
+unit: install
+	$(BIN)/pytest
+
+## Regenerate the configuration table in README.md from the config models.
+docs: install
+	$(BIN)/python -m tests.harness.docs --write
+
+clean:
+	rm -rf build $(VENV) .pytest_cache .mypy_cache .ruff_cache

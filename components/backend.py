@@ -1,0 +1,90 @@
+"""The self-managed Pulumi backend: a state bucket and a KMS key for stack secrets."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_gcp as gcp
+
+SECONDS_PER_DAY = 86400
+# Old versions of each state file kept for recovery.
+STATE_VERSIONS_KEPT = 20
+
+
+@dataclass(frozen=True)
+class StateBackendArgs:
+    project: str
+    region: str
+    bucket: str
+    key_ring: str
+    crypto_key: str
+    key_rotation_days: int
+    # IAM members (user:, group:, serviceAccount:) who run `pulumi` against this backend.
+    operators: Sequence[str]
+    protect: bool
+
+
+class StateBackend(pulumi.ComponentResource):
+    """Where every other stack keeps its state (`pulumi login gs://…`) and encrypts its
+    secrets (`--secrets-provider gcpkms://…`)."""
+
+    backend_url: pulumi.Output[str]
+    secrets_provider: pulumi.Output[str]
+
+    def __init__(self, name: str, args: StateBackendArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("nemo:backend:StateBackend", name, None, opts)
+        bucket = gcp.storage.Bucket(
+            f"{name}-bucket",
+            name=args.bucket,
+            project=args.project,
+            location=args.region.upper(),
+            storage_class="STANDARD",
+            uniform_bucket_level_access=True,
+            public_access_prevention="enforced",
+            versioning={"enabled": True},
+            lifecycle_rules=[
+                {
+                    "action": {"type": "Delete"},
+                    "condition": {"num_newer_versions": STATE_VERSIONS_KEPT, "with_state": "ARCHIVED"},
+                }
+            ],
+            # Outside production, `pulumi destroy` removes the bucket with its object versions.
+            force_destroy=not args.protect,
+            opts=pulumi.ResourceOptions(parent=self, protect=args.protect),
+        )
+        key_ring = gcp.kms.KeyRing(
+            f"{name}-keyring",
+            name=args.key_ring,
+            project=args.project,
+            location=args.region,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        key = gcp.kms.CryptoKey(
+            f"{name}-key",
+            name=args.crypto_key,
+            key_ring=key_ring.id,
+            purpose="ENCRYPT_DECRYPT",
+            rotation_period=f"{args.key_rotation_days * SECONDS_PER_DAY}s",
+            # Losing this key loses every stack secret encrypted with it.
+            opts=pulumi.ResourceOptions(parent=key_ring, protect=args.protect),
+        )
+        for i, member in enumerate(args.operators):
+            gcp.storage.BucketIAMMember(
+                f"{name}-state-user-{i}",
+                bucket=bucket.name,
+                role="roles/storage.objectUser",
+                member=member,
+                opts=pulumi.ResourceOptions(parent=bucket),
+            )
+            gcp.kms.CryptoKeyIAMMember(
+                f"{name}-key-user-{i}",
+                crypto_key_id=key.id,
+                role="roles/cloudkms.cryptoKeyEncrypterDecrypter",
+                member=member,
+                opts=pulumi.ResourceOptions(parent=key),
+            )
+        self.backend_url = pulumi.Output.concat("gs://", bucket.name)
+        self.secrets_provider = pulumi.Output.concat("gcpkms://", key.id)
+        self.register_outputs({"backend_url": self.backend_url, "secrets_provider": self.secrets_provider})

@@ -1,0 +1,371 @@
+"""Facts about the GPU machines the program supports, in one table.
+
+Every record names the public documents its facts came from (`sources`, keyed by field).
+Nothing outside this module restates a GPU count, a NIC count, an MTU or an image pair:
+stack files name a machine type and everything else is derived from here. Versions are
+pinned in `components.versions`; this module says which pins belong to which machine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from enum import StrEnum
+
+from components import versions
+from components.versions import Image
+
+
+class GpuDirect(StrEnum):
+    """How GPUs on different nodes exchange data."""
+
+    NONE = "none"
+    TCPX = "tcpx"  # GPUDirect-TCPX, a3-highgpu-8g
+    TCPXO = "tcpxo"  # GPUDirect-TCPXO, a3-megagpu-8g
+    RDMA = "rdma"  # GPUDirect RDMA over RoCE with the gIB NCCL plugin: A3 Ultra and A4
+
+
+class Precision(StrEnum):
+    BF16 = "bf16"
+    FP8 = "fp8"
+
+
+_RECIPES_PEAKS = "AI-Hypercomputer/gpu-recipes:src/utils/training_metrics/src/data_defs.py@2e1fd5e"
+_NVIDIA_TENSOR_CORE = "https://resources.nvidia.com/en-us-tensor-core (dense = half the sparse figure)"
+
+
+@dataclass(frozen=True)
+class Accelerator:
+    """A GPU model and its dense (no sparsity) peak throughput per precision."""
+
+    name: str
+    memory_gb: int
+    peak_dense_tflops: Mapping[Precision, float]
+    sources: Mapping[str, str]
+
+    def peak_tflops(self, precision: Precision) -> float:
+        try:
+            return self.peak_dense_tflops[precision]
+        except KeyError:
+            known = ", ".join(p.value for p in self.peak_dense_tflops)
+            raise ValueError(f"{self.name} has no published dense {precision.value} peak; known: {known}") from None
+
+
+ACCELERATORS: Mapping[str, Accelerator] = {
+    a.name: a
+    for a in (
+        Accelerator(
+            "h100",
+            80,
+            {Precision.BF16: 989.0, Precision.FP8: 1978.0},
+            {
+                "peak_dense_tflops": f"{_RECIPES_PEAKS}; {_NVIDIA_TENSOR_CORE}",
+                "memory_gb": "https://www.nvidia.com/en-us/data-center/h100/",
+            },
+        ),
+        Accelerator(
+            "h200",
+            141,
+            {Precision.BF16: 989.0, Precision.FP8: 1978.0},
+            {"peak_dense_tflops": _RECIPES_PEAKS, "memory_gb": "https://www.nvidia.com/en-us/data-center/h200/"},
+        ),
+        Accelerator(
+            "b200",
+            180,
+            {Precision.BF16: 2250.0, Precision.FP8: 4500.0},
+            {
+                "peak_dense_tflops": f"{_RECIPES_PEAKS}; https://www.nvidia.com/en-us/data-center/hgx/",
+                "memory_gb": "https://www.nvidia.com/en-us/data-center/hgx/",
+            },
+        ),
+        Accelerator(
+            "a100",
+            80,
+            {Precision.BF16: 312.0},
+            {
+                "peak_dense_tflops": f"{_RECIPES_PEAKS}; {_NVIDIA_TENSOR_CORE}",
+                "memory_gb": "https://www.nvidia.com/en-us/data-center/a100/",
+            },
+        ),
+    )
+}
+
+
+@dataclass(frozen=True)
+class GpuDirectStack:
+    """The NCCL network plugin of a GPUDirect flavour and the receive-datapath
+    sidecar it is released with (the two must match)."""
+
+    flavour: GpuDirect
+    nccl_plugin: Image
+    rxdm_sidecar: Image | None
+    # TCPX and TCPXO sidecars receive GPU device nodes through NRI device injection.
+    needs_nri_device_injector: bool
+
+
+GPUDIRECT_STACKS: Mapping[GpuDirect, GpuDirectStack] = {
+    GpuDirect.TCPX: GpuDirectStack(GpuDirect.TCPX, versions.TCPX_PLUGIN, versions.TCPX_RXDM, True),
+    GpuDirect.TCPXO: GpuDirectStack(GpuDirect.TCPXO, versions.TCPXO_PLUGIN, versions.TCPXO_RXDM, True),
+    GpuDirect.RDMA: GpuDirectStack(GpuDirect.RDMA, versions.GIB_PLUGIN, None, False),
+}
+
+
+@dataclass(frozen=True)
+class MachineType:
+    """One GPU machine type as GKE sees it."""
+
+    name: str
+    accelerator: Accelerator
+    gpus: int
+    # Value of the node label cloud.google.com/gke-accelerator and of guest_accelerator.type.
+    gke_accelerator: str
+    vcpus: int
+    # GiB, as Compute Engine reports machine memory.
+    memory_gib: int
+    # GKE requires this exact count in ephemeral_storage_local_ssd_config.
+    local_ssds: int
+    gpudirect: GpuDirect
+    # NICs that carry GPU traffic: one VPC each (TCPX/TCPXO) or one RDMA subnet each (RDMA).
+    gpu_nics: int
+    # gVNICs beyond the primary one that are not GPU NICs (A3 Ultra and A4 have one).
+    extra_gvnics: int
+    # MTU of every VPC the node attaches to; None keeps the VPC default.
+    mtu: int | None
+    boot_disk_types: tuple[str, ...]
+    # Oldest GKE version that supports the machine with its GPUDirect flavour.
+    min_gke_version: str
+    # Whether GKE accepts compact placement together with flex-start on this machine.
+    compact_with_flex_start: bool
+    sources: Mapping[str, str]
+
+    @property
+    def gpudirect_stack(self) -> GpuDirectStack | None:
+        return GPUDIRECT_STACKS.get(self.gpudirect)
+
+    @property
+    def additional_networks(self) -> int:
+        """Node networks beyond the primary one."""
+        return self.gpu_nics + self.extra_gvnics
+
+    @property
+    def is_multi_nic(self) -> bool:
+        return self.additional_networks > 0
+
+
+_GCE_A3 = "https://cloud.google.com/compute/docs/accelerator-optimized-machines#a3-vms"
+_GCE_A4 = "https://cloud.google.com/compute/docs/accelerator-optimized-machines#a4-vms"
+_LOCAL_SSD = "https://cloud.google.com/compute/docs/disks/local-ssd#lssd_disks_fixed"
+_CTK = "GoogleCloudPlatform/cluster-toolkit"
+_CTK_LABELS = f"{_CTK}:pkg/config/machine_mappings.json@1047080"
+_CTK_GPU_DIRECT = f"{_CTK}:modules/compute/gke-node-pool/gpu_direct.tf@1047080"
+_CTK_DISKS = f"{_CTK}:modules/compute/gke-node-pool/disk_definitions.tf@1047080"
+_CTK_FLEX_COMPACT = f"{_CTK}:modules/compute/gke-node-pool/main.tf@1047080 (precondition from PR #5737)"
+_CTK_RDMA_VPC = f"{_CTK}:modules/network/gpu-rdma-vpc/variables.tf@1047080 (mtu default 8896, nic_type MRDMA)"
+_GKE_TCPX = "https://cloud.google.com/kubernetes-engine/docs/how-to/gpu-bandwidth-gpudirect-tcpx"
+_GKE_RDMA_ENUM = "https://cloud.google.com/kubernetes-engine/docs/reference/rest/v1beta1/NodeConfig#gpudirectstrategy"
+_SIDECARS = "https://kubernetes.io/docs/concepts/workloads/pods/sidecar-containers/"
+
+
+def _a3_high(gpus: int, vcpus: int, memory_gib: int, local_ssds: int) -> MachineType:
+    """The a3-highgpu shapes below 8 GPUs: one NIC, no GPUDirect."""
+    return MachineType(
+        name=f"a3-highgpu-{gpus}g",
+        accelerator=ACCELERATORS["h100"],
+        gpus=gpus,
+        gke_accelerator="nvidia-h100-80gb",
+        vcpus=vcpus,
+        memory_gib=memory_gib,
+        local_ssds=local_ssds,
+        gpudirect=GpuDirect.NONE,
+        gpu_nics=0,
+        extra_gvnics=0,
+        mtu=None,
+        boot_disk_types=("pd-ssd", "pd-balanced"),
+        min_gke_version=versions.PLATFORM_MIN_GKE_VERSION,
+        compact_with_flex_start=False,
+        sources={
+            "gpus": _GCE_A3,
+            "gke_accelerator": _CTK_LABELS,
+            "vcpus": _GCE_A3,
+            "memory_gib": _GCE_A3,
+            "local_ssds": _LOCAL_SSD,
+            "gpudirect": f"{_CTK_GPU_DIRECT} (GPUDirect settings exist only for the 8-GPU shapes)",
+            "gpu_nics": _GCE_A3,
+            "mtu": _GCE_A3,
+            "boot_disk_types": _GCE_A3,
+            "min_gke_version": _SIDECARS,
+            "compact_with_flex_start": _CTK_FLEX_COMPACT,
+        },
+    )
+
+
+def _a3_8g(
+    name: str,
+    *,
+    gke_accelerator: str,
+    gpudirect: GpuDirect,
+    gpu_nics: int,
+    min_gke_version: str,
+    sources: Mapping[str, str],
+) -> MachineType:
+    """a3-highgpu-8g and a3-megagpu-8g: the same host, with 4 or 8 GPU gVNICs."""
+    return MachineType(
+        name=name,
+        accelerator=ACCELERATORS["h100"],
+        gpus=8,
+        gke_accelerator=gke_accelerator,
+        vcpus=208,
+        memory_gib=1872,
+        local_ssds=16,
+        gpudirect=gpudirect,
+        gpu_nics=gpu_nics,
+        extra_gvnics=0,
+        mtu=8244,
+        boot_disk_types=("pd-ssd", "pd-balanced", "hyperdisk-balanced"),
+        min_gke_version=min_gke_version,
+        compact_with_flex_start=False,
+        sources={
+            "gpus": _GCE_A3,
+            "gke_accelerator": _CTK_LABELS,
+            "vcpus": _GCE_A3,
+            "memory_gib": _GCE_A3,
+            "local_ssds": f"{_LOCAL_SSD}; {_CTK_DISKS}",
+            "gpudirect": _GKE_TCPX,
+            "gpu_nics": f"{_GKE_TCPX} (up to 4 secondary NICs on A3 High, 8 on A3 Mega)",
+            "boot_disk_types": f"{_GCE_A3}; {_CTK}:examples/machine-learning/a3-megagpu-8g/a3mega-slurm-blueprint.yaml",
+            "min_gke_version": _CTK_GPU_DIRECT,
+            "compact_with_flex_start": _CTK_FLEX_COMPACT,
+            **sources,
+        },
+    )
+
+
+def _rdma_8g(
+    name: str,
+    *,
+    accelerator: str,
+    gke_accelerator: str,
+    memory_gib: int,
+    min_gke_version: str,
+    sources: Mapping[str, str],
+) -> MachineType:
+    """A3 Ultra and A4: two gVNICs plus eight ConnectX-7 RDMA NICs."""
+    gce = _GCE_A4 if name.startswith("a4") else _GCE_A3
+    return MachineType(
+        name=name,
+        accelerator=ACCELERATORS[accelerator],
+        gpus=8,
+        gke_accelerator=gke_accelerator,
+        vcpus=224,
+        memory_gib=memory_gib,
+        local_ssds=32,
+        gpudirect=GpuDirect.RDMA,
+        gpu_nics=8,
+        extra_gvnics=1,
+        mtu=8896,
+        boot_disk_types=("hyperdisk-balanced",),
+        min_gke_version=min_gke_version,
+        compact_with_flex_start=True,
+        sources={
+            "gpus": gce,
+            "gke_accelerator": _CTK_LABELS,
+            "vcpus": gce,
+            "memory_gib": gce,
+            "local_ssds": f"{_LOCAL_SSD}; {_CTK_DISKS}",
+            "gpudirect": _GKE_RDMA_ENUM,
+            "gpu_nics": f"{gce}; {_CTK_RDMA_VPC}",
+            "mtu": _CTK_RDMA_VPC,
+            "boot_disk_types": f"{gce}; {_CTK}:examples/machine-learning/a3-ultragpu-8g/a3ultra-slurm-blueprint.yaml",
+            "compact_with_flex_start": _CTK_FLEX_COMPACT,
+            **sources,
+        },
+    )
+
+
+MACHINE_TYPES: Mapping[str, MachineType] = {
+    m.name: m
+    for m in (
+        _a3_high(1, 26, 234, 2),
+        _a3_high(2, 52, 468, 4),
+        _a3_high(4, 104, 936, 8),
+        _a3_8g(
+            "a3-highgpu-8g",
+            gke_accelerator="nvidia-h100-80gb",
+            gpudirect=GpuDirect.TCPX,
+            gpu_nics=4,
+            # Highest per-minor floor of CTK's map; the map lists nothing newer.
+            min_gke_version="1.29.15-gke.2467000",
+            sources={"mtu": f"{_CTK}:examples/gke-a3-highgpu/gke-a3-highgpu.yaml@1047080; {_GKE_TCPX}"},
+        ),
+        _a3_8g(
+            "a3-megagpu-8g",
+            gke_accelerator="nvidia-h100-mega-80gb",
+            gpudirect=GpuDirect.TCPXO,
+            gpu_nics=8,
+            min_gke_version="1.32.11-gke.1174000",
+            sources={"mtu": f"{_CTK}:examples/gke-a3-megagpu/gke-a3-megagpu.yaml@1047080"},
+        ),
+        _rdma_8g(
+            "a3-ultragpu-8g",
+            accelerator="h200",
+            gke_accelerator="nvidia-h200-141gb",
+            memory_gib=2952,
+            min_gke_version="1.31.7-gke.1265000",
+            sources={
+                "min_gke_version": "AI-Hypercomputer/gpu-recipes:docs/configuring-environment-gke-a3-ultra.md@2e1fd5e"
+            },
+        ),
+        _rdma_8g(
+            "a4-highgpu-8g",
+            accelerator="b200",
+            gke_accelerator="nvidia-b200",
+            memory_gib=3968,
+            min_gke_version="1.32.4-gke.1236000",
+            sources={"min_gke_version": "AI-Hypercomputer/gpu-recipes:docs/configuring-environment-gke-a4.md@2e1fd5e"},
+        ),
+    )
+}
+
+# Fields every machine record must cite a source for (the tests check this).
+SOURCED_MACHINE_FIELDS = tuple(
+    f.name for f in fields(MachineType) if f.name not in {"name", "accelerator", "extra_gvnics", "sources"}
+)
+
+
+def machine_type(name: str) -> MachineType:
+    """The catalog record for `name`; an unknown name lists the known ones."""
+    try:
+        return MACHINE_TYPES[name]
+    except KeyError:
+        raise ValueError(f"unknown machine type {name!r}; known: {', '.join(MACHINE_TYPES)}") from None
+
+
+# --------------------------------------------------------------------------- capacity
+
+_ALLOCATABLE_SOURCE = (
+    "https://cloud.google.com/kubernetes-engine/docs/concepts/plan-node-sizes#memory_and_cpu_reservations; "
+    "kubernetes/autoscaler:cluster-autoscaler/cloudprovider/gce/reserved.go@729ba95"
+)
+EVICTION_THRESHOLD_MIB = 100
+
+
+def _tiered(total: float, tiers: tuple[tuple[float, float], ...], rest: float) -> float:
+    """Sum of `rate` × the part of `total` inside each (upper bound, rate) tier."""
+    reserved, lower = 0.0, 0.0
+    for upper, rate in tiers:
+        reserved += max(0.0, min(total, upper) - lower) * rate
+        lower = upper
+    return reserved + max(0.0, total - lower) * rest
+
+
+def allocatable_millicores(vcpus: int) -> int:
+    """CPU left for pods after GKE's kube-reserved share (see _ALLOCATABLE_SOURCE)."""
+    reserved = _tiered(vcpus * 1000, ((1000, 0.06), (2000, 0.01), (4000, 0.005)), 0.0025)
+    return int(vcpus * 1000 - reserved)
+
+
+def allocatable_memory_mib(memory_gib: int) -> int:
+    """Memory left for pods after GKE's kube-reserved share and the eviction threshold."""
+    total = memory_gib * 1024
+    reserved = _tiered(total, ((4096, 0.25), (8192, 0.20), (16384, 0.10), (131072, 0.06)), 0.02)
+    return int(total - reserved - EVICTION_THRESHOLD_MIB)

@@ -1,0 +1,371 @@
+"""The GKE cluster with its system pool and Kubernetes access, and the A3 GPU node pools."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import pulumi
+import pulumi_gcp as gcp
+import pulumi_kubernetes as k8s
+
+from components.versions import gke_version_key
+from stacks.config import AuthorizedNetwork, GpuPoolConfig, MaintenanceExclusion, MaintenanceWindow, SystemPoolConfig
+
+CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
+GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NO_SCHEDULE"}
+QUEUED_TAINT = {"key": "cloud.google.com/gke-queued", "value": "true", "effect": "NO_SCHEDULE"}
+SYSTEM_POOL = "system"
+# Webhook and extension API ports of the controllers the platform installs (Kueue, JobSet):
+# a private cluster's control plane may only reach 443 and 10250 on nodes by default.
+CONTROLLER_PORTS = ["8082", "9443"]
+
+
+def require_version(version: str | None, minimum: str, channel: str) -> str:
+    """`version` if it is at least `minimum`; a clear error otherwise."""
+    if not version:
+        raise ValueError(f"GKE reports no default version for the {channel} release channel")
+    if gke_version_key(version) < gke_version_key(minimum):
+        raise ValueError(
+            f"the {channel} channel's default GKE version {version} is older than {minimum}, which the "
+            "GPU pools need; choose a faster nemo-gke:cluster.releaseChannel"
+        )
+    return version
+
+
+@dataclass(frozen=True)
+class ClusterArgs:
+    name: str
+    project: str
+    # A zone (zonal cluster) or the region (regional cluster).
+    location: str
+    network: pulumi.Input[str]
+    subnetwork: pulumi.Input[str]
+    pods_range_name: str
+    services_range_name: str
+    control_plane_cidr: str
+    release_channel: str
+    # Oldest GKE version every node pool accepts (from the catalog).
+    min_version: str
+    multi_networking: bool
+    deletion_protection: bool
+    system_pool: SystemPoolConfig
+    node_service_account: pulumi.Input[str]
+    maintenance_window: MaintenanceWindow
+    authorized_networks: Sequence[AuthorizedNetwork] = ()
+    maintenance_exclusions: Sequence[MaintenanceExclusion] = ()
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+class Cluster(pulumi.ComponentResource):
+    """A private GKE cluster with Dataplane V2, Workload Identity and the storage CSI drivers,
+    a system node pool for controllers, and a Kubernetes provider for everything on it."""
+
+    name: pulumi.Output[str]
+    id: pulumi.Output[str]
+    endpoint: pulumi.Output[str]
+    kubeconfig: pulumi.Output[str]
+    provider: k8s.Provider
+    system_pool: gcp.container.NodePool
+
+    def __init__(self, name: str, args: ClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("nemo:gke:Cluster", name, None, opts)
+        channel = args.release_channel
+        engine = gcp.container.get_engine_versions_output(
+            location=args.location, project=args.project, opts=pulumi.InvokeOutputOptions(parent=self)
+        )
+        # The channel picks the version; the floor is checked on every run. The value is only
+        # used at creation (ignore_changes), so channel upgrades never show up as a diff.
+        version = engine.release_channel_default_version.apply(
+            lambda defaults: require_version((defaults or {}).get(channel), args.min_version, channel)
+        )
+        maintenance_policy = {
+            "recurring_window": {
+                "start_time": args.maintenance_window.start_time,
+                "end_time": args.maintenance_window.end_time,
+                "recurrence": args.maintenance_window.recurrence,
+            },
+            "maintenance_exclusions": [
+                {
+                    "exclusion_name": e.name,
+                    "start_time": e.start_time,
+                    "end_time": e.end_time,
+                    "exclusion_options": {"scope": e.scope},
+                }
+                for e in args.maintenance_exclusions
+            ],
+        }
+        cluster = gcp.container.Cluster(
+            f"{name}-cluster",
+            name=args.name,
+            project=args.project,
+            location=args.location,
+            network=args.network,
+            subnetwork=args.subnetwork,
+            networking_mode="VPC_NATIVE",
+            ip_allocation_policy={
+                "cluster_secondary_range_name": args.pods_range_name,
+                "services_secondary_range_name": args.services_range_name,
+            },
+            datapath_provider="ADVANCED_DATAPATH",
+            enable_multi_networking=args.multi_networking,
+            remove_default_node_pool=True,
+            initial_node_count=1,
+            release_channel={"channel": channel},
+            min_master_version=version,
+            private_cluster_config={
+                "enable_private_nodes": True,
+                "enable_private_endpoint": False,
+                "master_ipv4_cidr_block": args.control_plane_cidr,
+            },
+            master_authorized_networks_config=(
+                {
+                    "cidr_blocks": [
+                        {"cidr_block": n.cidr, "display_name": n.display_name} for n in args.authorized_networks
+                    ]
+                }
+                if args.authorized_networks
+                else None
+            ),
+            workload_identity_config={"workload_pool": f"{args.project}.svc.id.goog"},
+            addons_config={
+                "gcp_filestore_csi_driver_config": {"enabled": True},
+                "gcs_fuse_csi_driver_config": {"enabled": True},
+                "gce_persistent_disk_csi_driver_config": {"enabled": True},
+            },
+            monitoring_config={
+                "enable_components": ["SYSTEM_COMPONENTS", "DCGM"],
+                "managed_prometheus": {"enabled": True},
+            },
+            logging_config={"enable_components": ["SYSTEM_COMPONENTS", "WORKLOADS"]},
+            enable_shielded_nodes=True,
+            maintenance_policy=maintenance_policy,
+            deletion_protection=args.deletion_protection,
+            resource_labels=dict(args.labels),
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                ignore_changes=["minMasterVersion"],
+                custom_timeouts=pulumi.CustomTimeouts(create="45m", update="60m", delete="45m"),
+            ),
+        )
+        gcp.compute.Firewall(
+            f"{name}-controller-webhooks",
+            name=f"{args.name}-controller-webhooks",
+            network=args.network,
+            direction="INGRESS",
+            source_ranges=[args.control_plane_cidr],
+            allows=[{"protocol": "tcp", "ports": CONTROLLER_PORTS}],
+            description="The control plane calls the Kueue and JobSet webhooks on the nodes.",
+            opts=pulumi.ResourceOptions(parent=cluster),
+        )
+        self.system_pool = gcp.container.NodePool(
+            f"{name}-system",
+            name=SYSTEM_POOL,
+            project=args.project,
+            cluster=cluster.id,
+            location=args.location,
+            node_count=args.system_pool.node_count,
+            management={"auto_repair": True, "auto_upgrade": True},
+            node_config={
+                "machine_type": args.system_pool.machine_type,
+                "image_type": "COS_CONTAINERD",
+                "boot_disk": {"disk_type": "pd-balanced", "size_gb": args.system_pool.disk_size_gb},
+                "service_account": args.node_service_account,
+                "oauth_scopes": [CLOUD_PLATFORM_SCOPE],
+                "workload_metadata_config": {"mode": "GKE_METADATA"},
+                "shielded_instance_config": {"enable_secure_boot": True, "enable_integrity_monitoring": True},
+                "resource_labels": dict(args.labels),
+            },
+            opts=pulumi.ResourceOptions(parent=cluster, delete_before_replace=True),
+        )
+        context = args.name
+        # Exec credentials: no token is ever stored in state, and nothing expires.
+        self.kubeconfig = pulumi.Output.secret(
+            pulumi.Output.json_dumps(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "clusters": [
+                        {
+                            "name": context,
+                            "cluster": {
+                                "server": pulumi.Output.concat("https://", cluster.endpoint),
+                                "certificate-authority-data": cluster.master_auth.cluster_ca_certificate,
+                            },
+                        }
+                    ],
+                    "users": [
+                        {
+                            "name": context,
+                            "user": {
+                                "exec": {
+                                    "apiVersion": "client.authentication.k8s.io/v1beta1",
+                                    "command": "gke-gcloud-auth-plugin",
+                                    "installHint": "gcloud components install gke-gcloud-auth-plugin",
+                                    "provideClusterInfo": True,
+                                    "interactiveMode": "IfAvailable",
+                                }
+                            },
+                        }
+                    ],
+                    "contexts": [{"name": context, "context": {"cluster": context, "user": context}}],
+                    "current-context": context,
+                }
+            )
+        )
+        # cluster_identifier keeps the provider (and every object it manages) in place when
+        # the endpoint or CA rotates; only a new cluster replaces it. It waits for the system
+        # pool, where the controllers run, but never for the slow GPU pools.
+        self.provider = k8s.Provider(
+            f"{name}-k8s",
+            kubeconfig=self.kubeconfig,
+            cluster_identifier=cluster.id,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.system_pool]),
+        )
+        self.name = cluster.name
+        self.id = cluster.id
+        self.endpoint = cluster.endpoint
+        self.register_outputs({"name": self.name, "endpoint": self.endpoint})
+
+
+@dataclass(frozen=True)
+class GpuNodePoolArgs:
+    project: str
+    cluster: pulumi.Input[str]
+    # Location of the cluster; the pool's nodes live in `zone`.
+    location: str
+    zone: str
+    pool: GpuPoolConfig
+    node_service_account: pulumi.Input[str]
+    # NodePool.network_config.additional_node_network_configs, in NIC order.
+    node_networks: Sequence[Mapping[str, pulumi.Input[str]]]
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+def reservation_path(project: str, reservation: str, block: str | None) -> str:
+    path = f"projects/{project}/reservations/{reservation}"
+    return f"{path}/reservationBlocks/{block}" if block else path
+
+
+class GpuNodePool(pulumi.ComponentResource):
+    """An A3/A4 node pool: managed GPU drivers, gVNIC, local NVMe SSDs, the GPU NICs, compact
+    placement and the pool's capacity mode."""
+
+    name: pulumi.Output[str]
+
+    def __init__(self, name: str, args: GpuNodePoolArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("nemo:gke:GpuNodePool", name, None, opts)
+        pool, machine, capacity = args.pool, args.pool.machine, args.pool.capacity
+        dws = capacity.type in ("flexStart", "queuedProvisioning")
+
+        placement_policy = None
+        if pool.compact:
+            policy_name = pool.placement_policy
+            if capacity.type == "flexStart" and policy_name is None:
+                # Flex-start takes compact placement only through a HIGH_THROUGHPUT workload policy.
+                policy = gcp.compute.ResourcePolicy(
+                    f"{name}-placement",
+                    name=f"{pool.name}-placement",
+                    project=args.project,
+                    region=args.zone.rsplit("-", 1)[0],
+                    workload_policy={"type": "HIGH_THROUGHPUT", "max_topology_distance": "CLUSTER"},
+                    opts=pulumi.ResourceOptions(parent=self),
+                )
+                policy_name = policy.name
+            placement_policy = {"type": "COMPACT", "policy_name": policy_name}
+
+        if capacity.type == "reservation":
+            assert capacity.reservation is not None
+            reservation_affinity = {
+                "consume_reservation_type": "SPECIFIC_RESERVATION",
+                "key": "compute.googleapis.com/reservation-name",
+                "values": [
+                    reservation_path(
+                        capacity.reservation_project or args.project, capacity.reservation, capacity.reservation_block
+                    )
+                ],
+            }
+        elif capacity.type == "onDemand":
+            reservation_affinity = None
+        else:
+            reservation_affinity = {"consume_reservation_type": "NO_RESERVATION"}
+
+        taints = [GPU_TAINT]
+        node_labels: dict[str, str] = {}
+        if capacity.type == "queuedProvisioning":
+            taints.append(QUEUED_TAINT)
+            node_labels["cloud.google.com/gke-queued"] = "true"
+
+        if pool.autoscaling is not None:
+            autoscaling = {
+                "total_min_node_count": pool.autoscaling.min_nodes,
+                "total_max_node_count": pool.autoscaling.max_nodes,
+                "location_policy": "ANY",
+            }
+            node_count = None
+            initial_node_count = pool.autoscaling.min_nodes
+        else:
+            autoscaling, node_count, initial_node_count = None, pool.node_count, None
+
+        node_pool = gcp.container.NodePool(
+            f"{name}-pool",
+            name=pool.name,
+            project=args.project,
+            cluster=args.cluster,
+            location=args.location,
+            node_locations=[args.zone],
+            node_count=node_count,
+            initial_node_count=initial_node_count,
+            autoscaling=autoscaling,
+            max_pods_per_node=pool.max_pods_per_node,
+            placement_policy=placement_policy,
+            queued_provisioning={"enabled": True} if capacity.type == "queuedProvisioning" else None,
+            management={
+                "auto_repair": pool.auto_repair if pool.auto_repair is not None else not dws,
+                "auto_upgrade": True,
+            },
+            # A3 capacity is scarce: replace nodes in place, never ask for a surge node.
+            upgrade_settings={"strategy": "SURGE", "max_surge": 0, "max_unavailable": 1},
+            network_config=(
+                {"additional_node_network_configs": [dict(n) for n in args.node_networks]}
+                if args.node_networks
+                else None
+            ),
+            node_config={
+                "machine_type": machine.name,
+                "image_type": "COS_CONTAINERD",
+                "boot_disk": {"disk_type": pool.boot_disk_type, "size_gb": pool.disk_size_gb},
+                "guest_accelerators": [
+                    {
+                        "type": machine.gke_accelerator,
+                        "count": machine.gpus,
+                        "gpu_driver_installation_config": {"gpu_driver_version": pool.gpu_driver_version},
+                    }
+                ],
+                "gvnic": {"enabled": True},
+                "ephemeral_storage_local_ssd_config": {"local_ssd_count": machine.local_ssds},
+                "service_account": args.node_service_account,
+                "oauth_scopes": [CLOUD_PLATFORM_SCOPE],
+                "workload_metadata_config": {"mode": "GKE_METADATA"},
+                "shielded_instance_config": {"enable_secure_boot": True, "enable_integrity_monitoring": True},
+                # GKE taints GPU nodes itself; declaring the same taint keeps the plan clean.
+                "taints": taints,
+                "labels": node_labels or None,
+                "resource_labels": dict(args.labels),
+                "spot": True if capacity.type == "spot" else None,
+                # Queued provisioning runs on flex-start VMs too (GKE: --flex-start --enable-queued-provisioning).
+                "flex_start": True if dws else None,
+                "max_run_duration": f"{capacity.max_run_duration_seconds}s"
+                if capacity.max_run_duration_seconds
+                else None,
+                "reservation_affinity": reservation_affinity,
+            },
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                # The pool has a fixed name: a replacement must delete the old pool first.
+                delete_before_replace=True,
+                custom_timeouts=pulumi.CustomTimeouts(create="90m", update="90m", delete="60m"),
+            ),
+        )
+        self.name = node_pool.name
+        self.register_outputs({"name": self.name})

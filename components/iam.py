@@ -1,0 +1,45 @@
+"""Service accounts with only the roles their holders need."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_gcp as gcp
+
+# GKE's predefined role for node service accounts (logging, monitoring, metadata and
+# autoscaling metrics), plus pulling images from Artifact Registry.
+# https://cloud.google.com/kubernetes-engine/docs/how-to/service-accounts#default-gke-service-agent
+NODE_ROLES = ("roles/container.defaultNodeServiceAccount", "roles/artifactregistry.reader")
+
+
+@dataclass(frozen=True)
+class NodeServiceAccountArgs:
+    project: str
+    account_id: str
+    display_name: str
+
+
+class NodeServiceAccount(pulumi.ComponentResource):
+    """A dedicated identity for GKE nodes: never the Compute Engine default account."""
+
+    email: pulumi.Output[str]
+
+    def __init__(self, name: str, args: NodeServiceAccountArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("nemo:iam:NodeServiceAccount", name, None, opts)
+        account = gcp.serviceaccount.Account(
+            f"{name}-account",
+            account_id=args.account_id,
+            display_name=args.display_name,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        for role in NODE_ROLES:
+            gcp.projects.IAMMember(
+                f"{name}-{role.rsplit('/', 1)[-1]}",
+                project=args.project,
+                role=role,
+                member=account.member,
+                opts=pulumi.ResourceOptions(parent=account),
+            )
+        self.email = account.email
+        self.register_outputs({"email": self.email})

@@ -1,0 +1,158 @@
+"""The models the training layer knows: architecture, how NeMo runs them, and their defaults.
+
+The architecture drives both the training configuration and the analytics (model FLOPs per
+sample), so it lives here once. Every entry names its sources.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+
+from components import versions
+from components.versions import Image
+
+
+class Framework(StrEnum):
+    # NeMo 1.x: Hydra YAML + examples/nlp/language_modeling/megatron_gpt_pretraining.py
+    NEMO1 = "nemo1"
+    # NeMo 2.0: NeMo-Run recipes through `nemo llm pretrain --factory <recipe>`
+    NEMO2 = "nemo2"
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """A decoder-only transformer, enough to count its FLOPs."""
+
+    layers: int
+    hidden: int
+    heads: int
+    # Key/value heads (query groups); equal to `heads` without grouped-query attention.
+    kv_heads: int
+    ffn_hidden: int
+    vocab_size: int
+    max_positions: int
+    # SwiGLU-style MLP with three weight matrices instead of two.
+    gated_mlp: bool
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden // self.heads
+
+    def flops_per_sample(self, seq_length: int) -> float:
+        """Model FLOPs to train on one sequence (forward + backward = 3 × forward), counting
+        matrix multiplications only, full (unmasked) attention, no recomputation.
+
+        For a GPT with ffn = 4h and no GQA this is Megatron's 72·L·s·h²·(1 + s/6h + V/12Lh)
+        (Narayanan et al., 2021); with GQA and a gated MLP it is the Llama form the public
+        recipes use (AI-Hypercomputer/gpu-recipes:src/utils/training_metrics).
+        """
+        s, h = seq_length, self.hidden
+        kv = self.kv_heads * self.head_dim
+        qkv = 2 * s * h * (h + 2 * kv)
+        attention = 4 * s * s * h  # scores and weighted sum
+        projection = 2 * s * h * h
+        mlp = (6 if self.gated_mlp else 4) * s * h * self.ffn_hidden
+        logits = 2 * s * h * self.vocab_size
+        return 3.0 * (self.layers * (qkv + attention + projection + mlp) + logits)
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """How a model runs by default; every field can be overridden per run."""
+
+    framework: Framework
+    image: Image
+    seq_length: int
+    micro_batch_size: int
+    global_batch_size: int
+    tensor_parallel: int
+    pipeline_parallel: int
+    virtual_pipeline: int | None
+    context_parallel: int
+    sequence_parallel: bool
+    fp8: bool
+    max_steps: int
+    # NeMo 2 recipe factory (`nemo llm pretrain --factory <name>`).
+    factory: str | None = None
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    architecture: Architecture
+    recipe: Recipe
+    sources: Mapping[str, str]
+
+    @property
+    def model_parallel(self) -> int:
+        r = self.recipe
+        return r.tensor_parallel * r.pipeline_parallel * r.context_parallel
+
+
+_GPT2_VOCAB = 50257
+_LLAMA3_VOCAB = 128256
+_LLAMA31_POSITIONS = 131072
+_WALKTHROUGH = (
+    "GoogleCloudPlatform/nvidia-nemo-on-gke:infra/4-training/nemo-example/nemo-configurations/gpt-5b.yaml@d685ebe"
+)
+_GPT3_RECIPE = "AI-Hypercomputer/gpu-recipes:src/frameworks/a3mega/nemo-configs/gpt3-175b-256gpus-fp8.yaml@2e1fd5e"
+_LLAMA_RECIPES = "NVIDIA/NeMo:nemo/collections/llm/recipes/llama31_{8b,70b,405b}.py@v2.4.0"
+_LLAMA_ARCH = (
+    "NVIDIA/NeMo:nemo/collections/llm/gpt/model/llama.py@v2.4.0; "
+    "meta-llama/llama-models:models/llama3_1/api/sku_list.py"
+)
+_A3U_405B = (
+    "AI-Hypercomputer/gpu-recipes:src/frameworks/a3ultra/nemo-configs/llama3-1-405b-576gpus-a3ultra-fp8.yaml@2e1fd5e"
+)
+
+
+def _llama(layers: int, hidden: int, heads: int, ffn: int) -> Architecture:
+    return Architecture(layers, hidden, heads, 8, ffn, _LLAMA3_VOCAB, _LLAMA31_POSITIONS, gated_mlp=True)
+
+
+MODELS: Mapping[str, ModelSpec] = {
+    m.name: m
+    for m in (
+        ModelSpec(
+            "gpt-5b",
+            Architecture(24, 4096, 32, 32, 16384, _GPT2_VOCAB, 2048, gated_mlp=False),
+            Recipe(Framework.NEMO1, versions.NEMO_1, 2048, 4, 2048, 1, 1, None, 1, False, False, max_steps=50),
+            {"architecture": _WALKTHROUGH, "recipe": _WALKTHROUGH},
+        ),
+        ModelSpec(
+            "gpt3-175b",
+            Architecture(96, 12288, 96, 96, 49152, _GPT2_VOCAB, 2048, gated_mlp=False),
+            Recipe(Framework.NEMO1, versions.NEMO_1, 2048, 1, 2048, 4, 8, 2, 1, True, True, max_steps=50),
+            {"architecture": _GPT3_RECIPE, "recipe": _GPT3_RECIPE},
+        ),
+        ModelSpec(
+            "llama3.1-8b",
+            _llama(32, 4096, 32, 14336),
+            Recipe(Framework.NEMO2, versions.NEMO_2, 8192, 1, 512, 1, 1, None, 2, False, False, 50, "llama31_8b"),
+            {"architecture": _LLAMA_ARCH, "recipe": _LLAMA_RECIPES},
+        ),
+        ModelSpec(
+            "llama3.1-70b",
+            _llama(80, 8192, 64, 28672),
+            Recipe(Framework.NEMO2, versions.NEMO_2, 8192, 1, 512, 4, 4, 5, 2, True, False, 50, "llama31_70b"),
+            {"architecture": _LLAMA_ARCH, "recipe": _LLAMA_RECIPES},
+        ),
+        ModelSpec(
+            "llama3.1-405b",
+            _llama(126, 16384, 128, 53248),
+            # The A3 Ultra recipe's layout: 72 nodes, TP8 × PP9 × VP14, FP8.
+            Recipe(Framework.NEMO2, versions.NEMO_2, 8192, 1, 2016, 8, 9, 14, 1, True, True, 50, "llama31_405b"),
+            {"architecture": _LLAMA_ARCH, "recipe": _A3U_405B},
+        ),
+    )
+}
+
+
+def model_spec(name: str) -> ModelSpec:
+    """The catalog entry for `name`; an unknown name lists the known ones."""
+    try:
+        return MODELS[name]
+    except KeyError:
+        raise ValueError(f"unknown model {name!r}; known: {', '.join(MODELS)}") from None

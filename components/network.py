@@ -1,0 +1,233 @@
+"""The primary VPC (nodes, pods, services, NAT) and the GPU networks of each A3 variant."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import pulumi
+import pulumi_gcp as gcp
+
+from components.catalog import GpuDirect, MachineType
+from stacks.config import Model
+
+IAP_RANGE = "35.235.240.0/20"
+ALL_TRAFFIC = [{"protocol": "tcp"}, {"protocol": "udp"}, {"protocol": "icmp"}]
+
+
+class GpuNetworkPlan(Model):
+    """One additional node network: a subnet of a GPU VPC, and the GKE `Network` object
+    (same name as its `GKENetworkParamSet`) through which pods attach to it."""
+
+    kubernetes_name: str
+    # Short, stable key of the VPC within the cluster ("gpu-1", "gvnic-1", "rdma").
+    network_key: str
+    vpc: str
+    subnet: str
+    cidr: str
+    device_mode: Literal["NetDevice", "RDMA"]
+    # Interface name inside a pod attached to this network.
+    interface: str
+
+
+def plan_gpu_networks(cluster_name: str, machine: MachineType, subnets: Sequence[str]) -> tuple[GpuNetworkPlan, ...]:
+    """The additional networks a machine type needs, with stable names.
+
+    The Kubernetes names follow the public recipes (vpc1..N for TCPX/TCPXO; gvnic-1 and
+    rdma-0..7 for RDMA) because workloads refer to them; `subnets` are the ranges to use,
+    in order.
+    """
+    if machine.gpudirect in (GpuDirect.TCPX, GpuDirect.TCPXO):
+        return tuple(
+            GpuNetworkPlan(
+                kubernetes_name=f"vpc{i}",
+                network_key=f"gpu-{i}",
+                vpc=f"{cluster_name}-gpu-{i}",
+                subnet=f"{cluster_name}-gpu-{i}",
+                cidr=subnets[i - 1],
+                device_mode="NetDevice",
+                interface=f"eth{i}",
+            )
+            for i in range(1, machine.gpu_nics + 1)
+        )
+    if machine.gpudirect is GpuDirect.RDMA:
+        gvnics = tuple(
+            GpuNetworkPlan(
+                kubernetes_name=f"gvnic-{i}",
+                network_key=f"gvnic-{i}",
+                vpc=f"{cluster_name}-gvnic-{i}",
+                subnet=f"{cluster_name}-gvnic-{i}",
+                cidr=subnets[i - 1],
+                device_mode="NetDevice",
+                interface=f"eth{i}",
+            )
+            for i in range(1, machine.extra_gvnics + 1)
+        )
+        rdma = tuple(
+            GpuNetworkPlan(
+                kubernetes_name=f"rdma-{i}",
+                network_key="rdma",
+                vpc=f"{cluster_name}-rdma",
+                subnet=f"{cluster_name}-rdma-{i}",
+                cidr=subnets[machine.extra_gvnics + i],
+                device_mode="RDMA",
+                interface=f"eth{machine.extra_gvnics + 1 + i}",
+            )
+            for i in range(machine.gpu_nics)
+        )
+        return gvnics + rdma
+    return ()
+
+
+@dataclass(frozen=True)
+class PrimaryNetworkArgs:
+    name: str
+    region: str
+    node_cidr: str
+    pod_cidr: str
+    service_cidr: str
+    # Larger MTUs for GPU machines; None keeps the VPC default.
+    mtu: int | None
+    iap_ssh: bool
+
+
+class PrimaryNetwork(pulumi.ComponentResource):
+    """The VPC the nodes, pods, services and Filestore live on, with NAT instead of public IPs."""
+
+    network_name: pulumi.Output[str]
+    network_id: pulumi.Output[str]
+    subnet_name: pulumi.Output[str]
+    pods_range_name: str = "pods"
+    services_range_name: str = "services"
+
+    def __init__(self, name: str, args: PrimaryNetworkArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("nemo:network:PrimaryNetwork", name, None, opts)
+        network = gcp.compute.Network(
+            f"{name}-vpc",
+            name=args.name,
+            auto_create_subnetworks=False,
+            routing_mode="REGIONAL",
+            mtu=args.mtu,
+            description="Primary network: nodes, pods, services and shared storage.",
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        subnet = gcp.compute.Subnetwork(
+            f"{name}-subnet",
+            name=args.name,
+            region=args.region,
+            network=network.id,
+            ip_cidr_range=args.node_cidr,
+            private_ip_google_access=True,
+            secondary_ip_ranges=[
+                {"range_name": self.pods_range_name, "ip_cidr_range": args.pod_cidr},
+                {"range_name": self.services_range_name, "ip_cidr_range": args.service_cidr},
+            ],
+            opts=pulumi.ResourceOptions(parent=network),
+        )
+        gcp.compute.Firewall(
+            f"{name}-internal",
+            name=f"{args.name}-internal",
+            network=network.id,
+            direction="INGRESS",
+            source_ranges=[args.node_cidr, args.pod_cidr],
+            allows=ALL_TRAFFIC,
+            description="Nodes and pods talk to each other; nothing else gets in.",
+            opts=pulumi.ResourceOptions(parent=network),
+        )
+        if args.iap_ssh:
+            gcp.compute.Firewall(
+                f"{name}-iap-ssh",
+                name=f"{args.name}-iap-ssh",
+                network=network.id,
+                direction="INGRESS",
+                source_ranges=[IAP_RANGE],
+                allows=[{"protocol": "tcp", "ports": ["22"]}],
+                description="SSH through Identity-Aware Proxy only.",
+                opts=pulumi.ResourceOptions(parent=network),
+            )
+        router = gcp.compute.Router(
+            f"{name}-router",
+            name=f"{args.name}-router",
+            region=args.region,
+            network=network.id,
+            opts=pulumi.ResourceOptions(parent=network),
+        )
+        gcp.compute.RouterNat(
+            f"{name}-nat",
+            name=f"{args.name}-nat",
+            router=router.name,
+            region=args.region,
+            nat_ip_allocate_option="AUTO_ONLY",
+            source_subnetwork_ip_ranges_to_nat="ALL_SUBNETWORKS_ALL_IP_RANGES",
+            log_config={"enable": True, "filter": "ERRORS_ONLY"},
+            opts=pulumi.ResourceOptions(parent=router),
+        )
+        self.network_name = network.name
+        self.network_id = network.id
+        self.subnet_name = subnet.name
+        self.register_outputs({"network_name": self.network_name, "subnet_name": self.subnet_name})
+
+
+@dataclass(frozen=True)
+class GpuNetworksArgs:
+    project: str
+    region: str
+    zone: str
+    plan: tuple[GpuNetworkPlan, ...]
+    mtu: int
+    # Source range allowed between GPU NICs (the whole GPU address block).
+    gpu_cidr: str
+
+
+class GpuNetworks(pulumi.ComponentResource):
+    """One VPC per GPU NIC (TCPX/TCPXO), or a gVNIC VPC plus an RDMA VPC with one subnet per
+    RDMA NIC (A3 Ultra, A4). Names come from the plan, so they never change under a workload."""
+
+    # Shaped for NodePool.network_config.additional_node_network_configs, in NIC order.
+    node_networks: list[dict[str, pulumi.Output[str]]]
+
+    def __init__(self, name: str, args: GpuNetworksArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("nemo:network:GpuNetworks", name, None, opts)
+        networks: dict[str, gcp.compute.Network] = {}
+        self.node_networks = []
+        for nic in args.plan:
+            network = networks.get(nic.vpc)
+            if network is None:
+                network = networks[nic.vpc] = self._network(name, nic, args)
+            subnet = gcp.compute.Subnetwork(
+                f"{name}-{nic.kubernetes_name}-subnet",
+                name=nic.subnet,
+                region=args.region,
+                network=network.id,
+                ip_cidr_range=nic.cidr,
+                opts=pulumi.ResourceOptions(parent=network),
+            )
+            self.node_networks.append({"network": network.name, "subnetwork": subnet.name})
+        self.register_outputs({"vpcs": [n.name for n in networks.values()]})
+
+    def _network(self, name: str, nic: GpuNetworkPlan, args: GpuNetworksArgs) -> gcp.compute.Network:
+        rdma = nic.device_mode == "RDMA"
+        network = gcp.compute.Network(
+            f"{name}-{nic.network_key}",
+            name=nic.vpc,
+            auto_create_subnetworks=False,
+            routing_mode="REGIONAL",
+            mtu=args.mtu,
+            # RDMA NICs attach only to a VPC created with the zone's RoCE network profile.
+            network_profile=f"projects/{args.project}/global/networkProfiles/{args.zone}-vpc-roce" if rdma else None,
+            description=f"GPU network ({nic.device_mode}).",
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        if not rdma:  # RoCE VPCs take no firewall rules.
+            gcp.compute.Firewall(
+                f"{name}-{nic.network_key}-internal",
+                name=f"{nic.vpc}-internal",
+                network=network.id,
+                direction="INGRESS",
+                source_ranges=[args.gpu_cidr],
+                allows=ALL_TRAFFIC,
+                description="GPU NICs talk to each other; nothing else gets in.",
+                opts=pulumi.ResourceOptions(parent=network),
+            )
+        return network

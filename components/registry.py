@@ -1,0 +1,35 @@
+"""An Artifact Registry repository for custom training images."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_gcp as gcp
+
+
+@dataclass(frozen=True)
+class ImageRegistryArgs:
+    project: str
+    region: str
+    repository_id: str
+
+
+class ImageRegistry(pulumi.ComponentResource):
+    """A Docker repository; nodes pull from it with their service account's reader role."""
+
+    url: pulumi.Output[str]
+
+    def __init__(self, name: str, args: ImageRegistryArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("nemo:registry:ImageRegistry", name, None, opts)
+        repository = gcp.artifactregistry.Repository(
+            f"{name}-repository",
+            project=args.project,
+            location=args.region,
+            repository_id=args.repository_id,
+            format="DOCKER",
+            description="Custom NeMo training images.",
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.url = pulumi.Output.concat(f"{args.region}-docker.pkg.dev/{args.project}/", repository.repository_id)
+        self.register_outputs({"url": self.url})

@@ -1,0 +1,437 @@
+"""JobSet and Kueue: the controllers (pinned Helm charts), a readiness gate on Kueue's
+webhook, and the queueing objects that admit training runs all-or-nothing.
+
+Both controllers install with `helm.v3.Release`: a plain custom resource, so `pulumi preview`
+of a stack whose cluster does not exist yet shows it as "to create" instead of failing
+(unlike Chart v4, pulumi/pulumi-kubernetes#3027).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components import versions
+from components.kubernetes import KubernetesObject
+from components.versions import HelmChart
+
+KUEUE_API = "kueue.x-k8s.io/v1beta2"
+KUEUE_NAMESPACE = "kueue-system"
+JOBSET_NAMESPACE = "jobset-system"
+GPU = "nvidia.com/gpu"
+TOPOLOGY = "gke-default"
+# GKE's topology labels on A3/A4 nodes, coarse to fine, then the node itself.
+TOPOLOGY_LEVELS = (
+    "cloud.google.com/gce-topology-block",
+    "cloud.google.com/gce-topology-subblock",
+    "cloud.google.com/gce-topology-host",
+    "kubernetes.io/hostname",
+)
+GPU_TOLERATION = {"key": GPU, "operator": "Exists", "effect": "NoSchedule"}
+QUEUED_TOLERATION = {"key": "cloud.google.com/gke-queued", "operator": "Exists", "effect": "NoSchedule"}
+PROVISIONING_CHECK = "dws-prov"
+PROVISIONING_CONFIG = "dws-config"
+# Workload priorities the ClusterQueue preempts by (label kueue.x-k8s.io/priority-class).
+PRIORITY_CLASSES = {"nemo-low": 100, "nemo-medium": 500, "nemo-high": 1000}
+DEFAULT_PRIORITY_CLASS = "nemo-medium"
+# Kueue tracks every node and pod for topology-aware scheduling; xpk sizes it per node.
+KUEUE_MEMORY_MIB_PER_NODE = 32
+KUEUE_MIN_MEMORY_MIB = 512
+
+# Retries a server-side dry-run create of a ResourceFlavor until Kueue's webhook accepts it:
+# the webhook refuses requests for a while after its Deployment reports Ready while its
+# certificate reaches the pod (kubernetes-sigs/kueue#13036). Nothing is persisted.
+_WEBHOOK_PROBE = """set -u
+sa=/var/run/secrets/kubernetes.io/serviceaccount
+body='{"apiVersion":"kueue.x-k8s.io/v1beta2","kind":"ResourceFlavor","metadata":{"name":"nemo-webhook-probe"}}'
+url=https://kubernetes.default.svc/apis/kueue.x-k8s.io/v1beta2/resourceflavors?dryRun=All
+attempt=1
+while [ $attempt -le 60 ]; do
+  code=$(curl -sS -o /tmp/response -w '%{http_code}' --cacert $sa/ca.crt \\
+    -H "Authorization: Bearer $(cat $sa/token)" -H 'Content-Type: application/json' \\
+    -X POST --data "$body" "$url") || code=000
+  case $code in
+    200|201|409) echo "Kueue webhook answered on attempt $attempt"; exit 0 ;;
+  esac
+  echo "attempt $attempt: HTTP $code $(head -c 300 /tmp/response 2>/dev/null)"
+  attempt=$((attempt + 1))
+  sleep 5
+done
+echo "Kueue webhook did not answer within 5 minutes" >&2
+exit 1
+"""
+
+
+def _release(
+    name: str,
+    chart: HelmChart,
+    namespace: k8s.core.v1.Namespace,
+    values: Mapping[str, Any],
+    opts: pulumi.ResourceOptions,
+) -> k8s.helm.v3.Release:
+    """A pinned OCI chart, awaited until its workloads are ready."""
+    return k8s.helm.v3.Release(
+        name,
+        name=chart.name,
+        chart=chart.ref,
+        version=chart.version,
+        namespace=namespace.metadata.name,
+        values=dict(values),
+        skip_await=False,
+        timeout=600,
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[namespace])),
+    )
+
+
+def _namespace(name: str, namespace: str, parent: pulumi.Resource) -> k8s.core.v1.Namespace:
+    return k8s.core.v1.Namespace(name, metadata={"name": namespace}, opts=pulumi.ResourceOptions(parent=parent))
+
+
+@dataclass(frozen=True)
+class JobSetControllerArgs:
+    node_selector: Mapping[str, str]
+
+
+class JobSetController(pulumi.ComponentResource):
+    """The JobSet controller and CRD (chart pinned in components.versions)."""
+
+    release: k8s.helm.v3.Release
+
+    def __init__(self, name: str, args: JobSetControllerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("nemo:scheduling:JobSetController", name, None, opts)
+        namespace = _namespace(f"{name}-namespace", JOBSET_NAMESPACE, self)
+        self.release = _release(
+            f"{name}-release",
+            versions.JOBSET,
+            namespace,
+            {"controller": {"nodeSelector": dict(args.node_selector)}},
+            pulumi.ResourceOptions(parent=self),
+        )
+        self.register_outputs({"release": self.release.name})
+
+
+@dataclass(frozen=True)
+class KueueControllerArgs:
+    node_selector: Mapping[str, str]
+    wait_for_pods_ready_timeout_seconds: int
+    requeue_limit: int
+    # GPU nodes the cluster can hold: sizes the controller's memory.
+    nodes: int
+
+
+def kueue_configuration(args: KueueControllerArgs) -> dict[str, Any]:
+    """The controller's whole Configuration (it replaces the chart's default, so it restates
+    the defaults it keeps)."""
+    timeout = f"{args.wait_for_pods_ready_timeout_seconds}s"
+    return {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "health": {"healthProbeBindAddress": ":8081"},
+        "metrics": {"bindAddress": ":8443"},
+        "webhook": {"port": 9443},
+        "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
+        # All-or-nothing: a workload whose pods are not all ready in time is evicted and
+        # requeued, and nothing else is admitted while one is starting.
+        "waitForPodsReady": {
+            "timeout": timeout,
+            "recoveryTimeout": timeout,
+            "blockAdmission": True,
+            "requeuingStrategy": {
+                "timestamp": "Eviction",
+                "backoffLimitCount": args.requeue_limit,
+                "backoffBaseSeconds": 60,
+                "backoffMaxSeconds": 3600,
+            },
+        },
+        # Only the kinds this platform queues: Kueue's webhook then never stands between
+        # other pods, Deployments or StatefulSets and the API server.
+        "integrations": {"frameworks": ["batch/job", "jobset.x-k8s.io/jobset"]},
+    }
+
+
+class KueueController(pulumi.ComponentResource):
+    """Kueue (chart pinned in components.versions), configured for JobSet, topology-aware
+    scheduling and waitForPodsReady, with a gate that completes only once its webhook answers."""
+
+    release: k8s.helm.v3.Release
+    # Depend on this, not on the release, before creating any Kueue object.
+    ready: k8s.batch.v1.Job
+
+    def __init__(self, name: str, args: KueueControllerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("nemo:scheduling:KueueController", name, None, opts)
+        namespace = _namespace(f"{name}-namespace", KUEUE_NAMESPACE, self)
+        memory = f"{max(KUEUE_MIN_MEMORY_MIB, KUEUE_MEMORY_MIB_PER_NODE * args.nodes)}Mi"
+        self.release = _release(
+            f"{name}-release",
+            versions.KUEUE,
+            namespace,
+            {
+                "controllerManager": {
+                    "nodeSelector": dict(args.node_selector),
+                    "featureGates": [{"name": "TopologyAwareScheduling", "enabled": True}],
+                    "manager": {
+                        "resources": {"requests": {"cpu": "500m", "memory": memory}, "limits": {"memory": memory}}
+                    },
+                },
+                "managerConfig": {"controllerManagerConfigYaml": json.dumps(kueue_configuration(args), indent=2)},
+            },
+            pulumi.ResourceOptions(parent=self),
+        )
+        self.ready = self._readiness_gate(name, namespace, args.node_selector)
+        self.register_outputs({"release": self.release.name})
+
+    def _readiness_gate(
+        self, name: str, namespace: k8s.core.v1.Namespace, node_selector: Mapping[str, str]
+    ) -> k8s.batch.v1.Job:
+        probe = "kueue-webhook-probe"
+        account = k8s.core.v1.ServiceAccount(
+            f"{name}-probe-account",
+            metadata={"name": probe, "namespace": namespace.metadata.name},
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        role = k8s.rbac.v1.ClusterRole(
+            f"{name}-probe-role",
+            metadata={"name": probe},
+            rules=[{"apiGroups": ["kueue.x-k8s.io"], "resources": ["resourceflavors"], "verbs": ["create"]}],
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        binding = k8s.rbac.v1.ClusterRoleBinding(
+            f"{name}-probe-binding",
+            metadata={"name": probe},
+            role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role.metadata.name},
+            subjects=[{"kind": "ServiceAccount", "name": account.metadata.name, "namespace": namespace.metadata.name}],
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        # pulumi-kubernetes waits for a Job to complete, so this is the gate.
+        return k8s.batch.v1.Job(
+            f"{name}-webhook-ready",
+            metadata={"name": "kueue-webhook-ready", "namespace": namespace.metadata.name},
+            spec={
+                "backoffLimit": 1,
+                "activeDeadlineSeconds": 600,
+                "template": {
+                    "spec": {
+                        "serviceAccountName": account.metadata.name,
+                        "restartPolicy": "Never",
+                        "nodeSelector": dict(node_selector),
+                        "securityContext": {"runAsNonRoot": True, "runAsUser": 65534},
+                        "containers": [
+                            {
+                                "name": "probe",
+                                "image": versions.CURL.ref,
+                                "command": ["/bin/sh", "-c", _WEBHOOK_PROBE],
+                                "resources": {
+                                    "requests": {"cpu": "10m", "memory": "16Mi"},
+                                    "limits": {"memory": "64Mi"},
+                                },
+                                "securityContext": {
+                                    "allowPrivilegeEscalation": False,
+                                    "readOnlyRootFilesystem": True,
+                                    "capabilities": {"drop": ["ALL"]},
+                                },
+                                "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+                            }
+                        ],
+                        "volumes": [{"name": "tmp", "emptyDir": {}}],
+                    }
+                },
+            },
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                depends_on=[self.release, binding],
+                custom_timeouts=pulumi.CustomTimeouts(create="12m", update="12m"),
+            ),
+        )
+
+
+@dataclass(frozen=True)
+class Flavor:
+    """One GPU pool as Kueue sees it."""
+
+    pool: str
+    gke_accelerator: str
+    nodes: int
+    gpus_per_node: int
+    cpu_millicores_per_node: int
+    memory_mib_per_node: int
+    # Nodes carry GKE's block/subblock/host labels (compact placement or a dense reservation).
+    topology: bool
+    # Nodes come from queued provisioning: admission waits for a ProvisioningRequest.
+    queued: bool
+
+    @property
+    def tolerations(self) -> list[dict[str, str]]:
+        return [GPU_TOLERATION, QUEUED_TOLERATION] if self.queued else [GPU_TOLERATION]
+
+
+def cluster_queue_spec(flavors: Sequence[Flavor], namespace: str, preemption: str) -> dict[str, Any]:
+    """Quotas for GPUs, CPU and memory per flavor, from the pools' real allocatable capacity,
+    so CPU and memory requests can never make a run inadmissible."""
+    spec: dict[str, Any] = {
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+        "queueingStrategy": "BestEffortFIFO",
+        "preemption": {"withinClusterQueue": preemption, "reclaimWithinCohort": "Never"},
+        "resourceGroups": [
+            {
+                "coveredResources": [GPU, "cpu", "memory"],
+                "flavors": [
+                    {
+                        "name": f.pool,
+                        "resources": [
+                            {"name": GPU, "nominalQuota": f.gpus_per_node * f.nodes},
+                            {"name": "cpu", "nominalQuota": f"{f.cpu_millicores_per_node * f.nodes}m"},
+                            {"name": "memory", "nominalQuota": f"{f.memory_mib_per_node * f.nodes}Mi"},
+                        ],
+                    }
+                    for f in flavors
+                ],
+            }
+        ],
+    }
+    queued = [f.pool for f in flavors if f.queued]
+    if queued:
+        spec["admissionChecksStrategy"] = {"admissionChecks": [{"name": PROVISIONING_CHECK, "onFlavors": queued}]}
+    return spec
+
+
+@dataclass(frozen=True)
+class KueueQueuesArgs:
+    flavors: Sequence[Flavor]
+    cluster_queue: str
+    local_queue: str
+    namespace: pulumi.Input[str]
+    preemption: str
+    # What every Kueue object waits for: the controller's readiness gate.
+    after: Sequence[pulumi.Resource]
+
+
+class KueueQueues(pulumi.ComponentResource):
+    """Topology, one ResourceFlavor per GPU pool, priorities, the ClusterQueue and the
+    training namespace's LocalQueue (plus DWS provisioning for queued pools)."""
+
+    local_queue: k8s.apiextensions.CustomResource
+    local_queue_name: pulumi.Output[str]
+
+    def __init__(self, name: str, args: KueueQueuesArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("nemo:scheduling:KueueQueues", name, None, opts)
+
+        def opts_after(*resources: pulumi.Resource, **extra: Any) -> pulumi.ResourceOptions:
+            return pulumi.ResourceOptions(parent=self, depends_on=[*args.after, *resources], **extra)
+
+        def kueue_object(
+            suffix: str, kind: str, object_name: str, opts: pulumi.ResourceOptions, **fields: Any
+        ) -> k8s.apiextensions.CustomResource:
+            return k8s.apiextensions.CustomResource(
+                f"{name}-{suffix}",
+                api_version=KUEUE_API,
+                kind=kind,
+                metadata={"name": object_name},
+                opts=opts,
+                **fields,
+            )
+
+        topology = (
+            [
+                kueue_object(
+                    "topology",
+                    "Topology",
+                    TOPOLOGY,
+                    opts_after(),
+                    spec={"levels": [{"nodeLabel": label} for label in TOPOLOGY_LEVELS]},
+                )
+            ]
+            if any(f.topology for f in args.flavors)
+            else []
+        )
+        before_queue: list[pulumi.Resource] = list(topology)
+        for flavor in args.flavors:
+            spec: dict[str, Any] = {
+                "nodeLabels": {
+                    "cloud.google.com/gke-accelerator": flavor.gke_accelerator,
+                    "cloud.google.com/gke-nodepool": flavor.pool,
+                },
+                "tolerations": flavor.tolerations,
+            }
+            if flavor.topology:
+                spec["topologyName"] = TOPOLOGY
+            # Node labels and tolerations of a topology flavor are immutable: replace, never patch.
+            before_queue.append(
+                kueue_object(
+                    f"flavor-{flavor.pool}",
+                    "ResourceFlavor",
+                    flavor.pool,
+                    opts_after(*topology, delete_before_replace=True),
+                    spec=spec,
+                )
+            )
+        for priority, value in PRIORITY_CLASSES.items():
+            KubernetesObject(
+                f"{name}-priority-{priority}",
+                {
+                    "apiVersion": KUEUE_API,
+                    "kind": "WorkloadPriorityClass",
+                    "metadata": {"name": priority},
+                    "value": value,
+                    "description": f"Training runs at {priority.removeprefix('nemo-')} priority.",
+                },
+                opts=opts_after(),
+            )
+        if any(f.queued for f in args.flavors):
+            config = kueue_object(
+                "provisioning-config",
+                "ProvisioningRequestConfig",
+                PROVISIONING_CONFIG,
+                opts_after(),
+                spec={
+                    "provisioningClassName": "queued-provisioning.gke.io",
+                    "managedResources": [GPU],
+                    "podSetUpdates": {
+                        "nodeSelector": [
+                            {
+                                "key": "autoscaling.gke.io/provisioning-request",
+                                "valueFromProvisioningClassDetail": "ResizeRequestName",
+                            }
+                        ]
+                    },
+                },
+            )
+            before_queue.append(
+                kueue_object(
+                    "provisioning-check",
+                    "AdmissionCheck",
+                    PROVISIONING_CHECK,
+                    opts_after(config),
+                    spec={
+                        "controllerName": "kueue.x-k8s.io/provisioning-request",
+                        "parameters": {
+                            "apiGroup": "kueue.x-k8s.io",
+                            "kind": "ProvisioningRequestConfig",
+                            "name": PROVISIONING_CONFIG,
+                        },
+                    },
+                )
+            )
+        cluster_queue = kueue_object(
+            "cluster-queue",
+            "ClusterQueue",
+            args.cluster_queue,
+            opts_after(*before_queue),
+            spec=pulumi.Output.from_input(args.namespace).apply(
+                lambda namespace: cluster_queue_spec(args.flavors, namespace, args.preemption)
+            ),
+        )
+        self.local_queue = k8s.apiextensions.CustomResource(
+            f"{name}-local-queue",
+            api_version=KUEUE_API,
+            kind="LocalQueue",
+            metadata={"name": args.local_queue, "namespace": args.namespace},
+            spec={"clusterQueue": args.cluster_queue},
+            opts=opts_after(cluster_queue),
+        )
+        self.local_queue_name = self.local_queue.metadata["name"]
+        self.register_outputs({"local_queue": self.local_queue_name})

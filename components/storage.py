@@ -1,0 +1,222 @@
+"""Shared storage for training: a Filestore instance and Cloud Storage buckets, each exposed
+to pods as a statically bound ReadWriteMany volume claim.
+
+Filestore is a Pulumi-managed instance with a static PersistentVolume, never a claim that
+provisions an instance through the CSI driver: `pulumi destroy` then removes claim, volume
+and instance in that order, and no instance outlives the stack to block the VPC's deletion.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_gcp as gcp
+import pulumi_kubernetes as k8s
+
+FILESTORE_CSI_DRIVER = "filestore.csi.storage.gke.io"
+GCSFUSE_CSI_DRIVER = "gcsfuse.csi.storage.gke.io"
+# Nominal size of a bucket-backed volume: Kubernetes wants one, Cloud Storage ignores it.
+BUCKET_VOLUME_SIZE = "64Ti"
+
+# Cloud Storage FUSE mount options the public A3 recipes tune: cache metadata for the life of
+# the mount (training data does not change underneath a run)...
+# AI-Hypercomputer/gpu-recipes:src/helm-charts/storage/gcs-fuse/templates/pv.yaml@2e1fd5e
+DATA_MOUNT_OPTIONS = (
+    "implicit-dirs",
+    "metadata-cache:negative-ttl-secs:0",
+    "metadata-cache:ttl-secs:-1",
+    "metadata-cache:stat-cache-max-size-mb:-1",
+    "metadata-cache:type-cache-max-size-mb:-1",
+)
+# ...and for checkpoints, stream writes and cache whole files for parallel restore reads.
+CHECKPOINT_MOUNT_OPTIONS = (
+    *DATA_MOUNT_OPTIONS,
+    "write:enable-streaming-writes:true",
+    "file-cache:max-size-mb:-1",
+    "file-cache:cache-file-for-range-read:true",
+    "file-cache:enable-parallel-downloads:true",
+)
+
+
+def _claim(
+    name: str,
+    *,
+    namespace: pulumi.Input[str],
+    claim_name: str,
+    volume: k8s.core.v1.PersistentVolume,
+    size: str,
+    parent: pulumi.Resource,
+) -> k8s.core.v1.PersistentVolumeClaim:
+    return k8s.core.v1.PersistentVolumeClaim(
+        f"{name}-claim",
+        metadata={"name": claim_name, "namespace": namespace},
+        spec={
+            "accessModes": ["ReadWriteMany"],
+            "storageClassName": "",
+            "volumeName": volume.metadata.name,
+            "resources": {"requests": {"storage": size}},
+        },
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=[volume]),
+    )
+
+
+@dataclass(frozen=True)
+class SharedFilesystemArgs:
+    project: str
+    instance_name: str
+    # A zone, or the region for REGIONAL and ENTERPRISE tiers.
+    location: str
+    tier: str
+    capacity_gib: int
+    share_name: str
+    # The primary VPC (an Output in one-stack environments, so the instance is deleted first).
+    network: pulumi.Input[str]
+    namespace: pulumi.Input[str]
+    claim_name: str
+    protect: bool
+    labels: Mapping[str, str]
+
+
+class SharedFilesystem(pulumi.ComponentResource):
+    """Filestore on the primary VPC, bound to a claim in the training namespace."""
+
+    claim_name: pulumi.Output[str]
+    claim: k8s.core.v1.PersistentVolumeClaim
+
+    def __init__(self, name: str, args: SharedFilesystemArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("nemo:storage:SharedFilesystem", name, None, opts)
+        instance = gcp.filestore.Instance(
+            f"{name}-instance",
+            name=args.instance_name,
+            project=args.project,
+            location=args.location,
+            tier=args.tier,
+            file_shares={"name": args.share_name, "capacity_gb": args.capacity_gib},
+            networks=[{"network": args.network, "modes": ["MODE_IPV4"], "connect_mode": "DIRECT_PEERING"}],
+            labels=dict(args.labels),
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                protect=args.protect,
+                custom_timeouts=pulumi.CustomTimeouts(create="40m", update="40m", delete="40m"),
+            ),
+        )
+        address = instance.networks.apply(lambda networks: networks[0].ip_addresses[0] if networks else "")
+        # Retain: the instance's lifecycle is Pulumi's, not the volume's.
+        volume = k8s.core.v1.PersistentVolume(
+            f"{name}-volume",
+            metadata={"name": pulumi.Output.concat(args.namespace, "-", args.claim_name)},
+            spec={
+                "capacity": {"storage": f"{args.capacity_gib}Gi"},
+                "accessModes": ["ReadWriteMany"],
+                "persistentVolumeReclaimPolicy": "Retain",
+                "storageClassName": "",
+                "volumeMode": "Filesystem",
+                "csi": {
+                    "driver": FILESTORE_CSI_DRIVER,
+                    "volumeHandle": f"modeInstance/{args.location}/{args.instance_name}/{args.share_name}",
+                    "volumeAttributes": {"ip": address, "volume": args.share_name},
+                },
+                "claimRef": {"name": args.claim_name, "namespace": args.namespace},
+            },
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[instance]),
+        )
+        self.claim = _claim(
+            name,
+            namespace=args.namespace,
+            claim_name=args.claim_name,
+            volume=volume,
+            size=f"{args.capacity_gib}Gi",
+            parent=self,
+        )
+        self.claim_name = self.claim.metadata.name
+        self.register_outputs({"claim_name": self.claim_name})
+
+
+@dataclass(frozen=True)
+class BucketVolumeArgs:
+    project: str
+    region: str
+    bucket_name: str
+    # False: use an existing bucket by name.
+    create: bool
+    hierarchical_namespace: bool
+    namespace: pulumi.Input[str]
+    claim_name: str
+    mount_options: Sequence[str]
+    # The one role the training identity gets on this bucket, and that identity.
+    role: str
+    member: pulumi.Input[str]
+    protect: bool
+    labels: Mapping[str, str]
+
+
+class BucketVolume(pulumi.ComponentResource):
+    """A Cloud Storage bucket (uniform access, no public access) as a Cloud Storage FUSE
+    volume claim, with the mount options of its role baked into the volume."""
+
+    bucket_name: pulumi.Output[str]
+    claim_name: pulumi.Output[str]
+    claim: k8s.core.v1.PersistentVolumeClaim
+
+    def __init__(self, name: str, args: BucketVolumeArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("nemo:storage:BucketVolume", name, None, opts)
+        depends: list[pulumi.Resource] = []
+        bucket_name: pulumi.Output[str] = pulumi.Output.from_input(args.bucket_name)
+        if args.create:
+            bucket = gcp.storage.Bucket(
+                f"{name}-bucket",
+                name=args.bucket_name,
+                project=args.project,
+                location=args.region.upper(),
+                storage_class="STANDARD",
+                uniform_bucket_level_access=True,
+                public_access_prevention="enforced",
+                hierarchical_namespace={"enabled": True} if args.hierarchical_namespace else None,
+                labels=dict(args.labels),
+                force_destroy=not args.protect,
+                opts=pulumi.ResourceOptions(parent=self, protect=args.protect),
+            )
+            bucket_name = bucket.name
+            depends.append(bucket)
+        gcp.storage.BucketIAMMember(
+            f"{name}-access",
+            bucket=bucket_name,
+            role=args.role,
+            member=args.member,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        volume = k8s.core.v1.PersistentVolume(
+            f"{name}-volume",
+            metadata={"name": pulumi.Output.concat(args.namespace, "-", args.claim_name)},
+            spec={
+                "capacity": {"storage": BUCKET_VOLUME_SIZE},
+                "accessModes": ["ReadWriteMany"],
+                "persistentVolumeReclaimPolicy": "Retain",
+                "storageClassName": "",
+                "mountOptions": list(args.mount_options),
+                "csi": {
+                    "driver": GCSFUSE_CSI_DRIVER,
+                    "volumeHandle": bucket_name,
+                    "volumeAttributes": {
+                        # The pod's identity is checked when it reads; the mount need not list first.
+                        "skipCSIBucketAccessCheck": "true",
+                        "gcsfuseMetadataPrefetchOnMount": "true",
+                    },
+                },
+                "claimRef": {"name": args.claim_name, "namespace": args.namespace},
+            },
+            opts=pulumi.ResourceOptions(parent=self, depends_on=depends),
+        )
+        self.claim = _claim(
+            name,
+            namespace=args.namespace,
+            claim_name=args.claim_name,
+            volume=volume,
+            size=BUCKET_VOLUME_SIZE,
+            parent=self,
+        )
+        self.bucket_name = bucket_name
+        self.claim_name = self.claim.metadata.name
+        self.register_outputs({"bucket_name": self.bucket_name, "claim_name": self.claim_name})

@@ -1,0 +1,115 @@
+"""TensorBoard on the training logs of the shared file system."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_gcp as gcp
+import pulumi_kubernetes as k8s
+
+from components import versions
+
+PORT = 6006
+
+
+@dataclass(frozen=True)
+class TensorBoardArgs:
+    namespace: pulumi.Input[str]
+    # Claim of the shared file system and the log folder inside it.
+    claim: k8s.core.v1.PersistentVolumeClaim
+    mount_path: str
+    log_dir: str
+    node_selector: Mapping[str, str]
+    cpu_millicores: int
+    memory_mib: int
+    # Also create a Vertex AI TensorBoard instance in this project and region.
+    vertex_ai: tuple[str, str] | None = None
+
+
+class TensorBoard(pulumi.ComponentResource):
+    """A Deployment on the system pool with a ClusterIP Service; reach it with port-forward."""
+
+    port_forward_command: pulumi.Output[str]
+    vertex_ai_tensorboard: pulumi.Output[str] | None
+
+    def __init__(self, name: str, args: TensorBoardArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("nemo:tensorboard:TensorBoard", name, None, opts)
+        labels = {"app.kubernetes.io/name": "tensorboard"}
+        deployment = k8s.apps.v1.Deployment(
+            f"{name}-deployment",
+            metadata={"name": "tensorboard", "namespace": args.namespace, "labels": labels},
+            spec={
+                "replicas": 1,
+                "selector": {"matchLabels": labels},
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {
+                        "nodeSelector": dict(args.node_selector),
+                        "securityContext": {"runAsNonRoot": True, "runAsUser": 65534, "runAsGroup": 65534},
+                        "containers": [
+                            {
+                                "name": "tensorboard",
+                                "image": versions.TENSORBOARD.ref,
+                                "command": [
+                                    "tensorboard",
+                                    f"--logdir={args.log_dir}",
+                                    "--bind_all",
+                                    f"--port={PORT}",
+                                    "--reload_interval=60",
+                                ],
+                                "env": [{"name": "HOME", "value": "/tmp"}],
+                                "ports": [{"name": "http", "containerPort": PORT}],
+                                "readinessProbe": {"httpGet": {"path": "/", "port": PORT}, "periodSeconds": 10},
+                                "resources": {
+                                    "requests": {"cpu": f"{args.cpu_millicores}m", "memory": f"{args.memory_mib}Mi"},
+                                    "limits": {"memory": f"{args.memory_mib}Mi"},
+                                },
+                                "securityContext": {
+                                    "allowPrivilegeEscalation": False,
+                                    "capabilities": {"drop": ["ALL"]},
+                                },
+                                "volumeMounts": [
+                                    {"name": "shared", "mountPath": args.mount_path, "readOnly": True},
+                                    {"name": "tmp", "mountPath": "/tmp"},
+                                ],
+                            }
+                        ],
+                        "volumes": [
+                            {
+                                "name": "shared",
+                                "persistentVolumeClaim": {"claimName": args.claim.metadata.name, "readOnly": True},
+                            },
+                            {"name": "tmp", "emptyDir": {}},
+                        ],
+                    },
+                },
+            },
+            # The pod holds the claim: it must go before the claim does.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[args.claim]),
+        )
+        service = k8s.core.v1.Service(
+            f"{name}-service",
+            metadata={"name": "tensorboard", "namespace": args.namespace, "labels": labels},
+            spec={
+                "type": "ClusterIP",
+                "selector": labels,
+                "ports": [{"name": "http", "port": PORT, "targetPort": PORT}],
+            },
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[deployment]),
+        )
+        self.port_forward_command = pulumi.Output.concat(
+            "kubectl -n ", service.metadata.namespace, " port-forward svc/", service.metadata.name, f" {PORT}:{PORT}"
+        )
+        self.vertex_ai_tensorboard = None
+        if args.vertex_ai is not None:
+            project, region = args.vertex_ai
+            self.vertex_ai_tensorboard = gcp.vertex.AiTensorboard(
+                f"{name}-vertex-ai",
+                display_name=f"{name} training logs",
+                project=project,
+                region=region,
+                opts=pulumi.ResourceOptions(parent=self),
+            ).name
+        self.register_outputs({"port_forward_command": self.port_forward_command})

@@ -1,0 +1,150 @@
+"""Every pinned version the program deploys, in one place.
+
+Each pin names the public document it was taken from. Changing a pin here changes it
+everywhere; the CRD schemas the tests validate against (`../shared/crds`) must move with
+the Kueue and JobSet pins.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Image:
+    """A container image pinned by tag, or by digest where upstream publishes no tag."""
+
+    repository: str
+    tag: str
+    source: str
+    digest: str | None = None
+
+    @property
+    def ref(self) -> str:
+        if self.digest:
+            return f"{self.repository}@{self.digest}"
+        return f"{self.repository}:{self.tag}"
+
+
+@dataclass(frozen=True)
+class HelmChart:
+    """A Helm chart pinned by version, pulled from an OCI registry."""
+
+    repository: str
+    name: str
+    version: str
+    source: str
+
+    @property
+    def ref(self) -> str:
+        return f"{self.repository}/{self.name}"
+
+
+# Kubernetes minor the rendered objects are validated against (kubernetes-validate);
+# GKE's REGULAR channel default at the time of writing.
+KUBERNETES_MINOR = "1.34"
+# Oldest GKE the platform runs on: training pods use native sidecar containers, on by
+# default from Kubernetes 1.29 (https://kubernetes.io/docs/concepts/workloads/pods/sidecar-containers/).
+PLATFORM_MIN_GKE_VERSION = "1.29.0-gke.0"
+# Flex-start (and queued provisioning on flex-start VMs) needs at least this version.
+# https://cloud.google.com/kubernetes-engine/docs/concepts/dws#requirements
+FLEX_START_MIN_GKE_VERSION = "1.32.2-gke.1652000"
+
+KUEUE = HelmChart(
+    repository="oci://registry.k8s.io/kueue/charts",
+    name="kueue",
+    version="0.19.2",
+    source="https://github.com/kubernetes-sigs/kueue/releases/tag/v0.19.2",
+)
+JOBSET = HelmChart(
+    repository="oci://registry.k8s.io/jobset/charts",
+    name="jobset",
+    version="0.12.0",
+    source="https://github.com/kubernetes-sigs/jobset/releases/tag/v0.12.0",
+)
+
+# The TCPX plugin and its receive-datapath daemon are released as a pair.
+_GPUDIRECT_SOURCE = (
+    "GoogleCloudPlatform/container-engine-accelerators:gpudirect-tcpx/nccl-tcpx-installer.yaml and "
+    "gpudirect-tcpx/nccl-test-latest.yaml@992db81"
+)
+TCPX_PLUGIN = Image(
+    "us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpx/nccl-plugin-gpudirecttcpx-dev",
+    "v3.1.9",
+    _GPUDIRECT_SOURCE,
+)
+TCPX_RXDM = Image(
+    "us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpx/tcpgpudmarxd-dev",
+    "v2.0.12",
+    _GPUDIRECT_SOURCE,
+)
+TCPXO_PLUGIN = Image(
+    "us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpxo/nccl-plugin-gpudirecttcpx-dev",
+    "v1.0.15",
+    "GoogleCloudPlatform/container-engine-accelerators:gpudirect-tcpxo/README.md@992db81",
+)
+TCPXO_RXDM = Image(
+    "us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpxo/tcpgpudmarxd-dev",
+    "v1.0.21",
+    "GoogleCloudPlatform/container-engine-accelerators:gpudirect-tcpxo/README.md@992db81",
+)
+# One gIB image serves both RDMA machines (H200 and B200 node affinity upstream).
+GIB_PLUGIN = Image(
+    "us-docker.pkg.dev/gce-ai-infra/gpudirect-gib/nccl-plugin-gib",
+    "v1.1.1",
+    "GoogleCloudPlatform/container-engine-accelerators:gpudirect-rdma/nccl-rdma-installer.yaml@992db81",
+)
+# Upstream pins this image by digest only.
+NRI_DEVICE_INJECTOR = Image(
+    "gcr.io/gke-release/nri-device-injector",
+    "",
+    "GoogleCloudPlatform/container-engine-accelerators:nri_device_injector/nri-device-injector.yaml@992db81",
+    digest="sha256:6e79483d52abdc28454bf186320b10a56b0f117a10e8d65d5c74dbb821a76970",
+)
+
+# Keeps an installer DaemonSet's pod alive after its init containers have done the work.
+PAUSE = Image(
+    "gke.gcr.io/pause",
+    "3.8",
+    "GoogleCloudPlatform/container-engine-accelerators:gpudirect-tcpx/nccl-tcpx-installer.yaml@992db81",
+    digest="sha256:880e63f94b145e46f1b1082bb71b85e21f16b99b180b9996407d61240ceb9830",
+)
+# Shell with nsenter for the TCPXO host preparation (upstream uses an untagged ubuntu).
+UBUNTU = Image(
+    "ubuntu",
+    "24.04",
+    "https://hub.docker.com/_/ubuntu; the host step of "
+    "GoogleCloudPlatform/container-engine-accelerators:gpudirect-tcpxo/nccl-tcpxo-installer.yaml@992db81",
+)
+# NeMo 1.x (Hydra configs, megatron_gpt_pretraining.py): the image the public GPT-3 175B
+# recipe validated. NeMo 2.0 (NeMo-Run `llm pretrain`): NeMo 2.4.
+NEMO_1 = Image(
+    "nvcr.io/nvidia/nemo",
+    "24.07",
+    "AI-Hypercomputer/gpu-recipes:src/docker/nemo-24.07/nemo.Dockerfile@2e1fd5e",
+)
+NEMO_2 = Image(
+    "nvcr.io/nvidia/nemo",
+    "25.07",
+    "AI-Hypercomputer/gpu-recipes:training/a4/llama31_405b/nemo-gke/nemo2507/128gpus-fp8-gbs128/recipe/values.yaml@2e1fd5e",
+)
+TENSORBOARD = Image(
+    "tensorflow/tensorflow",
+    "2.18.0",
+    "https://hub.docker.com/r/tensorflow/tensorflow (CPU image; ships the tensorboard CLI)",
+)
+# Small image with a shell and curl, used by the Kueue webhook readiness gate.
+CURL = Image(
+    "curlimages/curl",
+    "8.11.1",
+    "https://hub.docker.com/r/curlimages/curl",
+)
+
+
+def gke_version_key(version: str) -> tuple[int, ...]:
+    """Sortable key of a GKE version such as 1.34.1-gke.1829001."""
+    base, _, build = version.partition("-gke.")
+    try:
+        return (*(int(part) for part in base.split(".")), int(build or 0))
+    except ValueError:
+        raise ValueError(f"{version!r} is not a GKE version like 1.34.1-gke.1829001") from None

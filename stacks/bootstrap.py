@@ -1,0 +1,67 @@
+"""Bootstrap layer: APIs, the self-managed Pulumi backend and the image registry.
+
+It runs as its own stack (on a local or other existing backend) because it creates the
+backend every other stack stores its state in.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+
+from components.backend import StateBackend, StateBackendArgs
+from components.project import PLATFORM_APIS, ProjectServices, ProjectServicesArgs
+from components.registry import ImageRegistry, ImageRegistryArgs
+from stacks.config import StackConfig
+
+
+class BootstrapLayer(pulumi.ComponentResource):
+    backend_url: pulumi.Output[str]
+    secrets_provider: pulumi.Output[str]
+    image_repository: pulumi.Output[str]
+
+    def __init__(self, name: str, args: StackConfig, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("nemo:bootstrap:BootstrapLayer", name, None, opts)
+        cfg, boot = args, args.bootstrap
+        services = ProjectServices(
+            f"{name}-services",
+            ProjectServicesArgs(project=cfg.project, services=[*PLATFORM_APIS, *boot.extra_services]),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        after_apis = pulumi.ResourceOptions(parent=self, depends_on=[services])
+        backend = StateBackend(
+            f"{name}-backend",
+            StateBackendArgs(
+                project=cfg.project,
+                region=cfg.region,
+                bucket=boot.state_bucket or f"{cfg.project}-pulumi-state",
+                key_ring=boot.key_ring,
+                crypto_key=boot.crypto_key,
+                key_rotation_days=boot.key_rotation_days,
+                operators=boot.operators,
+                protect=cfg.production,
+            ),
+            opts=after_apis,
+        )
+        registry = ImageRegistry(
+            f"{name}-registry",
+            ImageRegistryArgs(project=cfg.project, region=cfg.region, repository_id=boot.artifact_repository),
+            opts=after_apis,
+        )
+        self.backend_url = backend.backend_url
+        self.secrets_provider = backend.secrets_provider
+        self.image_repository = registry.url
+        self.register_outputs({"backend_url": self.backend_url, "secrets_provider": self.secrets_provider})
+
+
+def build(cfg: StackConfig, opts: pulumi.ResourceOptions) -> dict[str, Any]:
+    """Create the layer; return the stack outputs the other stacks are set up with."""
+    layer = BootstrapLayer("bootstrap", cfg, opts)
+    return {
+        "backendUrl": layer.backend_url,
+        "secretsProvider": layer.secrets_provider,
+        "loginCommand": pulumi.Output.concat("pulumi login ", layer.backend_url),
+        "stackInitCommand": pulumi.Output.concat("pulumi stack init dev --secrets-provider ", layer.secrets_provider),
+        "imageRepository": layer.image_repository,
+    }

@@ -1,0 +1,317 @@
+"""Platform layer: GPUDirect objects and plugins, shared storage, Kueue and JobSet, TensorBoard.
+
+What waits for what (and so the order `pulumi destroy` reverses):
+- every Kubernetes object waits for the cluster's Kubernetes provider, which waits for the
+  system pool only; nothing here waits for the (slow) GPU pools;
+- Filestore waits only for the primary VPC;
+- JobSet installs first, then Kueue, then a Job that completes once Kueue's webhook answers,
+  and only then the Kueue objects;
+- TensorBoard waits for the Filestore claim, the claim for its volume, the volume for Filestore.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+
+from components.catalog import GPUDIRECT_STACKS, allocatable_memory_mib, allocatable_millicores, machine_type
+from components.gpudirect import GpuNetworkObjects, GpuNetworkObjectsArgs, NcclPluginInstaller, NcclPluginInstallerArgs
+from components.scheduling import (
+    DEFAULT_PRIORITY_CLASS,
+    PRIORITY_CLASSES,
+    Flavor,
+    JobSetController,
+    JobSetControllerArgs,
+    KueueController,
+    KueueControllerArgs,
+    KueueQueues,
+    KueueQueuesArgs,
+)
+from components.storage import (
+    CHECKPOINT_MOUNT_OPTIONS,
+    DATA_MOUNT_OPTIONS,
+    BucketVolume,
+    BucketVolumeArgs,
+    SharedFilesystem,
+    SharedFilesystemArgs,
+)
+from components.tensorboard import TensorBoard, TensorBoardArgs
+from components.workspace import TrainingWorkspace, TrainingWorkspaceArgs
+from stacks.cluster import ClusterOutputs
+from stacks.config import REGIONAL_FILESTORE_TIERS, Model, StackConfig
+
+SHARED_MOUNT = "/nfs"
+EXPERIMENTS_DIR = f"{SHARED_MOUNT}/nemo-experiments"
+DATA_MOUNT = "/data"
+CHECKPOINT_MOUNT = "/checkpoints"
+SERVICE_ACCOUNT = "nemo-training"
+
+
+class FlavorFacts(Model):
+    """A ResourceFlavor and its quota in the ClusterQueue."""
+
+    name: str
+    pool: str
+    machine_type: str
+    nodes: int
+    gpus: int
+    cpu_millicores: int
+    memory_mib: int
+    topology: bool
+    queued: bool
+
+
+class PlatformFacts(Model):
+    """The platform layer's plain outputs (stack output `platform`)."""
+
+    namespace: str
+    service_account: str
+    cluster_queue: str
+    local_queue: str
+    priority_classes: tuple[str, ...]
+    default_priority_class: str
+    flavors: tuple[FlavorFacts, ...]
+    shared_claim: str
+    shared_mount: str
+    experiments_dir: str
+    data_bucket: str
+    data_claim: str
+    data_mount: str
+    checkpoint_bucket: str
+    checkpoint_claim: str
+    checkpoint_mount: str
+
+
+@dataclass(frozen=True)
+class PlatformOutputs:
+    facts: PlatformFacts
+    # What a training run must wait for (queue, volumes, identity, GPU network objects); empty
+    # when the platform lives in another stack.
+    run_dependencies: tuple[pulumi.Resource, ...] = ()
+
+
+def flavors(cluster: ClusterOutputs) -> list[Flavor]:
+    result = []
+    for pool in cluster.facts.gpu_pools:
+        machine = machine_type(pool.machine_type)
+        result.append(
+            Flavor(
+                pool=pool.name,
+                gke_accelerator=machine.gke_accelerator,
+                nodes=pool.max_nodes,
+                gpus_per_node=machine.gpus,
+                cpu_millicores_per_node=allocatable_millicores(machine.vcpus),
+                memory_mib_per_node=allocatable_memory_mib(machine.memory_gib),
+                topology=pool.has_topology_labels,
+                queued=pool.capacity_type == "queuedProvisioning",
+            )
+        )
+    return result
+
+
+def platform_facts(cfg: StackConfig, cluster: ClusterOutputs) -> PlatformFacts:
+    prefix = f"{cluster.facts.project}-{cluster.facts.name}"
+    storage = cfg.storage
+    return PlatformFacts(
+        namespace=cfg.namespace,
+        service_account=SERVICE_ACCOUNT,
+        cluster_queue=cfg.kueue.cluster_queue,
+        local_queue=cfg.kueue.local_queue,
+        priority_classes=tuple(PRIORITY_CLASSES),
+        default_priority_class=DEFAULT_PRIORITY_CLASS,
+        flavors=tuple(
+            FlavorFacts(
+                name=f.pool,
+                pool=f.pool,
+                machine_type=pool.machine_type,
+                nodes=f.nodes,
+                gpus=f.gpus_per_node * f.nodes,
+                cpu_millicores=f.cpu_millicores_per_node * f.nodes,
+                memory_mib=f.memory_mib_per_node * f.nodes,
+                topology=f.topology,
+                queued=f.queued,
+            )
+            for f, pool in zip(flavors(cluster), cluster.facts.gpu_pools, strict=True)
+        ),
+        shared_claim="shared",
+        shared_mount=SHARED_MOUNT,
+        experiments_dir=EXPERIMENTS_DIR,
+        data_bucket=storage.data_bucket.name or f"{prefix}-data",
+        data_claim="data",
+        data_mount=DATA_MOUNT,
+        checkpoint_bucket=storage.checkpoint_bucket.name or f"{prefix}-ckpt",
+        checkpoint_claim="checkpoints",
+        checkpoint_mount=CHECKPOINT_MOUNT,
+    )
+
+
+@dataclass(frozen=True)
+class PlatformLayerArgs:
+    config: StackConfig
+    cluster: ClusterOutputs
+    facts: PlatformFacts
+
+
+class PlatformLayer(pulumi.ComponentResource):
+    run_dependencies: list[pulumi.Resource]
+    tensorboard: TensorBoard | None
+
+    def __init__(self, name: str, args: PlatformLayerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("nemo:platform:PlatformLayer", name, None, opts)
+        cfg, cluster, facts = args.config, args.cluster, args.facts
+        child = pulumi.ResourceOptions(parent=self)
+        system = {"cloud.google.com/gke-nodepool": cluster.facts.system_pool}
+        protect = cluster.facts.production
+
+        workspace = TrainingWorkspace(
+            f"{name}-workspace",
+            TrainingWorkspaceArgs(
+                project=cluster.facts.project, namespace=facts.namespace, service_account=facts.service_account
+            ),
+            opts=child,
+        )
+        self.run_dependencies = [workspace.service_account]
+
+        if cluster.facts.gpu_networks:
+            objects = GpuNetworkObjects(
+                f"{name}-gpu-networks", GpuNetworkObjectsArgs(plan=cluster.facts.gpu_networks), opts=child
+            )
+            self.run_dependencies.append(objects)
+        machines = [machine_type(p.machine_type) for p in cluster.facts.gpu_pools]
+        for flavour in dict.fromkeys(m.gpudirect for m in machines if m.gpudirect in GPUDIRECT_STACKS):
+            NcclPluginInstaller(
+                f"{name}-nccl-{flavour.value}",
+                NcclPluginInstallerArgs(
+                    stack=GPUDIRECT_STACKS[flavour],
+                    accelerators=sorted({m.gke_accelerator for m in machines if m.gpudirect is flavour}),
+                    nri_device_injector=cfg.gpudirect.nri_device_injector,
+                ),
+                opts=child,
+            )
+
+        filestore = cfg.storage.filestore
+        shared = SharedFilesystem(
+            f"{name}-filestore",
+            SharedFilesystemArgs(
+                project=cluster.facts.project,
+                instance_name=f"{cluster.facts.name}-shared",
+                location=cluster.facts.region if filestore.tier in REGIONAL_FILESTORE_TIERS else cluster.facts.zone,
+                tier=filestore.tier,
+                capacity_gib=filestore.capacity_gib,
+                share_name=filestore.share_name,
+                network=cluster.primary_network,
+                namespace=workspace.namespace,
+                claim_name=facts.shared_claim,
+                protect=protect,
+                labels=cfg.labels,
+            ),
+            opts=child,
+        )
+        buckets = [
+            BucketVolume(
+                f"{name}-{role}",
+                BucketVolumeArgs(
+                    project=cluster.facts.project,
+                    region=cluster.facts.region,
+                    bucket_name=bucket_name,
+                    create=bucket.create,
+                    hierarchical_namespace=hierarchical,
+                    namespace=workspace.namespace,
+                    claim_name=claim,
+                    mount_options=mount_options,
+                    role=iam_role,
+                    member=workspace.principal,
+                    protect=protect,
+                    labels=cfg.labels,
+                ),
+                opts=child,
+            )
+            for role, bucket, bucket_name, hierarchical, claim, mount_options, iam_role in (
+                (
+                    "data",
+                    cfg.storage.data_bucket,
+                    facts.data_bucket,
+                    False,
+                    facts.data_claim,
+                    DATA_MOUNT_OPTIONS,
+                    "roles/storage.objectViewer",
+                ),
+                (
+                    "checkpoints",
+                    cfg.storage.checkpoint_bucket,
+                    facts.checkpoint_bucket,
+                    cfg.storage.checkpoint_bucket.hierarchical_namespace,
+                    facts.checkpoint_claim,
+                    CHECKPOINT_MOUNT_OPTIONS,
+                    "roles/storage.objectUser",
+                ),
+            )
+        ]
+        self.run_dependencies += [shared.claim, *(b.claim for b in buckets)]
+
+        jobset = JobSetController(f"{name}-jobset", JobSetControllerArgs(node_selector=system), opts=child)
+        kueue = KueueController(
+            f"{name}-kueue",
+            KueueControllerArgs(
+                node_selector=system,
+                wait_for_pods_ready_timeout_seconds=cfg.kueue.wait_for_pods_ready_timeout_seconds,
+                requeue_limit=cfg.kueue.requeue_limit,
+                nodes=sum(p.max_nodes for p in cluster.facts.gpu_pools),
+            ),
+            # JobSet first: Kueue enables its JobSet integration at start-up.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[jobset]),
+        )
+        queues = KueueQueues(
+            f"{name}-queues",
+            KueueQueuesArgs(
+                flavors=flavors(cluster),
+                cluster_queue=facts.cluster_queue,
+                local_queue=facts.local_queue,
+                namespace=workspace.namespace,
+                preemption=cfg.kueue.preemption,
+                after=[kueue.ready],
+            ),
+            opts=child,
+        )
+        self.run_dependencies.append(queues.local_queue)
+
+        self.tensorboard = None
+        if cfg.tensorboard.enabled:
+            self.tensorboard = TensorBoard(
+                f"{name}-tensorboard",
+                TensorBoardArgs(
+                    namespace=workspace.namespace,
+                    claim=shared.claim,
+                    mount_path=facts.shared_mount,
+                    log_dir=facts.experiments_dir,
+                    node_selector=system,
+                    cpu_millicores=cfg.tensorboard.cpu_millicores,
+                    memory_mib=cfg.tensorboard.memory_mib,
+                    vertex_ai=(cluster.facts.project, cluster.facts.region) if cfg.tensorboard.vertex_ai else None,
+                ),
+                opts=child,
+            )
+        self.register_outputs({})
+
+
+def build(
+    cfg: StackConfig, cluster: ClusterOutputs, opts: pulumi.ResourceOptions
+) -> tuple[PlatformOutputs, dict[str, Any]]:
+    facts = platform_facts(cfg, cluster)
+    layer = PlatformLayer(
+        "platform",
+        PlatformLayerArgs(config=cfg, cluster=cluster, facts=facts),
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(providers={"kubernetes": cluster.provider})),
+    )
+    exports: dict[str, Any] = {"platform": facts.to_plain()}
+    if layer.tensorboard is not None:
+        exports["tensorboardPortForward"] = layer.tensorboard.port_forward_command
+        if layer.tensorboard.vertex_ai_tensorboard is not None:
+            exports["vertexAiTensorboard"] = layer.tensorboard.vertex_ai_tensorboard
+    return PlatformOutputs(facts=facts, run_dependencies=tuple(layer.run_dependencies)), exports
+
+
+def from_upstream(facts: dict[str, Any]) -> PlatformOutputs:
+    return PlatformOutputs(facts=PlatformFacts.from_plain(facts))

@@ -1,0 +1,241 @@
+"""Run the whole Pulumi program in-process, under the recording mocks, for any stack file."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import yaml
+from pulumi.output import Unknown
+from pulumi.runtime import settings
+
+from stacks import program
+from tests.harness.mocks import RecordedResource, RecordingMocks, RecordingMonitor
+
+ROOT = Path(__file__).resolve().parents[2]
+PROJECT = "nemo-gke"
+SECRET_SENTINEL = "4dabf18193072939515e22adb298388d"
+# Stands in for values a preview cannot know yet.
+UNKNOWN = "(known after apply)"
+
+
+def stack_file(stack: str) -> Path:
+    """`Pulumi.<stack>.yaml` at the project root, else under examples/."""
+    for folder in (ROOT, ROOT / "examples"):
+        path = folder / f"Pulumi.{stack}.yaml"
+        if path.exists():
+            return path
+    known = ", ".join(sorted(stack_names()))
+    raise FileNotFoundError(f"no Pulumi.{stack}.yaml at the project root or in examples/; known stacks: {known}")
+
+
+def stack_names() -> list[str]:
+    files = [*ROOT.glob("Pulumi.*.yaml"), *(ROOT / "examples").glob("Pulumi.*.yaml")]
+    return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in files)
+
+
+def load_stack_values(stack: str) -> dict[str, Any]:
+    """The `config:` block of a stack file, with structured values as YAML gave them."""
+    document = yaml.safe_load(stack_file(stack).read_text()) or {}
+    values = dict(document.get("config") or {})
+    for key, value in values.items():
+        if isinstance(value, dict) and "secure" in value:
+            raise ValueError(f"{key}: encrypted values cannot be rendered offline")
+    return values
+
+
+def to_pulumi_config(values: Mapping[str, Any]) -> dict[str, str]:
+    """What the Pulumi CLI hands a program: scalars as strings, objects and lists as JSON."""
+    out: dict[str, str] = {}
+    for key, value in values.items():
+        if isinstance(value, str):
+            out[key] = value
+        elif isinstance(value, bool):
+            out[key] = "true" if value else "false"
+        else:
+            out[key] = json.dumps(value)
+    return out
+
+
+def _plain(value: Any) -> Any:
+    """Strip secret sentinels from a mock-serialised value; mark unknowns."""
+    if isinstance(value, Unknown):
+        return UNKNOWN
+    if isinstance(value, dict):
+        if SECRET_SENTINEL in value:
+            return _plain(value.get("value"))
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, float) and value.is_integer():
+        return int(value)  # the wire carries every number as a float
+    return value
+
+
+@dataclass
+class StackRun:
+    stack: str
+    preview: bool
+    resources: list[RecordedResource]
+    exports: dict[str, Any] = field(default_factory=dict)
+    secret_exports: set[str] = field(default_factory=set)
+    invokes: list[str] = field(default_factory=list)
+
+    # ---- lookups
+    def __iter__(self) -> Iterator[RecordedResource]:
+        return iter(self.resources)
+
+    def of_type(self, *types: str) -> list[RecordedResource]:
+        return [r for r in self.resources if r.type in types]
+
+    def one(self, typ: str, name: str | None = None) -> RecordedResource:
+        found = [r for r in self.of_type(typ) if name is None or r.name == name]
+        if len(found) != 1:
+            names = [r.name for r in self.of_type(typ)]
+            raise AssertionError(f"expected one {typ} named {name!r}, found {len(found)}; {typ} names: {names}")
+        return found[0]
+
+    def by_urn(self, urn: str) -> RecordedResource:
+        for r in self.resources:
+            if r.urn == urn:
+                return r
+        raise KeyError(urn)
+
+    def children(self, parent: RecordedResource) -> list[RecordedResource]:
+        return [r for r in self.resources if r.parent == parent.urn]
+
+    def ancestors(self, resource: RecordedResource) -> list[RecordedResource]:
+        chain = []
+        while resource.parent:
+            try:
+                resource = self.by_urn(resource.parent)
+            except KeyError:
+                break
+            chain.append(resource)
+        return chain
+
+    def depends_on(self, dependent: RecordedResource, dependency: RecordedResource) -> bool:
+        """Whether `dependent` waits for `dependency` on create (and is deleted before it), following
+        explicit and property dependencies, parents and providers as the engine does."""
+        seen: set[str] = set()
+        stack = [dependent.urn]
+        while stack:
+            urn = stack.pop()
+            if urn in seen:
+                continue
+            seen.add(urn)
+            try:
+                current = self.by_urn(urn)
+            except KeyError:
+                continue
+            edges = current.all_dependencies | ({current.parent} if current.parent else set())
+            if current.provider_urn:
+                edges.add(current.provider_urn)
+            if dependency.urn in edges:
+                return True
+            stack.extend(edges)
+        return False
+
+    # ---- views
+    @property
+    def custom_resources(self) -> list[RecordedResource]:
+        return [r for r in self.resources if r.custom and not r.read]
+
+    @property
+    def gcp_resources(self) -> list[RecordedResource]:
+        return [r for r in self.custom_resources if r.type.startswith("gcp:")]
+
+    @property
+    def kubernetes_objects(self) -> list[RecordedResource]:
+        """Resources that are Kubernetes API objects (not Helm releases or providers)."""
+        return [
+            r
+            for r in self.custom_resources
+            if r.type.startswith("kubernetes:") and not r.type.startswith("kubernetes:helm.sh/")
+        ]
+
+    @staticmethod
+    def manifest(resource: RecordedResource) -> dict[str, Any]:
+        return _plain(resource.inputs)
+
+
+class StackFailed(Exception):
+    """The program raised; `resources` is what it had registered by then."""
+
+    def __init__(self, error: BaseException, resources: list[RecordedResource]) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.resources = resources
+
+
+def run_stack(
+    stack: str,
+    *,
+    values: Mapping[str, Any] | None = None,
+    preview: bool = False,
+    upstream: Mapping[str, Mapping[str, Any]] | None = None,
+) -> StackRun:
+    """Run the program for `stack` (its file's config, or `values`) and record everything.
+
+    `upstream` maps referenced stack names to their outputs; when omitted and the stack names an
+    upstream stack, that stack is run first (from its own file) and its exports are used.
+    """
+    config_values = dict(values) if values is not None else load_stack_values(stack)
+    if upstream is None:
+        upstream = _upstream_exports(config_values)
+    project = str(config_values.get(f"{PROJECT}:project", "unset-project"))
+    mocks = RecordingMocks(project=project, preview=preview, upstream=upstream)
+    monitor = RecordingMonitor(mocks)
+    settings.ROOT.set(None)
+    pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=preview, monitor=monitor)
+    pulumi.runtime.set_all_config(to_pulumi_config(config_values))
+
+    run = StackRun(stack=stack, preview=preview, resources=monitor.recorded, invokes=mocks.invokes)
+
+    @pulumi.runtime.test
+    def body() -> pulumi.Output[Any]:
+        program.run()
+        root = settings.get_root_resource()
+        outputs: dict[str, Any] = dict(getattr(root, "outputs", {}) or {})
+
+        async def collect() -> None:
+            for name, value in outputs.items():
+                out = pulumi.Output.from_input(value)
+                if await out.is_secret():
+                    run.secret_exports.add(name)
+                run.exports[name] = _plain(await out.future(with_unknowns=True))
+
+        return pulumi.Output.from_input(collect())
+
+    try:
+        body()
+    except Exception as error:
+        raise StackFailed(error, list(monitor.recorded)) from error
+    return run
+
+
+def _upstream_exports(values: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Exports of the stack this one references, produced by running that stack's own file."""
+    reference = values.get(f"{PROJECT}:upstreamStack")
+    if not isinstance(reference, str):
+        return {}
+    full_name = reference if "/" in reference else f"organization/{PROJECT}/{reference}"
+    upstream_stack = full_name.rsplit("/", 1)[-1]
+    upstream_run = run_stack(upstream_stack)
+    return {full_name: upstream_run.exports}
+
+
+def stack_with(stack: str, **overrides: Any) -> dict[str, Any]:
+    """A stack file's config values with top-level `nemo-gke:` keys replaced."""
+    values = load_stack_values(stack)
+    for key, value in overrides.items():
+        values[f"{PROJECT}:{key}"] = value
+    return values
+
+
+def types_of(resources: Iterable[RecordedResource]) -> list[str]:
+    return sorted({r.type for r in resources})

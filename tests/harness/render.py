@@ -1,0 +1,154 @@
+"""Render a stack offline: `python -m tests.harness.render --stack dev`.
+
+Runs the whole program under the mocks (no credentials, no Pulumi CLI, no network),
+validates everything against the real schemas, and writes `build/<stack>/`:
+
+- `kubernetes/NNN-<kind>-<name>.yaml`: every Kubernetes object, in creation order
+  (`kubectl apply -f build/<stack>/kubernetes/` accepts the folder);
+- `gcp-resources.json`: the GCP resources with their inputs;
+- `helm-releases.json`: the Helm releases (chart, version, values);
+- `outputs.json`: the stack outputs, secrets masked.
+
+Exit codes: 0 rendered, 2 invalid configuration, 1 any other failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from stacks.config import ConfigError
+from tests.harness.mocks import RecordedResource
+from tests.harness.program import ROOT, StackFailed, StackRun, run_stack
+from tests.harness.schemas import resource_errors
+
+
+class _Dumper(yaml.SafeDumper):
+    pass
+
+
+def _str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _str)
+
+
+def _is_component(resource: RecordedResource) -> bool:
+    return not resource.custom and resource.type.startswith("nemo:")
+
+
+def tree(run: StackRun) -> list[str]:
+    """Layer → component → resource lines, with resource counts."""
+    components = {r.urn: r for r in run.resources if _is_component(r)}
+    owned: dict[str, list[RecordedResource]] = {urn: [] for urn in components}
+    for resource in run.custom_resources:
+        owner = next((a for a in run.ancestors(resource) if a.urn in components), None)
+        if owner is not None:
+            owned[owner.urn].append(resource)
+
+    def count(component: RecordedResource) -> int:
+        return len(owned[component.urn]) + sum(count(c) for c in run.children(component) if c.urn in components)
+
+    lines: list[str] = []
+
+    def show(component: RecordedResource, depth: int) -> None:
+        indent = "  " * depth
+        lines.append(f"{indent}{component.name} ({component.type}): {count(component)} resources")
+        for resource in owned[component.urn]:
+            lines.append(f"{indent}  - {resource.type} {resource.name}")
+        for child in run.children(component):
+            if child.urn in components:
+                show(child, depth + 1)
+
+    for layer in (r for r in components.values() if r.type.endswith("Layer")):
+        show(layer, 0)
+    loose = [r for r in run.custom_resources if not any(a.urn in components for a in run.ancestors(r))]
+    if loose:
+        lines.append(f"stack-level: {len(loose)} resources")
+        lines.extend(f"  - {r.type} {r.name}" for r in loose)
+    return lines
+
+
+def summary(run: StackRun) -> str:
+    kinds = Counter(
+        "Helm releases" if r.type.startswith("kubernetes:helm.sh/")
+        else "GCP" if r.type.startswith("gcp:")
+        else "Kubernetes" if r in run.kubernetes_objects
+        else "providers" if r.type.startswith("pulumi:providers:")
+        else "other"
+        for r in run.custom_resources
+    )  # fmt: skip
+    parts = ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items()))
+    return f"stack {run.stack}: {len(run.custom_resources)} resources ({parts})"
+
+
+def write(run: StackRun, out: Path) -> None:
+    if out.exists():
+        shutil.rmtree(out)
+    kube = out / "kubernetes"
+    kube.mkdir(parents=True)
+    for i, resource in enumerate(run.kubernetes_objects, start=1):
+        manifest = run.manifest(resource)
+        name = manifest.get("metadata", {}).get("name", resource.name)
+        (kube / f"{i:03d}-{manifest.get('kind', 'object').lower()}-{name}.yaml").write_text(
+            yaml.dump(manifest, Dumper=_Dumper, sort_keys=False)
+        )
+
+    def record(r: RecordedResource) -> dict[str, Any]:
+        return {"type": r.type, "name": r.name, "urn": r.urn, "parent": r.parent, "inputs": run.manifest(r)}
+
+    (out / "gcp-resources.json").write_text(json.dumps([record(r) for r in run.gcp_resources], indent=2) + "\n")
+    releases = [r for r in run.custom_resources if r.type.startswith("kubernetes:helm.sh/")]
+    (out / "helm-releases.json").write_text(json.dumps([record(r) for r in releases], indent=2) + "\n")
+    outputs = {k: ("[secret]" if k in run.secret_exports else v) for k, v in run.exports.items()}
+    (out / "outputs.json").write_text(json.dumps(outputs, indent=2) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--stack", default="dev", help="stack name: Pulumi.<stack>.yaml at the root or in examples/")
+    parser.add_argument("--out", type=Path, default=ROOT / "build", help="output folder (default: build/)")
+    parser.add_argument(
+        "--preview", action="store_true", help="render as `pulumi preview` sees it (computed values unknown)"
+    )
+    args = parser.parse_args(argv)
+
+    try:
+        run = run_stack(args.stack, preview=args.preview)
+    except FileNotFoundError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except StackFailed as failure:
+        if isinstance(failure.error, ConfigError):
+            print(f"error: {failure.error}", file=sys.stderr)
+            return 2
+        print(f"error: the program failed: {failure.error}", file=sys.stderr)
+        return 1
+
+    errors = [
+        f"{r.type} {r.name}: {error}"
+        for r in run.resources
+        for error in resource_errors(r, run.manifest(r), preview=args.preview)
+    ]
+    if errors:
+        print("schema validation failed:", *errors, sep="\n  ", file=sys.stderr)
+        return 1
+    out = args.out / args.stack
+    write(run, out)
+    print(summary(run))
+    print("\n".join(tree(run)))
+    print(f"wrote {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
