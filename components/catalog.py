@@ -369,3 +369,16 @@ def allocatable_memory_mib(memory_gib: int) -> int:
     total = memory_gib * 1024
     reserved = _tiered(total, ((4096, 0.25), (8192, 0.20), (16384, 0.10), (131072, 0.06)), 0.02)
     return int(total - reserved - EVICTION_THRESHOLD_MIB)
+
+
+# Kept free on every GPU node for GKE's agents, the NCCL plugin and RxDM DaemonSets and the
+# pod's own sidecars (Cloud Storage FUSE, RxDM), so a training pod always fits.
+NODE_RESERVE_MILLICORES = 8000
+NODE_RESERVE_MEMORY_MIB = 64 * 1024
+
+
+def training_pod_requests(machine: MachineType) -> tuple[int, int]:
+    """CPU (millicores) and memory (MiB) one training pod requests on a whole node."""
+    cpu = allocatable_millicores(machine.vcpus) - NODE_RESERVE_MILLICORES
+    memory = allocatable_memory_mib(machine.memory_gib) - NODE_RESERVE_MEMORY_MIB
+    return cpu // 1000 * 1000, memory // 1024 * 1024

@@ -74,8 +74,11 @@ class Recipe:
     sequence_parallel: bool
     fp8: bool
     max_steps: int
-    # NeMo 2 recipe factory (`nemo llm pretrain --factory <name>`).
+    # NeMo 2 recipe factory (`llm.<factory>.pretrain_recipe`).
     factory: str | None = None
+    # NeMo 1 optimizer and initialisation (NeMo 2 recipes carry their own).
+    learning_rate: float | None = None
+    init_std: float | None = None
 
 
 @dataclass(frozen=True)
@@ -118,13 +121,43 @@ MODELS: Mapping[str, ModelSpec] = {
         ModelSpec(
             "gpt-5b",
             Architecture(24, 4096, 32, 32, 16384, _GPT2_VOCAB, 2048, gated_mlp=False),
-            Recipe(Framework.NEMO1, versions.NEMO_1, 2048, 4, 2048, 1, 1, None, 1, False, False, max_steps=50),
+            Recipe(
+                Framework.NEMO1,
+                versions.NEMO_1,
+                2048,
+                4,
+                2048,
+                1,
+                1,
+                None,
+                1,
+                False,
+                False,
+                50,
+                learning_rate=1.6e-4,
+                init_std=0.01,
+            ),
             {"architecture": _WALKTHROUGH, "recipe": _WALKTHROUGH},
         ),
         ModelSpec(
             "gpt3-175b",
             Architecture(96, 12288, 96, 96, 49152, _GPT2_VOCAB, 2048, gated_mlp=False),
-            Recipe(Framework.NEMO1, versions.NEMO_1, 2048, 1, 2048, 4, 8, 2, 1, True, True, max_steps=50),
+            Recipe(
+                Framework.NEMO1,
+                versions.NEMO_1,
+                2048,
+                1,
+                2048,
+                4,
+                8,
+                2,
+                1,
+                True,
+                True,
+                50,
+                learning_rate=0.9e-4,
+                init_std=0.006,
+            ),
             {"architecture": _GPT3_RECIPE, "recipe": _GPT3_RECIPE},
         ),
         ModelSpec(

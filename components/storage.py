@@ -145,9 +145,8 @@ class BucketVolumeArgs:
     namespace: pulumi.Input[str]
     claim_name: str
     mount_options: Sequence[str]
-    # The one role the training identity gets on this bucket, and that identity.
-    role: str
-    member: pulumi.Input[str]
+    # (role, member) pairs: each workload identity gets exactly the role it needs.
+    grants: Sequence[tuple[str, pulumi.Input[str]]]
     protect: bool
     labels: Mapping[str, str]
 
@@ -180,13 +179,14 @@ class BucketVolume(pulumi.ComponentResource):
             )
             bucket_name = bucket.name
             depends.append(bucket)
-        gcp.storage.BucketIAMMember(
-            f"{name}-access",
-            bucket=bucket_name,
-            role=args.role,
-            member=args.member,
-            opts=pulumi.ResourceOptions(parent=self),
-        )
+        for i, (role, member) in enumerate(args.grants):
+            gcp.storage.BucketIAMMember(
+                f"{name}-access-{i}",
+                bucket=bucket_name,
+                role=role,
+                member=member,
+                opts=pulumi.ResourceOptions(parent=self),
+            )
         volume = k8s.core.v1.PersistentVolume(
             f"{name}-volume",
             metadata={"name": pulumi.Output.concat(args.namespace, "-", args.claim_name)},

@@ -128,6 +128,12 @@ NEMO_2 = Image(
     "25.07",
     "AI-Hypercomputer/gpu-recipes:training/a4/llama31_405b/nemo-gke/nemo2507/128gpus-fp8-gbs128/recipe/values.yaml@2e1fd5e",
 )
+# DLLogger writes the per-step metrics the analytics read; the NeMo images lack it.
+DLLOGGER_PACKAGE = "dllogger @ git+https://github.com/NVIDIA/dllogger@v1.0.0"
+# GPT-2 BPE tokenizer files, public, as the A3 Mega GPT-3 recipe mounts them.
+# AI-Hypercomputer/gpu-recipes:training/a3mega/gpt3_175b/nemo-gke/nemo2507/recipe/values.yaml@2e1fd5e
+GPT2_VOCAB_URL = "https://storage.googleapis.com/cloud-samples-data/third-party/tokenizers/gpt2/gpt2-vocab.json"
+GPT2_MERGES_URL = "https://storage.googleapis.com/cloud-samples-data/third-party/tokenizers/gpt2/gpt2-merges.txt"
 TENSORBOARD = Image(
     "tensorflow/tensorflow",
     "2.18.0",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pulumi
@@ -13,18 +14,18 @@ import pulumi_kubernetes as k8s
 class TrainingWorkspaceArgs:
     project: str
     namespace: str
-    service_account: str
+    # Kubernetes service accounts to create, one per kind of workload.
+    service_accounts: Sequence[str]
 
 
 class TrainingWorkspace(pulumi.ComponentResource):
-    """The training namespace and its service account. The account needs no Google service
-    account: Workload Identity Federation grants IAM roles to it directly (`principal`)."""
+    """The training namespace and its service accounts. They need no Google service accounts:
+    Workload Identity Federation grants IAM roles to each of them directly (`principals`)."""
 
     namespace: pulumi.Output[str]
-    service_account_name: pulumi.Output[str]
-    # IAM principal of the Kubernetes service account.
-    principal: pulumi.Output[str]
-    service_account: k8s.core.v1.ServiceAccount
+    # IAM principal of each Kubernetes service account, by name.
+    principals: dict[str, pulumi.Output[str]]
+    accounts: list[k8s.core.v1.ServiceAccount]
 
     def __init__(self, name: str, args: TrainingWorkspaceArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("nemo:workspace:TrainingWorkspace", name, None, opts)
@@ -33,22 +34,24 @@ class TrainingWorkspace(pulumi.ComponentResource):
             metadata={"name": args.namespace, "labels": {"app.kubernetes.io/part-of": "nemo-gke"}},
             opts=pulumi.ResourceOptions(parent=self),
         )
-        self.service_account = k8s.core.v1.ServiceAccount(
-            f"{name}-service-account",
-            metadata={"name": args.service_account, "namespace": namespace.metadata.name},
-            opts=pulumi.ResourceOptions(parent=namespace),
-        )
         project = gcp.organizations.get_project_output(
             project_id=args.project, opts=pulumi.InvokeOutputOptions(parent=self)
         )
-        self.principal = pulumi.Output.concat(
-            "principal://iam.googleapis.com/projects/",
-            project.number,
-            f"/locations/global/workloadIdentityPools/{args.project}.svc.id.goog/subject/ns/",
-            namespace.metadata.name,
-            "/sa/",
-            self.service_account.metadata.name,
-        )
+        self.accounts, self.principals = [], {}
+        for account_name in args.service_accounts:
+            account = k8s.core.v1.ServiceAccount(
+                f"{name}-{account_name}",
+                metadata={"name": account_name, "namespace": namespace.metadata.name},
+                opts=pulumi.ResourceOptions(parent=namespace),
+            )
+            self.accounts.append(account)
+            self.principals[account_name] = pulumi.Output.concat(
+                "principal://iam.googleapis.com/projects/",
+                project.number,
+                f"/locations/global/workloadIdentityPools/{args.project}.svc.id.goog/subject/ns/",
+                namespace.metadata.name,
+                "/sa/",
+                account.metadata.name,
+            )
         self.namespace = namespace.metadata.name
-        self.service_account_name = self.service_account.metadata.name
-        self.register_outputs({"namespace": self.namespace, "principal": self.principal})
+        self.register_outputs({"namespace": self.namespace})

@@ -12,6 +12,7 @@ import ipaddress
 import json
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated, Any, Literal, Self, Union, get_args, get_origin
 
@@ -19,7 +20,16 @@ import pulumi
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
-from components.catalog import MACHINE_TYPES, MachineType, machine_type
+from components.catalog import (
+    MACHINE_TYPES,
+    MachineType,
+    Precision,
+    allocatable_memory_mib,
+    allocatable_millicores,
+    machine_type,
+    training_pod_requests,
+)
+from components.models import MODELS, ModelSpec, model_spec
 
 NAMESPACE = "nemo-gke"
 
@@ -551,6 +561,314 @@ class GpuDirectConfig(Model):
     )
 
 
+# --------------------------------------------------------------------------- training
+
+TopologyLevel = Literal["block", "subblock", "host", "hostname"]
+TOPOLOGY_LABELS: dict[str, str] = {
+    "block": "cloud.google.com/gce-topology-block",
+    "subblock": "cloud.google.com/gce-topology-subblock",
+    "host": "cloud.google.com/gce-topology-host",
+    "hostname": "kubernetes.io/hostname",
+}
+PRIORITIES = ("nemo-low", "nemo-medium", "nemo-high")
+_OVERRIDE_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class ProfileWindow(Model):
+    """Nsight Systems capture between two steps (rank 0 of each node)."""
+
+    start_step: int = Field(ge=0, description="First profiled step.")
+    end_step: int = Field(ge=1, description="Last profiled step.")
+
+    @model_validator(mode="after")
+    def _check(self) -> ProfileWindow:
+        if self.end_step <= self.start_step:
+            raise RuleError("endStep", self.end_step, f"must be after startStep ({self.start_step})")
+        return self
+
+
+class DatasetConfig(Model):
+    source: Literal["mock", "gcs"] = Field("mock", description="NeMo's mock data, or Megatron .bin/.idx files.")
+    prefix: str | None = Field(
+        None,
+        description="`gcs`: path inside the data bucket of the files, without .bin/.idx "
+        "(e.g. datasets/wiki/wiki_text_document).",
+    )
+    copy_to_local_ssd: bool = Field(
+        True, description="`gcs`: copy the files to local SSD before training instead of reading through FUSE."
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> DatasetConfig:
+        if self.source == "gcs" and not self.prefix:
+            raise RuleError("prefix", None, "is required when source is 'gcs'")
+        if self.source == "mock" and self.prefix is not None:
+            raise RuleError("prefix", self.prefix, "applies only to source 'gcs'")
+        if self.prefix is not None and (self.prefix.startswith("/") or ".." in self.prefix.split("/")):
+            raise RuleError("prefix", self.prefix, "must be a relative path inside the data bucket")
+        return self
+
+
+class CheckpointConfig(Model):
+    enabled: bool = Field(True, description="Save checkpoints to the checkpoint bucket under the run's name.")
+    interval_steps: int = Field(100, ge=1, le=1_000_000, description="Steps between checkpoints.")
+    resume: bool = Field(True, description="Resume from the newest checkpoint of the run, if any.")
+
+
+class TopologyConfig(Model):
+    mode: Literal["preferred", "required", "none"] | None = Field(
+        None, description="Kueue topology-aware placement. Default: preferred where the pool has topology labels."
+    )
+    level: TopologyLevel = Field("block", description="Topology level to keep the run's nodes within.")
+
+
+class TokenizerConfig(Model):
+    library: Literal["megatron", "huggingface", "sentencepiece"] = Field("megatron", description="Tokenizer library.")
+    type: str = Field(
+        "GPT2BPETokenizer", description="Megatron tokenizer type, or a Hugging Face model ID / path for huggingface."
+    )
+    model: str | None = Field(None, description="sentencepiece: path of the model file inside the data bucket.")
+
+    @model_validator(mode="after")
+    def _check(self) -> TokenizerConfig:
+        if self.library == "sentencepiece" and not self.model:
+            raise RuleError("model", None, "is required for library 'sentencepiece'")
+        return self
+
+
+class RunConfig(Model):
+    """One pretraining run: a suspended JobSet that Kueue admits when the whole run fits."""
+
+    name: str = Field(description="Run name: names the JobSet, its logs and checkpoints. Changing it starts a new run.")
+    model: str = Field(description="A model of the catalog.")
+    pool: str | None = Field(None, description="GPU pool to run on. Default: the first GPU pool.")
+    nodes: int = Field(ge=1, le=1000, description="Nodes (one pod each, all GPUs of the node).")
+    steps: int | None = Field(None, ge=1, le=10_000_000, description="Training steps. Default: the model's.")
+    global_batch_size: int | None = Field(None, ge=1, description="Sequences per step. Default: the model's.")
+    micro_batch_size: int | None = Field(None, ge=1, description="Sequences per GPU per micro-step.")
+    tensor_parallel: int | None = Field(None, ge=1, le=64, description="Tensor-parallel size.")
+    pipeline_parallel: int | None = Field(None, ge=1, le=256, description="Pipeline-parallel size.")
+    virtual_pipeline: int | None = Field(None, ge=1, le=256, description="Virtual pipeline stages per rank.")
+    context_parallel: int | None = Field(None, ge=1, le=64, description="Context-parallel size.")
+    sequence_length: int | None = Field(None, ge=128, le=1_048_576, description="Tokens per sequence.")
+    fp8: bool | None = Field(None, description="FP8 (hybrid) training. Default: the model's.")
+    profile: ProfileWindow | None = Field(None, description="Nsight Systems window; off when unset.")
+    dataset: DatasetConfig = Field(default_factory=DatasetConfig, description="Training data.")
+    tokenizer: TokenizerConfig = Field(default_factory=TokenizerConfig, description="Tokenizer of the data.")
+    checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig, description="Checkpointing and resume.")
+    max_restarts: int = Field(0, ge=0, le=100, description="JobSet restarts of the whole run after a failure.")
+    ttl_seconds_after_finished: int = Field(
+        43200, ge=0, le=2_592_000, description="Keep the finished JobSet this long."
+    )
+    topology: TopologyConfig = Field(default_factory=TopologyConfig, description="Topology-aware placement.")
+    priority: Literal["nemo-low", "nemo-medium", "nemo-high"] = Field("nemo-medium", description="Kueue priority.")
+    image: str | None = Field(None, description="Training image. Default: the model's pinned NeMo image.")
+    overrides: dict[str, str | int | float | bool] = Field(
+        {}, description="Extra settings by dotted key, applied to the NeMo config (NeMo 1) or recipe (NeMo 2)."
+    )
+    env: dict[str, str] = Field({}, description="Extra environment variables of the training container.")
+
+    @property
+    def spec(self) -> ModelSpec:
+        return model_spec(self.model)
+
+    @model_validator(mode="after")
+    def _check(self) -> RunConfig:
+        check_name("name", self.name, 40)
+        if self.model not in MODELS:
+            raise RuleError("model", self.model, f"is not in the model catalog; known: {', '.join(MODELS)}")
+        if self.image is not None and not re.match(
+            r"^[a-z0-9.-]+(:[0-9]+)?/[a-z0-9._/-]+(:[A-Za-z0-9._-]+|@sha256:[0-9a-f]{64})$", self.image
+        ):
+            raise RuleError("image", self.image, "must be a registry/repository:tag or @sha256 reference")
+        if self.virtual_pipeline is not None and self.settings.pipeline_parallel == 1:
+            raise RuleError("virtualPipeline", self.virtual_pipeline, "needs pipelineParallel above 1")
+        for key in self.overrides:
+            if not _OVERRIDE_KEY.match(key):
+                raise RuleError(f"overrides.{key}", key, "must be a dotted key such as model.optim.lr")
+        for key in self.env:
+            if not _ENV_NAME.match(key):
+                raise RuleError(f"env.{key}", key, "must be an environment variable name")
+        return self
+
+    def _virtual_pipeline(self) -> int | None:
+        """The run's own value, else the recipe's when the run keeps the recipe's pipeline layout."""
+        recipe = self.spec.recipe
+        if self.virtual_pipeline is not None:
+            return self.virtual_pipeline
+        if self.pipeline_parallel in (None, recipe.pipeline_parallel):
+            return recipe.virtual_pipeline
+        return None
+
+    @property
+    def settings(self) -> RunSettings:
+        """The run's effective settings: its overrides on top of the model's recipe."""
+        recipe = self.spec.recipe
+        return RunSettings(
+            steps=self.steps or recipe.max_steps,
+            global_batch_size=self.global_batch_size or recipe.global_batch_size,
+            micro_batch_size=self.micro_batch_size or recipe.micro_batch_size,
+            tensor_parallel=self.tensor_parallel or recipe.tensor_parallel,
+            pipeline_parallel=self.pipeline_parallel or recipe.pipeline_parallel,
+            virtual_pipeline=self.virtual_pipeline
+            if self.virtual_pipeline is not None
+            else (
+                recipe.virtual_pipeline
+                if not self.pipeline_parallel or self.pipeline_parallel == recipe.pipeline_parallel
+                else None
+            ),
+            context_parallel=self.context_parallel or recipe.context_parallel,
+            sequence_length=self.sequence_length or recipe.seq_length,
+            fp8=recipe.fp8 if self.fp8 is None else self.fp8,
+        )
+
+
+class RunSettings(Model):
+    steps: int
+    global_batch_size: int
+    micro_batch_size: int
+    tensor_parallel: int
+    pipeline_parallel: int
+    virtual_pipeline: int | None
+    context_parallel: int
+    sequence_length: int
+    fp8: bool
+
+
+class DataPrepConfig(Model):
+    """A Job that tokenizes JSONL from the data bucket into Megatron .bin/.idx files there."""
+
+    name: str = Field(description="Job name.")
+    input: str = Field(description="JSONL file or glob inside the data bucket, e.g. raw/wiki/*.jsonl.")
+    output_prefix: str = Field(description="Output path prefix inside the data bucket, e.g. datasets/wiki/wiki.")
+    json_key: str = Field("text", description="Field of each JSON line holding the text.")
+    tokenizer: TokenizerConfig = Field(default_factory=TokenizerConfig, description="Tokenizer.")
+    workers: int = Field(32, ge=1, le=256, description="Tokenizer processes (one CPU each).")
+    pool: str | None = Field(None, description="GPU pool whose CPUs run the job. Default: the first GPU pool.")
+
+    @model_validator(mode="after")
+    def _check(self) -> DataPrepConfig:
+        check_name("name", self.name, 50)
+        for key in ("input", "outputPrefix"):
+            value = getattr(self, to_snake(key))
+            if value.startswith("/") or ".." in value.split("/"):
+                raise RuleError(key, value, "must be a relative path inside the data bucket")
+        return self
+
+
+class TrainingConfig(Model):
+    runs: tuple[RunConfig, ...] = Field((), description="Pretraining runs of this stack.")
+    data_prep: tuple[DataPrepConfig, ...] = Field((), description="Tokenization jobs of this stack.")
+
+    @model_validator(mode="after")
+    def _check(self) -> TrainingConfig:
+        for label, items in (("runs", self.runs), ("dataPrep", self.data_prep)):
+            names = [i.name for i in items]
+            for i, name in enumerate(names):
+                if names.index(name) != i:
+                    raise RuleError(f"{label}[{i}].name", name, "must be unique")
+        return self
+
+
+@dataclass(frozen=True)
+class RunTarget:
+    """A GPU pool as a run sees it: its machine, size and its ClusterQueue quota."""
+
+    pool: str
+    machine: MachineType
+    max_nodes: int
+    topology: bool
+    gpu_quota: int
+    cpu_quota_millicores: int
+    memory_quota_mib: int
+
+
+def check_run(run: RunConfig, targets: Mapping[str, RunTarget], default_pool: str) -> None:
+    """Raise RuleError (key relative to the run) if the run cannot work on its pool."""
+    pool = run.pool or default_pool
+    if pool not in targets:
+        raise RuleError("pool", pool, f"is not a GPU pool of the environment; pools: {', '.join(targets)}")
+    target, spec, s = targets[pool], run.spec, run.settings
+    machine, arch = target.machine, run.spec.architecture
+    gpus = run.nodes * machine.gpus
+    if run.nodes > target.max_nodes:
+        raise RuleError("nodes", run.nodes, f"pool {pool} holds at most {target.max_nodes} nodes")
+    if gpus > target.gpu_quota:
+        raise RuleError("nodes", run.nodes, f"{gpus} GPUs exceed the queue's quota of {target.gpu_quota} on {pool}")
+    cpu, memory = training_pod_requests(machine)
+    if run.nodes * cpu > target.cpu_quota_millicores or run.nodes * memory > target.memory_quota_mib:
+        raise RuleError("nodes", run.nodes, f"the run's CPU and memory requests exceed the queue's quota on {pool}")
+    if machine.gpus % s.tensor_parallel:
+        raise RuleError(
+            "tensorParallel", s.tensor_parallel, f"must divide the {machine.gpus} GPUs of a {machine.name} node"
+        )
+    model_parallel = s.tensor_parallel * s.pipeline_parallel * s.context_parallel
+    if gpus % model_parallel:
+        raise RuleError(
+            "nodes",
+            run.nodes,
+            f"{gpus} GPUs are not a multiple of tensor × pipeline × context parallel = "
+            f"{s.tensor_parallel} × {s.pipeline_parallel} × {s.context_parallel} = {model_parallel}",
+        )
+    data_parallel = gpus // model_parallel
+    if s.global_batch_size % (s.micro_batch_size * data_parallel):
+        raise RuleError(
+            "globalBatchSize",
+            s.global_batch_size,
+            f"must be a multiple of micro batch × data-parallel size = {s.micro_batch_size} × {data_parallel}",
+        )
+    if s.sequence_length > arch.max_positions:
+        raise RuleError("sequenceLength", s.sequence_length, f"{spec.name} has {arch.max_positions} positions")
+    if arch.heads % s.tensor_parallel or arch.kv_heads % s.tensor_parallel:
+        raise RuleError(
+            "tensorParallel",
+            s.tensor_parallel,
+            f"must divide the {arch.heads} attention heads and {arch.kv_heads} key/value heads of {spec.name}",
+        )
+    stages = s.pipeline_parallel * (s.virtual_pipeline or 1)
+    if arch.layers % stages:
+        raise RuleError(
+            "pipelineParallel",
+            s.pipeline_parallel,
+            f"pipeline × virtual stages ({stages}) must divide the {arch.layers} layers of {spec.name}",
+        )
+    if s.fp8 and Precision.FP8 not in machine.accelerator.peak_dense_tflops:
+        raise RuleError("fp8", True, f"{machine.accelerator.name} GPUs have no FP8")
+    if run.profile is not None and run.profile.end_step > s.steps:
+        raise RuleError("profile.endStep", run.profile.end_step, f"is after the last step ({s.steps})")
+    if run.topology.mode in ("preferred", "required") and not target.topology:
+        raise RuleError(
+            "topology.mode",
+            run.topology.mode,
+            f"pool {pool} has no topology labels (they come with compact placement or a reservation); use 'none'",
+        )
+
+
+def training_errors(training: TrainingConfig, targets: Mapping[str, RunTarget], default_pool: str) -> list[RuleError]:
+    """What is wrong with the runs and data-prep jobs on these pools, keys relative to the stack."""
+    errors = []
+    for i, run in enumerate(training.runs):
+        try:
+            check_run(run, targets, default_pool)
+        except RuleError as error:
+            errors.append(RuleError(f"training.runs[{i}].{error.key}", error.value, str(error)))
+    for i, job in enumerate(training.data_prep):
+        try:
+            check_data_prep(job, targets, default_pool)
+        except RuleError as error:
+            errors.append(RuleError(f"training.dataPrep[{i}].{error.key}", error.value, str(error)))
+    return errors
+
+
+def check_data_prep(job: DataPrepConfig, targets: Mapping[str, RunTarget], default_pool: str) -> None:
+    pool = job.pool or default_pool
+    if pool not in targets:
+        raise RuleError("pool", pool, f"is not a GPU pool of the environment; pools: {', '.join(targets)}")
+    if job.workers * 1000 > training_pod_requests(targets[pool].machine)[0]:
+        raise RuleError("workers", job.workers, f"a {targets[pool].machine.name} node has fewer CPUs")
+
+
 # --------------------------------------------------------------------------- the stack
 
 
@@ -586,6 +904,7 @@ class StackConfig(Model):
     kueue: KueueConfig = Field(default_factory=KueueConfig, description="Kueue queues and admission.")
     tensorboard: TensorBoardConfig = Field(default_factory=TensorBoardConfig, description="TensorBoard.")
     gpudirect: GpuDirectConfig = Field(default_factory=GpuDirectConfig, description="GPUDirect add-ons.")
+    training: TrainingConfig = Field(default_factory=TrainingConfig, description="Runs and data preparation.")
 
     @property
     def cluster_name(self) -> str:
@@ -618,6 +937,7 @@ class StackConfig(Model):
         self._check_layers()
         self._check_labels()
         self._check_pools()
+        self._check_training()
         check_name("namespace", self.namespace, 63)
         if self.namespace in ("default", "kube-system", "kube-public", "kueue-system", "jobset-system"):
             raise RuleError(
@@ -675,6 +995,31 @@ class StackConfig(Model):
             r"^([^/\s]+/[^/\s]+/)?[A-Za-z0-9._-]+$", self.upstream_stack
         ):
             raise RuleError("upstreamStack", self.upstream_stack, "must be <org>/<project>/<stack> or a stack name")
+
+    def run_targets(self) -> dict[str, RunTarget]:
+        """The GPU pools as runs see them, when this stack defines them."""
+        targets = {}
+        for pool in self.gpu_pools:
+            machine, nodes = pool.machine, pool.max_nodes
+            targets[pool.name] = RunTarget(
+                pool=pool.name,
+                machine=machine,
+                max_nodes=nodes,
+                topology=pool.compact or pool.capacity.type == "reservation",
+                gpu_quota=machine.gpus * nodes,
+                cpu_quota_millicores=allocatable_millicores(machine.vcpus) * nodes,
+                memory_quota_mib=allocatable_memory_mib(machine.memory_gib) * nodes,
+            )
+        return targets
+
+    def _check_training(self) -> None:
+        """Runs are checked here when this stack also defines the pools; a run-only stack
+        checks them against the environment's outputs before creating anything."""
+        if not (self.deploys(Layer.TRAINING) and self.deploys(Layer.CLUSTER)):
+            return
+        errors = training_errors(self.training, self.run_targets(), self.gpu_pools[0].name)
+        if errors:
+            raise errors[0]
 
     def _check_labels(self) -> None:
         for key, value in self.labels.items():

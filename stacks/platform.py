@@ -46,7 +46,10 @@ SHARED_MOUNT = "/nfs"
 EXPERIMENTS_DIR = f"{SHARED_MOUNT}/nemo-experiments"
 DATA_MOUNT = "/data"
 CHECKPOINT_MOUNT = "/checkpoints"
-SERVICE_ACCOUNT = "nemo-training"
+TRAINING_ACCOUNT = "nemo-training"
+DATA_PREP_ACCOUNT = "nemo-data-prep"
+READ = "roles/storage.objectViewer"
+READ_WRITE = "roles/storage.objectUser"
 
 
 class FlavorFacts(Model):
@@ -67,7 +70,9 @@ class PlatformFacts(Model):
     """The platform layer's plain outputs (stack output `platform`)."""
 
     namespace: str
+    # Training runs read data and write checkpoints; data preparation writes data.
     service_account: str
+    data_prep_service_account: str
     cluster_queue: str
     local_queue: str
     priority_classes: tuple[str, ...]
@@ -116,7 +121,8 @@ def platform_facts(cfg: StackConfig, cluster: ClusterOutputs) -> PlatformFacts:
     storage = cfg.storage
     return PlatformFacts(
         namespace=cfg.namespace,
-        service_account=SERVICE_ACCOUNT,
+        service_account=TRAINING_ACCOUNT,
+        data_prep_service_account=DATA_PREP_ACCOUNT,
         cluster_queue=cfg.kueue.cluster_queue,
         local_queue=cfg.kueue.local_queue,
         priority_classes=tuple(PRIORITY_CLASSES),
@@ -168,11 +174,15 @@ class PlatformLayer(pulumi.ComponentResource):
         workspace = TrainingWorkspace(
             f"{name}-workspace",
             TrainingWorkspaceArgs(
-                project=cluster.facts.project, namespace=facts.namespace, service_account=facts.service_account
+                project=cluster.facts.project,
+                namespace=facts.namespace,
+                service_accounts=(facts.service_account, facts.data_prep_service_account),
             ),
             opts=child,
         )
-        self.run_dependencies = [workspace.service_account]
+        training = workspace.principals[facts.service_account]
+        data_prep = workspace.principals[facts.data_prep_service_account]
+        self.run_dependencies = list(workspace.accounts)
 
         if cluster.facts.gpu_networks:
             objects = GpuNetworkObjects(
@@ -209,45 +219,42 @@ class PlatformLayer(pulumi.ComponentResource):
             ),
             opts=child,
         )
+        storage = cfg.storage
         buckets = [
             BucketVolume(
-                f"{name}-{role}",
+                f"{name}-data",
                 BucketVolumeArgs(
                     project=cluster.facts.project,
                     region=cluster.facts.region,
-                    bucket_name=bucket_name,
-                    create=bucket.create,
-                    hierarchical_namespace=hierarchical,
+                    bucket_name=facts.data_bucket,
+                    create=storage.data_bucket.create,
+                    hierarchical_namespace=False,
                     namespace=workspace.namespace,
-                    claim_name=claim,
-                    mount_options=mount_options,
-                    role=iam_role,
-                    member=workspace.principal,
+                    claim_name=facts.data_claim,
+                    mount_options=DATA_MOUNT_OPTIONS,
+                    grants=[(READ, training), (READ_WRITE, data_prep)],
                     protect=protect,
                     labels=cfg.labels,
                 ),
                 opts=child,
-            )
-            for role, bucket, bucket_name, hierarchical, claim, mount_options, iam_role in (
-                (
-                    "data",
-                    cfg.storage.data_bucket,
-                    facts.data_bucket,
-                    False,
-                    facts.data_claim,
-                    DATA_MOUNT_OPTIONS,
-                    "roles/storage.objectViewer",
+            ),
+            BucketVolume(
+                f"{name}-checkpoints",
+                BucketVolumeArgs(
+                    project=cluster.facts.project,
+                    region=cluster.facts.region,
+                    bucket_name=facts.checkpoint_bucket,
+                    create=storage.checkpoint_bucket.create,
+                    hierarchical_namespace=storage.checkpoint_bucket.hierarchical_namespace,
+                    namespace=workspace.namespace,
+                    claim_name=facts.checkpoint_claim,
+                    mount_options=CHECKPOINT_MOUNT_OPTIONS,
+                    grants=[(READ_WRITE, training)],
+                    protect=protect,
+                    labels=cfg.labels,
                 ),
-                (
-                    "checkpoints",
-                    cfg.storage.checkpoint_bucket,
-                    facts.checkpoint_bucket,
-                    cfg.storage.checkpoint_bucket.hierarchical_namespace,
-                    facts.checkpoint_claim,
-                    CHECKPOINT_MOUNT_OPTIONS,
-                    "roles/storage.objectUser",
-                ),
-            )
+                opts=child,
+            ),
         ]
         self.run_dependencies += [shared.claim, *(b.claim for b in buckets)]
 

@@ -7,7 +7,7 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
-from stacks import bootstrap, cluster, platform
+from stacks import bootstrap, cluster, platform, training
 from stacks.config import Layer, StackConfig, read_stack_config
 from stacks.upstream import Upstream
 
@@ -49,5 +49,6 @@ def deploy(cfg: StackConfig) -> dict[str, Any]:
     else:
         assert upstream is not None
         platform_outputs = platform.from_upstream(upstream.plain("platform"))
-    del platform_outputs  # consumed by the training layer
+    if cfg.deploys(Layer.TRAINING):
+        exports.update(training.build(cfg, cluster_outputs, platform_outputs, opts))
     return exports

@@ -36,8 +36,19 @@ class Upstream:
                     )
                 ]
             )
-        return self._outputs[key]
+        return _integral(self._outputs[key])
 
     def secret(self, key: str) -> pulumi.Output[Any]:
         self.plain(key)  # fail early and clearly if it is missing
         return pulumi.Output.secret(self.reference.require_output(key))
+
+
+def _integral(value: Any) -> Any:
+    """Stack outputs cross the wire as JSON numbers, so counts arrive as floats (2.0)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _integral(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_integral(v) for v in value]
+    return value

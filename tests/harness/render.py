@@ -63,9 +63,9 @@ def tree(run: StackRun) -> list[str]:
     def show(component: RecordedResource, depth: int) -> None:
         indent = "  " * depth
         lines.append(f"{indent}{component.name} ({component.type}): {count(component)} resources")
-        for resource in owned[component.urn]:
+        for resource in sorted(owned[component.urn], key=lambda r: (r.type, r.name)):
             lines.append(f"{indent}  - {resource.type} {resource.name}")
-        for child in run.children(component):
+        for child in sorted(run.children(component), key=lambda r: r.name):
             if child.urn in components:
                 show(child, depth + 1)
 
@@ -91,14 +91,36 @@ def summary(run: StackRun) -> str:
     return f"stack {run.stack}: {len(run.custom_resources)} resources ({parts})"
 
 
+# Files sort so that `kubectl apply -f` meets namespaces before what lives in them and
+# Kueue's flavors before the queues that name them.
+KIND_ORDER = (
+    "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "PersistentVolume",
+    "PersistentVolumeClaim", "ConfigMap", "GKENetworkParamSet", "Network", "DaemonSet", "Deployment",
+    "Service", "Job", "Topology", "ResourceFlavor", "WorkloadPriorityClass", "ProvisioningRequestConfig",
+    "AdmissionCheck", "ClusterQueue", "LocalQueue", "JobSet",
+)  # fmt: skip
+
+
+def ordered(manifests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def key(m: dict[str, Any]) -> tuple[int, str, str]:
+        kind, meta = m.get("kind", ""), m.get("metadata", {})
+        rank = KIND_ORDER.index(kind) if kind in KIND_ORDER else len(KIND_ORDER)
+        return rank, meta.get("namespace", ""), meta.get("name", "")
+
+    head = ("apiVersion", "kind", "metadata", "spec")
+    return [
+        {**{k: m[k] for k in head if k in m}, **{k: v for k, v in m.items() if k not in head}}
+        for m in sorted(manifests, key=key)
+    ]
+
+
 def write(run: StackRun, out: Path) -> None:
     if out.exists():
         shutil.rmtree(out)
     kube = out / "kubernetes"
     kube.mkdir(parents=True)
-    for i, resource in enumerate(run.kubernetes_objects, start=1):
-        manifest = run.manifest(resource)
-        name = manifest.get("metadata", {}).get("name", resource.name)
+    for i, manifest in enumerate(ordered([run.manifest(r) for r in run.kubernetes_objects]), start=1):
+        name = manifest["metadata"]["name"]
         (kube / f"{i:03d}-{manifest.get('kind', 'object').lower()}-{name}.yaml").write_text(
             yaml.dump(manifest, Dumper=_Dumper, sort_keys=False)
         )

@@ -68,6 +68,9 @@ def _strict(schema: Any) -> Any:
         out["additionalProperties"] = False
     if out.pop("nullable", False) and isinstance(out.get("type"), str):
         out["type"] = [out["type"], "null"]
+    if isinstance(out.get("pattern"), str):
+        # Go regexps allow ^(?i)…; Python wants inline flags first.
+        out["pattern"] = re.sub(r"^\^\(\?([a-z]+)\)", r"(?\1)^", out["pattern"])
     return out
 
 

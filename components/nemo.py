@@ -1,0 +1,360 @@
+"""What a training run executes: the launcher, and its NeMo configuration.
+
+NeMo 1.x runs get a complete Hydra config for `megatron_gpt_pretraining.py`; NeMo 2.0 runs
+get a JSON settings file read by `scripts/nemo2_pretrain.py`, which applies it to the
+model's NeMo recipe and calls `llm pretrain`. Both are pure data built here and shipped to
+the pods in a ConfigMap next to `scripts/launch.sh`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from components import versions
+from components.models import Framework, ModelSpec
+from stacks.config import RunConfig, TokenizerConfig
+
+SCRIPTS = Path(__file__).parent / "scripts"
+# Where the run's ConfigMap is mounted.
+WORKLOAD_DIR = "/workload"
+LAUNCHER = "launch.sh"
+NEMO1_CONFIG = "nemo-config.yaml"
+NEMO2_SCRIPT = "nemo2_pretrain.py"
+NEMO2_SETTINGS = "run.json"
+NEMO1_ENTRYPOINT = "/opt/NeMo/examples/nlp/language_modeling/megatron_gpt_pretraining.py"
+PREPROCESS_SCRIPT = "/opt/NeMo/scripts/nlp_language_modeling/preprocess_data_for_megatron.py"
+# Node-local scratch on the local NVMe SSDs (ephemeral storage).
+LOCAL_SSD = "/ssd"
+TOKENIZER_DIR = f"{LOCAL_SSD}/tokenizer"
+GPT2_VOCAB = f"{TOKENIZER_DIR}/gpt2-vocab.json"
+GPT2_MERGES = f"{TOKENIZER_DIR}/gpt2-merges.txt"
+MASTER_PORT = 6002
+
+
+@dataclass(frozen=True)
+class RunPaths:
+    """Where a run reads and writes, inside its pods."""
+
+    experiment_dir: str
+    checkpoint_dir: str | None
+    # Megatron .bin/.idx prefix the trainer reads; None for mock data.
+    dataset_prefix: str | None
+    # Prefix on the data bucket to copy to local SSD first, when the run asks for a copy.
+    dataset_source: str | None
+    data_mount: str
+
+    @property
+    def dllogger_file(self) -> str:
+        return f"{self.experiment_dir}/dllogger.json"
+
+
+def run_paths(run: RunConfig, experiments_dir: str, checkpoint_mount: str, data_mount: str) -> RunPaths:
+    dataset = run.dataset
+    on_bucket = f"{data_mount}/{dataset.prefix}" if dataset.prefix else None
+    local = f"{LOCAL_SSD}/data/{Path(dataset.prefix).name}" if dataset.prefix and dataset.copy_to_local_ssd else None
+    return RunPaths(
+        experiment_dir=f"{experiments_dir}/{run.name}",
+        checkpoint_dir=f"{checkpoint_mount}/{run.name}" if run.checkpoint.enabled else None,
+        dataset_prefix=local or on_bucket,
+        dataset_source=on_bucket if local else None,
+        data_mount=data_mount,
+    )
+
+
+FETCH_TOKENIZER = "fetch_gpt2_tokenizer.py"
+
+
+def uses_gpt2_files(tokenizer: TokenizerConfig) -> bool:
+    return tokenizer.library == "megatron" and tokenizer.type.startswith("GPT2")
+
+
+def tokenizer_settings(tokenizer: TokenizerConfig, data_mount: str) -> dict[str, Any]:
+    """NeMo's tokenizer fields; GPT-2 BPE files are fetched to local SSD by the pod."""
+    gpt2 = uses_gpt2_files(tokenizer)
+    return {
+        "library": tokenizer.library,
+        "type": tokenizer.type,
+        "model": f"{data_mount}/{tokenizer.model}" if tokenizer.model else None,
+        "vocab_file": GPT2_VOCAB if gpt2 else None,
+        "merge_file": GPT2_MERGES if gpt2 else None,
+        "delimiter": None,
+    }
+
+
+def tokenizer_env(tokenizer: TokenizerConfig) -> dict[str, str]:
+    """What fetch_gpt2_tokenizer.py needs, when the tokenizer uses the GPT-2 files."""
+    if not uses_gpt2_files(tokenizer):
+        return {}
+    return {
+        "TOKENIZER_DIR": TOKENIZER_DIR,
+        "GPT2_VOCAB_URL": versions.GPT2_VOCAB_URL,
+        "GPT2_MERGES_URL": versions.GPT2_MERGES_URL,
+    }
+
+
+def _set_dotted(config: dict[str, Any], dotted: str, value: Any) -> None:
+    *path, last = dotted.split(".")
+    for part in path:
+        config = config.setdefault(part, {})
+    config[last] = value
+
+
+def nemo1_config(run: RunConfig, paths: RunPaths, gpus_per_node: int) -> dict[str, Any]:
+    """A complete NeMo 1.x Hydra config for a GPT model (layout of the public recipes)."""
+    spec, s = run.spec, run.settings
+    arch, recipe = spec.architecture, spec.recipe
+    assert recipe.framework is Framework.NEMO1 and recipe.learning_rate is not None
+    checkpoint = paths.checkpoint_dir is not None
+    config: dict[str, Any] = {
+        "run": {"name": run.name},
+        "trainer": {
+            "devices": gpus_per_node,
+            "num_nodes": run.nodes,
+            "accelerator": "gpu",
+            "precision": "bf16",
+            "logger": False,  # exp_manager owns the loggers
+            "enable_checkpointing": False,  # exp_manager owns the checkpoint callback
+            "use_distributed_sampler": False,
+            "max_epochs": None,
+            "max_steps": s.steps,
+            "max_time": "29:23:59:59",
+            "log_every_n_steps": 1,
+            "val_check_interval": s.steps,
+            "limit_val_batches": 0.0,
+            "limit_test_batches": 0,
+            "accumulate_grad_batches": 1,
+            "gradient_clip_val": 1.0,
+        },
+        "exp_manager": {
+            "explicit_log_dir": paths.experiment_dir,
+            "exp_dir": None,
+            "name": "megatron_gpt",
+            "create_wandb_logger": False,
+            "create_tensorboard_logger": True,
+            "create_dllogger_logger": True,
+            "dllogger_logger_kwargs": {"verbose": True, "stdout": True, "json_file": paths.dllogger_file},
+            "resume_if_exists": checkpoint and run.checkpoint.resume,
+            "resume_ignore_no_checkpoint": True,
+            "create_checkpoint_callback": checkpoint,
+            "checkpoint_callback_params": {
+                "dirpath": paths.checkpoint_dir,
+                "monitor": "step",
+                "mode": "max",
+                "save_top_k": 3,
+                "save_last": True,
+                "every_n_train_steps": run.checkpoint.interval_steps,
+                "always_save_nemo": False,
+                "save_nemo_on_train_end": False,
+                "filename": "megatron_gpt--{step}-{consumed_samples}",
+                "model_parallel_size": s.tensor_parallel * s.pipeline_parallel,
+            },
+            "log_step_timing": True,
+            "step_timing_kwargs": {"sync_cuda": True, "buffer_size": 5},
+        },
+        "model": {
+            "micro_batch_size": s.micro_batch_size,
+            "global_batch_size": s.global_batch_size,
+            "rampup_batch_size": None,
+            "tensor_model_parallel_size": s.tensor_parallel,
+            "pipeline_model_parallel_size": s.pipeline_parallel,
+            "virtual_pipeline_model_parallel_size": s.virtual_pipeline,
+            "context_parallel_size": s.context_parallel,
+            "sequence_parallel": s.tensor_parallel > 1,
+            "encoder_seq_length": s.sequence_length,
+            "max_position_embeddings": s.sequence_length,
+            "num_layers": arch.layers,
+            "hidden_size": arch.hidden,
+            "ffn_hidden_size": arch.ffn_hidden,
+            "num_attention_heads": arch.heads,
+            "num_query_groups": None if arch.kv_heads == arch.heads else arch.kv_heads,
+            "init_method_std": recipe.init_std,
+            "hidden_dropout": 0.0,
+            "attention_dropout": 0.0,
+            "kv_channels": None,
+            "apply_query_key_layer_scaling": True,
+            "layernorm_epsilon": 1.0e-5,
+            "make_vocab_size_divisible_by": 128,
+            "pre_process": True,
+            "post_process": True,
+            "persist_layer_norm": True,
+            "gradient_as_bucket_view": True,
+            "grad_div_ar_fusion": True,
+            "gradient_accumulation_fusion": True,
+            "bias_activation_fusion": True,
+            "bias_dropout_add_fusion": True,
+            "masked_softmax_fusion": True,
+            "tokenizer": tokenizer_settings(run.tokenizer, paths.data_mount),
+            "native_amp_init_scale": 4294967296,
+            "native_amp_growth_interval": 1000,
+            "hysteresis": 2,
+            "fp32_residual_connection": False,
+            "fp16_lm_cross_entropy": False,
+            "megatron_amp_O2": True,
+            "grad_allreduce_chunk_size_mb": 125,
+            "mcore_gpt": True,
+            "transformer_engine": True,
+            "fp8": s.fp8,
+            "fp8_e4m3": False,
+            "fp8_hybrid": True,
+            "fp8_margin": 0,
+            "fp8_interval": 1,
+            "fp8_amax_history_len": 1024,
+            "fp8_amax_compute_algo": "max",
+            "fp8_wgrad": True,
+            "ub_tp_comm_overlap": False,
+            "seed": 1234,
+            "sync_batch_comm": False,
+            "use_cpu_initialization": False,
+            "onnx_safe": False,
+            "apex_transformer_log_level": 30,
+            "overlap_p2p_comm": s.pipeline_parallel > 1,
+            "batch_p2p_comm": s.pipeline_parallel == 1,
+            "nsys_profile": {
+                "enabled": run.profile is not None,
+                "trace": ["nvtx", "cuda"],
+                "start_step": run.profile.start_step if run.profile else 0,
+                "end_step": run.profile.end_step if run.profile else 0,
+                "ranks": [0],
+                "gen_shape": False,
+            },
+            "optim": {
+                "name": "distributed_fused_adam",
+                "lr": recipe.learning_rate,
+                "weight_decay": 0.1,
+                "betas": [0.9, 0.95],
+                "bucket_cap_mb": 220,
+                "overlap_grad_sync": True,
+                "overlap_param_sync": True,
+                "contiguous_grad_buffer": True,
+                "grad_sync_dtype": "bf16",
+                "sched": {
+                    "name": "CosineAnnealing",
+                    "warmup_steps": 115,
+                    "constant_steps": 12500,
+                    "min_lr": recipe.learning_rate / 10,
+                },
+            },
+            "data": {
+                "data_impl": "mmap" if paths.dataset_prefix else "mock",
+                "data_prefix": [1.0, paths.dataset_prefix] if paths.dataset_prefix else [],
+                "splits_string": "99990,8,2",
+                "seq_length": s.sequence_length,
+                "skip_warmup": True,
+                "num_workers": 2,
+                "dataloader_type": "single",
+                "reset_position_ids": False,
+                "reset_attention_mask": False,
+                "eod_mask_loss": False,
+                "exchange_indices_distributed": True,
+                "index_mapping_dir": f"{paths.experiment_dir}/index_mapping",
+            },
+        },
+    }
+    for key, value in run.overrides.items():
+        _set_dotted(config, key, value)
+    return config
+
+
+def nemo2_settings(run: RunConfig, paths: RunPaths, gpus_per_node: int) -> dict[str, Any]:
+    """The settings `scripts/nemo2_pretrain.py` applies to the model's NeMo 2 recipe."""
+    spec, s = run.spec, run.settings
+    assert spec.recipe.framework is Framework.NEMO2 and spec.recipe.factory is not None
+    tokenizer = tokenizer_settings(run.tokenizer, paths.data_mount)
+    return {
+        "runName": run.name,
+        "factory": spec.recipe.factory,
+        "nodes": run.nodes,
+        "gpusPerNode": gpus_per_node,
+        "steps": s.steps,
+        "tensorParallel": s.tensor_parallel,
+        "pipelineParallel": s.pipeline_parallel,
+        "virtualPipeline": s.virtual_pipeline,
+        "contextParallel": s.context_parallel,
+        "sequenceLength": s.sequence_length,
+        "globalBatchSize": s.global_batch_size,
+        "microBatchSize": s.micro_batch_size,
+        "fp8": s.fp8,
+        "datasetPrefix": paths.dataset_prefix,
+        "tokenizer": {
+            "library": tokenizer["library"],
+            "type": tokenizer["type"],
+            "model": tokenizer["model"],
+            "vocabFile": tokenizer["vocab_file"],
+            "mergesFile": tokenizer["merge_file"],
+        },
+        "logDir": paths.experiment_dir,
+        "dlloggerFile": paths.dllogger_file,
+        "checkpointDir": paths.checkpoint_dir,
+        "checkpointInterval": run.checkpoint.interval_steps,
+        "resume": run.checkpoint.resume,
+        "profile": {"startStep": run.profile.start_step, "endStep": run.profile.end_step} if run.profile else None,
+        "overrides": dict(run.overrides),
+    }
+
+
+def workload_files(run: RunConfig, paths: RunPaths, gpus_per_node: int) -> dict[str, str]:
+    """The run's ConfigMap: the launcher and the NeMo configuration of its framework."""
+    files = {name: (SCRIPTS / name).read_text() for name in (LAUNCHER, FETCH_TOKENIZER)}
+    if run.spec.recipe.framework is Framework.NEMO1:
+        # JSON is YAML: Hydra reads it as is.
+        files[NEMO1_CONFIG] = json.dumps(nemo1_config(run, paths, gpus_per_node), indent=2)
+    else:
+        files[NEMO2_SCRIPT] = (SCRIPTS / NEMO2_SCRIPT).read_text()
+        files[NEMO2_SETTINGS] = json.dumps(nemo2_settings(run, paths, gpus_per_node), indent=2)
+    return files
+
+
+def entrypoint(spec: ModelSpec) -> tuple[str, list[str]]:
+    """The script torchrun starts on every node and its arguments."""
+    if spec.recipe.framework is Framework.NEMO1:
+        return NEMO1_ENTRYPOINT, [f"--config-path={WORKLOAD_DIR}", f"--config-name={NEMO1_CONFIG}"]
+    return f"{WORKLOAD_DIR}/{NEMO2_SCRIPT}", ["--yes"]
+
+
+def launcher_env(run: RunConfig, paths: RunPaths) -> dict[str, str]:
+    """Environment the launcher reads (see scripts/launch.sh)."""
+    env = {
+        "RUN_NAME": run.name,
+        "NEMO_ENTRYPOINT": entrypoint(run.spec)[0],
+        "EXPERIMENT_DIR": paths.experiment_dir,
+        "CHECKPOINT_DIR": paths.checkpoint_dir or "",
+        "DLLOGGER_PACKAGE": versions.DLLOGGER_PACKAGE,
+        "OMP_NUM_THREADS": "12",
+        "GLOO_SOCKET_IFNAME": "eth0",
+    }
+    if run.spec.recipe.framework is Framework.NEMO2:
+        env["NEMO_RUN_SETTINGS"] = f"{WORKLOAD_DIR}/{NEMO2_SETTINGS}"
+    env.update(tokenizer_env(run.tokenizer))
+    if paths.dataset_source is not None:
+        assert paths.dataset_prefix is not None
+        env.update(DATASET_SOURCE=paths.dataset_source, DATASET_TARGET=paths.dataset_prefix)
+    if run.profile is not None:
+        env["NSYS_START_STEP"] = str(run.profile.start_step)
+    return env
+
+
+def preprocess_command(
+    input_path: str, output_prefix: str, json_key: str, tokenizer: dict[str, Any], workers: int
+) -> list[str]:
+    """NeMo's Megatron preprocessing: JSONL to <prefix>_<key>_document.bin/.idx."""
+    command = [
+        "python3",
+        PREPROCESS_SCRIPT,
+        f"--input={input_path}",
+        f"--json-keys={json_key}",
+        f"--tokenizer-library={tokenizer['library']}",
+        f"--output-prefix={output_prefix}",
+        "--dataset-impl=mmap",
+        "--append-eod",
+        f"--workers={workers}",
+    ]
+    if tokenizer["library"] == "sentencepiece":
+        command.append(f"--tokenizer-model={tokenizer['model']}")
+    else:
+        command.append(f"--tokenizer-type={tokenizer['type']}")
+    if tokenizer["vocab_file"]:
+        command += [f"--vocab-file={tokenizer['vocab_file']}", f"--merge-file={tokenizer['merge_file']}"]
+    return command

@@ -1,0 +1,79 @@
+#!/bin/bash
+# Starts one node of a NeMo pretraining run under torchrun; the arguments are passed to the
+# NeMo entry point. Everything else comes from the environment the JobSet sets:
+#   RUN_NAME NNODES GPUS_PER_NODE JOB_COMPLETION_INDEX MASTER_ADDR MASTER_PORT NEMO_ENTRYPOINT
+#   EXPERIMENT_DIR      logs, DLLogger metrics and goodput events (shared volume)
+#   CHECKPOINT_DIR      checkpoints (empty: none)
+#   NCCL_INIT_SCRIPT    sourced when set: the GPUDirect plugin's NCCL environment
+#   TOKENIZER_DIR, GPT2_VOCAB_URL, GPT2_MERGES_URL   GPT-2 BPE files fetched when missing
+#   DATASET_SOURCE, DATASET_TARGET                    copy the dataset to local SSD when set
+#   NSYS_START_STEP     wrap the run in Nsight Systems when set
+#   DLLOGGER_PACKAGE    pip requirement installed when dllogger is missing
+set -euo pipefail
+
+node="${JOB_COMPLETION_INDEX}"
+events="${EXPERIMENT_DIR}/goodput/events.jsonl"
+mkdir -p "${EXPERIMENT_DIR}/logs" "${EXPERIMENT_DIR}/goodput"
+exec > >(tee -a "${EXPERIMENT_DIR}/logs/node-${node}.log") 2>&1
+
+event() {  # event <type> [step]: one goodput record, written by node 0 only
+  [ "${node}" = 0 ] || return 0
+  local step=""
+  [ -n "${2:-}" ] && step=", \"step\": $2"
+  printf '{"time": "%s", "event": "%s", "run": "%s", "attempt": %s%s}\n' \
+    "$(date -u +%Y-%m-%dT%H:%M:%S+00:00)" "$1" "${RUN_NAME}" "${JOBSET_RESTART_ATTEMPT:-0}" "${step}" >> "${events}"
+}
+
+latest_checkpoint_step() {  # newest step=N among the run's checkpoints, or nothing
+  [ -n "${CHECKPOINT_DIR:-}" ] && [ -d "${CHECKPOINT_DIR}" ] || return 0
+  find "${CHECKPOINT_DIR}" -maxdepth 2 -name '*step=*' 2>/dev/null \
+    | sed -n 's/.*step=\([0-9][0-9]*\).*/\1/p' | sort -n | tail -n 1
+}
+
+loaded_step="$(latest_checkpoint_step)"
+event job_started
+[ -n "${loaded_step}" ] && event checkpoint_loaded "${loaded_step}"
+
+finish() {
+  local status=$?
+  local saved_step
+  saved_step="$(latest_checkpoint_step)"
+  if [ -n "${saved_step}" ] && [ "${saved_step}" != "${loaded_step}" ]; then
+    event checkpoint_saved "${saved_step}"
+  fi
+  event job_terminated
+  exit "${status}"
+}
+trap finish EXIT
+
+if [ -n "${NCCL_INIT_SCRIPT:-}" ]; then
+  # shellcheck disable=SC1090
+  source "${NCCL_INIT_SCRIPT}"
+fi
+
+if [ -n "${TOKENIZER_DIR:-}" ]; then
+  python3 "$(dirname "$0")/fetch_gpt2_tokenizer.py"
+fi
+
+if [ -n "${DATASET_SOURCE:-}" ]; then
+  echo "copying ${DATASET_SOURCE}.{bin,idx} to ${DATASET_TARGET}"
+  mkdir -p "$(dirname "${DATASET_TARGET}")"
+  for ext in bin idx; do cp "${DATASET_SOURCE}.${ext}" "${DATASET_TARGET}.${ext}"; done
+fi
+
+if [ -n "${DLLOGGER_PACKAGE:-}" ] && ! python3 -c 'import dllogger' 2>/dev/null; then
+  pip install --quiet --no-deps "${DLLOGGER_PACKAGE}"
+fi
+
+launch=(torchrun
+  --nproc-per-node="${GPUS_PER_NODE}" --nnodes="${NNODES}" --node-rank="${node}"
+  --master-addr="${MASTER_ADDR}" --master-port="${MASTER_PORT}"
+  "${NEMO_ENTRYPOINT}" "$@")
+if [ -n "${NSYS_START_STEP:-}" ]; then
+  mkdir -p "${EXPERIMENT_DIR}/nsys"
+  launch=(nsys profile --sample=none --trace=nvtx,cuda --capture-range=cudaProfilerApi
+    --capture-range-end=stop --output="${EXPERIMENT_DIR}/nsys/node-${node}" "${launch[@]}")
+fi
+
+echo "node ${node}/${NNODES}: ${launch[*]}"
+"${launch[@]}"

@@ -1,0 +1,114 @@
+"""NeMo 2.0 pretraining of one nemo-gke run, started by torchrun on every node.
+
+Builds the model's NeMo recipe (`llm.<factory>.pretrain_recipe`) and applies the run's
+settings from the JSON file named by $NEMO_RUN_SETTINGS (written by nemo-gke), then hands it
+to NeMo-Run's `llm pretrain` entry point. Runs inside the NeMo container only.
+"""
+
+import json
+import os
+
+import nemo_run as run
+from nemo.collections import llm
+from nemo.collections.common.tokenizers.huggingface.auto_tokenizer import AutoTokenizer
+from nemo.collections.common.tokenizers.sentencepiece_tokenizer import SentencePieceTokenizer
+from nemo.collections.llm.gpt.data.mock import MockDataModule
+from nemo.collections.llm.gpt.data.pre_training import PreTrainingDataModule
+from nemo.collections.llm.recipes.precision.mixed_precision import bf16_with_fp8_mixed
+from nemo.collections.nlp.modules.common.tokenizer_utils import get_nmt_tokenizer
+from nemo.lightning.pytorch.callbacks.nsys import NsysCallback
+from nemo.utils.loggers.dllogger import DLLogger
+
+with open(os.environ["NEMO_RUN_SETTINGS"]) as settings_file:
+    SETTINGS = json.load(settings_file)
+
+
+def _set(target, dotted, value):
+    *path, last = dotted.split(".")
+    for part in path:
+        target = getattr(target, part)
+    setattr(target, last, value)
+
+
+def _tokenizer():
+    tokenizer = SETTINGS["tokenizer"]
+    if tokenizer["library"] == "huggingface":
+        return run.Config(AutoTokenizer, pretrained_model_name=tokenizer["type"])
+    if tokenizer["library"] == "sentencepiece":
+        return run.Config(SentencePieceTokenizer, model_path=tokenizer["model"])
+    return run.Config(
+        get_nmt_tokenizer,
+        library="megatron",
+        model_name=tokenizer["type"],
+        vocab_file=tokenizer["vocabFile"],
+        merges_file=tokenizer["mergesFile"],
+    )
+
+
+def recipe():
+    factory = getattr(llm, SETTINGS["factory"])
+    pretrain = factory.pretrain_recipe(
+        name=SETTINGS["runName"],
+        num_nodes=SETTINGS["nodes"],
+        num_gpus_per_node=SETTINGS["gpusPerNode"],
+        performance_mode=True,
+    )
+    trainer, strategy = pretrain.trainer, pretrain.trainer.strategy
+    trainer.max_steps = SETTINGS["steps"]
+    trainer.log_every_n_steps = 1
+    trainer.val_check_interval = SETTINGS["steps"]
+    trainer.limit_val_batches = 0.0
+    strategy.tensor_model_parallel_size = SETTINGS["tensorParallel"]
+    strategy.pipeline_model_parallel_size = SETTINGS["pipelineParallel"]
+    strategy.virtual_pipeline_model_parallel_size = SETTINGS["virtualPipeline"]
+    strategy.context_parallel_size = SETTINGS["contextParallel"]
+    strategy.sequence_parallel = SETTINGS["tensorParallel"] > 1
+
+    seq_length = SETTINGS["sequenceLength"]
+    pretrain.model.config.seq_length = seq_length
+    batches = {
+        "seq_length": seq_length,
+        "global_batch_size": SETTINGS["globalBatchSize"],
+        "micro_batch_size": SETTINGS["microBatchSize"],
+    }
+    if SETTINGS["datasetPrefix"]:
+        pretrain.data = run.Config(
+            PreTrainingDataModule, paths=[SETTINGS["datasetPrefix"]], tokenizer=_tokenizer(), **batches
+        )
+    else:
+        pretrain.data = run.Config(MockDataModule, tokenizer=_tokenizer(), **batches)
+
+    if SETTINGS["fp8"]:
+        pretrain.trainer.plugins = bf16_with_fp8_mixed()
+
+    pretrain.log.explicit_log_dir = SETTINGS["logDir"]
+    pretrain.log.extra_loggers = [run.Config(DLLogger, verbose=True, stdout=True, json_file=SETTINGS["dlloggerFile"])]
+    if SETTINGS["checkpointDir"]:
+        pretrain.log.ckpt.dirpath = SETTINGS["checkpointDir"]
+        pretrain.log.ckpt.every_n_train_steps = SETTINGS["checkpointInterval"]
+        pretrain.log.ckpt.train_time_interval = None
+        pretrain.resume.resume_if_exists = SETTINGS["resume"]
+        pretrain.resume.resume_ignore_no_checkpoint = True
+        pretrain.resume.resume_from_directory = SETTINGS["checkpointDir"]
+    else:
+        pretrain.log.ckpt = None
+        trainer.enable_checkpointing = False
+        pretrain.resume = None
+
+    if SETTINGS["profile"]:
+        trainer.callbacks.append(
+            run.Config(
+                NsysCallback,
+                start_step=SETTINGS["profile"]["startStep"],
+                end_step=SETTINGS["profile"]["endStep"],
+                ranks=[0],
+                gen_shape=False,
+            )
+        )
+    for key, value in SETTINGS["overrides"].items():
+        _set(pretrain, key, value)
+    return pretrain
+
+
+if __name__ == "__main__":
+    run.cli.main(llm.pretrain, default_factory=recipe)

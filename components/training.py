@@ -1,0 +1,341 @@
+"""A NeMo pretraining run as one JobSet admitted by Kueue, and a data-preparation Job.
+
+`run_jobset` and `data_prep_job` are pure: they return the manifests, so tests can read every
+field; the components only register them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components import nemo, versions
+from components.catalog import MachineType, training_pod_requests
+from components.gpudirect import PodNetworking
+from components.kubernetes import KubernetesObject
+from components.nemo import RunPaths
+from stacks.config import TOPOLOGY_LABELS, DataPrepConfig, RunConfig
+
+JOBSET_API = "jobset.x-k8s.io/v1alpha2"
+REPLICATED_JOB = "workers"
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+TRAINING_CONTAINER = "nemo"
+GPU_TOLERATIONS = [
+    {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+    {"key": "cloud.google.com/impending-node-termination", "operator": "Exists"},
+]
+# Cloud Storage FUSE sidecar without resource limits: it shares the node with one pod.
+GCSFUSE_ANNOTATIONS = {
+    "gke-gcsfuse/volumes": "true",
+    "gke-gcsfuse/cpu-limit": "0",
+    "gke-gcsfuse/memory-limit": "0",
+    "gke-gcsfuse/ephemeral-storage-limit": "0",
+}
+MAX_SHARED_MEMORY_GIB = 256
+
+
+@dataclass(frozen=True)
+class Volumes:
+    """The platform's claims and where pods mount them."""
+
+    shared_claim: str
+    shared_mount: str
+    data_claim: str
+    data_mount: str
+    checkpoint_claim: str
+    checkpoint_mount: str
+
+    def volumes(self) -> list[dict[str, Any]]:
+        return [
+            {"name": "shared", "persistentVolumeClaim": {"claimName": self.shared_claim}},
+            {"name": "data", "persistentVolumeClaim": {"claimName": self.data_claim}},
+            {"name": "checkpoints", "persistentVolumeClaim": {"claimName": self.checkpoint_claim}},
+        ]
+
+    def mounts(self, data_read_only: bool) -> list[dict[str, Any]]:
+        return [
+            {"name": "shared", "mountPath": self.shared_mount},
+            {"name": "data", "mountPath": self.data_mount, "readOnly": data_read_only},
+            {"name": "checkpoints", "mountPath": self.checkpoint_mount},
+        ]
+
+
+@dataclass(frozen=True)
+class TrainingRunArgs:
+    run: RunConfig
+    machine: MachineType
+    namespace: str
+    local_queue: str
+    service_account: str
+    networking: PodNetworking
+    paths: RunPaths
+    volumes: Volumes
+    # Whether the pool's nodes carry topology labels (topology-aware admission possible).
+    pool_topology: bool
+    # What the JobSet waits for (and is deleted before): its queue, claims, identity, networks.
+    after: Sequence[pulumi.Resource] = ()
+
+
+def _env(values: Mapping[str, str]) -> list[dict[str, Any]]:
+    return [{"name": k, "value": v} for k, v in values.items()]
+
+
+def _field(name: str, path: str) -> dict[str, Any]:
+    return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}
+
+
+def topology_annotation(run: RunConfig, pool_topology: bool) -> dict[str, str]:
+    """Kueue topology-aware scheduling: keep the run's nodes within one domain of a level."""
+    mode = run.topology.mode or ("preferred" if pool_topology else "none")
+    if mode == "none":
+        return {}
+    return {f"kueue.x-k8s.io/podset-{mode}-topology": TOPOLOGY_LABELS[run.topology.level]}
+
+
+def config_hash(files: Mapping[str, str]) -> str:
+    return hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def run_jobset(args: TrainingRunArgs, config_map: str, files_hash: str) -> dict[str, Any]:
+    """The run's JobSet: suspended until Kueue admits all of it, one pod per node."""
+    run, machine, net = args.run, args.machine, args.networking
+    name = run.name
+    cpu, memory = training_pod_requests(machine)
+    shm_gib = min(MAX_SHARED_MEMORY_GIB, machine.memory_gib // 4)
+    entrypoint_args = nemo.entrypoint(run.spec)[1]
+    env = {
+        **nemo.launcher_env(run, args.paths),
+        **net.env,
+        **({"NCCL_INIT_SCRIPT": net.nccl_init_script} if net.nccl_init_script else {}),
+        "NNODES": str(run.nodes),
+        "GPUS_PER_NODE": str(machine.gpus),
+        # The first pod, by the stable hostname JobSet gives it.
+        "MASTER_ADDR": f"{name}-{REPLICATED_JOB}-0-0.{name}",
+        "MASTER_PORT": str(nemo.MASTER_PORT),
+        **run.env,
+    }
+    container = {
+        "name": TRAINING_CONTAINER,
+        "image": run.image or run.spec.recipe.image.ref,
+        "command": ["bash", f"{nemo.WORKLOAD_DIR}/{nemo.LAUNCHER}"],
+        "args": entrypoint_args,
+        "env": [
+            *_env(env),
+            _field("JOB_COMPLETION_INDEX", "metadata.annotations['batch.kubernetes.io/job-completion-index']"),
+            _field("JOBSET_RESTART_ATTEMPT", "metadata.labels['jobset.sigs.k8s.io/restart-attempt']"),
+        ],
+        "resources": {
+            "requests": {"cpu": f"{cpu}m", "memory": f"{memory}Mi", "nvidia.com/gpu": machine.gpus},
+            "limits": {"nvidia.com/gpu": machine.gpus},
+        },
+        "volumeMounts": [
+            {"name": "workload", "mountPath": nemo.WORKLOAD_DIR},
+            {"name": "shm", "mountPath": "/dev/shm"},
+            {"name": "local-ssd", "mountPath": nemo.LOCAL_SSD},
+            *args.volumes.mounts(data_read_only=True),
+            *net.mounts,
+        ],
+    }
+    pod_spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "serviceAccountName": args.service_account,
+        "tolerations": GPU_TOLERATIONS,
+        "terminationGracePeriodSeconds": 30,
+        "initContainers": net.sidecars,
+        "containers": [container],
+        "volumes": [
+            {"name": "workload", "configMap": {"name": config_map, "defaultMode": 0o755}},
+            {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{shm_gib}Gi"}},
+            # Ephemeral storage sits on the node's local NVMe SSDs.
+            {"name": "local-ssd", "emptyDir": {}},
+            *args.volumes.volumes(),
+            *net.volumes,
+        ],
+    }
+    if net.host_network:
+        pod_spec.update(hostNetwork=True, dnsPolicy="ClusterFirstWithHostNet")
+    labels = {
+        QUEUE_LABEL: args.local_queue,
+        PRIORITY_LABEL: run.priority,
+        "app.kubernetes.io/part-of": "nemo-gke",
+        "nemo-gke/run": name,
+        "nemo-gke/model": run.model,
+    }
+    return {
+        "apiVersion": JOBSET_API,
+        "kind": "JobSet",
+        "metadata": {"name": name, "namespace": args.namespace, "labels": labels},
+        "spec": {
+            # Kueue unsuspends the JobSet once the whole run fits.
+            "suspend": True,
+            "ttlSecondsAfterFinished": run.ttl_seconds_after_finished,
+            "failurePolicy": {"maxRestarts": run.max_restarts},
+            "network": {"enableDNSHostnames": True, "publishNotReadyAddresses": True},
+            "replicatedJobs": [
+                {
+                    "name": REPLICATED_JOB,
+                    "replicas": 1,
+                    "template": {
+                        "spec": {
+                            "parallelism": run.nodes,
+                            "completions": run.nodes,
+                            "completionMode": "Indexed",
+                            "backoffLimit": 0,
+                            "template": {
+                                "metadata": {
+                                    "labels": {"nemo-gke/run": name},
+                                    "annotations": {
+                                        "kubectl.kubernetes.io/default-container": TRAINING_CONTAINER,
+                                        "nemo-gke/config-hash": files_hash,
+                                        **GCSFUSE_ANNOTATIONS,
+                                        **topology_annotation(run, args.pool_topology),
+                                        **net.annotations,
+                                    },
+                                },
+                                "spec": pod_spec,
+                            },
+                        }
+                    },
+                }
+            ],
+        },
+    }
+
+
+class TrainingRun(pulumi.ComponentResource):
+    """One run: a ConfigMap with its launcher and NeMo configuration, and its JobSet."""
+
+    jobset_name: str
+    log_dir: str
+
+    def __init__(self, name: str, args: TrainingRunArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("nemo:training:TrainingRun", name, None, opts)
+        run = args.run
+        files = nemo.workload_files(run, args.paths, args.machine.gpus)
+        config_map = k8s.core.v1.ConfigMap(
+            f"{name}-workload",
+            metadata={
+                "name": f"{run.name}-workload",
+                "namespace": args.namespace,
+                "labels": {"nemo-gke/run": run.name},
+            },
+            data=files,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.after)),
+        )
+        KubernetesObject(
+            f"{name}-jobset",
+            run_jobset(args, f"{run.name}-workload", config_hash(files)),
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                depends_on=[config_map, *args.after],
+                # A JobSet's pods are immutable: any change is a new run under the same name.
+                replace_on_changes=["spec"],
+                delete_before_replace=True,
+            ),
+        )
+        self.jobset_name = run.name
+        self.log_dir = args.paths.experiment_dir
+        self.register_outputs({"jobset": self.jobset_name, "log_dir": self.log_dir})
+
+
+@dataclass(frozen=True)
+class DataPreparationArgs:
+    job: DataPrepConfig
+    machine: MachineType
+    namespace: str
+    local_queue: str
+    service_account: str
+    volumes: Volumes
+    after: Sequence[pulumi.Resource] = ()
+
+
+def data_prep_job(args: DataPreparationArgs, config_map: str) -> dict[str, Any]:
+    """A Job, queued through Kueue on a GPU pool's CPUs, writing .bin/.idx to the data bucket."""
+    job, data = args.job, args.volumes.data_mount
+    tokenizer = nemo.tokenizer_settings(job.tokenizer, data)
+    input_path = f"{data}/{job.input}"
+    folder = not job.input.endswith((".json", ".jsonl", ".gz"))
+    command = nemo.preprocess_command(
+        input_path, f"{data}/{job.output_prefix}", job.json_key, tokenizer, job.workers
+    ) + (["--preproc-folder"] if folder else [])
+    fetch = nemo.tokenizer_env(job.tokenizer)
+    script = "set -euo pipefail\n"
+    if fetch:
+        script += f"python3 {nemo.WORKLOAD_DIR}/{nemo.FETCH_TOKENIZER}\n"
+    script += f'mkdir -p "$(dirname {data}/{job.output_prefix})"\n' + " ".join(command) + "\n"
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": job.name,
+            "namespace": args.namespace,
+            "labels": {QUEUE_LABEL: args.local_queue, "app.kubernetes.io/part-of": "nemo-gke"},
+            # Tokenizing a corpus takes hours: `pulumi up` submits it and moves on.
+            "annotations": {"pulumi.com/skipAwait": "true"},
+        },
+        "spec": {
+            "suspend": True,
+            "backoffLimit": 2,
+            "template": {
+                "metadata": {"annotations": dict(GCSFUSE_ANNOTATIONS)},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "serviceAccountName": args.service_account,
+                    "tolerations": GPU_TOLERATIONS,
+                    "containers": [
+                        {
+                            "name": "preprocess",
+                            "image": versions.NEMO_2.ref,
+                            "command": ["bash", "-c", script],
+                            "env": _env(fetch),
+                            "resources": {
+                                "requests": {"cpu": f"{job.workers + 2}", "memory": f"{4 * job.workers + 16}Gi"},
+                            },
+                            "volumeMounts": [
+                                {"name": "workload", "mountPath": nemo.WORKLOAD_DIR},
+                                {"name": "local-ssd", "mountPath": nemo.LOCAL_SSD},
+                                *args.volumes.mounts(data_read_only=False),
+                            ],
+                        }
+                    ],
+                    "volumes": [
+                        {"name": "workload", "configMap": {"name": config_map}},
+                        {"name": "local-ssd", "emptyDir": {}},
+                        *args.volumes.volumes(),
+                    ],
+                },
+            },
+        },
+    }
+
+
+class DataPreparation(pulumi.ComponentResource):
+    """Tokenizes JSONL from the data bucket into Megatron .bin/.idx files in the same bucket."""
+
+    def __init__(self, name: str, args: DataPreparationArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("nemo:training:DataPreparation", name, None, opts)
+        config_name = f"{args.job.name}-workload"
+        config_map = k8s.core.v1.ConfigMap(
+            f"{name}-workload",
+            metadata={"name": config_name, "namespace": args.namespace},
+            data={nemo.FETCH_TOKENIZER: (nemo.SCRIPTS / nemo.FETCH_TOKENIZER).read_text()},
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.after)),
+        )
+        k8s.batch.v1.Job(
+            f"{name}-job",
+            **{k: v for k, v in data_prep_job(args, config_name).items() if k in ("metadata", "spec")},
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                depends_on=[config_map, *args.after],
+                replace_on_changes=["spec"],
+                delete_before_replace=True,
+            ),
+        )
+        self.register_outputs({})
