@@ -22,6 +22,7 @@ test: lint typecheck unit
 
 lint: install
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 typecheck: install
 	$(BIN)/mypy

@@ -33,7 +33,7 @@ class NodeServiceAccount(pulumi.ComponentResource):
             display_name=args.display_name,
             opts=pulumi.ResourceOptions(parent=self),
         )
-        for role in NODE_ROLES:
+        grants = [
             gcp.projects.IAMMember(
                 f"{name}-{role.rsplit('/', 1)[-1]}",
                 project=args.project,
@@ -41,5 +41,8 @@ class NodeServiceAccount(pulumi.ComponentResource):
                 member=account.member,
                 opts=pulumi.ResourceOptions(parent=account),
             )
-        self.email = account.email
+            for role in NODE_ROLES
+        ]
+        # Resolves once the roles are granted: nodes using it never start without them.
+        self.email = pulumi.Output.all(account.email, *(g.id for g in grants)).apply(lambda values: values[0])
         self.register_outputs({"email": self.email})

@@ -144,7 +144,6 @@ class ClusterLayer(pulumi.ComponentResource):
             ),
             opts=child,
         )
-        after_identity = pulumi.ResourceOptions(parent=self, depends_on=[nodes])
         primary = PrimaryNetwork(
             f"{name}-network",
             PrimaryNetworkArgs(
@@ -195,8 +194,7 @@ class ClusterLayer(pulumi.ComponentResource):
                 authorized_networks=cfg.cluster.master_authorized_networks,
                 maintenance_exclusions=cfg.cluster.maintenance_exclusions,
             ),
-            # Nodes must hold their roles before they register and start logging.
-            opts=after_identity,
+            opts=child,
         )
         for pool in cfg.gpu_pools:
             GpuNodePool(
@@ -211,14 +209,13 @@ class ClusterLayer(pulumi.ComponentResource):
                     node_networks=node_networks if pool.machine.is_multi_nic else [],
                     labels=cfg.labels,
                 ),
-                opts=after_identity,
+                opts=child,
             )
         self.register_outputs({"cluster": self.cluster.name})
 
 
-def build(cfg: StackConfig, opts: pulumi.ResourceOptions) -> tuple[ClusterOutputs, dict[str, Any]]:
+def build(cfg: StackConfig, facts: ClusterFacts, opts: pulumi.ResourceOptions) -> tuple[ClusterOutputs, dict[str, Any]]:
     layer = ClusterLayer("cluster", cfg, opts)
-    facts = cluster_facts(cfg)
     outputs = ClusterOutputs(
         facts=facts,
         kubeconfig=layer.cluster.kubeconfig,
@@ -234,14 +231,11 @@ def build(cfg: StackConfig, opts: pulumi.ResourceOptions) -> tuple[ClusterOutput
     return outputs, exports
 
 
-def from_upstream(facts: dict[str, Any], kubeconfig: pulumi.Output[str]) -> ClusterOutputs:
+def from_upstream(facts: ClusterFacts, kubeconfig: pulumi.Output[str]) -> ClusterOutputs:
     """The same record for a stack that reads the cluster layer from another stack."""
-    cluster = ClusterFacts.from_plain(facts)
     provider = k8s.Provider(
         "cluster-k8s",
         kubeconfig=kubeconfig,
-        cluster_identifier=f"projects/{cluster.project}/locations/{cluster.location}/clusters/{cluster.name}",
+        cluster_identifier=f"projects/{facts.project}/locations/{facts.location}/clusters/{facts.name}",
     )
-    return ClusterOutputs(
-        facts=cluster, kubeconfig=kubeconfig, provider=provider, primary_network=cluster.primary_network
-    )
+    return ClusterOutputs(facts=facts, kubeconfig=kubeconfig, provider=provider, primary_network=facts.primary_network)

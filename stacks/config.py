@@ -1099,7 +1099,7 @@ def _join(loc: Iterable[str | int]) -> str:
     return key
 
 
-def _unwrap(annotation: Any) -> Any:
+def unwrap_annotation(annotation: Any) -> Any:
     """The model class behind Optional/tuple/list/dict annotations, if any."""
     while True:
         origin = get_origin(annotation)
@@ -1123,7 +1123,7 @@ def _model_at(loc: tuple[str | int, ...]) -> type[BaseModel] | None:
         field = fields_by_alias.get(part)
         if field is None:
             return None
-        candidate = _unwrap(field.annotation)
+        candidate = unwrap_annotation(field.annotation)
         model = candidate if isinstance(candidate, type) and issubclass(candidate, BaseModel) else None
     return model
 

@@ -39,7 +39,7 @@ from components.storage import (
 )
 from components.tensorboard import TensorBoard, TensorBoardArgs
 from components.workspace import TrainingWorkspace, TrainingWorkspaceArgs
-from stacks.cluster import ClusterOutputs
+from stacks.cluster import ClusterFacts, ClusterOutputs
 from stacks.config import REGIONAL_FILESTORE_TIERS, Model, StackConfig
 
 SHARED_MOUNT = "/nfs"
@@ -97,9 +97,9 @@ class PlatformOutputs:
     run_dependencies: tuple[pulumi.Resource, ...] = ()
 
 
-def flavors(cluster: ClusterOutputs) -> list[Flavor]:
+def flavors(cluster: ClusterFacts) -> list[Flavor]:
     result = []
-    for pool in cluster.facts.gpu_pools:
+    for pool in cluster.gpu_pools:
         machine = machine_type(pool.machine_type)
         result.append(
             Flavor(
@@ -116,8 +116,8 @@ def flavors(cluster: ClusterOutputs) -> list[Flavor]:
     return result
 
 
-def platform_facts(cfg: StackConfig, cluster: ClusterOutputs) -> PlatformFacts:
-    prefix = f"{cluster.facts.project}-{cluster.facts.name}"
+def platform_facts(cfg: StackConfig, cluster: ClusterFacts) -> PlatformFacts:
+    prefix = f"{cluster.project}-{cluster.name}"
     storage = cfg.storage
     return PlatformFacts(
         namespace=cfg.namespace,
@@ -139,7 +139,7 @@ def platform_facts(cfg: StackConfig, cluster: ClusterOutputs) -> PlatformFacts:
                 topology=f.topology,
                 queued=f.queued,
             )
-            for f, pool in zip(flavors(cluster), cluster.facts.gpu_pools, strict=True)
+            for f, pool in zip(flavors(cluster), cluster.gpu_pools, strict=True)
         ),
         shared_claim="shared",
         shared_mount=SHARED_MOUNT,
@@ -273,7 +273,7 @@ class PlatformLayer(pulumi.ComponentResource):
         queues = KueueQueues(
             f"{name}-queues",
             KueueQueuesArgs(
-                flavors=flavors(cluster),
+                flavors=flavors(cluster.facts),
                 cluster_queue=facts.cluster_queue,
                 local_queue=facts.local_queue,
                 namespace=workspace.namespace,
@@ -304,9 +304,8 @@ class PlatformLayer(pulumi.ComponentResource):
 
 
 def build(
-    cfg: StackConfig, cluster: ClusterOutputs, opts: pulumi.ResourceOptions
+    cfg: StackConfig, cluster: ClusterOutputs, facts: PlatformFacts, opts: pulumi.ResourceOptions
 ) -> tuple[PlatformOutputs, dict[str, Any]]:
-    facts = platform_facts(cfg, cluster)
     layer = PlatformLayer(
         "platform",
         PlatformLayerArgs(config=cfg, cluster=cluster, facts=facts),
@@ -318,7 +317,3 @@ def build(
         if layer.tensorboard.vertex_ai_tensorboard is not None:
             exports["vertexAiTensorboard"] = layer.tensorboard.vertex_ai_tensorboard
     return PlatformOutputs(facts=facts, run_dependencies=tuple(layer.run_dependencies)), exports
-
-
-def from_upstream(facts: dict[str, Any]) -> PlatformOutputs:
-    return PlatformOutputs(facts=PlatformFacts.from_plain(facts))

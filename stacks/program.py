@@ -31,24 +31,42 @@ def gcp_provider(cfg: StackConfig) -> gcp.Provider:
 
 
 def deploy(cfg: StackConfig) -> dict[str, Any]:
-    opts = pulumi.ResourceOptions(providers={"gcp": gcp_provider(cfg)})
+    """Create the stack's layers; everything that can be checked is checked before the first
+    resource is registered, including runs against an upstream environment."""
     if cfg.deploys(Layer.BOOTSTRAP):
-        return bootstrap.build(cfg, opts)
+        return bootstrap.build(cfg, pulumi.ResourceOptions(providers={"gcp": gcp_provider(cfg)}))
 
-    exports: dict[str, Any] = {}
     upstream = Upstream(cfg.upstream_stack_name) if cfg.upstream_stack_name else None
+    cluster_facts = (
+        cluster.cluster_facts(cfg)
+        if cfg.deploys(Layer.CLUSTER)
+        else _need(upstream).facts("cluster", cluster.ClusterFacts)
+    )
+    platform_facts = (
+        platform.platform_facts(cfg, cluster_facts)
+        if cfg.deploys(Layer.PLATFORM)
+        else _need(upstream).facts("platform", platform.PlatformFacts)
+    )
+    if cfg.deploys(Layer.TRAINING) and not cfg.deploys(Layer.CLUSTER):
+        training.check_against_environment(cfg, platform_facts)
+
+    opts = pulumi.ResourceOptions(providers={"gcp": gcp_provider(cfg)})
+    exports: dict[str, Any] = {}
     if cfg.deploys(Layer.CLUSTER):
-        cluster_outputs, cluster_exports = cluster.build(cfg, opts)
+        cluster_outputs, cluster_exports = cluster.build(cfg, cluster_facts, opts)
         exports.update(cluster_exports)
     else:
-        assert upstream is not None
-        cluster_outputs = cluster.from_upstream(upstream.plain("cluster"), upstream.secret("kubeconfig"))
+        cluster_outputs = cluster.from_upstream(cluster_facts, _need(upstream).secret("kubeconfig"))
     if cfg.deploys(Layer.PLATFORM):
-        platform_outputs, platform_exports = platform.build(cfg, cluster_outputs, opts)
+        platform_outputs, platform_exports = platform.build(cfg, cluster_outputs, platform_facts, opts)
         exports.update(platform_exports)
     else:
-        assert upstream is not None
-        platform_outputs = platform.from_upstream(upstream.plain("platform"))
+        platform_outputs = platform.PlatformOutputs(facts=platform_facts)
     if cfg.deploys(Layer.TRAINING):
         exports.update(training.build(cfg, cluster_outputs, platform_outputs, opts))
     return exports
+
+
+def _need(upstream: Upstream | None) -> Upstream:
+    assert upstream is not None, "the config requires upstreamStack whenever a layer comes from elsewhere"
+    return upstream

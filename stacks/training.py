@@ -17,11 +17,11 @@ from components.catalog import machine_type
 from components.gpudirect import pod_networking
 from components.training import DataPreparation, DataPreparationArgs, TrainingRun, TrainingRunArgs, Volumes
 from stacks.cluster import ClusterOutputs
-from stacks.config import ConfigError, ConfigIssue, Layer, RunTarget, StackConfig, training_errors
-from stacks.platform import PlatformOutputs
+from stacks.config import ConfigError, ConfigIssue, RunTarget, StackConfig, training_errors
+from stacks.platform import PlatformFacts, PlatformOutputs
 
 
-def run_targets(platform: PlatformOutputs) -> dict[str, RunTarget]:
+def run_targets(platform: PlatformFacts) -> dict[str, RunTarget]:
     """The GPU pools as runs see them, from the platform's flavors and quotas."""
     return {
         f.pool: RunTarget(
@@ -33,13 +33,14 @@ def run_targets(platform: PlatformOutputs) -> dict[str, RunTarget]:
             cpu_quota_millicores=f.cpu_millicores,
             memory_quota_mib=f.memory_mib,
         )
-        for f in platform.facts.flavors
+        for f in platform.flavors
     }
 
 
-def check_against_environment(cfg: StackConfig, platform: PlatformOutputs) -> None:
-    """Every run and data-prep job of a run-only stack, against the environment it targets."""
-    errors = training_errors(cfg.training, run_targets(platform), platform.facts.flavors[0].pool)
+def check_against_environment(cfg: StackConfig, platform: PlatformFacts) -> None:
+    """Every run and data-prep job of a stack that reads its pools from another stack,
+    against that environment, before anything is registered."""
+    errors = training_errors(cfg.training, run_targets(platform), platform.flavors[0].pool)
     if errors:
         raise ConfigError([ConfigIssue(key=e.key, value=e.value, message=str(e)) for e in errors])
 
@@ -58,7 +59,7 @@ class TrainingLayer(pulumi.ComponentResource):
         super().__init__("nemo:training:TrainingLayer", name, None, opts)
         cfg, cluster, platform = args.config, args.cluster, args.platform.facts
         child = pulumi.ResourceOptions(parent=self)
-        targets = run_targets(args.platform)
+        targets = run_targets(platform)
         default_pool = platform.flavors[0].pool
         volumes = Volumes(
             shared_claim=platform.shared_claim,
@@ -113,8 +114,6 @@ class TrainingLayer(pulumi.ComponentResource):
 def build(
     cfg: StackConfig, cluster: ClusterOutputs, platform: PlatformOutputs, opts: pulumi.ResourceOptions
 ) -> dict[str, Any]:
-    if not cfg.deploys(Layer.CLUSTER):
-        check_against_environment(cfg, platform)
     layer = TrainingLayer(
         "training",
         TrainingLayerArgs(config=cfg, cluster=cluster, platform=platform),

@@ -9,38 +9,53 @@ kubeconfig) come from a StackReference, which also records the dependency in sta
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 import pulumi
+from pydantic import ValidationError
 
-from stacks.config import ConfigError, ConfigIssue
+from stacks.config import ConfigError, ConfigIssue, Model
+
+M = TypeVar("M", bound=Model)
 
 
 class Upstream:
     def __init__(self, name: str) -> None:
         self.name = name
-        self.reference = pulumi.StackReference(name)
+        # An invoke registers nothing: what the program creates can be checked against it first.
         result = pulumi.runtime.invoke("pulumi:pulumi:readStackOutputs", {"name": name})
         self._outputs: dict[str, Any] = dict((result.value or {}).get("outputs") or {})
+        self._reference: pulumi.StackReference | None = None
+
+    def _error(self, message: str) -> ConfigError:
+        return ConfigError([ConfigIssue(key="upstreamStack", value=self.name, message=message)])
 
     def plain(self, key: str) -> Any:
         """A stack output as a plain value; a clear error when the upstream stack lacks it."""
         if key not in self._outputs:
-            raise ConfigError(
-                [
-                    ConfigIssue(
-                        key="upstreamStack",
-                        value=self.name,
-                        message=f"has no output {key!r}: deploy the layer that produces it there first "
-                        f"(outputs found: {', '.join(sorted(self._outputs)) or 'none'})",
-                    )
-                ]
+            found = ", ".join(sorted(self._outputs)) or "none"
+            raise self._error(
+                f"has no output {key!r}: deploy the layer that produces it there first (outputs: {found})"
             )
         return _integral(self._outputs[key])
 
+    def facts(self, key: str, model: type[M]) -> M:
+        """A layer's facts output, checked against the record this program expects."""
+        try:
+            return model.from_plain(self.plain(key))
+        except ValidationError as error:
+            first = error.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise self._error(
+                f"its output {key!r} is not what this program expects ({where}: {first['msg']}); "
+                "update that stack with this version of nemo-gke first"
+            ) from None
+
     def secret(self, key: str) -> pulumi.Output[Any]:
         self.plain(key)  # fail early and clearly if it is missing
-        return pulumi.Output.secret(self.reference.require_output(key))
+        if self._reference is None:
+            self._reference = pulumi.StackReference(self.name)
+        return pulumi.Output.secret(self._reference.require_output(key))
 
 
 def _integral(value: Any) -> Any:

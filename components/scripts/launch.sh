@@ -21,7 +21,7 @@ event() {  # event <type> [step]: one goodput record, written by node 0 only
   local step=""
   [ -n "${2:-}" ] && step=", \"step\": $2"
   printf '{"time": "%s", "event": "%s", "run": "%s", "attempt": %s%s}\n' \
-    "$(date -u +%Y-%m-%dT%H:%M:%S+00:00)" "$1" "${RUN_NAME}" "${JOBSET_RESTART_ATTEMPT:-0}" "${step}" >> "${events}"
+    "$(date -u +%Y-%m-%dT%H:%M:%S.%3N+00:00)" "$1" "${RUN_NAME}" "${JOBSET_RESTART_ATTEMPT:-0}" "${step}" >> "${events}"
 }
 
 latest_checkpoint_step() {  # newest step=N among the run's checkpoints, or nothing
@@ -31,8 +31,9 @@ latest_checkpoint_step() {  # newest step=N among the run's checkpoints, or noth
 }
 
 loaded_step="$(latest_checkpoint_step)"
+loaded_step="${loaded_step:-0}"  # a fresh run starts from step 0
 event job_started
-[ -n "${loaded_step}" ] && event checkpoint_loaded "${loaded_step}"
+event checkpoint_loaded "${loaded_step}"
 
 finish() {
   local status=$?

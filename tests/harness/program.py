@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -235,7 +235,3 @@ def stack_with(stack: str, **overrides: Any) -> dict[str, Any]:
     for key, value in overrides.items():
         values[f"{PROJECT}:{key}"] = value
     return values
-
-
-def types_of(resources: Iterable[RecordedResource]) -> list[str]:
-    return sorted({r.type for r in resources})

@@ -1,0 +1,283 @@
+"""Throughput of a training run: mean step time over a window, tokens/s, TFLOPS per GPU, MFU.
+
+    step time      = mean of `train_step_timing in s` over steps start..end (both inclusive)
+    TFLOPS per GPU = model FLOPs per sample × global batch size / step time / GPUs / 1e12
+    MFU            = TFLOPS per GPU / the accelerator's dense peak at the run's precision
+
+Model FLOPs per sample come from the model's shape through
+`components.models.Architecture.flops_per_sample` (Megatron's GPT count, and the Llama form
+with grouped-query attention and SwiGLU), never from a table of per-model constants. The
+shape comes from, in order of precedence: `--model-flops-per-sample`, a catalog `--model`,
+the DLLogger PARAMETER record.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from analysis.errors import AnalysisError
+from analysis.logs import STEP_TIME, StepRange, TrainingLog
+from components.catalog import ACCELERATORS, Accelerator, Precision
+from components.models import MODELS, Architecture, ModelSpec, model_spec
+
+# Tokenizers whose vocabulary a catalog model already records: (pattern, catalog model).
+_TOKENIZER_VOCABS = (
+    (re.compile(r"gpt-?2", re.IGNORECASE), "gpt3-175b"),
+    (re.compile(r"llama[-_ ]?3(?!\d)", re.IGNORECASE), "llama3.1-8b"),
+)
+
+
+@dataclass(frozen=True)
+class ModelFlops:
+    """FLOPs to train on one sample, and where they came from."""
+
+    flops_per_sample: float
+    # Tokens per sample; None when only a FLOPs figure was given and nothing says the length.
+    seq_length: int | None
+    source: str
+    architecture: Architecture | None = None
+
+    def describe(self) -> str:
+        a = self.architecture
+        if a is None:
+            return f"{self.flops_per_sample:.4e} FLOPs per sample ({self.source})"
+        style = "Llama-style" if a.gated_mlp or a.kv_heads != a.heads else "GPT-style"
+        return (
+            f"{style}: {a.layers} layers, hidden {a.hidden}, {a.heads} heads ({a.kv_heads} KV), "
+            f"FFN {a.ffn_hidden}{' SwiGLU' if a.gated_mlp else ''}, vocab {a.vocab_size} ({self.source})"
+        )
+
+
+@dataclass(frozen=True)
+class RunMetrics:
+    step_time_s: float
+    steps_averaged: int
+    window: StepRange
+    samples_per_s: float
+    tokens_per_s: float | None
+    tflops_per_gpu: float
+    mfu: float
+    peak_tflops: float
+    model: ModelFlops
+    global_batch_size: int
+    gpus: int
+    accelerator: str
+    precision: Precision
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "step_time_s": self.step_time_s,
+            "tokens_per_s": self.tokens_per_s,
+            "samples_per_s": self.samples_per_s,
+            "tflops_per_gpu": self.tflops_per_gpu,
+            "mfu": self.mfu,
+            "steps_averaged": self.steps_averaged,
+            "window": {"start_step": self.window.start, "end_step": self.window.end},
+            "model_flops_per_sample": self.model.flops_per_sample,
+            "model_source": self.model.source,
+            "seq_length": self.model.seq_length,
+            "peak_tflops": self.peak_tflops,
+            "global_batch_size": self.global_batch_size,
+            "gpus": self.gpus,
+            "accelerator": self.accelerator,
+            "precision": self.precision.value,
+        }
+
+
+def accelerator(name: str) -> Accelerator:
+    try:
+        return ACCELERATORS[name.lower()]
+    except KeyError:
+        raise AnalysisError(f"unknown accelerator {name!r}; known: {', '.join(ACCELERATORS)}") from None
+
+
+def average_step_time(log: TrainingLog, window: StepRange) -> tuple[float, int]:
+    """Mean step time over the window's steps that logged one, and how many did."""
+    times = [data[STEP_TIME] for step, data in log.records.items() if step in window and STEP_TIME in data]
+    if not times:
+        has = f"steps {log.steps_in_file}" if log.steps_in_file else "no steps"
+        raise AnalysisError(f"no '{STEP_TIME}' values for steps {window} in {log.path} (the log has {has})")
+    return statistics.fmean(times), len(times)
+
+
+def model_flops(
+    parameters: Mapping[str, Any] | None,
+    *,
+    model: str | None = None,
+    flops_per_sample: float | None = None,
+    seq_length: int | None = None,
+    vocab_size: int | None = None,
+) -> ModelFlops:
+    """Model FLOPs per sample from the first source given: a figure, a catalog model, the log's config.
+
+    `seq_length` and `vocab_size` override what the catalog or the log says.
+    """
+    if seq_length is not None and seq_length <= 0:
+        raise AnalysisError(f"sequence length must be positive, got {seq_length}")
+    if vocab_size is not None and vocab_size <= 0:
+        raise AnalysisError(f"vocabulary size must be positive, got {vocab_size}")
+    if flops_per_sample is not None:
+        if not math.isfinite(flops_per_sample) or flops_per_sample <= 0:
+            raise AnalysisError(f"model FLOPs per sample must be a positive number, got {flops_per_sample}")
+        if seq_length is None and model is not None:
+            seq_length = _catalog(model).recipe.seq_length
+        if seq_length is None and parameters:
+            seq_length = _Config(parameters).seq_length()
+        return ModelFlops(flops_per_sample, seq_length, "--model-flops-per-sample")
+    if model is not None:
+        spec = _catalog(model)
+        architecture = spec.architecture
+        if vocab_size is not None:
+            architecture = replace(architecture, vocab_size=vocab_size)
+        length = seq_length or spec.recipe.seq_length
+        return ModelFlops(architecture.flops_per_sample(length), length, f"catalog model {spec.name}", architecture)
+    if not parameters:
+        raise AnalysisError(
+            "the log has no model configuration (no DLLogger PARAMETER record); pass --model "
+            f"({', '.join(MODELS)}) or --model-flops-per-sample"
+        )
+    architecture, length = _Config(parameters).architecture(seq_length, vocab_size)
+    return ModelFlops(architecture.flops_per_sample(length), length, "DLLogger PARAMETER record", architecture)
+
+
+def _catalog(name: str) -> ModelSpec:
+    try:
+        return model_spec(name)
+    except ValueError as e:
+        raise AnalysisError(str(e)) from None
+
+
+class _Config:
+    """The model settings inside a flattened NeMo config (`cfg/num_layers`, `cfg/tokenizer/type`, ...)."""
+
+    def __init__(self, parameters: Mapping[str, Any]) -> None:
+        self._parameters = parameters
+
+    def get(self, *names: str) -> Any:
+        """The first non-null value among `names`; each matches a key equal to it or ending in `/name`,
+        the shallowest such key winning (`cfg/seq_length` before `cfg/data/seq_length`)."""
+        for name in names:
+            keys = [k for k in self._parameters if k == name or k.endswith("/" + name)]
+            for key in sorted(keys, key=lambda k: k.count("/")):
+                if self._parameters[key] is not None:
+                    return self._parameters[key]
+        return None
+
+    def seq_length(self) -> int | None:
+        value = self.get("encoder_seq_length", "seq_length")
+        return int(value) if _is_positive_int(value) else None
+
+    def vocab_size(self) -> int | None:
+        value = self.get("padded_vocab_size", "vocab_size")
+        if _is_positive_int(value):
+            return int(value)
+        names = " ".join(str(self.get(key) or "") for key in ("tokenizer/type", "tokenizer/model"))
+        for pattern, model in _TOKENIZER_VOCABS:
+            if pattern.search(names):
+                return MODELS[model].architecture.vocab_size
+        return None
+
+    def gated_mlp(self) -> bool:
+        if self.get("gated_linear_unit") is True:
+            return True
+        return any(
+            "glu" in str(value).lower()
+            for key, value in self._parameters.items()
+            if key.rsplit("/", 1)[-1] == "activation"
+        )
+
+    def architecture(self, seq_length: int | None, vocab_size: int | None) -> tuple[Architecture, int]:
+        vocab_key = "vocabulary size (padded_vocab_size, vocab_size or a known tokenizer)"
+        wanted = {
+            "num_layers": self.get("num_layers"),
+            "hidden_size": self.get("hidden_size"),
+            "num_attention_heads": self.get("num_attention_heads"),
+            "encoder_seq_length or seq_length": seq_length or self.seq_length(),
+            vocab_key: vocab_size or self.vocab_size(),
+        }
+        missing = [name for name, value in wanted.items() if not _is_positive_int(value)]
+        if missing:
+            also = " (or add --vocab-size)" if vocab_key in missing else ""
+            raise AnalysisError(
+                f"the DLLogger PARAMETER record lacks {', '.join(missing)}; pass --model "
+                f"({', '.join(MODELS)}) or --model-flops-per-sample{also}"
+            )
+        layers, hidden, heads, length, vocab = (int(v) for v in wanted.values())
+        optional = {
+            "num_query_groups": self.get("num_query_groups") or heads,
+            "ffn_hidden_size": self.get("ffn_hidden_size") or 4 * hidden,
+        }
+        for name, value in optional.items():
+            if not _is_positive_int(value):
+                raise AnalysisError(f"the DLLogger PARAMETER record has an invalid {name}: {value!r}")
+        kv_heads, ffn = (int(v) for v in optional.values())
+        if hidden % heads or heads % kv_heads:
+            raise AnalysisError(
+                f"the DLLogger PARAMETER record's shape is inconsistent: hidden_size {hidden}, "
+                f"num_attention_heads {heads}, num_query_groups {kv_heads}"
+            )
+        positions = self.get("max_position_embeddings")
+        architecture = Architecture(
+            layers=layers,
+            hidden=hidden,
+            heads=heads,
+            kv_heads=kv_heads,
+            ffn_hidden=ffn,
+            vocab_size=vocab,
+            max_positions=int(positions) if _is_positive_int(positions) else length,
+            gated_mlp=self.gated_mlp(),
+        )
+        return architecture, length
+
+
+def _is_positive_int(value: object) -> bool:
+    """True for 12 and 12.0 (JSON may carry either), false for bools, nulls and strings."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return value > 0 and float(value).is_integer()
+
+
+def compute(
+    log: TrainingLog,
+    window: StepRange,
+    model: ModelFlops,
+    *,
+    gpus: int,
+    global_batch_size: int,
+    accelerator_name: str,
+    precision: Precision,
+) -> RunMetrics:
+    if gpus <= 0:
+        raise AnalysisError(f"the number of GPUs must be positive, got {gpus}")
+    if global_batch_size <= 0:
+        raise AnalysisError(f"the global batch size must be positive, got {global_batch_size}")
+    chip = accelerator(accelerator_name)
+    try:
+        peak = chip.peak_tflops(precision)
+    except ValueError as e:
+        raise AnalysisError(str(e)) from None
+    step_time, steps = average_step_time(log, window)
+    if step_time <= 0 or not math.isfinite(step_time):
+        raise AnalysisError(f"the mean step time over steps {window} is {step_time} s; it must be positive")
+    samples_per_s = global_batch_size / step_time
+    tflops = model.flops_per_sample * samples_per_s / gpus / 1e12
+    return RunMetrics(
+        step_time_s=step_time,
+        steps_averaged=steps,
+        window=window,
+        samples_per_s=samples_per_s,
+        tokens_per_s=samples_per_s * model.seq_length if model.seq_length else None,
+        tflops_per_gpu=tflops,
+        mfu=tflops / peak,
+        peak_tflops=peak,
+        model=model,
+        global_batch_size=global_batch_size,
+        gpus=gpus,
+        accelerator=chip.name,
+        precision=precision,
+    )

@@ -1,0 +1,61 @@
+"""Fixtures: run stacks under the mocks, once per (stack, mode), always schema-validated."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import pytest
+
+from stacks.config import ConfigError
+from tests.harness.program import StackFailed, StackRun, run_stack
+from tests.harness.schemas import resource_errors
+
+MODES = pytest.mark.parametrize("preview", [False, True], ids=["update", "preview"])
+
+
+def assert_valid(run: StackRun) -> None:
+    """Every registered resource matches its real schema."""
+    errors = [
+        f"{r.type} {r.name}: {error}"
+        for r in run.resources
+        for error in resource_errors(r, run.manifest(r), preview=run.preview)
+    ]
+    assert not errors, "schema validation failed:\n  " + "\n  ".join(errors)
+
+
+Render = Callable[..., StackRun]
+
+
+@pytest.fixture(scope="session")
+def render() -> Iterator[Render]:
+    """render(stack, preview=False, **overrides) → a validated StackRun; cached without overrides."""
+    cache: dict[tuple[str, bool], StackRun] = {}
+
+    def _render(stack: str, preview: bool = False, values: Mapping[str, Any] | None = None) -> StackRun:
+        if values is None and (stack, preview) in cache:
+            return cache[(stack, preview)]
+        run = run_stack(stack, values=values, preview=preview)
+        assert_valid(run)
+        if values is None:
+            cache[(stack, preview)] = run
+        return run
+
+    yield _render
+
+
+def rejected(values: Mapping[str, Any], stack: str = "dev") -> ConfigError:
+    """Run the program on bad config: it must fail with a ConfigError and register nothing."""
+    with pytest.raises(StackFailed) as failure:
+        run_stack(stack, values=values)
+    assert isinstance(failure.value.error, ConfigError), failure.value.error
+    assert failure.value.resources == [], [r.urn for r in failure.value.resources]
+    return failure.value.error
+
+
+def issue_for(error: ConfigError, key: str) -> str:
+    """The message of the issue about `key` (the full nemo-gke key); fails if there is none."""
+    for issue in error.issues:
+        if issue.key == key:
+            return str(issue)
+    raise AssertionError(f"no issue for {key}; issues: {[str(i) for i in error.issues]}")

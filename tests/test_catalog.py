@@ -1,0 +1,113 @@
+"""The machine catalog and version pins: complete, sourced, and consistent with the issues."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from components import versions
+from components.catalog import (
+    GPUDIRECT_STACKS,
+    MACHINE_TYPES,
+    SOURCED_MACHINE_FIELDS,
+    GpuDirect,
+    allocatable_memory_mib,
+    allocatable_millicores,
+    machine_type,
+    training_pod_requests,
+)
+from components.models import MODELS
+from components.versions import Image
+
+SOURCE = re.compile(r"(https://\S+|[\w.-]+/[\w.-]+:\S+)")
+
+
+@pytest.mark.parametrize("name", list(MACHINE_TYPES))
+def test_every_machine_fact_names_its_public_source(name: str) -> None:
+    machine = MACHINE_TYPES[name]
+    for field in SOURCED_MACHINE_FIELDS:
+        assert SOURCE.search(machine.sources.get(field, "")), f"{name}.{field} has no source"
+
+
+def test_every_accelerator_and_model_names_its_sources() -> None:
+    for machine in MACHINE_TYPES.values():
+        assert SOURCE.search(machine.accelerator.sources["peak_dense_tflops"])
+    for model in MODELS.values():
+        assert SOURCE.search(model.sources["architecture"]) and SOURCE.search(model.sources["recipe"])
+
+
+@pytest.mark.parametrize(
+    ("name", "gpus", "label", "flavour", "gpu_nics", "extra", "mtu", "ssds"),
+    [
+        ("a3-highgpu-1g", 1, "nvidia-h100-80gb", GpuDirect.NONE, 0, 0, None, 2),
+        ("a3-highgpu-2g", 2, "nvidia-h100-80gb", GpuDirect.NONE, 0, 0, None, 4),
+        ("a3-highgpu-4g", 4, "nvidia-h100-80gb", GpuDirect.NONE, 0, 0, None, 8),
+        ("a3-highgpu-8g", 8, "nvidia-h100-80gb", GpuDirect.TCPX, 4, 0, 8244, 16),
+        ("a3-megagpu-8g", 8, "nvidia-h100-mega-80gb", GpuDirect.TCPXO, 8, 0, 8244, 16),
+        ("a3-ultragpu-8g", 8, "nvidia-h200-141gb", GpuDirect.RDMA, 8, 1, 8896, 32),
+        ("a4-highgpu-8g", 8, "nvidia-b200", GpuDirect.RDMA, 8, 1, 8896, 32),
+    ],
+)
+def test_machine_facts(
+    name: str, gpus: int, label: str, flavour: GpuDirect, gpu_nics: int, extra: int, mtu: int | None, ssds: int
+) -> None:
+    m = machine_type(name)
+    assert (m.gpus, m.gke_accelerator, m.gpudirect, m.gpu_nics, m.extra_gvnics, m.mtu, m.local_ssds) == (
+        gpus, label, flavour, gpu_nics, extra, mtu, ssds,
+    )  # fmt: skip
+
+
+def test_an_unknown_machine_type_lists_the_known_ones() -> None:
+    with pytest.raises(ValueError, match="a3-megagpu-8g"):
+        machine_type("a2-highgpu-8g")
+
+
+def test_each_gpudirect_flavour_pairs_a_plugin_with_its_sidecar() -> None:
+    tcpx, tcpxo, rdma = (GPUDIRECT_STACKS[f] for f in (GpuDirect.TCPX, GpuDirect.TCPXO, GpuDirect.RDMA))
+    assert (tcpx.nccl_plugin.tag, tcpx.rxdm_sidecar and tcpx.rxdm_sidecar.tag) == ("v3.1.9", "v2.0.12")
+    assert (tcpxo.nccl_plugin.tag, tcpxo.rxdm_sidecar and tcpxo.rxdm_sidecar.tag) == ("v1.0.15", "v1.0.21")
+    assert rdma.rxdm_sidecar is None and rdma.nccl_plugin.repository.endswith("nccl-plugin-gib")
+    assert tcpx.needs_nri_device_injector and tcpxo.needs_nri_device_injector and not rdma.needs_nri_device_injector
+
+
+def all_images() -> list[Image]:
+    return [v for v in vars(versions).values() if isinstance(v, Image)]
+
+
+@pytest.mark.parametrize("image", all_images(), ids=lambda i: i.repository)
+def test_every_image_is_pinned_and_sourced(image: Image) -> None:
+    assert image.digest or re.match(r"^v?\d+(\.\d+)+", image.tag), image.ref
+    assert image.tag not in ("latest", "master", "main")
+    assert not image.digest or re.fullmatch(r"sha256:[0-9a-f]{64}", image.digest)
+    assert SOURCE.search(image.source), image.ref
+
+
+def test_the_charts_are_the_versions_of_the_shared_crds() -> None:
+    assert (versions.KUEUE.version, versions.JOBSET.version) == ("0.19.2", "0.12.0")
+    assert versions.KUEUE.ref == "oci://registry.k8s.io/kueue/charts/kueue"
+    assert versions.JOBSET.ref == "oci://registry.k8s.io/jobset/charts/jobset"
+
+
+def test_gke_versions_sort_numerically() -> None:
+    key = versions.gke_version_key
+    assert key("1.34.1-gke.1829001") > key("1.32.11-gke.1174000") > key("1.32.4-gke.1236000")
+    with pytest.raises(ValueError, match="not a GKE version"):
+        key("latest")
+
+
+def test_allocatable_capacity_follows_gke_reservations() -> None:
+    # 6% of the first core, 1% of the next, 0.5% of the next two, 0.25% above four.
+    assert allocatable_millicores(4) == 4000 - 60 - 10 - 10
+    assert allocatable_millicores(208) == 208000 - 60 - 10 - 10 - 510
+    # 25% of 4 GiB, 20% of 4 GiB, 10% of 8 GiB, 6% of 112 GiB, 2% above 128 GiB, plus eviction.
+    reserved = 1024 + 819.2 + 819.2 + 6881.28 + 0.02 * (1872 - 128) * 1024 + 100
+    assert allocatable_memory_mib(1872) == int(1872 * 1024 - reserved)
+
+
+@pytest.mark.parametrize("name", list(MACHINE_TYPES))
+def test_a_training_pod_fits_inside_a_node_with_room_for_daemonsets(name: str) -> None:
+    machine = MACHINE_TYPES[name]
+    cpu, memory = training_pod_requests(machine)
+    assert 0 < cpu < allocatable_millicores(machine.vcpus) - 4000
+    assert 0 < memory < allocatable_memory_mib(machine.memory_gib) - 32 * 1024

@@ -1,0 +1,381 @@
+"""Stack configuration: defaults follow the walkthrough; every bad value is rejected, by key,
+before any resource is registered."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from components.catalog import MACHINE_TYPES
+from components.models import MODELS
+from stacks.config import StackConfig, parse_stack_config
+from tests.conftest import issue_for, rejected
+from tests.harness.program import load_stack_values, stack_with, to_pulumi_config
+
+POOL = {"name": "a3-highgpu", "machineType": "a3-highgpu-8g", "nodeCount": 2}
+
+
+def minimal() -> StackConfig:
+    return parse_stack_config({"nemo-gke:project": "my-project-1"}, stack="dev")
+
+
+def pools(**changes: Any) -> list[dict[str, Any]]:
+    return [{**POOL, **changes}]
+
+
+def dev_with_run(**changes: Any) -> dict[str, Any]:
+    values = load_stack_values("dev")
+    training = copy.deepcopy(values["nemo-gke:training"])
+    training["runs"][0].update(changes)
+    values["nemo-gke:training"] = training
+    return values
+
+
+# --------------------------------------------------------------------------- defaults
+
+
+def test_defaults_follow_the_walkthrough() -> None:
+    cfg = minimal()
+    (pool,) = cfg.gpu_pools
+    assert (pool.machine_type, pool.node_count) == ("a3-highgpu-8g", 2)
+    assert pool.compact, "a multi-node 8-GPU pool is compact by default"
+    assert cfg.system_pool.machine_type == "e2-standard-4"
+    assert (cfg.storage.filestore.tier, cfg.storage.filestore.capacity_gib) == ("BASIC_HDD", 1024)
+    assert cfg.kueue.cluster_queue == cfg.kueue.local_queue == "a3-queue"
+    assert [layer.value for layer in cfg.layers] == ["cluster", "platform", "training"]
+    assert cfg.cluster_name == "nemo-dev"
+
+
+def test_the_dev_stack_sets_only_what_a_user_must_choose_plus_the_walkthrough_run() -> None:
+    values = load_stack_values("dev")
+    assert set(values) == {
+        "nemo-gke:project",
+        "nemo-gke:region",
+        "nemo-gke:zone",
+        "nemo-gke:gpuPools",
+        "nemo-gke:training",
+    }
+    cfg = parse_stack_config(to_pulumi_config(values), stack="dev")
+    assert [(r.model, r.nodes, r.settings.steps) for r in cfg.training.runs] == [("gpt-5b", 2, 50)]
+
+
+# --------------------------------------------------------------------------- hostile configs
+
+
+@pytest.mark.parametrize(
+    ("overrides", "key", "expected"),
+    [
+        ({"regoin": "us-central1"}, "regoin", "known keys here: project, region, zone"),
+        ({"network": {"nodeCidr": "10.0.0.0/20", "podCider": "10.4.0.0/14"}}, "network.podCider", "nodeCidr"),
+        ({"gpuPools": pools(nodeCnt=2)}, "gpuPools[0].nodeCnt", "machineType"),
+        (
+            {"gpuPools": pools(capacity={"type": "spot", "reservaton": "x"})},
+            "gpuPools[0].capacity.reservaton",
+            "reservation",
+        ),
+        (
+            {"storage": {"filestore": {"tier": "BASIC_HDD", "sizeGib": 1024}}},
+            "storage.filestore.sizeGib",
+            "capacityGib",
+        ),
+        ({"kueue": {"queue": "a3-queue"}}, "kueue.queue", "clusterQueue"),
+    ],
+    ids=["top-level", "network", "pool", "capacity", "filestore", "kueue"],
+)
+def test_an_unknown_key_at_any_level_is_rejected(overrides: dict[str, Any], key: str, expected: str) -> None:
+    message = issue_for(rejected(stack_with("dev", **overrides)), key)
+    assert "unknown key" in message and expected in message
+
+
+def test_an_unknown_key_inside_a_run_is_rejected() -> None:
+    message = issue_for(rejected(dev_with_run(stepz=10)), "training.runs[0].stepz")
+    assert "unknown key" in message and "steps" in message
+
+
+@pytest.mark.parametrize(
+    ("overrides", "key"),
+    [
+        ({"gpuPools": pools(nodeCount="two")}, "gpuPools[0].nodeCount"),
+        ({"gpuPools": pools(nodeCount="2")}, "gpuPools[0].nodeCount"),
+        ({"production": "yes"}, "production"),
+        ({"network": {"iapSsh": "true"}}, "network.iapSsh"),
+        ({"layers": "cluster"}, "layers"),
+    ],
+)
+def test_a_wrong_type_is_rejected(overrides: dict[str, Any], key: str) -> None:
+    issue_for(rejected(stack_with("dev", **overrides)), key)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "key"),
+    [
+        ({"gpuPools": pools(nodeCount=-1)}, "gpuPools[0].nodeCount"),
+        ({"gpuPools": pools(diskSizeGb=-100)}, "gpuPools[0].diskSizeGb"),
+        ({"systemPool": {"nodeCount": 0}}, "systemPool.nodeCount"),
+        ({"storage": {"filestore": {"capacityGib": -1024}}}, "storage.filestore.capacityGib"),
+        ({"kueue": {"requeueLimit": -1}}, "kueue.requeueLimit"),
+    ],
+)
+def test_a_negative_count_or_size_is_rejected(overrides: dict[str, Any], key: str) -> None:
+    message = issue_for(rejected(stack_with("dev", **overrides)), key)
+    assert "-" in message or "0" in message  # the bad value is shown
+
+
+def test_an_unknown_machine_type_is_rejected_with_the_known_ones() -> None:
+    message = issue_for(
+        rejected(stack_with("dev", gpuPools=pools(machineType="a3-highgpu-16g"))), "gpuPools[0].machineType"
+    )
+    assert "a3-highgpu-16g" in message
+    for known in MACHINE_TYPES:
+        assert known in message
+
+
+def test_a_made_up_system_machine_type_is_rejected() -> None:
+    # The walkthrough's default "e2-medium-2" does not exist.
+    message = issue_for(
+        rejected(stack_with("dev", systemPool={"machineType": "e2-medium-2"})), "systemPool.machineType"
+    )
+    assert "e2-standard-4" in message
+
+
+def test_a_zone_given_as_a_region_is_rejected() -> None:
+    message = issue_for(rejected(stack_with("dev", zone="us-central1")), "zone")
+    assert "is a region, not a zone" in message and "us-central1-a" in message
+
+
+def test_a_region_given_as_a_zone_is_rejected() -> None:
+    message = issue_for(rejected(stack_with("dev", region="us-central1-c")), "region")
+    assert "is a zone" in message and "us-central1" in message
+
+
+def test_a_zone_outside_the_region_is_rejected() -> None:
+    message = issue_for(rejected(stack_with("dev", zone="europe-west4-a")), "zone")
+    assert "us-central1" in message
+
+
+def test_the_project_placeholder_is_rejected() -> None:
+    message = issue_for(rejected(stack_with("dev", project="<YOUR_PROJECT>")), "project")
+    assert "pulumi config set nemo-gke:project" in message
+
+
+@pytest.mark.parametrize(
+    ("network", "key", "other"),
+    [
+        ({"podCidr": "10.0.0.0/14"}, "network.podCidr", "nodeCidr"),
+        ({"serviceCidr": "10.4.0.0/20"}, "network.serviceCidr", "podCidr"),
+        ({"gpuCidr": "10.0.0.0/16"}, "network.gpuCidr", "nodeCidr"),
+        ({"controlPlaneCidr": "192.168.1.0/28"}, "network.controlPlaneCidr", "gpuCidr"),
+    ],
+)
+def test_overlapping_cidrs_are_rejected(network: dict[str, str], key: str, other: str) -> None:
+    message = issue_for(rejected(stack_with("dev", network=network)), key)
+    assert "overlaps" in message and other in message
+
+
+def test_a_pod_range_too_small_for_the_pools_is_rejected() -> None:
+    message = issue_for(rejected(stack_with("dev", network={"podCidr": "10.4.0.0/26"})), "network.podCidr")
+    assert "addresses" in message
+
+
+@pytest.mark.parametrize(
+    ("layers", "upstream", "key"),
+    [
+        (["cluster", "training"], None, "layers"),
+        (["training", "platform"], None, "layers"),
+        (["bootstrap", "cluster"], None, "layers"),
+        (["platform", "training"], None, "upstreamStack"),
+        (["cluster", "platform", "training"], "dev", "upstreamStack"),
+    ],
+)
+def test_layer_combinations_are_checked(layers: list[str], upstream: str | None, key: str) -> None:
+    overrides: dict[str, Any] = {"layers": layers}
+    if upstream:
+        overrides["upstreamStack"] = upstream
+    issue_for(rejected(stack_with("dev", **overrides)), key)
+
+
+# --------------------------------------------------------------------------- capacity modes
+
+
+@pytest.mark.parametrize(
+    ("pool", "key", "expected"),
+    [
+        (
+            {"capacity": {"type": "spot", "reservation": "res"}},
+            "gpuPools[0].capacity.reservation",
+            "reservations exclude Spot",
+        ),
+        ({"capacity": {"type": "reservation"}}, "gpuPools[0].capacity.reservation", "is required"),
+        (
+            {"capacity": {"type": "onDemand", "reservationBlock": "b"}},
+            "gpuPools[0].capacity.reservationBlock",
+            "reservation",
+        ),
+        (
+            {"nodeCount": None, "autoscaling": {"minNodes": 1, "maxNodes": 4}, "capacity": {"type": "flexStart"}},
+            "gpuPools[0].autoscaling",
+            "autoscaling from zero",
+        ),
+        ({"capacity": {"type": "flexStart"}}, "gpuPools[0].autoscaling", "autoscaling from zero"),
+        (
+            {"nodeCount": None, "autoscaling": {"maxNodes": 4}, "autoRepair": True, "capacity": {"type": "flexStart"}},
+            "gpuPools[0].autoRepair",
+            "must be false",
+        ),
+        (
+            {"nodeCount": None, "autoscaling": {"maxNodes": 4}, "capacity": {"type": "flexStart", "reservation": "r"}},
+            "gpuPools[0].capacity.reservation",
+            "flex-start cannot consume a reservation",
+        ),
+        (
+            {
+                "nodeCount": None,
+                "autoscaling": {"maxNodes": 4},
+                "capacity": {"type": "queuedProvisioning"},
+                "placement": "compact",
+            },
+            "gpuPools[0].placement",
+            "queued provisioning excludes compact placement",
+        ),
+        (
+            {
+                "nodeCount": None,
+                "autoscaling": {"maxNodes": 4},
+                "capacity": {"type": "flexStart"},
+                "placement": "compact",
+            },
+            "gpuPools[0].placement",
+            "a3-ultragpu-8g",
+        ),
+        (
+            {"capacity": {"type": "spot", "maxRunDurationSeconds": 3600}},
+            "gpuPools[0].capacity.maxRunDurationSeconds",
+            "flexStart",
+        ),
+        ({"placement": "none", "placementPolicy": "my-policy"}, "gpuPools[0].placementPolicy", "compact"),
+    ],
+    ids=[
+        "spot+reservation",
+        "reservation-without-name",
+        "block-without-reservation",
+        "flex-min-nodes",
+        "flex-static-size",
+        "flex-auto-repair",
+        "flex+reservation",
+        "queued+compact",
+        "flex+compact-on-a3-high",
+        "run-duration-on-spot",
+        "policy-without-compact",
+    ],
+)
+def test_each_capacity_mode_rule_rejects_what_gke_refuses(pool: dict[str, Any], key: str, expected: str) -> None:
+    spec = {k: v for k, v in {**POOL, **pool}.items() if v is not None}
+    values = stack_with("dev", gpuPools=[spec], training={})
+    assert expected in issue_for(rejected(values), key)
+
+
+def test_flex_start_with_compact_placement_is_accepted_where_gke_allows_it() -> None:
+    cfg = parse_stack_config(to_pulumi_config(load_stack_values("a3ultra-flex")), stack="flex")
+    assert cfg.gpu_pools[0].capacity.type == "flexStart" and cfg.gpu_pools[0].compact
+
+
+def test_pools_with_different_gpu_network_layouts_cannot_share_a_cluster() -> None:
+    two = [POOL, {"name": "mega", "machineType": "a3-megagpu-8g", "nodeCount": 2}]
+    assert "network layouts" in issue_for(rejected(stack_with("dev", gpuPools=two, training={})), "gpuPools")
+
+
+def test_rdma_pools_must_be_in_the_stack_zone() -> None:
+    pool = {"name": "ultra", "machineType": "a3-ultragpu-8g", "nodeCount": 2, "zone": "us-central1-a"}
+    assert "zonal" in issue_for(rejected(stack_with("dev", gpuPools=[pool], training={})), "gpuPools[0].zone")
+
+
+# --------------------------------------------------------------------------- platform
+
+
+@pytest.mark.parametrize(
+    ("filestore", "expected"),
+    [
+        ({"tier": "BASIC_HDD", "capacityGib": 512}, "1024-65433 GiB"),
+        ({"tier": "BASIC_SSD", "capacityGib": 1024}, "2560-65433 GiB"),
+        ({"tier": "ZONAL", "capacityGib": 1100}, "steps of 256 GiB"),
+        ({"tier": "ENTERPRISE", "capacityGib": 20480}, "1024-10240 GiB"),
+    ],
+)
+def test_filestore_capacity_below_or_outside_the_tier_range_is_rejected(
+    filestore: dict[str, Any], expected: str
+) -> None:
+    message = issue_for(rejected(stack_with("dev", storage={"filestore": filestore})), "storage.filestore.capacityGib")
+    assert expected in message and filestore["tier"] in message
+
+
+def test_an_unknown_filestore_tier_is_rejected_with_the_known_ones() -> None:
+    message = issue_for(
+        rejected(stack_with("dev", storage={"filestore": {"tier": "PREMIUM"}})), "storage.filestore.tier"
+    )
+    assert "BASIC_HDD" in message and "ZONAL" in message
+
+
+@pytest.mark.parametrize("timeout", [0, 30])
+def test_a_wait_for_pods_ready_timeout_too_short_for_image_pulls_is_rejected(timeout: int) -> None:
+    values = stack_with("dev", kueue={"waitForPodsReadyTimeoutSeconds": timeout})
+    issue_for(rejected(values), "kueue.waitForPodsReadyTimeoutSeconds")
+
+
+def test_a_reserved_namespace_is_rejected() -> None:
+    issue_for(rejected(stack_with("dev", namespace="kube-system")), "namespace")
+
+
+# --------------------------------------------------------------------------- training runs
+
+
+def test_an_unknown_model_is_rejected_with_the_known_ones() -> None:
+    message = issue_for(rejected(dev_with_run(model="gpt-4")), "training.runs[0].model")
+    for known in MODELS:
+        assert known in message
+
+
+@pytest.mark.parametrize(
+    ("changes", "key", "expected"),
+    [
+        ({"nodes": 3}, "training.runs[0].nodes", "at most 2 nodes"),
+        ({"tensorParallel": 3}, "training.runs[0].tensorParallel", "must divide the 8 GPUs"),
+        ({"tensorParallel": 8, "pipelineParallel": 3}, "training.runs[0].nodes", "not a multiple"),
+        ({"globalBatchSize": 100}, "training.runs[0].globalBatchSize", "micro batch × data-parallel"),
+        ({"sequenceLength": 4096}, "training.runs[0].sequenceLength", "2048 positions"),
+        ({"pipelineParallel": 2, "virtualPipeline": 5}, "training.runs[0].pipelineParallel", "24 layers"),
+        ({"profile": {"startStep": 40, "endStep": 60}}, "training.runs[0].profile.endStep", "last step (50)"),
+        ({"pool": "h100x9"}, "training.runs[0].pool", "a3-highgpu"),
+        ({"topology": {"mode": "required"}, "pool": None}, None, None),
+    ],
+    ids=["quota", "tp-in-node", "model-parallel", "batch", "sequence", "layers", "profile", "pool", "topology-ok"],
+)
+def test_hostile_runs_are_rejected_with_the_key_named(
+    changes: dict[str, Any], key: str | None, expected: str | None
+) -> None:
+    values = dev_with_run(**{k: v for k, v in changes.items() if v is not None})
+    if key is None:  # the dev pool is compact, so required topology is fine
+        parse_stack_config(to_pulumi_config(values), stack="dev")
+        return
+    assert expected in issue_for(rejected(values), key)
+
+
+def test_topology_on_a_pool_without_topology_labels_is_rejected() -> None:
+    values = stack_with("dev", gpuPools=pools(placement="none"))
+    training = copy.deepcopy(values["nemo-gke:training"])
+    training["runs"][0]["topology"] = {"mode": "preferred"}
+    values["nemo-gke:training"] = training
+    assert "no topology labels" in issue_for(rejected(values), "training.runs[0].topology.mode")
+
+
+def test_duplicate_run_names_are_rejected() -> None:
+    values = load_stack_values("dev")
+    run = values["nemo-gke:training"]["runs"][0]
+    values["nemo-gke:training"] = {"runs": [run, run]}
+    issue_for(rejected(values), "training.runs[1].name")
+
+
+def test_every_error_of_a_config_is_reported_at_once() -> None:
+    error = rejected(stack_with("dev", regoin="x", gpuPools=pools(nodeCount=-1, bogus=1)))
+    assert {i.key for i in error.issues} >= {"regoin", "gpuPools[0].nodeCount", "gpuPools[0].bogus"}

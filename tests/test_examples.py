@@ -1,0 +1,76 @@
+"""Every shipped stack renders in both modes and validates; the offline render works as the
+README says, and a bad config gets a message and exit code 2."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import MODES
+from tests.harness import program
+from tests.harness import render as render_cli
+from tests.harness.program import ROOT, stack_names
+
+SHIPPED = ["dev", "bootstrap", "a3mega", "a3ultra", "a3ultra-flex", "a3high-small", "run-llama8b"]
+
+
+def test_the_issue_s_example_stacks_are_all_shipped() -> None:
+    assert sorted(stack_names()) == sorted(SHIPPED)
+    for name in SHIPPED[1:]:
+        assert (ROOT / "examples" / f"Pulumi.{name}.yaml").exists()
+
+
+@MODES
+@pytest.mark.parametrize("stack", SHIPPED)
+def test_every_shipped_stack_renders_and_validates(render: Any, stack: str, preview: bool) -> None:
+    run = render(stack, preview=preview)  # the fixture validates every resource
+    assert run.custom_resources
+
+
+def test_render_writes_what_kubectl_and_reviewers_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert render_cli.main(["--stack", "dev", "--out", str(tmp_path)]) == 0
+    out = tmp_path / "dev"
+    files = sorted((out / "kubernetes").glob("*.yaml"))
+    kinds = [yaml.safe_load(f.read_text())["kind"] for f in files]
+    assert kinds[0] == "Namespace" and kinds[-1] == "JobSet"
+    assert {"ClusterQueue", "LocalQueue", "Network", "DaemonSet", "Deployment", "PersistentVolume"} <= set(kinds)
+    for f in files:
+        manifest = yaml.safe_load(f.read_text())
+        assert list(manifest)[:3] == ["apiVersion", "kind", "metadata"]
+    inventory = json.loads((out / "gcp-resources.json").read_text())
+    assert {r["type"] for r in inventory} >= {"gcp:container/cluster:Cluster", "gcp:filestore/instance:Instance"}
+    outputs = json.loads((out / "outputs.json").read_text())
+    assert outputs["kubeconfig"] == "[secret]"
+    printed = capsys.readouterr().out
+    assert printed.startswith("stack dev: ") and "cluster (nemo:cluster:ClusterLayer)" in printed
+    assert "  cluster-gke (nemo:gke:Cluster)" in printed
+
+
+def test_render_rejects_a_bad_config_with_the_key_and_exit_code_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stack = {"config": {"nemo-gke:project": "my-project-1", "nemo-gke:zone": "us-central1"}}
+    (tmp_path / "Pulumi.bad.yaml").write_text(yaml.safe_dump(stack))
+    monkeypatch.setattr(program, "ROOT", tmp_path)
+    assert render_cli.main(["--stack", "bad", "--out", str(tmp_path / "build")]) == 2
+    error = capsys.readouterr().err
+    assert "nemo-gke:zone" in error and "is a region, not a zone" in error
+    assert not (tmp_path / "build").exists()
+
+
+def test_the_render_entry_point_prints_no_traceback_for_an_unknown_stack(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "tests.harness.render", "--stack", "nope", "--out", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr and "known stacks: " in result.stderr

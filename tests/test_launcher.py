@@ -1,0 +1,153 @@
+"""scripts/launch.sh, executed: torchrun's command line, the NCCL init script, the dataset
+copy, Nsight, and the goodput events the analytics read."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from components import nemo
+
+LAUNCHER = nemo.SCRIPTS / nemo.LAUNCHER
+
+# Stand-in torchrun: records its arguments and one variable, saves a checkpoint at step 150.
+TORCHRUN = """#!/bin/bash
+printf '%s\\n' "$@" > "$RECORD/torchrun.args"
+echo "${FROM_NCCL_INIT:-unset}" > "$RECORD/nccl-init"
+mkdir -p "$CHECKPOINT_DIR/megatron_gpt--step=150-consumed_samples=300.0"
+sleep 0.2
+exit "${TORCHRUN_EXIT:-0}"
+"""
+# Stand-in nsys: records its arguments, then runs the wrapped command.
+NSYS = """#!/bin/bash
+printf '%s\\n' "$@" > "$RECORD/nsys.args"
+while [ "$1" != torchrun ]; do shift; done
+exec "$@"
+"""
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> dict[str, str]:
+    bin_dir, record = tmp_path / "bin", tmp_path / "record"
+    bin_dir.mkdir()
+    record.mkdir()
+    for name, body in (("torchrun", TORCHRUN), ("nsys", NSYS)):
+        (bin_dir / name).write_text(body)
+        (bin_dir / name).chmod(0o755)
+    checkpoints = tmp_path / "checkpoints" / "run"
+    (checkpoints / "megatron_gpt--step=100-consumed_samples=200.0").mkdir(parents=True)
+    init = tmp_path / "nccl-env.sh"
+    init.write_text("export FROM_NCCL_INIT=sourced\n")
+    return {
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "RECORD": str(record),
+        "RUN_NAME": "run",
+        "NNODES": "2",
+        "GPUS_PER_NODE": "8",
+        "JOB_COMPLETION_INDEX": "0",
+        "MASTER_ADDR": "run-workers-0-0.run",
+        "MASTER_PORT": "6002",
+        "NEMO_ENTRYPOINT": "/opt/NeMo/examples/nlp/language_modeling/megatron_gpt_pretraining.py",
+        "EXPERIMENT_DIR": str(tmp_path / "nfs" / "run"),
+        "CHECKPOINT_DIR": str(checkpoints),
+        "NCCL_INIT_SCRIPT": str(init),
+    }
+
+
+def launch(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", str(LAUNCHER), *args], env=env, capture_output=True, text=True, check=False, timeout=60
+    )
+
+
+def events(env: dict[str, str]) -> list[dict[str, object]]:
+    path = Path(env["EXPERIMENT_DIR"]) / "goodput" / "events.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_node_0_runs_torchrun_and_records_goodput_events(workspace: dict[str, str]) -> None:
+    result = launch(workspace, "--config-path=/workload", "--config-name=nemo-config.yaml")
+    assert result.returncode == 0, result.stderr
+    args = (Path(workspace["RECORD"]) / "torchrun.args").read_text().split()
+    assert args == [
+        "--nproc-per-node=8", "--nnodes=2", "--node-rank=0", "--master-addr=run-workers-0-0.run", "--master-port=6002",
+        workspace["NEMO_ENTRYPOINT"], "--config-path=/workload", "--config-name=nemo-config.yaml",
+    ]  # fmt: skip
+    assert (Path(workspace["RECORD"]) / "nccl-init").read_text().strip() == "sourced"
+    recorded = events(workspace)
+    assert [(e["event"], e.get("step")) for e in recorded] == [
+        ("job_started", None),
+        ("checkpoint_loaded", 100),
+        ("checkpoint_saved", 150),
+        ("job_terminated", None),
+    ]
+    for event in recorded:
+        assert event["run"] == "run" and event["attempt"] == 0
+        assert datetime.fromisoformat(str(event["time"])).utcoffset() is not None
+    assert "node 0/2" in (Path(workspace["EXPERIMENT_DIR"]) / "logs" / "node-0.log").read_text()
+
+
+def test_other_nodes_write_no_events(workspace: dict[str, str]) -> None:
+    workspace["JOB_COMPLETION_INDEX"] = "1"
+    assert launch(workspace).returncode == 0
+    assert not (Path(workspace["EXPERIMENT_DIR"]) / "goodput" / "events.jsonl").exists()
+    assert "--node-rank=1" in (Path(workspace["RECORD"]) / "torchrun.args").read_text()
+
+
+def test_a_failed_run_keeps_its_exit_code_and_still_records_its_end(workspace: dict[str, str]) -> None:
+    workspace["TORCHRUN_EXIT"] = "3"
+    assert launch(workspace).returncode == 3
+    assert events(workspace)[-1]["event"] == "job_terminated"
+
+
+def test_a_fresh_run_starts_from_step_0(workspace: dict[str, str], tmp_path: Path) -> None:
+    workspace["CHECKPOINT_DIR"] = str(tmp_path / "empty")
+    assert launch(workspace).returncode == 0
+    assert [(e["event"], e.get("step")) for e in events(workspace)][1] == ("checkpoint_loaded", 0)
+
+
+def test_nsight_wraps_torchrun_and_the_dataset_is_copied_to_local_ssd(
+    workspace: dict[str, str], tmp_path: Path
+) -> None:
+    source = tmp_path / "data" / "wiki_text_document"
+    source.parent.mkdir()
+    for ext in ("bin", "idx"):
+        Path(f"{source}.{ext}").write_text(ext)
+    target = tmp_path / "ssd" / "data" / "wiki_text_document"
+    workspace.update(NSYS_START_STEP="10", DATASET_SOURCE=str(source), DATASET_TARGET=str(target))
+    assert launch(workspace).returncode == 0, "launch failed"
+    nsys = (Path(workspace["RECORD"]) / "nsys.args").read_text().split()
+    assert nsys[:2] == ["profile", "--sample=none"] and "--capture-range=cudaProfilerApi" in nsys
+    assert f"--output={workspace['EXPERIMENT_DIR']}/nsys/node-0" in nsys
+    assert Path(f"{target}.idx").read_text() == "idx"
+
+
+def test_the_analytics_read_the_events_the_pods_write(workspace: dict[str, str]) -> None:
+    assert launch(workspace).returncode == 0
+    events_file = Path(workspace["EXPERIMENT_DIR"]) / "goodput" / "events.jsonl"
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "analysis",
+            "goodput",
+            "--events",
+            str(events_file),
+            "--reference-step-time",
+            "1",
+            "--json",
+        ],
+        cwd=Path(__file__).resolve().parents[1],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["effective_time_s"] == pytest.approx(50.0)  # steps 100 → 150 at 1 s per step

@@ -1,0 +1,442 @@
+"""Training layer: the JobSet per A3 variant, its NeMo configuration, data preparation, and
+runs as their own stacks."""
+
+from __future__ import annotations
+
+import ast
+import copy
+import json
+import re
+from typing import Any
+
+import pytest
+
+from components import nemo
+from components.catalog import machine_type, training_pod_requests
+from components.models import MODELS, Framework
+from stacks.config import ConfigError
+from tests.conftest import MODES, issue_for
+from tests.harness.mocks import RecordedResource
+from tests.harness.program import StackFailed, StackRun, load_stack_values, run_stack
+
+JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
+CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
+LOCAL_QUEUE = "kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue"
+
+
+def jobset(run: StackRun, name: str | None = None) -> tuple[RecordedResource, dict[str, Any]]:
+    resources = [r for r in run.of_type(JOBSET) if name is None or run.manifest(r)["metadata"]["name"] == name]
+    (resource,) = resources
+    return resource, run.manifest(resource)
+
+
+def pod(manifest: dict[str, Any]) -> dict[str, Any]:
+    (replicated,) = manifest["spec"]["replicatedJobs"]
+    return replicated["template"]["spec"]["template"]
+
+
+def container(manifest: dict[str, Any]) -> dict[str, Any]:
+    (main,) = pod(manifest)["spec"]["containers"]
+    return main
+
+
+def env(manifest: dict[str, Any]) -> dict[str, str]:
+    return {e["name"]: e.get("value", "<from field>") for e in container(manifest)["env"]}
+
+
+def network_names(run: StackRun) -> set[str]:
+    return {run.manifest(n)["metadata"]["name"] for n in run.of_type("kubernetes:networking.gke.io/v1:Network")}
+
+
+def workload_files(run: StackRun, run_name: str) -> dict[str, str]:
+    config_map = next(run.manifest(c) for c in run.of_type(CONFIG_MAP) if c.name.endswith(f"{run_name}-workload"))
+    return config_map["data"]
+
+
+# --------------------------------------------------------------------------- the JobSet
+
+
+@MODES
+def test_a_run_is_one_suspended_indexed_jobset_with_a_stable_name(render: Any, preview: bool) -> None:
+    run = render("dev", preview=preview)
+    resource, manifest = jobset(run)
+    assert manifest["metadata"]["name"] == "gpt5b-demo"
+    assert manifest["metadata"]["namespace"] == "nemo"
+    spec = manifest["spec"]
+    assert spec["suspend"] is True
+    assert spec["failurePolicy"] == {"maxRestarts": 0}
+    assert spec["ttlSecondsAfterFinished"] == 43200
+    assert spec["network"]["enableDNSHostnames"] is True
+    (replicated,) = spec["replicatedJobs"]
+    job = replicated["template"]["spec"]
+    assert (replicated["replicas"], job["parallelism"], job["completions"]) == (1, 2, 2)
+    assert (job["completionMode"], job["backoffLimit"]) == ("Indexed", 0)
+    assert pod(manifest)["spec"]["restartPolicy"] == "Never"
+    assert resource.delete_before_replace
+
+
+def test_the_run_is_queued_on_an_existing_local_queue_and_waits_for_it_and_its_volumes(render: Any) -> None:
+    run = render("dev")
+    resource, manifest = jobset(run)
+    queues = {run.manifest(q)["metadata"]["name"]: q for q in run.of_type(LOCAL_QUEUE)}
+    queue_name = manifest["metadata"]["labels"]["kueue.x-k8s.io/queue-name"]
+    assert queue_name in queues
+    assert manifest["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == "nemo-medium"
+    assert run.depends_on(resource, queues[queue_name])
+    claims = {run.manifest(c)["metadata"]["name"]: c for c in run.of_type("kubernetes:core/v1:PersistentVolumeClaim")}
+    mounted = {
+        v["persistentVolumeClaim"]["claimName"]
+        for v in pod(manifest)["spec"]["volumes"]
+        if "persistentVolumeClaim" in v
+    }
+    assert mounted == set(claims) == {"shared", "data", "checkpoints"}
+    for claim in claims.values():
+        assert run.depends_on(resource, claim)
+    account = pod(manifest)["spec"]["serviceAccountName"]
+    assert account == "nemo-training"
+    assert account in {run.manifest(a)["metadata"]["name"] for a in run.of_type("kubernetes:core/v1:ServiceAccount")}
+
+
+def test_torchrun_starts_every_node_with_the_first_pod_as_master(render: Any) -> None:
+    _, manifest = jobset(render("dev"))
+    main = container(manifest)
+    assert main["command"] == ["bash", "/workload/launch.sh"]
+    variables = env(manifest)
+    assert variables["NNODES"] == "2" and variables["GPUS_PER_NODE"] == "8"
+    assert variables["MASTER_ADDR"] == "gpt5b-demo-workers-0-0.gpt5b-demo"
+    assert variables["JOB_COMPLETION_INDEX"] == "<from field>"
+    launcher = (nemo.SCRIPTS / nemo.LAUNCHER).read_text()
+    for flag in (
+        '--nproc-per-node="${GPUS_PER_NODE}"',
+        '--nnodes="${NNODES}"',
+        '--node-rank="${node}"',
+        '--master-addr="${MASTER_ADDR}"',
+    ):
+        assert flag in launcher
+
+
+@pytest.mark.parametrize(
+    ("stack", "run_name", "pool", "machine", "nodes"),
+    [
+        ("dev", "gpt5b-demo", "a3-highgpu", "a3-highgpu-8g", 2),
+        ("a3mega", "gpt3-175b", "a3-mega", "a3-megagpu-8g", 32),
+        ("a3ultra", "llama31-405b", "a3-ultra", "a3-ultragpu-8g", 72),
+        ("a3high-small", "llama31-8b", "h100x4", "a3-highgpu-4g", 2),
+    ],
+)
+def test_gpu_cpu_and_memory_requests_fit_the_pools_quota(
+    render: Any, stack: str, run_name: str, pool: str, machine: str, nodes: int
+) -> None:
+    run = render(stack)
+    _, manifest = jobset(run, run_name)
+    requests = container(manifest)["resources"]["requests"]
+    gpus = machine_type(machine).gpus
+    cpu, memory = training_pod_requests(machine_type(machine))
+    assert container(manifest)["resources"]["limits"]["nvidia.com/gpu"] == requests["nvidia.com/gpu"] == gpus
+    assert (requests["cpu"], requests["memory"]) == (f"{cpu}m", f"{memory}Mi")
+    queue = run.manifest(run.one("kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue"))["spec"]
+    flavor = next(f for f in queue["resourceGroups"][0]["flavors"] if f["name"] == pool)
+    quota = {r["name"]: r["nominalQuota"] for r in flavor["resources"]}
+    assert nodes * gpus <= quota["nvidia.com/gpu"]
+    assert nodes * cpu <= int(quota["cpu"].removesuffix("m"))
+    assert nodes * memory <= int(quota["memory"].removesuffix("Mi"))
+
+
+def test_every_pod_has_shared_memory_local_ssd_and_the_three_volumes(render: Any) -> None:
+    for stack in ("dev", "a3mega", "a3ultra", "a3high-small"):
+        run = render(stack)
+        for resource in run.of_type(JOBSET):
+            manifest = run.manifest(resource)
+            volumes = {v["name"]: v for v in pod(manifest)["spec"]["volumes"]}
+            assert volumes["shm"]["emptyDir"]["medium"] == "Memory"
+            assert "emptyDir" in volumes["local-ssd"]
+            mounts = {m["mountPath"]: m for m in container(manifest)["volumeMounts"]}
+            assert {"/dev/shm", "/ssd", "/nfs", "/data", "/checkpoints", "/workload"} <= set(mounts)
+            assert mounts["/data"]["readOnly"] is True
+            tolerations = pod(manifest)["spec"]["tolerations"]
+            assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in tolerations
+            assert pod(manifest)["metadata"]["annotations"]["gke-gcsfuse/volumes"] == "true"
+
+
+# --------------------------------------------------------------------------- per variant
+
+
+def test_tcpx_pods_attach_four_gpu_nics_and_run_the_tcpx_daemon(render: Any) -> None:
+    run = render("dev")
+    _, manifest = jobset(run)
+    annotations = pod(manifest)["metadata"]["annotations"]
+    interfaces = json.loads(annotations["networking.gke.io/interfaces"])
+    assert interfaces[0] == {"interfaceName": "eth0", "network": "default"}
+    assert [i["interfaceName"] for i in interfaces[1:]] == ["eth1", "eth2", "eth3", "eth4"]
+    assert {i["network"] for i in interfaces[1:]} == network_names(run) == {"vpc1", "vpc2", "vpc3", "vpc4"}
+    assert "/dev/nvidia7" in annotations["devices.gke.io/container.tcpx-daemon"]
+    (sidecar,) = pod(manifest)["spec"]["initContainers"]
+    assert sidecar["name"] == "tcpx-daemon" and sidecar["restartPolicy"] == "Always"
+    assert sidecar["image"].endswith("tcpgpudmarxd-dev:v2.0.12")
+    assert "--uds_path" in sidecar["command"] and "/run/tcpx" in sidecar["command"]
+    variables = env(manifest)
+    assert variables["NCCL_GPUDIRECTTCPX_SOCKET_IFNAME"] == "eth1,eth2,eth3,eth4"
+    assert variables["NCCL_GPUDIRECTTCPX_TX_BINDINGS"].startswith("eth1:8-21")
+    assert variables["NCCL_GPUDIRECTTCPX_UNIX_CLIENT_PREFIX"] == "/run/tcpx"
+    mounts = {m["mountPath"] for m in container(manifest)["volumeMounts"]}
+    assert {"/run/tcpx", "/usr/local/nvidia"} <= mounts
+    assert not pod(manifest)["spec"].get("hostNetwork")
+
+
+def test_tcpxo_pods_use_host_networking_and_the_rxdm_sidecar(render: Any) -> None:
+    _, manifest = jobset(render("a3mega"))
+    spec = pod(manifest)["spec"]
+    assert spec["hostNetwork"] is True and spec["dnsPolicy"] == "ClusterFirstWithHostNet"
+    annotations = pod(manifest)["metadata"]["annotations"]
+    assert "networking.gke.io/interfaces" not in annotations
+    assert "/dev/dmabuf_import_helper" in annotations["devices.gke.io/container.tcpxo-daemon"]
+    (sidecar,) = spec["initContainers"]
+    assert (sidecar["name"], sidecar["restartPolicy"]) == ("tcpxo-daemon", "Always")
+    assert sidecar["image"].endswith("tcpgpudmarxd-dev:v1.0.21")
+    assert sidecar["securityContext"]["capabilities"]["add"] == ["NET_ADMIN", "NET_BIND_SERVICE"]
+    assert "--num_nics=8" in sidecar["command"]
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    assert volumes["aperture-devices"]["hostPath"]["path"] == "/dev/aperture_devices"
+    variables = env(manifest)
+    assert variables["NCCL_INIT_SCRIPT"] == "/usr/local/nvidia/lib64/nccl-env-profile.sh"
+    assert variables["NCCL_FASTRAK_LLCM_DEVICE_DIRECTORY"] == "/dev/aperture_devices"
+
+
+def test_rdma_pods_attach_the_gvnic_and_eight_rdma_nics_with_gib(render: Any) -> None:
+    run = render("a3ultra")
+    _, manifest = jobset(run)
+    interfaces = json.loads(pod(manifest)["metadata"]["annotations"]["networking.gke.io/interfaces"])
+    assert [i["network"] for i in interfaces] == ["default", "gvnic-1", *(f"rdma-{i}" for i in range(8))]
+    assert [i["interfaceName"] for i in interfaces] == [f"eth{i}" for i in range(10)]
+    assert {i["network"] for i in interfaces[1:]} == network_names(run)
+    assert pod(manifest)["spec"]["initContainers"] == []
+    variables = env(manifest)
+    assert variables["NCCL_NET"] == "gIB"
+    assert variables["NCCL_INIT_SCRIPT"] == "/usr/local/gib/scripts/set_nccl_env.sh"
+    assert variables["LD_LIBRARY_PATH"].startswith("/usr/local/gib/lib64")
+    assert pod(manifest)["metadata"]["annotations"]["kueue.x-k8s.io/podset-required-topology"] == (
+        "cloud.google.com/gce-topology-block"
+    )
+
+
+def test_small_shapes_run_without_gpudirect(render: Any) -> None:
+    _, manifest = jobset(render("a3high-small"), "llama31-8b")
+    annotations = pod(manifest)["metadata"]["annotations"]
+    assert not [a for a in annotations if a.startswith(("networking.gke.io", "devices.gke.io"))]
+    assert pod(manifest)["spec"]["initContainers"] == []
+    assert env(manifest)["NCCL_SOCKET_IFNAME"] == "eth0"
+    assert "kueue.x-k8s.io/podset-preferred-topology" not in annotations  # Spot pool: no topology labels
+
+
+def test_topology_defaults_to_preferred_block_on_pools_with_topology(render: Any) -> None:
+    _, manifest = jobset(render("dev"))
+    annotations = pod(manifest)["metadata"]["annotations"]
+    assert annotations["kueue.x-k8s.io/podset-preferred-topology"] == "cloud.google.com/gce-topology-block"
+
+
+# --------------------------------------------------------------------------- NeMo configuration
+
+
+def test_nemo1_runs_get_a_complete_hydra_config(render: Any) -> None:
+    files = workload_files(render("dev"), "gpt5b-demo")
+    config = json.loads(files[nemo.NEMO1_CONFIG])
+    arch = MODELS["gpt-5b"].architecture
+    model = config["model"]
+    assert (model["num_layers"], model["hidden_size"], model["num_attention_heads"]) == (
+        arch.layers,
+        arch.hidden,
+        arch.heads,
+    )
+    assert (model["micro_batch_size"], model["global_batch_size"], model["encoder_seq_length"]) == (4, 2048, 2048)
+    assert config["trainer"]["num_nodes"] == 2 and config["trainer"]["devices"] == 8
+    assert config["trainer"]["max_steps"] == 50
+    assert model["data"]["data_impl"] == "mock"
+    assert config["exp_manager"]["explicit_log_dir"] == "/nfs/nemo-experiments/gpt5b-demo"
+    assert (
+        config["exp_manager"]["dllogger_logger_kwargs"]["json_file"] == "/nfs/nemo-experiments/gpt5b-demo/dllogger.json"
+    )
+    assert config["exp_manager"]["checkpoint_callback_params"]["dirpath"] == "/checkpoints/gpt5b-demo"
+    assert config["exp_manager"]["resume_if_exists"] is True
+    assert model["tokenizer"]["vocab_file"] == nemo.GPT2_VOCAB
+    assert set(files) == {nemo.LAUNCHER, nemo.FETCH_TOKENIZER, nemo.NEMO1_CONFIG}
+
+
+def test_the_gpt3_175b_recipe_layout(render: Any) -> None:
+    config = json.loads(workload_files(render("a3mega"), "gpt3-175b")[nemo.NEMO1_CONFIG])
+    model = config["model"]
+    parallel = (
+        model["tensor_model_parallel_size"],
+        model["pipeline_model_parallel_size"],
+        model["virtual_pipeline_model_parallel_size"],
+    )
+    assert parallel == (4, 8, 2)
+    assert model["fp8"] is True and model["sequence_parallel"] is True
+    assert config["trainer"]["num_nodes"] == 32
+
+
+def script_keys(source: str) -> set[str]:
+    """Every key the NeMo 2 script reads from its settings."""
+    keys = set(re.findall(r'SETTINGS\["(\w+)"\]', source))
+    keys |= {f"tokenizer.{k}" for k in re.findall(r'tokenizer\["(\w+)"\]', source)}
+    keys |= {f"profile.{k}" for k in re.findall(r'\["profile"\]\["(\w+)"\]', source)}
+    return keys
+
+
+def settings_keys(settings: dict[str, Any]) -> set[str]:
+    keys = set(settings)
+    keys |= {f"tokenizer.{k}" for k in settings["tokenizer"]}
+    keys |= {f"profile.{k}" for k in ("startStep", "endStep")}
+    return keys
+
+
+def test_nemo2_runs_get_settings_the_recipe_script_reads_and_nothing_else(render: Any) -> None:
+    files = workload_files(render("a3ultra"), "llama31-405b")
+    script = files[nemo.NEMO2_SCRIPT]
+    ast.parse(script)
+    settings = json.loads(files[nemo.NEMO2_SETTINGS])
+    assert script_keys(script) == settings_keys(settings)
+    assert settings["factory"] == "llama31_405b"
+    layout = (
+        settings["tensorParallel"],
+        settings["pipelineParallel"],
+        settings["virtualPipeline"],
+        settings["contextParallel"],
+    )
+    assert layout == (8, 9, 14, 1)
+    assert (settings["nodes"], settings["gpusPerNode"], settings["globalBatchSize"], settings["fp8"]) == (
+        72,
+        8,
+        2016,
+        True,
+    )
+    assert "run.cli.main(llm.pretrain" in script
+    _, manifest = jobset(render("a3ultra"))
+    assert container(manifest)["args"] == ["--yes"]
+    assert env(manifest)["NEMO_ENTRYPOINT"] == "/workload/nemo2_pretrain.py"
+
+
+def test_run_overrides_reach_the_nemo_configuration(render: Any) -> None:
+    values = load_stack_values("dev")
+    training = copy.deepcopy(values["nemo-gke:training"])
+    training["runs"][0].update(
+        {
+            "steps": 200,
+            "globalBatchSize": 1024,
+            "overrides": {"model.optim.lr": 0.0003},
+            "profile": {"startStep": 10, "endStep": 12},
+        }
+    )
+    values["nemo-gke:training"] = training
+    run = render("dev", values=values)
+    config = json.loads(workload_files(run, "gpt5b-demo")[nemo.NEMO1_CONFIG])
+    assert config["trainer"]["max_steps"] == 200 and config["model"]["global_batch_size"] == 1024
+    assert config["model"]["optim"]["lr"] == 0.0003
+    assert config["model"]["nsys_profile"]["enabled"] is True
+    _, manifest = jobset(run)
+    assert env(manifest)["NSYS_START_STEP"] == "10"
+
+
+def test_gcs_data_is_copied_to_local_ssd_before_training(render: Any) -> None:
+    run = render("run-llama8b")
+    _, manifest = jobset(run)
+    variables = env(manifest)
+    assert variables["DATASET_SOURCE"] == "/data/datasets/wikipedia/wiki_text_document"
+    assert variables["DATASET_TARGET"] == "/ssd/data/wiki_text_document"
+    settings = json.loads(workload_files(run, "llama31-8b-gcs")[nemo.NEMO2_SETTINGS])
+    assert settings["datasetPrefix"] == "/ssd/data/wiki_text_document"
+    assert settings["profile"] == {"startStep": 20, "endStep": 22}
+
+
+def test_every_model_pins_its_image_and_framework() -> None:
+    for spec in MODELS.values():
+        recipe = spec.recipe
+        assert recipe.image.tag and recipe.image.tag != "latest"
+        if recipe.framework is Framework.NEMO2:
+            assert recipe.factory
+        else:
+            assert recipe.learning_rate and recipe.init_std
+
+
+# --------------------------------------------------------------------------- data preparation
+
+
+def test_data_preparation_tokenizes_into_the_data_bucket_as_its_own_identity(render: Any) -> None:
+    run = render("a3high-small")
+    job = run.manifest(run.one("kubernetes:batch/v1:Job", "training-wiki-gpt2-job"))
+    assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "a3-queue"
+    assert job["metadata"]["annotations"]["pulumi.com/skipAwait"] == "true"
+    assert job["spec"]["suspend"] is True
+    spec = job["spec"]["template"]["spec"]
+    assert spec["serviceAccountName"] == "nemo-data-prep"
+    script = spec["containers"][0]["command"][-1]
+    assert nemo.PREPROCESS_SCRIPT in script
+    assert "--input=/data/raw/wikipedia/wiki.jsonl" in script
+    assert "--output-prefix=/data/datasets/wikipedia/wiki" in script
+    assert "--tokenizer-type=GPT2BPETokenizer" in script and "--workers=32" in script
+    mounts = {m["mountPath"]: m for m in spec["containers"][0]["volumeMounts"]}
+    assert mounts["/data"]["readOnly"] is False
+
+
+# --------------------------------------------------------------------------- runs as stacks
+
+
+@MODES
+def test_a_training_only_stack_renders_against_a_mocked_stack_reference(render: Any, preview: bool) -> None:
+    run = render("run-llama8b", preview=preview)
+    reference = run.one("pulumi:pulumi:StackReference")
+    assert reference.read and reference.name == "organization/nemo-gke/a3high-small"
+    assert not run.gcp_resources, "a run stack creates no cloud resources"
+    assert {r.type for r in run.kubernetes_objects} == {JOBSET, CONFIG_MAP}
+    provider = run.one("pulumi:providers:kubernetes")
+    for resource in run.kubernetes_objects:
+        assert resource.provider_urn == provider.urn
+    _, manifest = jobset(run)
+    assert manifest["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "a3-queue"
+    assert "pulumi:pulumi:readStackOutputs" in run.invokes
+
+
+def test_the_environment_stack_keeps_the_walkthrough_run(render: Any) -> None:
+    assert list(render("dev").exports["training"]["runs"]) == ["gpt5b-demo"]
+
+
+def upstream_exports(render: Any) -> dict[str, Any]:
+    return {"organization/nemo-gke/a3high-small": render("a3high-small").exports}
+
+
+@pytest.mark.parametrize(
+    ("changes", "key", "expected"),
+    [
+        ({"nodes": 3}, "training.runs[0].nodes", "at most 2 nodes"),
+        ({"pool": "h100x1", "nodes": 1, "contextParallel": 2}, "training.runs[0].nodes", "not a multiple"),
+        ({"globalBatchSize": 6}, "training.runs[0].globalBatchSize", "micro batch × data-parallel"),
+        ({"sequenceLength": 262144}, "training.runs[0].sequenceLength", "131072 positions"),
+        ({"pool": "a3-mega"}, "training.runs[0].pool", "h100x4"),
+    ],
+)
+def test_a_run_only_stack_checks_its_runs_against_the_environment_before_creating_anything(
+    render: Any, changes: dict[str, Any], key: str, expected: str
+) -> None:
+    values = load_stack_values("run-llama8b")
+    training = copy.deepcopy(values["nemo-gke:training"])
+    training["runs"][0].update(changes)
+    values["nemo-gke:training"] = training
+    with pytest.raises(StackFailed) as failure:
+        run_stack("run-llama8b", values=values, upstream=upstream_exports(render))
+    assert isinstance(failure.value.error, ConfigError)
+    assert expected in issue_for(failure.value.error, key)
+    assert failure.value.resources == [], "nothing is registered, not even the StackReference"
+
+
+@pytest.mark.parametrize(
+    ("outputs", "expected"),
+    [
+        ({}, "has no output 'cluster'"),
+        ({"cluster": {"project": "p"}}, "its output 'cluster' is not what this program expects"),
+    ],
+)
+def test_a_run_only_stack_explains_an_upstream_stack_it_cannot_use(outputs: dict[str, Any], expected: str) -> None:
+    with pytest.raises(StackFailed) as failure:
+        run_stack("run-llama8b", upstream={"organization/nemo-gke/a3high-small": outputs})
+    assert isinstance(failure.value.error, ConfigError)
+    assert expected in issue_for(failure.value.error, "upstreamStack")
+    assert failure.value.resources == []
