@@ -15,6 +15,7 @@ import pulumi_kubernetes as k8s
 from components import versions
 from components.catalog import GPUDIRECT_STACKS, GpuDirect, GpuDirectStack
 from components.network import GpuNetworkPlan
+from components.versions import Image
 
 NETWORKING_API = "networking.gke.io/v1"
 SYSTEM_NAMESPACE = "kube-system"
@@ -288,6 +289,23 @@ _HOST_SYS_MOUNTS = [{"name": "sys", "mountPath": "/hostsysfs"}, {"name": "proc-s
 _SIDECAR_RESOURCES = {"requests": {"cpu": "1", "memory": "2Gi"}}
 
 
+def _rxdm_sidecar(
+    name: str, image: Image, command: list[str], capabilities: list[str], mounts: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The receive-datapath daemon as a native sidecar: it starts before the training
+    container and stops by itself after it."""
+    return {
+        "name": name,
+        "image": image.ref,
+        "restartPolicy": "Always",
+        "command": command,
+        "securityContext": {"capabilities": {"add": capabilities}},
+        "env": [{"name": "LD_LIBRARY_PATH", "value": f"{NVIDIA_MOUNT}/lib64"}],
+        "resources": _SIDECAR_RESOURCES,
+        "volumeMounts": [_NVIDIA_MOUNT, *mounts, *_HOST_SYS_MOUNTS],
+    }
+
+
 def pod_networking(flavour: GpuDirect, plan: Sequence[GpuNetworkPlan], gpus: int) -> PodNetworking:
     """The pod side of each flavour, as the public A3 recipes configure it."""
     if flavour is GpuDirect.TCPX:
@@ -298,24 +316,17 @@ def pod_networking(flavour: GpuDirect, plan: Sequence[GpuNetworkPlan], gpus: int
             annotations={**_interfaces(plan), "devices.gke.io/container.tcpx-daemon": _gpu_devices(gpus)},
             host_network=False,
             sidecars=[
-                {
-                    "name": "tcpx-daemon",
-                    "image": stack.rxdm_sidecar.ref,
-                    "restartPolicy": "Always",
-                    "command": [
+                _rxdm_sidecar(
+                    "tcpx-daemon",
+                    stack.rxdm_sidecar,
+                    [
                         "/tcpgpudmarxd/build/app/tcpgpudmarxd",
                         *("--gpu_nic_preset", "a3vm", "--gpu_shmem_type", "fd", "--uds_path", TCPX_SOCKET),
                         *("--setup_param", "--verbose 128 2 0"),
                     ],
-                    "securityContext": {"capabilities": {"add": ["NET_ADMIN"]}},
-                    "env": [{"name": "LD_LIBRARY_PATH", "value": f"{NVIDIA_MOUNT}/lib64"}],
-                    "resources": _SIDECAR_RESOURCES,
-                    "volumeMounts": [
-                        _NVIDIA_MOUNT,
-                        {"name": "tcpx-socket", "mountPath": TCPX_SOCKET},
-                        *_HOST_SYS_MOUNTS,
-                    ],
-                }
+                    ["NET_ADMIN"],
+                    [{"name": "tcpx-socket", "mountPath": TCPX_SOCKET}],
+                )
             ],
             volumes=[_NVIDIA_HOST_VOLUME, {"name": "tcpx-socket", "emptyDir": {}}, *_HOST_SYS_VOLUMES],
             mounts=[_NVIDIA_MOUNT, {"name": "tcpx-socket", "mountPath": TCPX_SOCKET}],
@@ -363,22 +374,19 @@ def pod_networking(flavour: GpuDirect, plan: Sequence[GpuNetworkPlan], gpus: int
             },
             host_network=True,
             sidecars=[
-                {
-                    "name": "tcpxo-daemon",
-                    "image": stack.rxdm_sidecar.ref,
-                    "restartPolicy": "Always",
-                    "command": [
+                _rxdm_sidecar(
+                    "tcpxo-daemon",
+                    stack.rxdm_sidecar,
+                    [
                         "/fts/entrypoint_rxdm_container.sh",
                         "--num_hops=2",
                         f"--num_nics={len(plan)}",
                         "--uid=",
                         "--alsologtostderr",
                     ],
-                    "securityContext": {"capabilities": {"add": ["NET_ADMIN", "NET_BIND_SERVICE"]}},
-                    "env": [{"name": "LD_LIBRARY_PATH", "value": f"{NVIDIA_MOUNT}/lib64"}],
-                    "resources": _SIDECAR_RESOURCES,
-                    "volumeMounts": [_NVIDIA_MOUNT, *_HOST_SYS_MOUNTS],
-                }
+                    ["NET_ADMIN", "NET_BIND_SERVICE"],
+                    [],
+                )
             ],
             volumes=[_NVIDIA_HOST_VOLUME, _host_path("aperture-devices", APERTURE_DEVICES), *_HOST_SYS_VOLUMES],
             mounts=[_NVIDIA_MOUNT, aperture],

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from stacks.config import ConfigError
+from tests.harness.mocks import RecordedResource
 from tests.harness.program import StackFailed, StackRun, run_stack
 from tests.harness.schemas import resource_errors
 
@@ -25,6 +26,12 @@ def assert_valid(run: StackRun) -> None:
 
 
 Render = Callable[..., StackRun]
+NODE_POOL = "gcp:container/nodePool:NodePool"
+
+
+def gpu_pools(run: StackRun) -> list[RecordedResource]:
+    """The GPU node pools of a run (every pool but the system pool)."""
+    return [p for p in run.of_type(NODE_POOL) if p.inputs["name"] != "system"]
 
 
 @pytest.fixture(scope="session")

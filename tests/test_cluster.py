@@ -9,19 +9,14 @@ from typing import Any
 import pytest
 from pulumi.output import Unknown
 
-from tests.conftest import MODES, rejected
+from tests.conftest import MODES, NODE_POOL, gpu_pools, rejected
 from tests.harness.mocks import RecordedResource
 from tests.harness.program import StackFailed, StackRun, run_stack, stack_with
 
 NETWORK = "gcp:compute/network:Network"
 SUBNET = "gcp:compute/subnetwork:Subnetwork"
 FIREWALL = "gcp:compute/firewall:Firewall"
-NODE_POOL = "gcp:container/nodePool:NodePool"
 CLUSTER = "gcp:container/cluster:Cluster"
-
-
-def gpu_pools(run: StackRun) -> list[RecordedResource]:
-    return [p for p in run.of_type(NODE_POOL) if p.inputs["name"] != "system"]
 
 
 def networks(run: StackRun) -> dict[str, RecordedResource]:

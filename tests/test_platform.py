@@ -10,7 +10,7 @@ import pytest
 
 from components import versions
 from components.catalog import allocatable_memory_mib, allocatable_millicores, machine_type
-from tests.conftest import MODES
+from tests.conftest import MODES, gpu_pools
 from tests.harness.mocks import RecordedResource
 from tests.harness.program import StackRun, stack_with
 
@@ -18,11 +18,6 @@ KUEUE = "kubernetes:kueue.x-k8s.io/v1beta2"
 PARAMS = "kubernetes:networking.gke.io/v1:GKENetworkParamSet"
 NETWORK = "kubernetes:networking.gke.io/v1:Network"
 RELEASE = "kubernetes:helm.sh/v3:Release"
-NODE_POOL = "gcp:container/nodePool:NodePool"
-
-
-def gpu_pools(run: StackRun) -> list[RecordedResource]:
-    return [p for p in run.of_type(NODE_POOL) if p.inputs["name"] != "system"]
 
 
 def release(run: StackRun, chart: str) -> RecordedResource:
