@@ -101,17 +101,28 @@ KIND_ORDER = (
 )  # fmt: skip
 
 
+# Keys a reader looks for first; the wire keeps no key order at all.
+LEADING_KEYS = ("apiVersion", "kind", "metadata", "name", "namespace", "spec")
+
+
+def readable(value: Any) -> Any:
+    """Leading keys first, the rest alphabetically, at every level."""
+    if isinstance(value, dict):
+        leading = [k for k in LEADING_KEYS if k in value]
+        rest = sorted(k for k in value if k not in LEADING_KEYS)
+        return {k: readable(value[k]) for k in [*leading, *rest]}
+    if isinstance(value, list):
+        return [readable(v) for v in value]
+    return value
+
+
 def ordered(manifests: list[dict[str, Any]]) -> list[dict[str, Any]]:
     def key(m: dict[str, Any]) -> tuple[int, str, str]:
         kind, meta = m.get("kind", ""), m.get("metadata", {})
         rank = KIND_ORDER.index(kind) if kind in KIND_ORDER else len(KIND_ORDER)
         return rank, meta.get("namespace", ""), meta.get("name", "")
 
-    head = ("apiVersion", "kind", "metadata", "spec")
-    return [
-        {**{k: m[k] for k in head if k in m}, **{k: v for k, v in m.items() if k not in head}}
-        for m in sorted(manifests, key=key)
-    ]
+    return [readable(m) for m in sorted(manifests, key=key)]
 
 
 def write(run: StackRun, out: Path) -> None:
