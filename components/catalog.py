@@ -139,10 +139,6 @@ class MachineType:
     sources: Mapping[str, str]
 
     @property
-    def gpudirect_stack(self) -> GpuDirectStack | None:
-        return GPUDIRECT_STACKS.get(self.gpudirect)
-
-    @property
     def additional_networks(self) -> int:
         """Node networks beyond the primary one."""
         return self.gpu_nics + self.extra_gvnics

@@ -71,7 +71,6 @@ class Recipe:
     pipeline_parallel: int
     virtual_pipeline: int | None
     context_parallel: int
-    sequence_parallel: bool
     fp8: bool
     max_steps: int
     # NeMo 2 recipe factory (`llm.<factory>.pretrain_recipe`).
@@ -112,7 +111,29 @@ _A3U_405B = (
 
 
 def _llama(layers: int, hidden: int, heads: int, ffn: int) -> Architecture:
-    return Architecture(layers, hidden, heads, 8, ffn, _LLAMA3_VOCAB, _LLAMA31_POSITIONS, gated_mlp=True)
+    return Architecture(
+        layers=layers,
+        hidden=hidden,
+        heads=heads,
+        kv_heads=8,
+        ffn_hidden=ffn,
+        vocab_size=_LLAMA3_VOCAB,
+        max_positions=_LLAMA31_POSITIONS,
+        gated_mlp=True,
+    )
+
+
+def _gpt(layers: int, hidden: int, heads: int) -> Architecture:
+    return Architecture(
+        layers=layers,
+        hidden=hidden,
+        heads=heads,
+        kv_heads=heads,
+        ffn_hidden=4 * hidden,
+        vocab_size=_GPT2_VOCAB,
+        max_positions=2048,
+        gated_mlp=False,
+    )
 
 
 MODELS: Mapping[str, ModelSpec] = {
@@ -120,20 +141,19 @@ MODELS: Mapping[str, ModelSpec] = {
     for m in (
         ModelSpec(
             "gpt-5b",
-            Architecture(24, 4096, 32, 32, 16384, _GPT2_VOCAB, 2048, gated_mlp=False),
+            _gpt(layers=24, hidden=4096, heads=32),
             Recipe(
-                Framework.NEMO1,
-                versions.NEMO_1,
-                2048,
-                4,
-                2048,
-                1,
-                1,
-                None,
-                1,
-                False,
-                False,
-                50,
+                framework=Framework.NEMO1,
+                image=versions.NEMO_1,
+                seq_length=2048,
+                micro_batch_size=4,
+                global_batch_size=2048,
+                tensor_parallel=1,
+                pipeline_parallel=1,
+                virtual_pipeline=None,
+                context_parallel=1,
+                fp8=False,
+                max_steps=50,
                 learning_rate=1.6e-4,
                 init_std=0.01,
             ),
@@ -141,20 +161,19 @@ MODELS: Mapping[str, ModelSpec] = {
         ),
         ModelSpec(
             "gpt3-175b",
-            Architecture(96, 12288, 96, 96, 49152, _GPT2_VOCAB, 2048, gated_mlp=False),
+            _gpt(layers=96, hidden=12288, heads=96),
             Recipe(
-                Framework.NEMO1,
-                versions.NEMO_1,
-                2048,
-                1,
-                2048,
-                4,
-                8,
-                2,
-                1,
-                True,
-                True,
-                50,
+                framework=Framework.NEMO1,
+                image=versions.NEMO_1,
+                seq_length=2048,
+                micro_batch_size=1,
+                global_batch_size=2048,
+                tensor_parallel=4,
+                pipeline_parallel=8,
+                virtual_pipeline=2,
+                context_parallel=1,
+                fp8=True,
+                max_steps=50,
                 learning_rate=0.9e-4,
                 init_std=0.006,
             ),
@@ -162,21 +181,60 @@ MODELS: Mapping[str, ModelSpec] = {
         ),
         ModelSpec(
             "llama3.1-8b",
-            _llama(32, 4096, 32, 14336),
-            Recipe(Framework.NEMO2, versions.NEMO_2, 8192, 1, 512, 1, 1, None, 2, False, False, 50, "llama31_8b"),
+            _llama(layers=32, hidden=4096, heads=32, ffn=14336),
+            Recipe(
+                framework=Framework.NEMO2,
+                image=versions.NEMO_2,
+                seq_length=8192,
+                micro_batch_size=1,
+                global_batch_size=512,
+                tensor_parallel=1,
+                pipeline_parallel=1,
+                virtual_pipeline=None,
+                context_parallel=2,
+                fp8=False,
+                max_steps=50,
+                factory="llama31_8b",
+            ),
             {"architecture": _LLAMA_ARCH, "recipe": _LLAMA_RECIPES},
         ),
         ModelSpec(
             "llama3.1-70b",
-            _llama(80, 8192, 64, 28672),
-            Recipe(Framework.NEMO2, versions.NEMO_2, 8192, 1, 512, 4, 4, 5, 2, True, False, 50, "llama31_70b"),
+            _llama(layers=80, hidden=8192, heads=64, ffn=28672),
+            Recipe(
+                framework=Framework.NEMO2,
+                image=versions.NEMO_2,
+                seq_length=8192,
+                micro_batch_size=1,
+                global_batch_size=512,
+                tensor_parallel=4,
+                pipeline_parallel=4,
+                virtual_pipeline=5,
+                context_parallel=2,
+                fp8=False,
+                max_steps=50,
+                factory="llama31_70b",
+            ),
             {"architecture": _LLAMA_ARCH, "recipe": _LLAMA_RECIPES},
         ),
         ModelSpec(
             "llama3.1-405b",
-            _llama(126, 16384, 128, 53248),
+            _llama(layers=126, hidden=16384, heads=128, ffn=53248),
             # The A3 Ultra recipe's layout: 72 nodes, TP8 × PP9 × VP14, FP8.
-            Recipe(Framework.NEMO2, versions.NEMO_2, 8192, 1, 2016, 8, 9, 14, 1, True, True, 50, "llama31_405b"),
+            Recipe(
+                framework=Framework.NEMO2,
+                image=versions.NEMO_2,
+                seq_length=8192,
+                micro_batch_size=1,
+                global_batch_size=2016,
+                tensor_parallel=8,
+                pipeline_parallel=9,
+                virtual_pipeline=14,
+                context_parallel=1,
+                fp8=True,
+                max_steps=50,
+                factory="llama31_405b",
+            ),
             {"architecture": _LLAMA_ARCH, "recipe": _A3U_405B},
         ),
     )

@@ -39,11 +39,6 @@ class PoolFacts(Model):
     compact: bool
 
     @property
-    def provisions_on_request(self) -> bool:
-        """Flex-start and queued pools get nodes only when Kueue asks for them."""
-        return self.capacity_type in ("flexStart", "queuedProvisioning")
-
-    @property
     def has_topology_labels(self) -> bool:
         """GKE labels A3 nodes with block/subblock/host only when they come from compact
         placement or a (dense) reservation."""

@@ -191,11 +191,6 @@ class NetworkConfig(Model):
             "controlPlaneCidr": "control_plane_cidr",
         }
 
-    def gpu_subnet(self, index: int) -> str:
-        """The `index`-th of the 16 equal subnets of gpuCidr."""
-        gpu = ipaddress.IPv4Network(self.gpu_cidr)
-        return str(list(gpu.subnets(prefixlen_diff=4))[index])
-
 
 # --------------------------------------------------------------------------- cluster
 
@@ -570,7 +565,6 @@ TOPOLOGY_LABELS: dict[str, str] = {
     "host": "cloud.google.com/gce-topology-host",
     "hostname": "kubernetes.io/hostname",
 }
-PRIORITIES = ("nemo-low", "nemo-medium", "nemo-high")
 _OVERRIDE_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 

@@ -49,10 +49,6 @@ _OBJECT_META = {
 }  # fmt: skip
 
 
-class SchemaError(AssertionError):
-    """A registered resource does not match its schema."""
-
-
 # --------------------------------------------------------------------------- Kubernetes
 
 
