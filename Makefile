@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: install render test lint typecheck unit docs clean
+.PHONY: install render test lint typecheck unit docs bench clean
 
 install: $(VENV)/.installed
 
@@ -33,6 +33,10 @@ unit: install
 ## Regenerate the configuration table in README.md from the config models.
 docs: install
 	$(BIN)/python -m tests.harness.docs --write
+
+## How long `python -m analysis metrics` takes on a generated 100 000-step log (goal: < 2 s).
+bench: install
+	$(BIN)/python -m analysis.benchmark
 
 clean:
 	rm -rf build $(VENV) .pytest_cache .mypy_cache .ruff_cache

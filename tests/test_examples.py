@@ -33,6 +33,15 @@ def test_every_shipped_stack_renders_and_validates(render: Any, stack: str, prev
     assert run.custom_resources
 
 
+@pytest.mark.parametrize("stack", SHIPPED)
+def test_make_render_works_for_every_shipped_stack(
+    stack: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert render_cli.main(["--stack", stack, "--out", str(tmp_path)]) == 0
+    assert capsys.readouterr().out.startswith(f"stack {stack}: ")
+    assert (tmp_path / stack / "gcp-resources.json").exists() and (tmp_path / stack / "kubernetes").is_dir()
+
+
 def test_render_writes_what_kubectl_and_reviewers_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert render_cli.main(["--stack", "dev", "--out", str(tmp_path)]) == 0
     out = tmp_path / "dev"
