@@ -24,8 +24,6 @@ from components.catalog import (
     MACHINE_TYPES,
     MachineType,
     Precision,
-    allocatable_memory_mib,
-    allocatable_millicores,
     machine_type,
     training_pod_requests,
 )
@@ -705,13 +703,7 @@ class RunConfig(Model):
             micro_batch_size=self.micro_batch_size or recipe.micro_batch_size,
             tensor_parallel=self.tensor_parallel or recipe.tensor_parallel,
             pipeline_parallel=self.pipeline_parallel or recipe.pipeline_parallel,
-            virtual_pipeline=self.virtual_pipeline
-            if self.virtual_pipeline is not None
-            else (
-                recipe.virtual_pipeline
-                if not self.pipeline_parallel or self.pipeline_parallel == recipe.pipeline_parallel
-                else None
-            ),
+            virtual_pipeline=self._virtual_pipeline(),
             context_parallel=self.context_parallel or recipe.context_parallel,
             sequence_length=self.sequence_length or recipe.seq_length,
             fp8=recipe.fp8 if self.fp8 is None else self.fp8,
@@ -931,7 +923,6 @@ class StackConfig(Model):
         self._check_layers()
         self._check_labels()
         self._check_pools()
-        self._check_training()
         check_name("namespace", self.namespace, 63)
         if self.namespace in ("default", "kube-system", "kube-public", "kueue-system", "jobset-system"):
             raise RuleError(
@@ -989,31 +980,6 @@ class StackConfig(Model):
             r"^([^/\s]+/[^/\s]+/)?[A-Za-z0-9._-]+$", self.upstream_stack
         ):
             raise RuleError("upstreamStack", self.upstream_stack, "must be <org>/<project>/<stack> or a stack name")
-
-    def run_targets(self) -> dict[str, RunTarget]:
-        """The GPU pools as runs see them, when this stack defines them."""
-        targets = {}
-        for pool in self.gpu_pools:
-            machine, nodes = pool.machine, pool.max_nodes
-            targets[pool.name] = RunTarget(
-                pool=pool.name,
-                machine=machine,
-                max_nodes=nodes,
-                topology=pool.compact or pool.capacity.type == "reservation",
-                gpu_quota=machine.gpus * nodes,
-                cpu_quota_millicores=allocatable_millicores(machine.vcpus) * nodes,
-                memory_quota_mib=allocatable_memory_mib(machine.memory_gib) * nodes,
-            )
-        return targets
-
-    def _check_training(self) -> None:
-        """Runs are checked here when this stack also defines the pools; a run-only stack
-        checks them against the environment's outputs before creating anything."""
-        if not (self.deploys(Layer.TRAINING) and self.deploys(Layer.CLUSTER)):
-            return
-        errors = training_errors(self.training, self.run_targets(), self.gpu_pools[0].name)
-        if errors:
-            raise errors[0]
 
     def _check_labels(self) -> None:
         for key, value in self.labels.items():

@@ -47,8 +47,8 @@ def deploy(cfg: StackConfig) -> dict[str, Any]:
         if cfg.deploys(Layer.PLATFORM)
         else _need(upstream).facts("platform", platform.PlatformFacts)
     )
-    if cfg.deploys(Layer.TRAINING) and not cfg.deploys(Layer.CLUSTER):
-        training.check_against_environment(cfg, platform_facts)
+    if cfg.deploys(Layer.TRAINING):
+        training.check_runs(cfg, platform_facts)
 
     opts = pulumi.ResourceOptions(providers={"gcp": gcp_provider(cfg)})
     exports: dict[str, Any] = {}

@@ -1,8 +1,7 @@
 """Training layer: the stack's pretraining runs (one JobSet each) and data-preparation Jobs.
 
-In an environment stack the runs were validated with the rest of the config; in a run-only
-stack (`layers: [training]`) they are validated here, against the environment's outputs,
-before anything is created.
+Runs are checked against the platform's facts (pools, quotas, topology) before anything is
+created, whether those facts come from this stack's config or from an upstream stack.
 """
 
 from __future__ import annotations
@@ -37,9 +36,9 @@ def run_targets(platform: PlatformFacts) -> dict[str, RunTarget]:
     }
 
 
-def check_against_environment(cfg: StackConfig, platform: PlatformFacts) -> None:
-    """Every run and data-prep job of a stack that reads its pools from another stack,
-    against that environment, before anything is registered."""
+def check_runs(cfg: StackConfig, platform: PlatformFacts) -> None:
+    """Every run and data-prep job against the environment it targets; called before
+    anything is registered."""
     errors = training_errors(cfg.training, run_targets(platform), platform.flavors[0].pool)
     if errors:
         raise ConfigError([ConfigIssue(key=e.key, value=e.value, message=str(e)) for e in errors])
