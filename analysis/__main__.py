@@ -16,8 +16,8 @@ from analysis.errors import AnalysisError
 from analysis.goodput import GoodputReport, compute_goodput, read_events
 from analysis.logs import StepRange, TrainingLog, read_log
 from analysis.metrics import RunMetrics, compute, model_flops
-from components.catalog import ACCELERATORS, Precision
-from components.models import MODELS
+from facts.machines import ACCELERATORS, Precision
+from facts.models import MODELS
 
 EXIT_BAD_INPUT = 2
 

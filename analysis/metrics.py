@@ -22,8 +22,8 @@ from typing import Any
 
 from analysis.errors import AnalysisError
 from analysis.logs import STEP_TIME, StepRange, TrainingLog
-from components.catalog import ACCELERATORS, Accelerator, Precision
-from components.models import MODELS, Architecture, ModelSpec, model_spec
+from facts.machines import ACCELERATORS, Accelerator, Precision
+from facts.models import MODELS, Architecture, ModelSpec, model_spec
 
 # Tokenizers whose vocabulary a catalog model already records: (pattern, catalog model).
 _TOKENIZER_VOCABS = (

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_gcp as gcp
@@ -24,17 +24,20 @@ class StateBackendArgs:
     # IAM members (user:, group:, serviceAccount:) who run `pulumi` against this backend.
     operators: Sequence[str]
     protect: bool
+    labels: Mapping[str, str] = field(default_factory=dict)
 
 
 class StateBackend(pulumi.ComponentResource):
     """Where every other stack keeps its state (`pulumi login gs://…`) and encrypts its
     secrets (`--secrets-provider gcpkms://…`)."""
 
+    TYPE = "nemo:backend:StateBackend"
+
     backend_url: pulumi.Output[str]
     secrets_provider: pulumi.Output[str]
 
     def __init__(self, name: str, args: StateBackendArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("nemo:backend:StateBackend", name, None, opts)
+        super().__init__(self.TYPE, name, None, opts)
         bucket = gcp.storage.Bucket(
             f"{name}-bucket",
             name=args.bucket,
@@ -52,6 +55,7 @@ class StateBackend(pulumi.ComponentResource):
             ],
             # Outside production, `pulumi destroy` removes the bucket with its object versions.
             force_destroy=not args.protect,
+            labels=dict(args.labels),
             opts=pulumi.ResourceOptions(parent=self, protect=args.protect),
         )
         key_ring = gcp.kms.KeyRing(
@@ -67,6 +71,7 @@ class StateBackend(pulumi.ComponentResource):
             key_ring=key_ring.id,
             purpose="ENCRYPT_DECRYPT",
             rotation_period=f"{args.key_rotation_days * SECONDS_PER_DAY}s",
+            labels=dict(args.labels),
             # Losing this key loses every stack secret encrypted with it.
             opts=pulumi.ResourceOptions(parent=key_ring, protect=args.protect),
         )

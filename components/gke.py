@@ -9,13 +9,14 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
-from components.versions import gke_version_key
-from stacks.config import AuthorizedNetwork, GpuPoolConfig, MaintenanceExclusion, MaintenanceWindow, SystemPoolConfig
+from facts.errors import RuleError
+from facts.gcp import resource_name_problem
+from facts.gke import workload_pool
+from facts.kubernetes import SYSTEM_POOL
+from facts.versions import gke_version_key
+from planners.pools import NodePoolSpec, node_pool_advice, plan_node_pool
 
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
-GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NO_SCHEDULE"}
-QUEUED_TAINT = {"key": "cloud.google.com/gke-queued", "value": "true", "effect": "NO_SCHEDULE"}
-SYSTEM_POOL = "system"
 # Webhook and extension API ports of the controllers the platform installs (Kueue, JobSet):
 # a private cluster's control plane may only reach 443 and 10250 on nodes by default.
 CONTROLLER_PORTS = ["8082", "9443"]
@@ -34,6 +35,39 @@ def require_version(version: str | None, minimum: str, channel: str) -> str:
 
 
 @dataclass(frozen=True)
+class SystemPoolArgs:
+    """The CPU pool every controller runs on (named `system`, facts.kubernetes.SYSTEM_POOL)."""
+
+    machine_type: str
+    # Nodes per zone of the cluster.
+    node_count: int
+    disk_size_gb: int
+
+
+@dataclass(frozen=True)
+class MaintenanceWindow:
+    """A recurring window (RFC 3339 start and end of the first one, RFC 5545 recurrence)."""
+
+    start_time: str
+    end_time: str
+    recurrence: str
+
+
+@dataclass(frozen=True)
+class MaintenanceExclusion:
+    name: str
+    start_time: str
+    end_time: str
+    scope: str
+
+
+@dataclass(frozen=True)
+class AuthorizedNetwork:
+    cidr: str
+    display_name: str
+
+
+@dataclass(frozen=True)
 class ClusterArgs:
     name: str
     project: str
@@ -49,17 +83,29 @@ class ClusterArgs:
     min_version: str
     multi_networking: bool
     deletion_protection: bool
-    system_pool: SystemPoolConfig
+    system_pool: SystemPoolArgs
     node_service_account: pulumi.Input[str]
     maintenance_window: MaintenanceWindow
     authorized_networks: Sequence[AuthorizedNetwork] = ()
     maintenance_exclusions: Sequence[MaintenanceExclusion] = ()
+    # Resource labels of the cluster and its system pool's nodes.
     labels: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # GKE cluster names: RFC 1035, at most 40 characters.
+        problem = resource_name_problem(self.name, 40)
+        if problem:
+            raise RuleError("name", self.name, problem)
+        gke_version_key(self.min_version)
+        if self.system_pool.node_count < 1:
+            raise RuleError("system_pool.node_count", self.system_pool.node_count, "must be at least 1")
 
 
 class Cluster(pulumi.ComponentResource):
     """A private GKE cluster with Dataplane V2, Workload Identity and the storage CSI drivers,
     a system node pool for controllers, and a Kubernetes provider for everything on it."""
+
+    TYPE = "nemo:gke:Cluster"
 
     name: pulumi.Output[str]
     id: pulumi.Output[str]
@@ -69,7 +115,7 @@ class Cluster(pulumi.ComponentResource):
     system_pool: gcp.container.NodePool
 
     def __init__(self, name: str, args: ClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("nemo:gke:Cluster", name, None, opts)
+        super().__init__(self.TYPE, name, None, opts)
         channel = args.release_channel
         engine = gcp.container.get_engine_versions_output(
             location=args.location, project=args.project, opts=pulumi.InvokeOutputOptions(parent=self)
@@ -127,7 +173,7 @@ class Cluster(pulumi.ComponentResource):
                 if args.authorized_networks
                 else None
             ),
-            workload_identity_config={"workload_pool": f"{args.project}.svc.id.goog"},
+            workload_identity_config={"workload_pool": workload_pool(args.project)},
             addons_config={
                 "gcp_filestore_csi_driver_config": {"enabled": True},
                 "gcs_fuse_csi_driver_config": {"enabled": True},
@@ -230,102 +276,62 @@ class Cluster(pulumi.ComponentResource):
 
 @dataclass(frozen=True)
 class GpuNodePoolArgs:
+    spec: NodePoolSpec
     project: str
     cluster: pulumi.Input[str]
-    # Location of the cluster; the pool's nodes live in `zone`.
+    # Location of the cluster; the pool's nodes live in `spec.zone`.
     location: str
-    zone: str
-    pool: GpuPoolConfig
     node_service_account: pulumi.Input[str]
     # NodePool.network_config.additional_node_network_configs, in NIC order.
     node_networks: Sequence[Mapping[str, pulumi.Input[str]]]
     labels: Mapping[str, str] = field(default_factory=dict)
 
 
-def reservation_path(project: str, reservation: str, block: str | None) -> str:
-    path = f"projects/{project}/reservations/{reservation}"
-    return f"{path}/reservationBlocks/{block}" if block else path
-
-
 class GpuNodePool(pulumi.ComponentResource):
     """An A3/A4 node pool: managed GPU drivers, gVNIC, local NVMe SSDs, the GPU NICs, compact
-    placement and the pool's capacity mode."""
+    placement and the pool's capacity mode, as `planners.pools.plan_node_pool` decides them."""
+
+    TYPE = "nemo:gke:GpuNodePool"
 
     name: pulumi.Output[str]
 
     def __init__(self, name: str, args: GpuNodePoolArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("nemo:gke:GpuNodePool", name, None, opts)
-        pool, machine, capacity = args.pool, args.pool.machine, args.pool.capacity
-        dws = capacity.type in ("flexStart", "queuedProvisioning")
+        super().__init__(self.TYPE, name, None, opts)
+        spec = args.spec
+        plan = plan_node_pool(spec, args.project)
+        machine = spec.facts.machine
+        for advice in node_pool_advice(spec):
+            pulumi.log.warn(f"gpuPools {spec.name}: {advice}", resource=self)
 
         placement_policy = None
-        if pool.compact:
-            policy_name = pool.placement_policy
-            if capacity.type == "flexStart" and policy_name is None:
-                # Flex-start takes compact placement only through a HIGH_THROUGHPUT workload policy.
-                policy = gcp.compute.ResourcePolicy(
+        if plan.compact:
+            policy_name: pulumi.Input[str] | None = plan.placement_policy
+            if plan.workload_policy is not None:
+                policy_name = gcp.compute.ResourcePolicy(
                     f"{name}-placement",
-                    name=f"{pool.name}-placement",
+                    name=f"{spec.name}-placement",
                     project=args.project,
-                    region=args.zone.rsplit("-", 1)[0],
-                    workload_policy={"type": "HIGH_THROUGHPUT", "max_topology_distance": "CLUSTER"},
+                    region=plan.region,
+                    workload_policy=plan.workload_policy,
                     opts=pulumi.ResourceOptions(parent=self),
-                )
-                policy_name = policy.name
+                ).name
             placement_policy = {"type": "COMPACT", "policy_name": policy_name}
-
-        if capacity.type == "reservation":
-            assert capacity.reservation is not None
-            reservation_affinity = {
-                "consume_reservation_type": "SPECIFIC_RESERVATION",
-                "key": "compute.googleapis.com/reservation-name",
-                "values": [
-                    reservation_path(
-                        capacity.reservation_project or args.project, capacity.reservation, capacity.reservation_block
-                    )
-                ],
-            }
-        elif capacity.type == "onDemand":
-            reservation_affinity = None
-        else:
-            reservation_affinity = {"consume_reservation_type": "NO_RESERVATION"}
-
-        taints = [GPU_TAINT]
-        node_labels: dict[str, str] = {}
-        if capacity.type == "queuedProvisioning":
-            taints.append(QUEUED_TAINT)
-            node_labels["cloud.google.com/gke-queued"] = "true"
-
-        if pool.autoscaling is not None:
-            autoscaling = {
-                "total_min_node_count": pool.autoscaling.min_nodes,
-                "total_max_node_count": pool.autoscaling.max_nodes,
-                "location_policy": "ANY",
-            }
-            node_count = None
-            initial_node_count = pool.autoscaling.min_nodes
-        else:
-            autoscaling, node_count, initial_node_count = None, pool.node_count, None
 
         node_pool = gcp.container.NodePool(
             f"{name}-pool",
-            name=pool.name,
+            name=spec.name,
             project=args.project,
             cluster=args.cluster,
             location=args.location,
-            node_locations=[args.zone],
-            node_count=node_count,
-            initial_node_count=initial_node_count,
-            autoscaling=autoscaling,
-            max_pods_per_node=pool.max_pods_per_node,
+            node_locations=[spec.zone],
+            node_count=plan.node_count,
+            initial_node_count=plan.initial_node_count,
+            autoscaling=plan.autoscaling,
+            max_pods_per_node=spec.max_pods_per_node,
             placement_policy=placement_policy,
-            queued_provisioning={"enabled": True} if capacity.type == "queuedProvisioning" else None,
-            management={
-                "auto_repair": pool.auto_repair if pool.auto_repair is not None else not dws,
-                "auto_upgrade": True,
-            },
-            # A3 capacity is scarce: replace nodes in place, never ask for a surge node.
-            upgrade_settings={"strategy": "SURGE", "max_surge": 0, "max_unavailable": 1},
+            queued_provisioning={"enabled": True} if plan.queued_provisioning else None,
+            management={"auto_repair": plan.auto_repair, "auto_upgrade": True},
+            upgrade_settings=plan.upgrade_settings,
             network_config=(
                 {"additional_node_network_configs": [dict(n) for n in args.node_networks]}
                 if args.node_networks
@@ -334,12 +340,12 @@ class GpuNodePool(pulumi.ComponentResource):
             node_config={
                 "machine_type": machine.name,
                 "image_type": "COS_CONTAINERD",
-                "boot_disk": {"disk_type": pool.boot_disk_type, "size_gb": pool.disk_size_gb},
+                "boot_disk": {"disk_type": plan.boot_disk_type, "size_gb": spec.disk_size_gb},
                 "guest_accelerators": [
                     {
                         "type": machine.gke_accelerator,
                         "count": machine.gpus,
-                        "gpu_driver_installation_config": {"gpu_driver_version": pool.gpu_driver_version},
+                        "gpu_driver_installation_config": {"gpu_driver_version": spec.gpu_driver_version},
                     }
                 ],
                 "gvnic": {"enabled": True},
@@ -349,16 +355,13 @@ class GpuNodePool(pulumi.ComponentResource):
                 "workload_metadata_config": {"mode": "GKE_METADATA"},
                 "shielded_instance_config": {"enable_secure_boot": True, "enable_integrity_monitoring": True},
                 # GKE taints GPU nodes itself; declaring the same taint keeps the plan clean.
-                "taints": taints,
-                "labels": node_labels or None,
+                "taints": list(plan.taints),
+                "labels": plan.labels or None,
                 "resource_labels": dict(args.labels),
-                "spot": True if capacity.type == "spot" else None,
-                # Queued provisioning runs on flex-start VMs too (GKE: --flex-start --enable-queued-provisioning).
-                "flex_start": True if dws else None,
-                "max_run_duration": f"{capacity.max_run_duration_seconds}s"
-                if capacity.max_run_duration_seconds
-                else None,
-                "reservation_affinity": reservation_affinity,
+                "spot": True if plan.spot else None,
+                "flex_start": True if plan.flex_start else None,
+                "max_run_duration": plan.max_run_duration,
+                "reservation_affinity": plan.reservation_affinity,
             },
             opts=pulumi.ResourceOptions(
                 parent=self,

@@ -12,13 +12,11 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import versions
-from components.catalog import GPUDIRECT_STACKS, GpuDirect, GpuDirectStack
-from components.network import GpuNetworkPlan
-from components.versions import Image
+from facts import versions
+from facts.kubernetes import ACCELERATOR_LABEL, NETWORKING_API, SYSTEM_NAMESPACE
+from facts.machines import GPUDIRECT_STACKS, GpuDirect, GpuDirectStack
+from planners.networks import GpuNetworkPlan
 
-NETWORKING_API = "networking.gke.io/v1"
-SYSTEM_NAMESPACE = "kube-system"
 # Where the installers leave the NCCL plugin on the host; workloads mount it from here.
 HOST_NVIDIA_DIR = "/home/kubernetes/bin/nvidia"
 HOST_GIB_DIR = "/home/kubernetes/bin/gib"
@@ -33,10 +31,12 @@ class GpuNetworkObjects(pulumi.ComponentResource):
     """A `GKENetworkParamSet` and a `Network` (type Device) per GPU NIC, named as the plan says,
     so pods can ask for the NIC with the `networking.gke.io/interfaces` annotation."""
 
+    TYPE = "nemo:gpudirect:GpuNetworkObjects"
+
     network_names: list[str]
 
     def __init__(self, name: str, args: GpuNetworkObjectsArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("nemo:gpudirect:GpuNetworkObjects", name, None, opts)
+        super().__init__(self.TYPE, name, None, opts)
         for nic in args.plan:
             params = k8s.apiextensions.CustomResource(
                 f"{name}-{nic.kubernetes_name}-params",
@@ -91,7 +91,7 @@ def _node_daemonset(
                                     {
                                         "matchExpressions": [
                                             {
-                                                "key": "cloud.google.com/gke-accelerator",
+                                                "key": ACCELERATOR_LABEL,
                                                 "operator": "In",
                                                 "values": list(accelerators),
                                             }
@@ -210,8 +210,10 @@ class NcclPluginInstaller(pulumi.ComponentResource):
     """Installs the flavour's NCCL network plugin on every GPU node of that flavour, from a
     pinned image, and (TCPX/TCPXO) the NRI device injector the receive-path sidecar relies on."""
 
+    TYPE = "nemo:gpudirect:NcclPluginInstaller"
+
     def __init__(self, name: str, args: NcclPluginInstallerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("nemo:gpudirect:NcclPluginInstaller", name, None, opts)
+        super().__init__(self.TYPE, name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         flavour = args.stack.flavour.value
         _node_daemonset(
@@ -290,10 +292,13 @@ _SIDECAR_RESOURCES = {"requests": {"cpu": "1", "memory": "2Gi"}}
 
 
 def _rxdm_sidecar(
-    name: str, image: Image, command: list[str], capabilities: list[str], mounts: list[dict[str, Any]]
+    name: str, flavour: GpuDirect, command: list[str], capabilities: list[str], mounts: list[dict[str, Any]]
 ) -> dict[str, Any]:
-    """The receive-datapath daemon as a native sidecar: it starts before the training
+    """The flavour's receive-datapath daemon as a native sidecar: it starts before the training
     container and stops by itself after it."""
+    image = GPUDIRECT_STACKS[flavour].rxdm_sidecar
+    if image is None:
+        raise ValueError(f"the catalog pairs no receive-datapath sidecar with {flavour.value}")
     return {
         "name": name,
         "image": image.ref,
@@ -309,8 +314,6 @@ def _rxdm_sidecar(
 def pod_networking(flavour: GpuDirect, plan: Sequence[GpuNetworkPlan], gpus: int) -> PodNetworking:
     """The pod side of each flavour, as the public A3 recipes configure it."""
     if flavour is GpuDirect.TCPX:
-        stack = GPUDIRECT_STACKS[flavour]
-        assert stack.rxdm_sidecar is not None
         nics = ",".join(nic.interface for nic in plan)
         return PodNetworking(
             annotations={**_interfaces(plan), "devices.gke.io/container.tcpx-daemon": _gpu_devices(gpus)},
@@ -318,7 +321,7 @@ def pod_networking(flavour: GpuDirect, plan: Sequence[GpuNetworkPlan], gpus: int
             sidecars=[
                 _rxdm_sidecar(
                     "tcpx-daemon",
-                    stack.rxdm_sidecar,
+                    flavour,
                     [
                         "/tcpgpudmarxd/build/app/tcpgpudmarxd",
                         *("--gpu_nic_preset", "a3vm", "--gpu_shmem_type", "fd", "--uds_path", TCPX_SOCKET),
@@ -364,8 +367,6 @@ def pod_networking(flavour: GpuDirect, plan: Sequence[GpuNetworkPlan], gpus: int
             nccl_init_script=None,
         )
     if flavour is GpuDirect.TCPXO:
-        stack = GPUDIRECT_STACKS[flavour]
-        assert stack.rxdm_sidecar is not None
         aperture = {"name": "aperture-devices", "mountPath": APERTURE_DEVICES}
         return PodNetworking(
             # Host networking, as the public recipes run TCPXO: the sidecar sees all 8 GPU NICs.
@@ -376,7 +377,7 @@ def pod_networking(flavour: GpuDirect, plan: Sequence[GpuNetworkPlan], gpus: int
             sidecars=[
                 _rxdm_sidecar(
                     "tcpxo-daemon",
-                    stack.rxdm_sidecar,
+                    flavour,
                     [
                         "/fts/entrypoint_rxdm_container.sh",
                         "--num_hops=2",

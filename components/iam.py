@@ -23,10 +23,12 @@ class NodeServiceAccountArgs:
 class NodeServiceAccount(pulumi.ComponentResource):
     """A dedicated identity for GKE nodes: never the Compute Engine default account."""
 
+    TYPE = "nemo:iam:NodeServiceAccount"
+
     email: pulumi.Output[str]
 
     def __init__(self, name: str, args: NodeServiceAccountArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("nemo:iam:NodeServiceAccount", name, None, opts)
+        super().__init__(self.TYPE, name, None, opts)
         account = gcp.serviceaccount.Account(
             f"{name}-account",
             account_id=args.account_id,

@@ -2,82 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 import pulumi
 import pulumi_gcp as gcp
 
-from components.catalog import GpuDirect, MachineType
-from stacks.config import Model
+from planners.networks import GpuNetworkPlan
 
 IAP_RANGE = "35.235.240.0/20"
 ALL_TRAFFIC = [{"protocol": "tcp"}, {"protocol": "udp"}, {"protocol": "icmp"}]
-
-
-class GpuNetworkPlan(Model):
-    """One additional node network: a subnet of a GPU VPC, and the GKE `Network` object
-    (same name as its `GKENetworkParamSet`) through which pods attach to it."""
-
-    kubernetes_name: str
-    # Short, stable key of the VPC within the cluster ("gpu-1", "gvnic-1", "rdma").
-    network_key: str
-    vpc: str
-    subnet: str
-    cidr: str
-    device_mode: Literal["NetDevice", "RDMA"]
-    # Interface name inside a pod attached to this network.
-    interface: str
-
-
-def plan_gpu_networks(cluster_name: str, machine: MachineType, subnets: Sequence[str]) -> tuple[GpuNetworkPlan, ...]:
-    """The additional networks a machine type needs, with stable names.
-
-    The Kubernetes names follow the public recipes (vpc1..N for TCPX/TCPXO; gvnic-1 and
-    rdma-0..7 for RDMA) because workloads refer to them; `subnets` are the ranges to use,
-    in order.
-    """
-    if machine.gpudirect in (GpuDirect.TCPX, GpuDirect.TCPXO):
-        return tuple(
-            GpuNetworkPlan(
-                kubernetes_name=f"vpc{i}",
-                network_key=f"gpu-{i}",
-                vpc=f"{cluster_name}-gpu-{i}",
-                subnet=f"{cluster_name}-gpu-{i}",
-                cidr=subnets[i - 1],
-                device_mode="NetDevice",
-                interface=f"eth{i}",
-            )
-            for i in range(1, machine.gpu_nics + 1)
-        )
-    if machine.gpudirect is GpuDirect.RDMA:
-        gvnics = tuple(
-            GpuNetworkPlan(
-                kubernetes_name=f"gvnic-{i}",
-                network_key=f"gvnic-{i}",
-                vpc=f"{cluster_name}-gvnic-{i}",
-                subnet=f"{cluster_name}-gvnic-{i}",
-                cidr=subnets[i - 1],
-                device_mode="NetDevice",
-                interface=f"eth{i}",
-            )
-            for i in range(1, machine.extra_gvnics + 1)
-        )
-        rdma = tuple(
-            GpuNetworkPlan(
-                kubernetes_name=f"rdma-{i}",
-                network_key="rdma",
-                vpc=f"{cluster_name}-rdma",
-                subnet=f"{cluster_name}-rdma-{i}",
-                cidr=subnets[machine.extra_gvnics + i],
-                device_mode="RDMA",
-                interface=f"eth{machine.extra_gvnics + 1 + i}",
-            )
-            for i in range(machine.gpu_nics)
-        )
-        return gvnics + rdma
-    return ()
 
 
 @dataclass(frozen=True)
@@ -95,6 +28,8 @@ class PrimaryNetworkArgs:
 class PrimaryNetwork(pulumi.ComponentResource):
     """The VPC the nodes, pods, services and Filestore live on, with NAT instead of public IPs."""
 
+    TYPE = "nemo:network:PrimaryNetwork"
+
     network_name: pulumi.Output[str]
     network_id: pulumi.Output[str]
     subnet_name: pulumi.Output[str]
@@ -102,7 +37,7 @@ class PrimaryNetwork(pulumi.ComponentResource):
     services_range_name: str = "services"
 
     def __init__(self, name: str, args: PrimaryNetworkArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("nemo:network:PrimaryNetwork", name, None, opts)
+        super().__init__(self.TYPE, name, None, opts)
         network = gcp.compute.Network(
             f"{name}-vpc",
             name=args.name,
@@ -175,7 +110,8 @@ class GpuNetworksArgs:
     region: str
     zone: str
     plan: tuple[GpuNetworkPlan, ...]
-    mtu: int
+    # None keeps the VPC default.
+    mtu: int | None
     # Source range allowed between GPU NICs (the whole GPU address block).
     gpu_cidr: str
 
@@ -184,11 +120,13 @@ class GpuNetworks(pulumi.ComponentResource):
     """One VPC per GPU NIC (TCPX/TCPXO), or a gVNIC VPC plus an RDMA VPC with one subnet per
     RDMA NIC (A3 Ultra, A4). Names come from the plan, so they never change under a workload."""
 
+    TYPE = "nemo:network:GpuNetworks"
+
     # Shaped for NodePool.network_config.additional_node_network_configs, in NIC order.
     node_networks: list[dict[str, pulumi.Output[str]]]
 
     def __init__(self, name: str, args: GpuNetworksArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("nemo:network:GpuNetworks", name, None, opts)
+        super().__init__(self.TYPE, name, None, opts)
         networks: dict[str, gcp.compute.Network] = {}
         self.node_networks = []
         for nic in args.plan:

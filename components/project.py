@@ -35,8 +35,10 @@ class ProjectServicesArgs:
 class ProjectServices(pulumi.ComponentResource):
     """Enables APIs and leaves them enabled when the stack is destroyed."""
 
+    TYPE = "nemo:project:ProjectServices"
+
     def __init__(self, name: str, args: ProjectServicesArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("nemo:project:ProjectServices", name, None, opts)
+        super().__init__(self.TYPE, name, None, opts)
         for service in sorted(set(args.services)):
             gcp.projects.Service(
                 f"{name}-{service.split('.', 1)[0]}",

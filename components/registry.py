@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_gcp as gcp
@@ -13,15 +14,18 @@ class ImageRegistryArgs:
     project: str
     region: str
     repository_id: str
+    labels: Mapping[str, str] = field(default_factory=dict)
 
 
 class ImageRegistry(pulumi.ComponentResource):
     """A Docker repository; nodes pull from it with their service account's reader role."""
 
+    TYPE = "nemo:registry:ImageRegistry"
+
     url: pulumi.Output[str]
 
     def __init__(self, name: str, args: ImageRegistryArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("nemo:registry:ImageRegistry", name, None, opts)
+        super().__init__(self.TYPE, name, None, opts)
         repository = gcp.artifactregistry.Repository(
             f"{name}-repository",
             project=args.project,
@@ -29,6 +33,7 @@ class ImageRegistry(pulumi.ComponentResource):
             repository_id=args.repository_id,
             format="DOCKER",
             description="Custom NeMo training images.",
+            labels=dict(args.labels),
             opts=pulumi.ResourceOptions(parent=self),
         )
         self.url = pulumi.Output.concat(f"{args.region}-docker.pkg.dev/{args.project}/", repository.repository_id)

@@ -16,29 +16,22 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import versions
 from components.kubernetes import KubernetesObject
-from components.versions import HelmChart
-
-KUEUE_API = "kueue.x-k8s.io/v1beta2"
-KUEUE_NAMESPACE = "kueue-system"
-JOBSET_NAMESPACE = "jobset-system"
-GPU = "nvidia.com/gpu"
-TOPOLOGY = "gke-default"
-# GKE's topology labels on A3/A4 nodes, coarse to fine, then the node itself.
-TOPOLOGY_LEVELS = (
-    "cloud.google.com/gce-topology-block",
-    "cloud.google.com/gce-topology-subblock",
-    "cloud.google.com/gce-topology-host",
-    "kubernetes.io/hostname",
+from facts import versions
+from facts.kubernetes import (
+    GPU_RESOURCE,
+    JOBSET_NAMESPACE,
+    KUEUE_API,
+    KUEUE_NAMESPACE,
+    PRIORITY_VALUES,
+    TOPOLOGY_LABELS,
+    TOPOLOGY_NAME,
 )
-GPU_TOLERATION = {"key": GPU, "operator": "Exists", "effect": "NoSchedule"}
-QUEUED_TOLERATION = {"key": "cloud.google.com/gke-queued", "operator": "Exists", "effect": "NoSchedule"}
+from facts.versions import HelmChart
+from planners.queues import Flavor
+
 PROVISIONING_CHECK = "dws-prov"
 PROVISIONING_CONFIG = "dws-config"
-# Workload priorities the ClusterQueue preempts by (label kueue.x-k8s.io/priority-class).
-PRIORITY_CLASSES = {"nemo-low": 100, "nemo-medium": 500, "nemo-high": 1000}
-DEFAULT_PRIORITY_CLASS = "nemo-medium"
 # Kueue tracks every node and pod for topology-aware scheduling; xpk sizes it per node.
 KUEUE_MEMORY_MIB_PER_NODE = 32
 KUEUE_MIN_MEMORY_MIB = 512
@@ -100,10 +93,12 @@ class JobSetControllerArgs:
 class JobSetController(pulumi.ComponentResource):
     """The JobSet controller and CRD (chart pinned in components.versions)."""
 
+    TYPE = "nemo:scheduling:JobSetController"
+
     release: k8s.helm.v3.Release
 
     def __init__(self, name: str, args: JobSetControllerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("nemo:scheduling:JobSetController", name, None, opts)
+        super().__init__(self.TYPE, name, None, opts)
         namespace = _namespace(f"{name}-namespace", JOBSET_NAMESPACE, self)
         self.release = _release(
             f"{name}-release",
@@ -158,12 +153,14 @@ class KueueController(pulumi.ComponentResource):
     """Kueue (chart pinned in components.versions), configured for JobSet, topology-aware
     scheduling and waitForPodsReady, with a gate that completes only once its webhook answers."""
 
+    TYPE = "nemo:scheduling:KueueController"
+
     release: k8s.helm.v3.Release
     # Depend on this, not on the release, before creating any Kueue object.
     ready: k8s.batch.v1.Job
 
     def __init__(self, name: str, args: KueueControllerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("nemo:scheduling:KueueController", name, None, opts)
+        super().__init__(self.TYPE, name, None, opts)
         namespace = _namespace(f"{name}-namespace", KUEUE_NAMESPACE, self)
         memory = f"{max(KUEUE_MIN_MEMORY_MIB, KUEUE_MEMORY_MIB_PER_NODE * args.nodes)}Mi"
         self.release = _release(
@@ -249,43 +246,23 @@ class KueueController(pulumi.ComponentResource):
         )
 
 
-@dataclass(frozen=True)
-class Flavor:
-    """One GPU pool as Kueue sees it."""
-
-    pool: str
-    gke_accelerator: str
-    nodes: int
-    gpus_per_node: int
-    cpu_millicores_per_node: int
-    memory_mib_per_node: int
-    # Nodes carry GKE's block/subblock/host labels (compact placement or a dense reservation).
-    topology: bool
-    # Nodes come from queued provisioning: admission waits for a ProvisioningRequest.
-    queued: bool
-
-    @property
-    def tolerations(self) -> list[dict[str, str]]:
-        return [GPU_TOLERATION, QUEUED_TOLERATION] if self.queued else [GPU_TOLERATION]
-
-
 def cluster_queue_spec(flavors: Sequence[Flavor], namespace: str, preemption: str) -> dict[str, Any]:
-    """Quotas for GPUs, CPU and memory per flavor, from the pools' real allocatable capacity,
-    so CPU and memory requests can never make a run inadmissible."""
+    """Quotas for GPUs, CPU and memory per flavor: each pool's whole allocatable capacity
+    (planners.queues), so CPU and memory requests can never make a run inadmissible."""
     spec: dict[str, Any] = {
         "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
         "queueingStrategy": "BestEffortFIFO",
         "preemption": {"withinClusterQueue": preemption, "reclaimWithinCohort": "Never"},
         "resourceGroups": [
             {
-                "coveredResources": [GPU, "cpu", "memory"],
+                "coveredResources": [GPU_RESOURCE, "cpu", "memory"],
                 "flavors": [
                     {
-                        "name": f.pool,
+                        "name": f.name,
                         "resources": [
-                            {"name": GPU, "nominalQuota": f.gpus_per_node * f.nodes},
-                            {"name": "cpu", "nominalQuota": f"{f.cpu_millicores_per_node * f.nodes}m"},
-                            {"name": "memory", "nominalQuota": f"{f.memory_mib_per_node * f.nodes}Mi"},
+                            {"name": GPU_RESOURCE, "nominalQuota": f.gpus},
+                            {"name": "cpu", "nominalQuota": f"{f.cpu_millicores}m"},
+                            {"name": "memory", "nominalQuota": f"{f.memory_mib}Mi"},
                         ],
                     }
                     for f in flavors
@@ -293,7 +270,7 @@ def cluster_queue_spec(flavors: Sequence[Flavor], namespace: str, preemption: st
             }
         ],
     }
-    queued = [f.pool for f in flavors if f.queued]
+    queued = [f.name for f in flavors if f.queued]
     if queued:
         spec["admissionChecksStrategy"] = {"admissionChecks": [{"name": PROVISIONING_CHECK, "onFlavors": queued}]}
     return spec
@@ -314,11 +291,13 @@ class KueueQueues(pulumi.ComponentResource):
     """Topology, one ResourceFlavor per GPU pool, priorities, the ClusterQueue and the
     training namespace's LocalQueue (plus DWS provisioning for queued pools)."""
 
+    TYPE = "nemo:scheduling:KueueQueues"
+
     local_queue: k8s.apiextensions.CustomResource
     local_queue_name: pulumi.Output[str]
 
     def __init__(self, name: str, args: KueueQueuesArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("nemo:scheduling:KueueQueues", name, None, opts)
+        super().__init__(self.TYPE, name, None, opts)
 
         def opts_after(*resources: pulumi.Resource, **extra: Any) -> pulumi.ResourceOptions:
             return pulumi.ResourceOptions(parent=self, depends_on=[*args.after, *resources], **extra)
@@ -340,9 +319,9 @@ class KueueQueues(pulumi.ComponentResource):
                 kueue_object(
                     "topology",
                     "Topology",
-                    TOPOLOGY,
+                    TOPOLOGY_NAME,
                     opts_after(),
-                    spec={"levels": [{"nodeLabel": label} for label in TOPOLOGY_LEVELS]},
+                    spec={"levels": [{"nodeLabel": label} for label in TOPOLOGY_LABELS.values()]},
                 )
             ]
             if any(f.topology for f in args.flavors)
@@ -350,34 +329,28 @@ class KueueQueues(pulumi.ComponentResource):
         )
         before_queue: list[pulumi.Resource] = list(topology)
         for flavor in args.flavors:
-            spec: dict[str, Any] = {
-                "nodeLabels": {
-                    "cloud.google.com/gke-accelerator": flavor.gke_accelerator,
-                    "cloud.google.com/gke-nodepool": flavor.pool,
-                },
-                "tolerations": flavor.tolerations,
-            }
+            spec: dict[str, Any] = {"nodeLabels": flavor.node_labels, "tolerations": flavor.tolerations}
             if flavor.topology:
-                spec["topologyName"] = TOPOLOGY
+                spec["topologyName"] = TOPOLOGY_NAME
             # Node labels and tolerations of a topology flavor are immutable: replace, never patch.
             before_queue.append(
                 kueue_object(
-                    f"flavor-{flavor.pool}",
+                    f"flavor-{flavor.name}",
                     "ResourceFlavor",
-                    flavor.pool,
+                    flavor.name,
                     opts_after(*topology, delete_before_replace=True),
                     spec=spec,
                 )
             )
-        for priority, value in PRIORITY_CLASSES.items():
+        for priority, value in PRIORITY_VALUES.items():
             KubernetesObject(
-                f"{name}-priority-{priority}",
+                f"{name}-priority-{priority.value}",
                 {
                     "apiVersion": KUEUE_API,
                     "kind": "WorkloadPriorityClass",
-                    "metadata": {"name": priority},
+                    "metadata": {"name": priority.value},
                     "value": value,
-                    "description": f"Training runs at {priority.removeprefix('nemo-')} priority.",
+                    "description": f"Training runs at {priority.name.lower()} priority.",
                 },
                 opts=opts_after(),
             )
@@ -389,7 +362,7 @@ class KueueQueues(pulumi.ComponentResource):
                 opts_after(),
                 spec={
                     "provisioningClassName": "queued-provisioning.gke.io",
-                    "managedResources": [GPU],
+                    "managedResources": [GPU_RESOURCE],
                     "podSetUpdates": {
                         "nodeSelector": [
                             {

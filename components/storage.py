@@ -82,11 +82,13 @@ class SharedFilesystemArgs:
 class SharedFilesystem(pulumi.ComponentResource):
     """Filestore on the primary VPC, bound to a claim in the training namespace."""
 
+    TYPE = "nemo:storage:SharedFilesystem"
+
     claim_name: pulumi.Output[str]
     claim: k8s.core.v1.PersistentVolumeClaim
 
     def __init__(self, name: str, args: SharedFilesystemArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("nemo:storage:SharedFilesystem", name, None, opts)
+        super().__init__(self.TYPE, name, None, opts)
         instance = gcp.filestore.Instance(
             f"{name}-instance",
             name=args.instance_name,
@@ -155,12 +157,14 @@ class BucketVolume(pulumi.ComponentResource):
     """A Cloud Storage bucket (uniform access, no public access) as a Cloud Storage FUSE
     volume claim, with the mount options of its role baked into the volume."""
 
+    TYPE = "nemo:storage:BucketVolume"
+
     bucket_name: pulumi.Output[str]
     claim_name: pulumi.Output[str]
     claim: k8s.core.v1.PersistentVolumeClaim
 
     def __init__(self, name: str, args: BucketVolumeArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("nemo:storage:BucketVolume", name, None, opts)
+        super().__init__(self.TYPE, name, None, opts)
         depends: list[pulumi.Resource] = []
         bucket_name: pulumi.Output[str] = pulumi.Output.from_input(args.bucket_name)
         if args.create:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
-from components import versions
+from facts import versions
 
 PORT = 6006
 
@@ -26,16 +26,20 @@ class TensorBoardArgs:
     memory_mib: int
     # Also create a Vertex AI TensorBoard instance in this project and region.
     vertex_ai: tuple[str, str] | None = None
+    # Labels of the Vertex AI instance.
+    labels: Mapping[str, str] = field(default_factory=dict)
 
 
 class TensorBoard(pulumi.ComponentResource):
     """A Deployment on the system pool with a ClusterIP Service; reach it with port-forward."""
 
+    TYPE = "nemo:tensorboard:TensorBoard"
+
     port_forward_command: pulumi.Output[str]
     vertex_ai_tensorboard: pulumi.Output[str] | None
 
     def __init__(self, name: str, args: TensorBoardArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("nemo:tensorboard:TensorBoard", name, None, opts)
+        super().__init__(self.TYPE, name, None, opts)
         labels = {"app.kubernetes.io/name": "tensorboard"}
         deployment = k8s.apps.v1.Deployment(
             f"{name}-deployment",
@@ -110,6 +114,7 @@ class TensorBoard(pulumi.ComponentResource):
                 display_name=f"{name} training logs",
                 project=project,
                 region=region,
+                labels=dict(args.labels),
                 opts=pulumi.ResourceOptions(parent=self),
             ).name
         self.register_outputs({"port_forward_command": self.port_forward_command})

@@ -15,22 +15,31 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import nemo, versions
-from components.catalog import MachineType, training_pod_requests
 from components.gpudirect import PodNetworking
 from components.kubernetes import KubernetesObject
-from components.nemo import RunPaths
-from stacks.config import TOPOLOGY_LABELS, DataPrepConfig, RunConfig
+from facts import versions
+from facts.kubernetes import (
+    COMPLETION_INDEX_ANNOTATION,
+    GPU_RESOURCE,
+    GPU_TAINT,
+    IMPENDING_TERMINATION_TOLERATION,
+    JOBSET_API,
+    MODEL_LABEL,
+    PART_OF,
+    PRIORITY_CLASS_LABEL,
+    QUEUE_NAME_LABEL,
+    RESTART_ATTEMPT_LABEL,
+    RUN_LABEL,
+    TRAINING_CONTAINER,
+)
+from facts.machines import training_pod_requests
+from planners import nemo
+from planners.nemo import RunPaths
+from planners.queues import Flavor
+from planners.runs import DataPrepSpec, RunSpec, topology_annotation
 
-JOBSET_API = "jobset.x-k8s.io/v1alpha2"
 REPLICATED_JOB = "workers"
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
-TRAINING_CONTAINER = "nemo"
-GPU_TOLERATIONS = [
-    {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
-    {"key": "cloud.google.com/impending-node-termination", "operator": "Exists"},
-]
+GPU_TOLERATIONS = [GPU_TAINT.toleration(), IMPENDING_TERMINATION_TOLERATION]
 # Cloud Storage FUSE sidecar without resource limits: it shares the node with one pod.
 GCSFUSE_ANNOTATIONS = {
     "gke-gcsfuse/volumes": "true",
@@ -69,16 +78,15 @@ class Volumes:
 
 @dataclass(frozen=True)
 class TrainingRunArgs:
-    run: RunConfig
-    machine: MachineType
+    run: RunSpec
+    # The pool the run is placed on, as Kueue sees it.
+    flavor: Flavor
     namespace: str
     local_queue: str
     service_account: str
     networking: PodNetworking
     paths: RunPaths
     volumes: Volumes
-    # Whether the pool's nodes carry topology labels (topology-aware admission possible).
-    pool_topology: bool
     # What the JobSet waits for (and is deleted before): its queue, claims, identity, networks.
     after: Sequence[pulumi.Resource] = ()
 
@@ -91,21 +99,13 @@ def _field(name: str, path: str) -> dict[str, Any]:
     return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}
 
 
-def topology_annotation(run: RunConfig, pool_topology: bool) -> dict[str, str]:
-    """Kueue topology-aware scheduling: keep the run's nodes within one domain of a level."""
-    mode = run.topology.mode or ("preferred" if pool_topology else "none")
-    if mode == "none":
-        return {}
-    return {f"kueue.x-k8s.io/podset-{mode}-topology": TOPOLOGY_LABELS[run.topology.level]}
-
-
 def config_hash(files: Mapping[str, str]) -> str:
     return hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def run_jobset(args: TrainingRunArgs, config_map: str, files_hash: str) -> dict[str, Any]:
     """The run's JobSet: suspended until Kueue admits all of it, one pod per node."""
-    run, machine, net = args.run, args.machine, args.networking
+    run, machine, net = args.run, args.flavor.machine, args.networking
     name = run.name
     cpu, memory = training_pod_requests(machine)
     shm_gib = min(MAX_SHARED_MEMORY_GIB, machine.memory_gib // 4)
@@ -128,12 +128,12 @@ def run_jobset(args: TrainingRunArgs, config_map: str, files_hash: str) -> dict[
         "args": entrypoint_args,
         "env": [
             *_env(env),
-            _field("JOB_COMPLETION_INDEX", "metadata.annotations['batch.kubernetes.io/job-completion-index']"),
-            _field("JOBSET_RESTART_ATTEMPT", "metadata.labels['jobset.sigs.k8s.io/restart-attempt']"),
+            _field("JOB_COMPLETION_INDEX", f"metadata.annotations['{COMPLETION_INDEX_ANNOTATION}']"),
+            _field("JOBSET_RESTART_ATTEMPT", f"metadata.labels['{RESTART_ATTEMPT_LABEL}']"),
         ],
         "resources": {
-            "requests": {"cpu": f"{cpu}m", "memory": f"{memory}Mi", "nvidia.com/gpu": machine.gpus},
-            "limits": {"nvidia.com/gpu": machine.gpus},
+            "requests": {"cpu": f"{cpu}m", "memory": f"{memory}Mi", GPU_RESOURCE: machine.gpus},
+            "limits": {GPU_RESOURCE: machine.gpus},
         },
         "volumeMounts": [
             {"name": "workload", "mountPath": nemo.WORKLOAD_DIR},
@@ -162,11 +162,11 @@ def run_jobset(args: TrainingRunArgs, config_map: str, files_hash: str) -> dict[
     if net.host_network:
         pod_spec.update(hostNetwork=True, dnsPolicy="ClusterFirstWithHostNet")
     labels = {
-        QUEUE_LABEL: args.local_queue,
-        PRIORITY_LABEL: run.priority,
-        "app.kubernetes.io/part-of": "nemo-gke",
-        "nemo-gke/run": name,
-        "nemo-gke/model": run.model,
+        QUEUE_NAME_LABEL: args.local_queue,
+        PRIORITY_CLASS_LABEL: run.priority,
+        **PART_OF,
+        RUN_LABEL: name,
+        MODEL_LABEL: run.model,
     }
     return {
         "apiVersion": JOBSET_API,
@@ -190,12 +190,12 @@ def run_jobset(args: TrainingRunArgs, config_map: str, files_hash: str) -> dict[
                             "backoffLimit": 0,
                             "template": {
                                 "metadata": {
-                                    "labels": {"nemo-gke/run": name},
+                                    "labels": {RUN_LABEL: name},
                                     "annotations": {
                                         "kubectl.kubernetes.io/default-container": TRAINING_CONTAINER,
                                         "nemo-gke/config-hash": files_hash,
                                         **GCSFUSE_ANNOTATIONS,
-                                        **topology_annotation(run, args.pool_topology),
+                                        **topology_annotation(run, args.flavor),
                                         **net.annotations,
                                     },
                                 },
@@ -212,19 +212,21 @@ def run_jobset(args: TrainingRunArgs, config_map: str, files_hash: str) -> dict[
 class TrainingRun(pulumi.ComponentResource):
     """One run: a ConfigMap with its launcher and NeMo configuration, and its JobSet."""
 
+    TYPE = "nemo:training:TrainingRun"
+
     jobset_name: str
     log_dir: str
 
     def __init__(self, name: str, args: TrainingRunArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("nemo:training:TrainingRun", name, None, opts)
+        super().__init__(self.TYPE, name, None, opts)
         run = args.run
-        files = nemo.workload_files(run, args.paths, args.machine.gpus)
+        files = nemo.workload_files(run, args.paths, args.flavor.machine.gpus)
         config_map = k8s.core.v1.ConfigMap(
             f"{name}-workload",
             metadata={
                 "name": f"{run.name}-workload",
                 "namespace": args.namespace,
-                "labels": {"nemo-gke/run": run.name},
+                "labels": {RUN_LABEL: run.name},
             },
             data=files,
             opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.after)),
@@ -247,8 +249,7 @@ class TrainingRun(pulumi.ComponentResource):
 
 @dataclass(frozen=True)
 class DataPreparationArgs:
-    job: DataPrepConfig
-    machine: MachineType
+    job: DataPrepSpec
     namespace: str
     local_queue: str
     service_account: str
@@ -276,7 +277,7 @@ def data_prep_job(args: DataPreparationArgs, config_map: str) -> dict[str, Any]:
         "metadata": {
             "name": job.name,
             "namespace": args.namespace,
-            "labels": {QUEUE_LABEL: args.local_queue, "app.kubernetes.io/part-of": "nemo-gke"},
+            "labels": {QUEUE_NAME_LABEL: args.local_queue, **PART_OF},
             # Tokenizing a corpus takes hours: `pulumi up` submits it and moves on.
             "annotations": {"pulumi.com/skipAwait": "true"},
         },
@@ -319,8 +320,10 @@ def data_prep_job(args: DataPreparationArgs, config_map: str) -> dict[str, Any]:
 class DataPreparation(pulumi.ComponentResource):
     """Tokenizes JSONL from the data bucket into Megatron .bin/.idx files in the same bucket."""
 
+    TYPE = "nemo:training:DataPreparation"
+
     def __init__(self, name: str, args: DataPreparationArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("nemo:training:DataPreparation", name, None, opts)
+        super().__init__(self.TYPE, name, None, opts)
         config_name = f"{args.job.name}-workload"
         config_map = k8s.core.v1.ConfigMap(
             f"{name}-workload",

@@ -9,10 +9,14 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
+from facts.kubernetes import PART_OF
+
 
 @dataclass(frozen=True)
 class TrainingWorkspaceArgs:
     project: str
+    # The cluster's Workload Identity pool (`<project>.svc.id.goog`).
+    workload_pool: str
     namespace: str
     # Kubernetes service accounts to create, one per kind of workload.
     service_accounts: Sequence[str]
@@ -22,16 +26,18 @@ class TrainingWorkspace(pulumi.ComponentResource):
     """The training namespace and its service accounts. They need no Google service accounts:
     Workload Identity Federation grants IAM roles to each of them directly (`principals`)."""
 
+    TYPE = "nemo:workspace:TrainingWorkspace"
+
     namespace: pulumi.Output[str]
     # IAM principal of each Kubernetes service account, by name.
     principals: dict[str, pulumi.Output[str]]
     accounts: list[k8s.core.v1.ServiceAccount]
 
     def __init__(self, name: str, args: TrainingWorkspaceArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("nemo:workspace:TrainingWorkspace", name, None, opts)
+        super().__init__(self.TYPE, name, None, opts)
         namespace = k8s.core.v1.Namespace(
             f"{name}-namespace",
-            metadata={"name": args.namespace, "labels": {"app.kubernetes.io/part-of": "nemo-gke"}},
+            metadata={"name": args.namespace, "labels": dict(PART_OF)},
             opts=pulumi.ResourceOptions(parent=self),
         )
         project = gcp.organizations.get_project_output(
@@ -48,7 +54,7 @@ class TrainingWorkspace(pulumi.ComponentResource):
             self.principals[account_name] = pulumi.Output.concat(
                 "principal://iam.googleapis.com/projects/",
                 project.number,
-                f"/locations/global/workloadIdentityPools/{args.project}.svc.id.goog/subject/ns/",
+                f"/locations/global/workloadIdentityPools/{args.workload_pool}/subject/ns/",
                 namespace.metadata.name,
                 "/sa/",
                 account.metadata.name,

@@ -6,6 +6,8 @@ backend every other stack stores its state in.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import pulumi
@@ -13,17 +15,30 @@ import pulumi
 from components.backend import StateBackend, StateBackendArgs
 from components.project import PLATFORM_APIS, ProjectServices, ProjectServicesArgs
 from components.registry import ImageRegistry, ImageRegistryArgs
-from stacks.config import StackConfig
+from config.stack import StackConfig
+from facts.project import project_advice
+
+
+@dataclass(frozen=True)
+class BootstrapLayerArgs:
+    config: StackConfig
+    # Labels of every labelled GCP resource.
+    labels: Mapping[str, str]
 
 
 class BootstrapLayer(pulumi.ComponentResource):
+    TYPE = "nemo:bootstrap:BootstrapLayer"
+
     backend_url: pulumi.Output[str]
     secrets_provider: pulumi.Output[str]
     image_repository: pulumi.Output[str]
 
-    def __init__(self, name: str, args: StackConfig, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("nemo:bootstrap:BootstrapLayer", name, None, opts)
-        cfg, boot = args, args.bootstrap
+    def __init__(self, name: str, args: BootstrapLayerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(self.TYPE, name, None, opts)
+        cfg, boot = args.config, args.config.bootstrap
+        advice = project_advice(cfg.project)
+        if advice:
+            pulumi.log.warn(advice, resource=self)
         services = ProjectServices(
             f"{name}-services",
             ProjectServicesArgs(project=cfg.project, services=[*PLATFORM_APIS, *boot.extra_services]),
@@ -41,12 +56,15 @@ class BootstrapLayer(pulumi.ComponentResource):
                 key_rotation_days=boot.key_rotation_days,
                 operators=boot.operators,
                 protect=cfg.production,
+                labels=args.labels,
             ),
             opts=after_apis,
         )
         registry = ImageRegistry(
             f"{name}-registry",
-            ImageRegistryArgs(project=cfg.project, region=cfg.region, repository_id=boot.artifact_repository),
+            ImageRegistryArgs(
+                project=cfg.project, region=cfg.region, repository_id=boot.artifact_repository, labels=args.labels
+            ),
             opts=after_apis,
         )
         self.backend_url = backend.backend_url
@@ -55,9 +73,9 @@ class BootstrapLayer(pulumi.ComponentResource):
         self.register_outputs({"backend_url": self.backend_url, "secrets_provider": self.secrets_provider})
 
 
-def build(cfg: StackConfig, opts: pulumi.ResourceOptions) -> dict[str, Any]:
+def build(cfg: StackConfig, labels: Mapping[str, str], opts: pulumi.ResourceOptions) -> dict[str, Any]:
     """Create the layer; return the stack outputs the other stacks are set up with."""
-    layer = BootstrapLayer("bootstrap", cfg, opts)
+    layer = BootstrapLayer("bootstrap", BootstrapLayerArgs(config=cfg, labels=labels), opts)
     return {
         "backendUrl": layer.backend_url,
         "secretsProvider": layer.secrets_provider,

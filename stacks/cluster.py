@@ -1,85 +1,63 @@
 """Cluster layer: node identity, the primary and GPU networks, the GKE cluster and its pools.
 
-Hands the platform layer `ClusterOutputs`: plain facts (names, pools, networks) and the
-Kubernetes provider. A stack that starts at a later layer rebuilds the same record from
-this layer's stack outputs.
+Hands the platform layer `ClusterOutputs`: the plain facts (names, pools, networks) and the
+Kubernetes provider. A stack that starts at a later layer rebuilds the same record from this
+layer's stack outputs.
 """
 
 from __future__ import annotations
 
-import ipaddress
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import versions
-from components.gke import Cluster, ClusterArgs, GpuNodePool, GpuNodePoolArgs
-from components.iam import NodeServiceAccount, NodeServiceAccountArgs
-from components.network import (
-    GpuNetworkPlan,
-    GpuNetworks,
-    GpuNetworksArgs,
-    PrimaryNetwork,
-    PrimaryNetworkArgs,
-    plan_gpu_networks,
+from components.gke import (
+    AuthorizedNetwork,
+    Cluster,
+    ClusterArgs,
+    GpuNodePool,
+    GpuNodePoolArgs,
+    MaintenanceExclusion,
+    MaintenanceWindow,
+    SystemPoolArgs,
 )
-from stacks.config import DWS_CAPACITY, CapacityType, Model, StackConfig
+from components.iam import NodeServiceAccount, NodeServiceAccountArgs
+from components.network import GpuNetworks, GpuNetworksArgs, PrimaryNetwork, PrimaryNetworkArgs
+from config.cluster import GpuPoolConfig
+from config.stack import StackConfig
+from facts import versions
+from facts.gke import DWS_CAPACITY, workload_pool
+from facts.kubernetes import SYSTEM_POOL
+from facts.project import project_advice
+from planners.networks import network_machine, network_mtu, plan_gpu_networks
+from planners.pools import Autoscaling, NodePoolSpec
+from stacks.contract import ClusterFacts
 
 
-class PoolFacts(Model):
-    """What later layers need to know about a GPU pool."""
-
-    name: str
-    machine_type: str
-    zone: str
-    max_nodes: int
-    capacity_type: CapacityType
-    compact: bool
-
-    @property
-    def has_topology_labels(self) -> bool:
-        """GKE labels A3 nodes with block/subblock/host only when they come from compact
-        placement or a (dense) reservation."""
-        return self.compact or self.capacity_type == "reservation"
-
-
-class ClusterFacts(Model):
-    """The cluster layer's plain outputs (stack output `cluster`)."""
-
-    project: str
-    region: str
-    zone: str
-    name: str
-    location: str
-    production: bool
-    primary_network: str
-    node_cidr: str
-    gpu_networks: tuple[GpuNetworkPlan, ...]
-    gpu_pools: tuple[PoolFacts, ...]
-    system_pool: str
-    workload_pool: str
-
-
-@dataclass(frozen=True)
-class ClusterOutputs:
-    facts: ClusterFacts
-    kubeconfig: pulumi.Output[str]
-    provider: k8s.Provider
-    # The primary VPC's name; an Output of the network in a one-stack environment, so that
-    # what lives on it (Filestore) is deleted before it.
-    primary_network: pulumi.Input[str]
-
-
-def gpu_network_plan(cfg: StackConfig) -> tuple[GpuNetworkPlan, ...]:
-    """The GPU networks of the stack's multi-NIC machine type (the config allows only one layout)."""
-    multi_nic = [m for m in cfg.gpu_machines if m.is_multi_nic]
-    if not multi_nic:
-        return ()
-    gpu = ipaddress.IPv4Network(cfg.network.gpu_cidr)
-    subnets = [str(s) for s in gpu.subnets(prefixlen_diff=4)]
-    return plan_gpu_networks(cfg.cluster_name, multi_nic[0], subnets)
+def node_pool_spec(cfg: StackConfig, pool: GpuPoolConfig) -> NodePoolSpec:
+    capacity = pool.capacity
+    return NodePoolSpec(
+        name=pool.name,
+        machine_type=pool.machine_type,
+        zone=cfg.pool_zone(pool),
+        capacity_type=capacity.type,
+        node_count=pool.node_count if pool.autoscaling is None else None,
+        autoscaling=Autoscaling(pool.autoscaling.min_nodes, pool.autoscaling.max_nodes) if pool.autoscaling else None,
+        compact=pool.compact,
+        reservation=capacity.reservation,
+        reservation_block=capacity.reservation_block,
+        reservation_project=capacity.reservation_project,
+        placement_policy=pool.placement_policy,
+        auto_repair=pool.auto_repair,
+        gpu_driver_version=pool.gpu_driver_version,
+        disk_type=pool.disk_type,
+        disk_size_gb=pool.disk_size_gb,
+        max_pods_per_node=pool.max_pods_per_node,
+        max_run_duration_seconds=capacity.max_run_duration_seconds,
+    )
 
 
 def cluster_facts(cfg: StackConfig) -> ClusterFacts:
@@ -92,21 +70,10 @@ def cluster_facts(cfg: StackConfig) -> ClusterFacts:
         location=location,
         production=cfg.production,
         primary_network=cfg.cluster_name,
-        node_cidr=cfg.network.node_cidr,
-        gpu_networks=gpu_network_plan(cfg),
-        gpu_pools=tuple(
-            PoolFacts(
-                name=p.name,
-                machine_type=p.machine_type,
-                zone=cfg.pool_zone(p),
-                max_nodes=p.max_nodes,
-                capacity_type=p.capacity.type,
-                compact=p.compact,
-            )
-            for p in cfg.gpu_pools
-        ),
-        system_pool="system",
-        workload_pool=f"{cfg.project}.svc.id.goog",
+        workload_pool=workload_pool(cfg.project),
+        system_pool=SYSTEM_POOL,
+        gpu_networks=plan_gpu_networks(cfg.cluster_name, network_machine(cfg.gpu_machines), cfg.network.gpu_cidr),
+        gpu_pools=tuple(node_pool_spec(cfg, p).facts for p in cfg.gpu_pools),
     )
 
 
@@ -118,17 +85,38 @@ def minimum_gke_version(cfg: StackConfig) -> str:
     return max(floors, key=versions.gke_version_key)
 
 
+@dataclass(frozen=True)
+class ClusterOutputs:
+    facts: ClusterFacts
+    kubeconfig: pulumi.Output[str]
+    provider: k8s.Provider
+    # The primary VPC's name; an Output of the network in a one-stack environment, so that
+    # what lives on it (Filestore) is deleted before it.
+    primary_network: pulumi.Input[str]
+
+
+@dataclass(frozen=True)
+class ClusterLayerArgs:
+    config: StackConfig
+    facts: ClusterFacts
+    # Labels of every labelled GCP resource.
+    labels: Mapping[str, str]
+
+
 class ClusterLayer(pulumi.ComponentResource):
+    TYPE = "nemo:cluster:ClusterLayer"
+
     cluster: Cluster
     primary_network: pulumi.Output[str]
 
-    def __init__(self, name: str, args: StackConfig, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("nemo:cluster:ClusterLayer", name, None, opts)
-        cfg = args
-        facts = cluster_facts(cfg)
+    def __init__(self, name: str, args: ClusterLayerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(self.TYPE, name, None, opts)
+        cfg, facts = args.config, args.facts
         child = pulumi.ResourceOptions(parent=self)
-        mtus = [m.mtu for m in cfg.gpu_machines if m.mtu is not None]
-        mtu: int | None = max(mtus) if mtus else None
+        mtu = network_mtu(cfg.gpu_machines)
+        advice = project_advice(cfg.project)
+        if advice:
+            pulumi.log.warn(advice, resource=self)
 
         nodes = NodeServiceAccount(
             f"{name}-nodes",
@@ -155,7 +143,6 @@ class ClusterLayer(pulumi.ComponentResource):
         self.primary_network = primary.network_name
         node_networks: list[dict[str, pulumi.Output[str]]] = []
         if facts.gpu_networks:
-            assert mtu is not None
             node_networks = GpuNetworks(
                 f"{name}-gpu-networks",
                 GpuNetworksArgs(
@@ -168,6 +155,7 @@ class ClusterLayer(pulumi.ComponentResource):
                 ),
                 opts=child,
             ).node_networks
+        window = cfg.cluster.maintenance_window
         self.cluster = Cluster(
             f"{name}-gke",
             ClusterArgs(
@@ -183,11 +171,21 @@ class ClusterLayer(pulumi.ComponentResource):
                 min_version=minimum_gke_version(cfg),
                 multi_networking=bool(facts.gpu_networks),
                 deletion_protection=cfg.production,
-                system_pool=cfg.system_pool,
+                system_pool=SystemPoolArgs(
+                    machine_type=cfg.system_pool.machine_type,
+                    node_count=cfg.system_pool.node_count,
+                    disk_size_gb=cfg.system_pool.disk_size_gb,
+                ),
                 node_service_account=nodes.email,
-                maintenance_window=cfg.cluster.maintenance_window,
-                authorized_networks=cfg.cluster.master_authorized_networks,
-                maintenance_exclusions=cfg.cluster.maintenance_exclusions,
+                maintenance_window=MaintenanceWindow(window.start_time, window.end_time, window.recurrence),
+                authorized_networks=[
+                    AuthorizedNetwork(n.cidr, n.display_name) for n in cfg.cluster.master_authorized_networks
+                ],
+                maintenance_exclusions=[
+                    MaintenanceExclusion(e.name, e.start_time, e.end_time, e.scope)
+                    for e in cfg.cluster.maintenance_exclusions
+                ],
+                labels=args.labels,
             ),
             opts=child,
         )
@@ -195,22 +193,23 @@ class ClusterLayer(pulumi.ComponentResource):
             GpuNodePool(
                 f"{name}-{pool.name}",
                 GpuNodePoolArgs(
+                    spec=node_pool_spec(cfg, pool),
                     project=cfg.project,
                     cluster=self.cluster.id,
                     location=facts.location,
-                    zone=cfg.pool_zone(pool),
-                    pool=pool,
                     node_service_account=nodes.email,
                     node_networks=node_networks if pool.machine.is_multi_nic else [],
-                    labels=cfg.labels,
+                    labels=args.labels,
                 ),
                 opts=child,
             )
         self.register_outputs({"cluster": self.cluster.name})
 
 
-def build(cfg: StackConfig, facts: ClusterFacts, opts: pulumi.ResourceOptions) -> tuple[ClusterOutputs, dict[str, Any]]:
-    layer = ClusterLayer("cluster", cfg, opts)
+def build(
+    cfg: StackConfig, facts: ClusterFacts, labels: Mapping[str, str], opts: pulumi.ResourceOptions
+) -> tuple[ClusterOutputs, dict[str, Any]]:
+    layer = ClusterLayer("cluster", ClusterLayerArgs(config=cfg, facts=facts, labels=labels), opts)
     outputs = ClusterOutputs(
         facts=facts,
         kubeconfig=layer.cluster.kubeconfig,

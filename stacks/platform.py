@@ -11,17 +11,14 @@ What waits for what (and so the order `pulumi destroy` reverses):
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import pulumi
 
-from components.catalog import GPUDIRECT_STACKS, allocatable_memory_mib, allocatable_millicores, machine_type
 from components.gpudirect import GpuNetworkObjects, GpuNetworkObjectsArgs, NcclPluginInstaller, NcclPluginInstallerArgs
 from components.scheduling import (
-    DEFAULT_PRIORITY_CLASS,
-    PRIORITY_CLASSES,
-    Flavor,
     JobSetController,
     JobSetControllerArgs,
     KueueController,
@@ -39,8 +36,13 @@ from components.storage import (
 )
 from components.tensorboard import TensorBoard, TensorBoardArgs
 from components.workspace import TrainingWorkspace, TrainingWorkspaceArgs
-from stacks.cluster import ClusterFacts, ClusterOutputs
-from stacks.config import REGIONAL_FILESTORE_TIERS, Model, StackConfig
+from config.stack import StackConfig
+from facts.gcp import REGIONAL_FILESTORE_TIERS
+from facts.kubernetes import DEFAULT_PRIORITY, PRIORITY_VALUES, node_pool_selector
+from facts.machines import GPUDIRECT_STACKS
+from planners.queues import plan_flavors
+from stacks.cluster import ClusterOutputs
+from stacks.contract import ClusterFacts, PlatformFacts
 
 SHARED_MOUNT = "/nfs"
 EXPERIMENTS_DIR = f"{SHARED_MOUNT}/nemo-experiments"
@@ -52,68 +54,12 @@ READ = "roles/storage.objectViewer"
 READ_WRITE = "roles/storage.objectUser"
 
 
-class FlavorFacts(Model):
-    """A ResourceFlavor and its quota in the ClusterQueue."""
-
-    name: str
-    pool: str
-    machine_type: str
-    nodes: int
-    gpus: int
-    cpu_millicores: int
-    memory_mib: int
-    topology: bool
-    queued: bool
-
-
-class PlatformFacts(Model):
-    """The platform layer's plain outputs (stack output `platform`)."""
-
-    namespace: str
-    # Training runs read data and write checkpoints; data preparation writes data.
-    service_account: str
-    data_prep_service_account: str
-    cluster_queue: str
-    local_queue: str
-    priority_classes: tuple[str, ...]
-    default_priority_class: str
-    flavors: tuple[FlavorFacts, ...]
-    shared_claim: str
-    shared_mount: str
-    experiments_dir: str
-    data_bucket: str
-    data_claim: str
-    data_mount: str
-    checkpoint_bucket: str
-    checkpoint_claim: str
-    checkpoint_mount: str
-
-
 @dataclass(frozen=True)
 class PlatformOutputs:
     facts: PlatformFacts
     # What a training run must wait for (queue, volumes, identity, GPU network objects); empty
     # when the platform lives in another stack.
     run_dependencies: tuple[pulumi.Resource, ...] = ()
-
-
-def flavors(cluster: ClusterFacts) -> list[Flavor]:
-    result = []
-    for pool in cluster.gpu_pools:
-        machine = machine_type(pool.machine_type)
-        result.append(
-            Flavor(
-                pool=pool.name,
-                gke_accelerator=machine.gke_accelerator,
-                nodes=pool.max_nodes,
-                gpus_per_node=machine.gpus,
-                cpu_millicores_per_node=allocatable_millicores(machine.vcpus),
-                memory_mib_per_node=allocatable_memory_mib(machine.memory_gib),
-                topology=pool.has_topology_labels,
-                queued=pool.capacity_type == "queuedProvisioning",
-            )
-        )
-    return result
 
 
 def platform_facts(cfg: StackConfig, cluster: ClusterFacts) -> PlatformFacts:
@@ -125,22 +71,9 @@ def platform_facts(cfg: StackConfig, cluster: ClusterFacts) -> PlatformFacts:
         data_prep_service_account=DATA_PREP_ACCOUNT,
         cluster_queue=cfg.kueue.cluster_queue,
         local_queue=cfg.kueue.local_queue,
-        priority_classes=tuple(PRIORITY_CLASSES),
-        default_priority_class=DEFAULT_PRIORITY_CLASS,
-        flavors=tuple(
-            FlavorFacts(
-                name=f.pool,
-                pool=f.pool,
-                machine_type=pool.machine_type,
-                nodes=f.nodes,
-                gpus=f.gpus_per_node * f.nodes,
-                cpu_millicores=f.cpu_millicores_per_node * f.nodes,
-                memory_mib=f.memory_mib_per_node * f.nodes,
-                topology=f.topology,
-                queued=f.queued,
-            )
-            for f, pool in zip(flavors(cluster), cluster.gpu_pools, strict=True)
-        ),
+        priority_classes=tuple(p.value for p in PRIORITY_VALUES),
+        default_priority_class=DEFAULT_PRIORITY.value,
+        flavors=plan_flavors(cluster.gpu_pools),
         shared_claim="shared",
         shared_mount=SHARED_MOUNT,
         experiments_dir=EXPERIMENTS_DIR,
@@ -158,23 +91,28 @@ class PlatformLayerArgs:
     config: StackConfig
     cluster: ClusterOutputs
     facts: PlatformFacts
+    # Labels of every labelled GCP resource.
+    labels: Mapping[str, str]
 
 
 class PlatformLayer(pulumi.ComponentResource):
+    TYPE = "nemo:platform:PlatformLayer"
+
     run_dependencies: list[pulumi.Resource]
     tensorboard: TensorBoard | None
 
     def __init__(self, name: str, args: PlatformLayerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("nemo:platform:PlatformLayer", name, None, opts)
+        super().__init__(self.TYPE, name, None, opts)
         cfg, cluster, facts = args.config, args.cluster, args.facts
         child = pulumi.ResourceOptions(parent=self)
-        system = {"cloud.google.com/gke-nodepool": cluster.facts.system_pool}
+        system = node_pool_selector(cluster.facts.system_pool)
         protect = cluster.facts.production
 
         workspace = TrainingWorkspace(
             f"{name}-workspace",
             TrainingWorkspaceArgs(
                 project=cluster.facts.project,
+                workload_pool=cluster.facts.workload_pool,
                 namespace=facts.namespace,
                 service_accounts=(facts.service_account, facts.data_prep_service_account),
             ),
@@ -189,7 +127,7 @@ class PlatformLayer(pulumi.ComponentResource):
                 f"{name}-gpu-networks", GpuNetworkObjectsArgs(plan=cluster.facts.gpu_networks), opts=child
             )
             self.run_dependencies.append(objects)
-        machines = [machine_type(p.machine_type) for p in cluster.facts.gpu_pools]
+        machines = [p.machine for p in cluster.facts.gpu_pools]
         for flavour in dict.fromkeys(m.gpudirect for m in machines if m.gpudirect in GPUDIRECT_STACKS):
             NcclPluginInstaller(
                 f"{name}-nccl-{flavour.value}",
@@ -215,7 +153,7 @@ class PlatformLayer(pulumi.ComponentResource):
                 namespace=workspace.namespace,
                 claim_name=facts.shared_claim,
                 protect=protect,
-                labels=cfg.labels,
+                labels=args.labels,
             ),
             opts=child,
         )
@@ -234,7 +172,7 @@ class PlatformLayer(pulumi.ComponentResource):
                     mount_options=DATA_MOUNT_OPTIONS,
                     grants=[(READ, training), (READ_WRITE, data_prep)],
                     protect=protect,
-                    labels=cfg.labels,
+                    labels=args.labels,
                 ),
                 opts=child,
             ),
@@ -251,7 +189,7 @@ class PlatformLayer(pulumi.ComponentResource):
                     mount_options=CHECKPOINT_MOUNT_OPTIONS,
                     grants=[(READ_WRITE, training)],
                     protect=protect,
-                    labels=cfg.labels,
+                    labels=args.labels,
                 ),
                 opts=child,
             ),
@@ -273,7 +211,7 @@ class PlatformLayer(pulumi.ComponentResource):
         queues = KueueQueues(
             f"{name}-queues",
             KueueQueuesArgs(
-                flavors=flavors(cluster.facts),
+                flavors=facts.flavors,
                 cluster_queue=facts.cluster_queue,
                 local_queue=facts.local_queue,
                 namespace=workspace.namespace,
@@ -297,6 +235,7 @@ class PlatformLayer(pulumi.ComponentResource):
                     cpu_millicores=cfg.tensorboard.cpu_millicores,
                     memory_mib=cfg.tensorboard.memory_mib,
                     vertex_ai=(cluster.facts.project, cluster.facts.region) if cfg.tensorboard.vertex_ai else None,
+                    labels=args.labels,
                 ),
                 opts=child,
             )
@@ -304,11 +243,15 @@ class PlatformLayer(pulumi.ComponentResource):
 
 
 def build(
-    cfg: StackConfig, cluster: ClusterOutputs, facts: PlatformFacts, opts: pulumi.ResourceOptions
+    cfg: StackConfig,
+    cluster: ClusterOutputs,
+    facts: PlatformFacts,
+    labels: Mapping[str, str],
+    opts: pulumi.ResourceOptions,
 ) -> tuple[PlatformOutputs, dict[str, Any]]:
     layer = PlatformLayer(
         "platform",
-        PlatformLayerArgs(config=cfg, cluster=cluster, facts=facts),
+        PlatformLayerArgs(config=cfg, cluster=cluster, facts=facts, labels=labels),
         opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(providers={"kubernetes": cluster.provider})),
     )
     exports: dict[str, Any] = {"platform": facts.to_plain()}

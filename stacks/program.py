@@ -2,50 +2,66 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pulumi
 import pulumi_gcp as gcp
 
+from config.loader import ConfigError, parse_stack_config
+from config.stack import Layer, StackConfig
 from stacks import bootstrap, cluster, platform, training
-from stacks.config import Layer, StackConfig, read_stack_config
+from stacks.contract import ClusterFacts, PlatformFacts
 from stacks.upstream import Upstream
 
 
+class InvalidStackConfig(pulumi.RunError, ConfigError):
+    """A ConfigError as Pulumi reports a RunError: its message, one line per bad key, no traceback."""
+
+
+def stack_config_values() -> dict[str, str]:
+    """Every config value of this stack, as the Python language host hands them to the program
+    (the PULUMI_CONFIG environment variable): unknown keys are reported, not ignored."""
+    return {str(key): str(value) for key, value in pulumi.runtime.get_config_env().items()}
+
+
 def run() -> None:
-    cfg = read_stack_config()  # raises ConfigError before any resource exists
-    for key, value in deploy(cfg).items():
+    try:
+        cfg = parse_stack_config(stack_config_values(), pulumi.get_stack())
+        exports = deploy(cfg)
+    except ConfigError as error:
+        raise InvalidStackConfig(error.issues) from None
+    for key, value in exports.items():
         pulumi.export(key, value)
+
+
+def stack_labels(cfg: StackConfig) -> dict[str, str]:
+    """The labels of every labelled GCP resource of the stack, and the GCP provider's defaults."""
+    stack = re.sub(r"[^a-z0-9_-]", "-", pulumi.get_stack().lower())[:63]
+    return {**cfg.labels, "managed-by": "pulumi", "nemo-gke-stack": stack}
 
 
 def gcp_provider(cfg: StackConfig) -> gcp.Provider:
     """One explicit provider per stack: the project and region come from validated config,
     never from ambient gcloud settings."""
-    return gcp.Provider(
-        "gcp",
-        project=cfg.project,
-        region=cfg.region,
-        zone=cfg.zone,
-        default_labels={**cfg.labels, "managed-by": "pulumi", "nemo-gke-stack": pulumi.get_stack().lower()},
-    )
+    return gcp.Provider("gcp", project=cfg.project, region=cfg.region, zone=cfg.zone, default_labels=stack_labels(cfg))
 
 
 def deploy(cfg: StackConfig) -> dict[str, Any]:
     """Create the stack's layers; everything that can be checked is checked before the first
     resource is registered, including runs against an upstream environment."""
+    labels = stack_labels(cfg)
     if cfg.deploys(Layer.BOOTSTRAP):
-        return bootstrap.build(cfg, pulumi.ResourceOptions(providers={"gcp": gcp_provider(cfg)}))
+        return bootstrap.build(cfg, labels, pulumi.ResourceOptions(providers={"gcp": gcp_provider(cfg)}))
 
     upstream = Upstream(cfg.upstream_stack_name) if cfg.upstream_stack_name else None
     cluster_facts = (
-        cluster.cluster_facts(cfg)
-        if cfg.deploys(Layer.CLUSTER)
-        else _need(upstream).facts("cluster", cluster.ClusterFacts)
+        cluster.cluster_facts(cfg) if cfg.deploys(Layer.CLUSTER) else _need(upstream).facts("cluster", ClusterFacts)
     )
     platform_facts = (
         platform.platform_facts(cfg, cluster_facts)
         if cfg.deploys(Layer.PLATFORM)
-        else _need(upstream).facts("platform", platform.PlatformFacts)
+        else _need(upstream).facts("platform", PlatformFacts)
     )
     if cfg.deploys(Layer.TRAINING):
         training.check_runs(cfg, platform_facts)
@@ -53,12 +69,12 @@ def deploy(cfg: StackConfig) -> dict[str, Any]:
     opts = pulumi.ResourceOptions(providers={"gcp": gcp_provider(cfg)})
     exports: dict[str, Any] = {}
     if cfg.deploys(Layer.CLUSTER):
-        cluster_outputs, cluster_exports = cluster.build(cfg, cluster_facts, opts)
+        cluster_outputs, cluster_exports = cluster.build(cfg, cluster_facts, labels, opts)
         exports.update(cluster_exports)
     else:
         cluster_outputs = cluster.from_upstream(cluster_facts, _need(upstream).secret("kubeconfig"))
     if cfg.deploys(Layer.PLATFORM):
-        platform_outputs, platform_exports = platform.build(cfg, cluster_outputs, platform_facts, opts)
+        platform_outputs, platform_exports = platform.build(cfg, cluster_outputs, platform_facts, labels, opts)
         exports.update(platform_exports)
     else:
         platform_outputs = platform.PlatformOutputs(facts=platform_facts)
@@ -68,5 +84,6 @@ def deploy(cfg: StackConfig) -> dict[str, Any]:
 
 
 def _need(upstream: Upstream | None) -> Upstream:
-    assert upstream is not None, "the config requires upstreamStack whenever a layer comes from elsewhere"
+    if upstream is None:
+        raise ValueError("a layer comes from an upstream stack, but none is configured (config.stack checks this)")
     return upstream

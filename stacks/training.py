@@ -1,47 +1,90 @@
 """Training layer: the stack's pretraining runs (one JobSet each) and data-preparation Jobs.
 
-Runs are checked against the platform's facts (pools, quotas, topology) before anything is
-created, whether those facts come from this stack's config or from an upstream stack.
+Runs are checked against the platform's facts (pools, quotas, topology, priorities) before
+anything is created, whether those facts come from this stack's config or from an upstream stack.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 import pulumi
 
-from components import nemo
-from components.catalog import machine_type
 from components.gpudirect import pod_networking
 from components.training import DataPreparation, DataPreparationArgs, TrainingRun, TrainingRunArgs, Volumes
+from config.loader import ConfigError
+from config.stack import StackConfig
+from config.training import DataPrepConfig, RunConfig, TokenizerConfig
+from facts.errors import RuleError
+from facts.kubernetes import RUN_LABEL, TRAINING_CONTAINER
+from planners import nemo
+from planners.runs import DataPrepSpec, ProfileWindow, RunSpec, Tokenizer, check_data_prep, check_run
 from stacks.cluster import ClusterOutputs
-from stacks.config import ConfigError, ConfigIssue, RunTarget, StackConfig, training_errors
-from stacks.platform import PlatformFacts, PlatformOutputs
+from stacks.contract import PlatformFacts
+from stacks.platform import PlatformOutputs
 
 
-def run_targets(platform: PlatformFacts) -> dict[str, RunTarget]:
-    """The GPU pools as runs see them, from the platform's flavors and quotas."""
-    return {
-        f.pool: RunTarget(
-            pool=f.pool,
-            machine=machine_type(f.machine_type),
-            max_nodes=f.nodes,
-            topology=f.topology,
-            gpu_quota=f.gpus,
-            cpu_quota_millicores=f.cpu_millicores,
-            memory_quota_mib=f.memory_mib,
-        )
-        for f in platform.flavors
-    }
+def _tokenizer(cfg: TokenizerConfig) -> Tokenizer:
+    return Tokenizer(library=cfg.library, type=cfg.type, model=cfg.model)
+
+
+def run_spec(run: RunConfig, platform: PlatformFacts) -> RunSpec:
+    """A run of the config, on the platform's default pool and priority unless it names its own."""
+    return RunSpec(
+        name=run.name,
+        model=run.model,
+        pool=run.pool or platform.flavors[0].pool,
+        nodes=run.nodes,
+        settings=run.settings,
+        tokenizer=_tokenizer(run.tokenizer),
+        priority=run.priority.value if run.priority else platform.default_priority_class,
+        dataset_prefix=run.dataset.prefix,
+        copy_dataset_to_local_ssd=run.dataset.copy_to_local_ssd,
+        checkpoint=run.checkpoint.enabled,
+        checkpoint_interval_steps=run.checkpoint.interval_steps,
+        resume=run.checkpoint.resume,
+        profile=ProfileWindow(run.profile.start_step, run.profile.end_step) if run.profile else None,
+        max_restarts=run.max_restarts,
+        ttl_seconds_after_finished=run.ttl_seconds_after_finished,
+        topology_mode=run.topology.mode,
+        topology_level=run.topology.level,
+        image=run.image,
+        overrides=MappingProxyType(dict(run.overrides)),
+        env=MappingProxyType(dict(run.env)),
+    )
+
+
+def data_prep_spec(job: DataPrepConfig, platform: PlatformFacts) -> DataPrepSpec:
+    return DataPrepSpec(
+        name=job.name,
+        input=job.input,
+        output_prefix=job.output_prefix,
+        json_key=job.json_key,
+        tokenizer=_tokenizer(job.tokenizer),
+        workers=job.workers,
+        pool=job.pool or platform.flavors[0].pool,
+    )
 
 
 def check_runs(cfg: StackConfig, platform: PlatformFacts) -> None:
     """Every run and data-prep job against the environment it targets; called before
-    anything is registered."""
-    errors = training_errors(cfg.training, run_targets(platform), platform.flavors[0].pool)
+    anything is registered. Raises ConfigError naming every bad key."""
+    flavors = platform.flavors_by_pool
+    errors: list[RuleError] = []
+    for i, run in enumerate(cfg.training.runs):
+        try:
+            check_run(run_spec(run, platform), flavors, platform.priority_classes)
+        except RuleError as error:
+            errors.append(error.under(f"training.runs[{i}]"))
+    for i, job in enumerate(cfg.training.data_prep):
+        try:
+            check_data_prep(data_prep_spec(job, platform), flavors)
+        except RuleError as error:
+            errors.append(error.under(f"training.dataPrep[{i}]"))
     if errors:
-        raise ConfigError([ConfigIssue(key=e.key, value=e.value, message=str(e)) for e in errors])
+        raise ConfigError.of(errors)
 
 
 @dataclass(frozen=True)
@@ -52,14 +95,15 @@ class TrainingLayerArgs:
 
 
 class TrainingLayer(pulumi.ComponentResource):
+    TYPE = "nemo:training:TrainingLayer"
+
     runs: list[TrainingRun]
 
     def __init__(self, name: str, args: TrainingLayerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("nemo:training:TrainingLayer", name, None, opts)
+        super().__init__(self.TYPE, name, None, opts)
         cfg, cluster, platform = args.config, args.cluster, args.platform.facts
         child = pulumi.ResourceOptions(parent=self)
-        targets = run_targets(platform)
-        default_pool = platform.flavors[0].pool
+        flavors = platform.flavors_by_pool
         volumes = Volumes(
             shared_claim=platform.shared_claim,
             shared_mount=platform.shared_mount,
@@ -70,15 +114,16 @@ class TrainingLayer(pulumi.ComponentResource):
         )
         after = args.platform.run_dependencies
         self.runs = []
-        for run in cfg.training.runs:
-            target = targets[run.pool or default_pool]
-            machine = target.machine
+        for run_config in cfg.training.runs:
+            run = run_spec(run_config, platform)
+            flavor = flavors[run.pool]
+            machine = flavor.machine
             self.runs.append(
                 TrainingRun(
                     f"{name}-{run.name}",
                     TrainingRunArgs(
                         run=run,
-                        machine=machine,
+                        flavor=flavor,
                         namespace=platform.namespace,
                         local_queue=platform.local_queue,
                         service_account=platform.service_account,
@@ -87,7 +132,6 @@ class TrainingLayer(pulumi.ComponentResource):
                             run, platform.experiments_dir, platform.checkpoint_mount, platform.data_mount
                         ),
                         volumes=volumes,
-                        pool_topology=target.topology,
                         after=after,
                     ),
                     opts=child,
@@ -97,8 +141,7 @@ class TrainingLayer(pulumi.ComponentResource):
             DataPreparation(
                 f"{name}-{job.name}",
                 DataPreparationArgs(
-                    job=job,
-                    machine=targets[job.pool or default_pool].machine,
+                    job=data_prep_spec(job, platform),
                     namespace=platform.namespace,
                     local_queue=platform.local_queue,
                     service_account=platform.data_prep_service_account,
@@ -124,8 +167,8 @@ def build(
             "runs": {
                 run.jobset_name: {
                     "logDir": run.log_dir,
-                    "follow": f"kubectl -n {namespace} logs -f -l nemo-gke/run={run.jobset_name} "
-                    "-c nemo --max-log-requests 64",
+                    "follow": f"kubectl -n {namespace} logs -f -l {RUN_LABEL}={run.jobset_name} "
+                    f"-c {TRAINING_CONTAINER} --max-log-requests 64",
                 }
                 for run in layer.runs
             },

@@ -14,7 +14,8 @@ from typing import Any, TypeVar
 import pulumi
 from pydantic import ValidationError
 
-from stacks.config import ConfigError, ConfigIssue, Model
+from config.base import Model
+from config.loader import ConfigError, ConfigIssue
 
 M = TypeVar("M", bound=Model)
 

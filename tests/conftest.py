@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from stacks.config import ConfigError
-from tests.harness.mocks import RecordedResource
-from tests.harness.program import StackFailed, StackRun, run_stack
-from tests.harness.schemas import resource_errors
+from config.loader import ConfigError
+from tools.mocks import RecordedResource
+from tools.runner import StackFailed, StackRun, run_stack
+from tools.schemas import resource_errors
 
 MODES = pytest.mark.parametrize("preview", [False, True], ids=["update", "preview"])
 

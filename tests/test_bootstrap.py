@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import MODES
-from tests.harness.program import StackRun, stack_with
+from tools.runner import StackRun, stack_with
 
 REQUIRED_APIS = {
     "file.googleapis.com", "container.googleapis.com", "compute.googleapis.com", "iam.googleapis.com",

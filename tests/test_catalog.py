@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from components import versions
-from components.catalog import (
+from facts import versions
+from facts.machines import (
     GPUDIRECT_STACKS,
     MACHINE_TYPES,
     SOURCED_MACHINE_FIELDS,
@@ -17,8 +17,8 @@ from components.catalog import (
     machine_type,
     training_pod_requests,
 )
-from components.models import MODELS
-from components.versions import Image
+from facts.models import MODELS
+from facts.versions import Image
 
 SOURCE = re.compile(r"(https://\S+|[\w.-]+/[\w.-]+:\S+)")
 

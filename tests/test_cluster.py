@@ -10,8 +10,8 @@ import pytest
 from pulumi.output import Unknown
 
 from tests.conftest import MODES, NODE_POOL, gpu_pools, rejected
-from tests.harness.mocks import RecordedResource
-from tests.harness.program import StackFailed, StackRun, run_stack, stack_with
+from tools.mocks import RecordedResource
+from tools.runner import StackFailed, StackRun, run_stack, stack_with
 
 NETWORK = "gcp:compute/network:Network"
 SUBNET = "gcp:compute/subnetwork:Subnetwork"

@@ -8,11 +8,12 @@ from typing import Any
 
 import pytest
 
-from components.catalog import MACHINE_TYPES
-from components.models import MODELS
-from stacks.config import StackConfig, parse_stack_config
+from config.loader import parse_stack_config
+from config.stack import StackConfig
+from facts.machines import MACHINE_TYPES
+from facts.models import MODELS
 from tests.conftest import issue_for, rejected
-from tests.harness.program import load_stack_values, run_stack, stack_with, to_pulumi_config
+from tools.runner import load_stack_values, run_stack, stack_with, to_pulumi_config
 
 POOL = {"name": "a3-highgpu", "machineType": "a3-highgpu-8g", "nodeCount": 2}
 

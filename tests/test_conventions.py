@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.harness.program import StackRun, stack_names
+from tools.runner import StackRun, stack_names
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = sorted([*(ROOT / "components").glob("*.py"), *(ROOT / "stacks").glob("*.py")])
@@ -24,15 +24,32 @@ def component_classes() -> list[tuple[Path, ast.ClassDef]]:
     return found
 
 
+def type_token(cls: ast.ClassDef) -> str | None:
+    """The string a class assigns to TYPE in its body, if any."""
+    for node in cls.body:
+        is_type = isinstance(node, ast.Assign) and [ast.unparse(t) for t in node.targets] == ["TYPE"]
+        if is_type and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            return node.value.value
+    return None
+
+
 @pytest.mark.parametrize(("path", "cls"), component_classes(), ids=lambda v: getattr(v, "name", ""))
-def test_a_component_has_a_nemo_token_the_standard_signature_and_registers_outputs_last(
+def test_a_component_has_a_constant_nemo_token_the_standard_signature_and_registers_outputs_last(
     path: Path, cls: ast.ClassDef
 ) -> None:
+    """The type token is part of every URN: a literal in the class, never derived from the file
+    it sits in, so moving code never changes a resource's identity."""
+    token = type_token(cls)
+    assert token is not None and re.fullmatch(rf"nemo:[a-z]+:{cls.name}", token), (cls.name, token)
     init = next(n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__init__")
     assert [a.arg for a in init.args.args] == ["self", "name", "args", "opts"]
-    super_call = ast.unparse(init.body[0])
-    assert f"super().__init__('nemo:{path.stem}:{cls.name}', name, None, opts)" == super_call
+    assert ast.unparse(init.body[0]) == "super().__init__(self.TYPE, name, None, opts)"
     assert ast.unparse(init.body[-1]).startswith("self.register_outputs("), cls.name
+
+
+def test_type_tokens_are_unique() -> None:
+    tokens = [type_token(cls) for _, cls in component_classes()]
+    assert len(tokens) == len(set(tokens)), tokens
 
 
 def test_invokes_inside_components_are_parented() -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.harness.docs import README, rows, with_table
+from tools.docs import README, rows, with_table
 
 
 def test_the_readme_config_table_matches_the_models() -> None:

@@ -13,9 +13,9 @@ import pytest
 import yaml
 
 from tests.conftest import MODES
-from tests.harness import program
-from tests.harness import render as render_cli
-from tests.harness.program import ROOT, stack_names
+from tools import render as render_cli
+from tools import runner as program
+from tools.runner import ROOT, stack_names
 
 SHIPPED = ["dev", "bootstrap", "a3mega", "a3ultra", "a3ultra-flex", "a3high-small", "run-llama8b"]
 
@@ -75,7 +75,7 @@ def test_render_rejects_a_bad_config_with_the_key_and_exit_code_2(
 
 def test_the_render_entry_point_prints_no_traceback_for_an_unknown_stack(tmp_path: Path) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "tests.harness.render", "--stack", "nope", "--out", str(tmp_path)],
+        [sys.executable, "-m", "tools.render", "--stack", "nope", "--out", str(tmp_path)],
         cwd=ROOT,
         capture_output=True,
         text=True,

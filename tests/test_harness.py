@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from pulumi.runtime.mocks import MockCallArgs
 
-from tests.harness.mocks import FAKE_CA, RecordingMocks
-from tests.harness.program import UNKNOWN, StackRun
+from tools.mocks import FAKE_CA, RecordingMocks
+from tools.runner import UNKNOWN, StackRun
 
 
 def test_an_invoke_the_mocks_do_not_know_raises() -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from components import nemo
+from planners import nemo
 
 LAUNCHER = nemo.SCRIPTS / nemo.LAUNCHER
 

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from components import versions
-from components.catalog import allocatable_memory_mib, allocatable_millicores, machine_type
+from facts import versions
+from facts.machines import allocatable_memory_mib, allocatable_millicores, machine_type
 from tests.conftest import MODES, gpu_pools
-from tests.harness.mocks import RecordedResource
-from tests.harness.program import StackRun, stack_with
+from tools.mocks import RecordedResource
+from tools.runner import StackRun, stack_with
 
 KUEUE = "kubernetes:kueue.x-k8s.io/v1beta2"
 PARAMS = "kubernetes:networking.gke.io/v1:GKENetworkParamSet"

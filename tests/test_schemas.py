@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from tests.harness.mocks import RecordedResource
-from tests.harness.program import StackRun
-from tests.harness.schemas import kubernetes_errors, pulumi_input_errors, resource_errors
+from tools.mocks import RecordedResource
+from tools.runner import StackRun
+from tools.schemas import kubernetes_errors, pulumi_input_errors, resource_errors
 
 
 def recorded(typ: str, inputs: dict[str, Any]) -> RecordedResource:

@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
-from components import nemo
-from components.catalog import machine_type, training_pod_requests
-from components.models import MODELS, Framework
-from stacks.config import ConfigError
+from config.loader import ConfigError
+from facts.machines import machine_type, training_pod_requests
+from facts.models import MODELS, Framework
+from planners import nemo
 from tests.conftest import MODES, issue_for
-from tests.harness.mocks import RecordedResource
-from tests.harness.program import StackFailed, StackRun, load_stack_values, run_stack
+from tools.mocks import RecordedResource
+from tools.runner import StackFailed, StackRun, load_stack_values, run_stack
 
 JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
 CONFIG_MAP = "kubernetes:core/v1:ConfigMap"

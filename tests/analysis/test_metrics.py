@@ -13,7 +13,7 @@ import pytest
 from analysis.errors import AnalysisError
 from analysis.logs import LogFormat, StepRange, read_log
 from analysis.metrics import compute, model_flops
-from components.catalog import Precision
+from facts.machines import Precision
 from tests.analysis.logs_for_tests import (
     GPT_PARAMETERS,
     LLAMA_PARAMETERS,

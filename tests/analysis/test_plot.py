@@ -14,7 +14,7 @@ from analysis.__main__ import main
 from analysis.logs import StepRange, read_log
 from analysis.metrics import compute, model_flops
 from analysis.plot import build_figure, write_png
-from components.catalog import Precision
+from facts.machines import Precision
 from tests.analysis.logs_for_tests import GPT_PARAMETERS, SHARED_LOG, dllogger_line, write_dllogger
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

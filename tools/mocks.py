@@ -15,6 +15,7 @@ from typing import Any
 import pulumi
 from pulumi.runtime import rpc
 from pulumi.runtime.mocks import MockCallArgs, MockMonitor, MockResourceArgs
+from pulumi.runtime.proto import engine_pb2
 
 # The GKE version the engine-versions lookup reports as each channel's default.
 CHANNEL_DEFAULTS = {
@@ -69,7 +70,7 @@ def _project(inputs: Mapping[str, Any], default: str) -> str:
 def _computed(typ: str, name: str, inputs: Mapping[str, Any], project: str) -> tuple[str, dict[str, Any]]:
     """Update-mode id and computed outputs, by resource type."""
     p = _project(inputs, project)
-    n = inputs.get("name") if isinstance(inputs.get("name"), str) else name
+    n = str(inputs["name"]) if isinstance(inputs.get("name"), str) else name
     region = inputs.get("region") or inputs.get("location") or "us-central1"
     if typ == "gcp:container/cluster:Cluster":
         loc = inputs.get("location", "us-central1-c")
@@ -174,6 +175,29 @@ class RecordingMocks(pulumi.runtime.Mocks):
         return rid, {**state, **computed}
 
 
+@dataclass(frozen=True)
+class LogWarning:
+    """A `pulumi.log.warn`, with the URN of the resource it was attached to ("" for none)."""
+
+    urn: str
+    message: str
+
+    @property
+    def resource_name(self) -> str:
+        return self.urn.rsplit("::", 1)[-1] if self.urn else "stack"
+
+
+class RecordingEngine:
+    """Stands in for the engine's log service: keeps warnings and errors with their resource."""
+
+    def __init__(self) -> None:
+        self.warnings: list[LogWarning] = []
+
+    def Log(self, request: Any) -> None:
+        if request.severity in (engine_pb2.WARNING, engine_pb2.ERROR):
+            self.warnings.append(LogWarning(urn=request.urn, message=request.message))
+
+
 class RecordingMonitor(MockMonitor):
     """A mock monitor that also keeps the options and dependencies of each registration."""
 
@@ -211,12 +235,12 @@ class RecordingMonitor(MockMonitor):
         )
 
     def RegisterResource(self, request: Any) -> Any:
-        response = super().RegisterResource(request)
+        response = super().RegisterResource(request)  # type: ignore[no-untyped-call]
         if request.type != "pulumi:pulumi:Stack":
             self._record(request, response.urn, rpc.deserialize_properties(request.object), read=False)
         return response
 
     def ReadResource(self, request: Any) -> Any:
-        response = super().ReadResource(request)
+        response = super().ReadResource(request)  # type: ignore[no-untyped-call]
         self._record(request, response.urn, rpc.deserialize_properties(request.properties), read=True)
         return response

@@ -1,8 +1,8 @@
 """Every pinned version the program deploys, in one place.
 
 Each pin names the public document it was taken from. Changing a pin here changes it
-everywhere; the CRD schemas the tests validate against (`../shared/crds`) must move with
-the Kueue and JobSet pins.
+everywhere, including the CRD schemas the objects are validated against: those come from the
+Go module of the same release (`CRD_MODULES`), downloaded by `make install`.
 """
 
 from __future__ import annotations
@@ -61,6 +61,41 @@ JOBSET = HelmChart(
     name="jobset",
     version="0.12.0",
     source="https://github.com/kubernetes-sigs/jobset/releases/tag/v0.12.0",
+)
+
+
+@dataclass(frozen=True)
+class CrdModule:
+    """A Go module that ships the CustomResourceDefinitions of some API groups. `make install`
+    downloads it from the Go module proxy (`go mod download`) and caches the schemas by version;
+    every object of those groups is validated against them."""
+
+    module: str
+    version: str
+    # Folder of the CRD files inside the module.
+    path: str
+    groups: tuple[str, ...]
+    source: str
+
+
+def _chart_crds(chart: HelmChart, module: str, group: str) -> CrdModule:
+    """The CRDs of a chart's release: the Go module tagged v<chart version>."""
+    return CrdModule(module, f"v{chart.version}", "config/components/crd/bases", (group,), chart.source)
+
+
+CRD_MODULES = (
+    _chart_crds(KUEUE, "sigs.k8s.io/kueue", "kueue.x-k8s.io"),
+    _chart_crds(JOBSET, "sigs.k8s.io/jobset", "jobset.x-k8s.io"),
+    # GKE installs the Network and GKENetworkParamSet CRDs itself; the module is only where their
+    # schemas are published. v0.2.5 has the GKENetworkParamSet schema of commit 34c617f, which
+    # this program was written against, and a Network schema that only adds optional fields.
+    CrdModule(
+        "github.com/GoogleCloudPlatform/gke-networking-api",
+        "v0.2.5",
+        "config/crds",
+        ("networking.gke.io",),
+        "https://pkg.go.dev/github.com/GoogleCloudPlatform/gke-networking-api@v0.2.5",
+    ),
 )
 
 # The TCPX plugin and its receive-datapath daemon are released as a pair.

@@ -1,8 +1,14 @@
-"""Run the whole Pulumi program in-process, under the recording mocks, for any stack file."""
+"""Run the whole Pulumi program in-process, under the recording mocks, for any stack file.
+
+The program receives its config the way the Python language host hands it over (the
+PULUMI_CONFIG environment variable), and every registration, invoke and warning is recorded.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,11 +19,12 @@ import yaml
 from pulumi.output import Unknown
 from pulumi.runtime import settings
 
+from facts.project import PROJECT, qualified_stack_name
 from stacks import program
-from tests.harness.mocks import RecordedResource, RecordingMocks, RecordingMonitor
+from tools.mocks import LogWarning, RecordedResource, RecordingEngine, RecordingMocks, RecordingMonitor
 
-ROOT = Path(__file__).resolve().parents[2]
-PROJECT = "nemo-gke"
+ROOT = Path(__file__).resolve().parents[1]
+# The key Pulumi marks special values (secrets, assets) with on the wire.
 SECRET_SENTINEL = "4dabf18193072939515e22adb298388d"
 # Stands in for values a preview cannot know yet.
 UNKNOWN = "(known after apply)"
@@ -84,6 +91,7 @@ class StackRun:
     exports: dict[str, Any] = field(default_factory=dict)
     secret_exports: set[str] = field(default_factory=set)
     invokes: list[str] = field(default_factory=list)
+    warnings: list[LogWarning] = field(default_factory=list)
 
     # ---- lookups
     def __iter__(self) -> Iterator[RecordedResource]:
@@ -160,7 +168,8 @@ class StackRun:
 
     @staticmethod
     def manifest(resource: RecordedResource) -> dict[str, Any]:
-        return _plain(resource.inputs)
+        manifest: dict[str, Any] = _plain(resource.inputs)
+        return manifest
 
 
 class StackFailed(Exception):
@@ -170,6 +179,20 @@ class StackFailed(Exception):
         super().__init__(str(error))
         self.error = error
         self.resources = resources
+
+
+@contextlib.contextmanager
+def _config_environment(values: Mapping[str, Any]) -> Iterator[None]:
+    """PULUMI_CONFIG as the language host sets it, for the duration of one run."""
+    saved = os.environ.get("PULUMI_CONFIG")
+    os.environ["PULUMI_CONFIG"] = json.dumps(to_pulumi_config(values))
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("PULUMI_CONFIG", None)
+        else:
+            os.environ["PULUMI_CONFIG"] = saved
 
 
 def run_stack(
@@ -192,11 +215,14 @@ def run_stack(
     monitor = RecordingMonitor(mocks)
     settings.ROOT.set(None)
     pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=preview, monitor=monitor)
-    pulumi.runtime.set_all_config(to_pulumi_config(config_values))
+    engine = RecordingEngine()
+    settings.SETTINGS.engine = engine
 
-    run = StackRun(stack=stack, preview=preview, resources=monitor.recorded, invokes=mocks.invokes)
+    run = StackRun(
+        stack=stack, preview=preview, resources=monitor.recorded, invokes=mocks.invokes, warnings=engine.warnings
+    )
 
-    @pulumi.runtime.test
+    @pulumi.runtime.test  # type: ignore[untyped-decorator]
     def body() -> pulumi.Output[Any]:
         program.run()
         root = settings.get_root_resource()
@@ -212,7 +238,8 @@ def run_stack(
         return pulumi.Output.from_input(collect())
 
     try:
-        body()
+        with _config_environment(config_values):
+            body()
     except Exception as error:
         raise StackFailed(error, list(monitor.recorded)) from error
     return run
@@ -223,7 +250,7 @@ def _upstream_exports(values: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     reference = values.get(f"{PROJECT}:upstreamStack")
     if not isinstance(reference, str):
         return {}
-    full_name = reference if "/" in reference else f"organization/{PROJECT}/{reference}"
+    full_name = qualified_stack_name(reference)
     upstream_stack = full_name.rsplit("/", 1)[-1]
     upstream_run = run_stack(upstream_stack)
     return {full_name: upstream_run.exports}

@@ -3,7 +3,8 @@
 NeMo 1.x runs get a complete Hydra config for `megatron_gpt_pretraining.py`; NeMo 2.0 runs
 get a JSON settings file read by `scripts/nemo2_pretrain.py`, which applies it to the
 model's NeMo recipe and calls `llm pretrain`. Both are pure data built here and shipped to
-the pods in a ConfigMap next to `scripts/launch.sh`.
+the pods in a ConfigMap next to `scripts/launch.sh` (the scripts the pods run live beside
+this module).
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from components import versions
-from components.models import Framework, ModelSpec
-from stacks.config import RunConfig, TokenizerConfig
+from facts import versions
+from facts.models import Framework, ModelSpec
+from planners.runs import RunSpec, Tokenizer
 
 SCRIPTS = Path(__file__).parent / "scripts"
 # Where the run's ConfigMap is mounted.
@@ -51,13 +52,13 @@ class RunPaths:
         return f"{self.experiment_dir}/dllogger.json"
 
 
-def run_paths(run: RunConfig, experiments_dir: str, checkpoint_mount: str, data_mount: str) -> RunPaths:
-    dataset = run.dataset
-    on_bucket = f"{data_mount}/{dataset.prefix}" if dataset.prefix else None
-    local = f"{LOCAL_SSD}/data/{Path(dataset.prefix).name}" if dataset.prefix and dataset.copy_to_local_ssd else None
+def run_paths(run: RunSpec, experiments_dir: str, checkpoint_mount: str, data_mount: str) -> RunPaths:
+    prefix = run.dataset_prefix
+    on_bucket = f"{data_mount}/{prefix}" if prefix else None
+    local = f"{LOCAL_SSD}/data/{Path(prefix).name}" if prefix and run.copy_dataset_to_local_ssd else None
     return RunPaths(
         experiment_dir=f"{experiments_dir}/{run.name}",
-        checkpoint_dir=f"{checkpoint_mount}/{run.name}" if run.checkpoint.enabled else None,
+        checkpoint_dir=f"{checkpoint_mount}/{run.name}" if run.checkpoint else None,
         dataset_prefix=local or on_bucket,
         dataset_source=on_bucket if local else None,
         data_mount=data_mount,
@@ -67,11 +68,11 @@ def run_paths(run: RunConfig, experiments_dir: str, checkpoint_mount: str, data_
 FETCH_TOKENIZER = "fetch_gpt2_tokenizer.py"
 
 
-def uses_gpt2_files(tokenizer: TokenizerConfig) -> bool:
+def uses_gpt2_files(tokenizer: Tokenizer) -> bool:
     return tokenizer.library == "megatron" and tokenizer.type.startswith("GPT2")
 
 
-def tokenizer_settings(tokenizer: TokenizerConfig, data_mount: str) -> dict[str, Any]:
+def tokenizer_settings(tokenizer: Tokenizer, data_mount: str) -> dict[str, Any]:
     """NeMo's tokenizer fields; GPT-2 BPE files are fetched to local SSD by the pod."""
     gpt2 = uses_gpt2_files(tokenizer)
     return {
@@ -84,7 +85,7 @@ def tokenizer_settings(tokenizer: TokenizerConfig, data_mount: str) -> dict[str,
     }
 
 
-def tokenizer_env(tokenizer: TokenizerConfig) -> dict[str, str]:
+def tokenizer_env(tokenizer: Tokenizer) -> dict[str, str]:
     """What fetch_gpt2_tokenizer.py needs, when the tokenizer uses the GPT-2 files."""
     if not uses_gpt2_files(tokenizer):
         return {}
@@ -102,11 +103,12 @@ def _set_dotted(config: dict[str, Any], dotted: str, value: Any) -> None:
     config[last] = value
 
 
-def nemo1_config(run: RunConfig, paths: RunPaths, gpus_per_node: int) -> dict[str, Any]:
+def nemo1_config(run: RunSpec, paths: RunPaths, gpus_per_node: int) -> dict[str, Any]:
     """A complete NeMo 1.x Hydra config for a GPT model (layout of the public recipes)."""
     spec, s = run.spec, run.settings
     arch, recipe = spec.architecture, spec.recipe
-    assert recipe.framework is Framework.NEMO1 and recipe.learning_rate is not None
+    if recipe.framework is not Framework.NEMO1 or recipe.learning_rate is None:
+        raise ValueError(f"{spec.name} is not a NeMo 1 model with an optimizer in the catalog")
     checkpoint = paths.checkpoint_dir is not None
     config: dict[str, Any] = {
         "run": {"name": run.name},
@@ -136,7 +138,7 @@ def nemo1_config(run: RunConfig, paths: RunPaths, gpus_per_node: int) -> dict[st
             "create_tensorboard_logger": True,
             "create_dllogger_logger": True,
             "dllogger_logger_kwargs": {"verbose": True, "stdout": True, "json_file": paths.dllogger_file},
-            "resume_if_exists": checkpoint and run.checkpoint.resume,
+            "resume_if_exists": checkpoint and run.resume,
             "resume_ignore_no_checkpoint": True,
             "create_checkpoint_callback": checkpoint,
             "checkpoint_callback_params": {
@@ -145,7 +147,7 @@ def nemo1_config(run: RunConfig, paths: RunPaths, gpus_per_node: int) -> dict[st
                 "mode": "max",
                 "save_top_k": 3,
                 "save_last": True,
-                "every_n_train_steps": run.checkpoint.interval_steps,
+                "every_n_train_steps": run.checkpoint_interval_steps,
                 "always_save_nemo": False,
                 "save_nemo_on_train_end": False,
                 "filename": "megatron_gpt--{step}-{consumed_samples}",
@@ -258,10 +260,11 @@ def nemo1_config(run: RunConfig, paths: RunPaths, gpus_per_node: int) -> dict[st
     return config
 
 
-def nemo2_settings(run: RunConfig, paths: RunPaths, gpus_per_node: int) -> dict[str, Any]:
+def nemo2_settings(run: RunSpec, paths: RunPaths, gpus_per_node: int) -> dict[str, Any]:
     """The settings `scripts/nemo2_pretrain.py` applies to the model's NeMo 2 recipe."""
     spec, s = run.spec, run.settings
-    assert spec.recipe.framework is Framework.NEMO2 and spec.recipe.factory is not None
+    if spec.recipe.framework is not Framework.NEMO2 or spec.recipe.factory is None:
+        raise ValueError(f"{spec.name} is not a NeMo 2 model with a recipe factory in the catalog")
     tokenizer = tokenizer_settings(run.tokenizer, paths.data_mount)
     return {
         "runName": run.name,
@@ -288,14 +291,14 @@ def nemo2_settings(run: RunConfig, paths: RunPaths, gpus_per_node: int) -> dict[
         "logDir": paths.experiment_dir,
         "dlloggerFile": paths.dllogger_file,
         "checkpointDir": paths.checkpoint_dir,
-        "checkpointInterval": run.checkpoint.interval_steps,
-        "resume": run.checkpoint.resume,
+        "checkpointInterval": run.checkpoint_interval_steps,
+        "resume": run.resume,
         "profile": {"startStep": run.profile.start_step, "endStep": run.profile.end_step} if run.profile else None,
         "overrides": dict(run.overrides),
     }
 
 
-def workload_files(run: RunConfig, paths: RunPaths, gpus_per_node: int) -> dict[str, str]:
+def workload_files(run: RunSpec, paths: RunPaths, gpus_per_node: int) -> dict[str, str]:
     """The run's ConfigMap: the launcher and the NeMo configuration of its framework."""
     files = {name: (SCRIPTS / name).read_text() for name in (LAUNCHER, FETCH_TOKENIZER)}
     if run.spec.recipe.framework is Framework.NEMO1:
@@ -314,7 +317,7 @@ def entrypoint(spec: ModelSpec) -> tuple[str, list[str]]:
     return f"{WORKLOAD_DIR}/{NEMO2_SCRIPT}", ["--yes"]
 
 
-def launcher_env(run: RunConfig, paths: RunPaths) -> dict[str, str]:
+def launcher_env(run: RunSpec, paths: RunPaths) -> dict[str, str]:
     """Environment the launcher reads (see scripts/launch.sh)."""
     env = {
         "RUN_NAME": run.name,
@@ -328,8 +331,7 @@ def launcher_env(run: RunConfig, paths: RunPaths) -> dict[str, str]:
     if run.spec.recipe.framework is Framework.NEMO2:
         env["NEMO_RUN_SETTINGS"] = f"{WORKLOAD_DIR}/{NEMO2_SETTINGS}"
     env.update(tokenizer_env(run.tokenizer))
-    if paths.dataset_source is not None:
-        assert paths.dataset_prefix is not None
+    if paths.dataset_source is not None and paths.dataset_prefix is not None:
         env.update(DATASET_SOURCE=paths.dataset_source, DATASET_TARGET=paths.dataset_prefix)
     if run.profile is not None:
         env["NSYS_START_STEP"] = str(run.profile.start_step)

@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
-from components import versions
-from components.versions import Image
+from facts import versions
+from facts.versions import Image
 
 
 class Framework(StrEnum):
@@ -59,6 +59,26 @@ class Architecture:
 
 
 @dataclass(frozen=True)
+class RunSettings:
+    """A run's effective training layout: its own values on top of its model's recipe."""
+
+    steps: int
+    global_batch_size: int
+    micro_batch_size: int
+    tensor_parallel: int
+    pipeline_parallel: int
+    virtual_pipeline: int | None
+    context_parallel: int
+    sequence_length: int
+    fp8: bool
+
+    @property
+    def model_parallel(self) -> int:
+        """GPUs one model replica spans: tensor × pipeline × context parallel."""
+        return self.tensor_parallel * self.pipeline_parallel * self.context_parallel
+
+
+@dataclass(frozen=True)
 class Recipe:
     """How a model runs by default; every field can be overridden per run."""
 
@@ -79,6 +99,35 @@ class Recipe:
     learning_rate: float | None = None
     init_std: float | None = None
 
+    def settings(
+        self,
+        *,
+        steps: int | None = None,
+        global_batch_size: int | None = None,
+        micro_batch_size: int | None = None,
+        tensor_parallel: int | None = None,
+        pipeline_parallel: int | None = None,
+        virtual_pipeline: int | None = None,
+        context_parallel: int | None = None,
+        sequence_length: int | None = None,
+        fp8: bool | None = None,
+    ) -> RunSettings:
+        """The recipe with a run's own values (None: keep the recipe's) on top. The recipe's
+        virtual pipeline stays only while the run keeps the recipe's pipeline layout."""
+        if virtual_pipeline is None and pipeline_parallel in (None, self.pipeline_parallel):
+            virtual_pipeline = self.virtual_pipeline
+        return RunSettings(
+            steps=steps or self.max_steps,
+            global_batch_size=global_batch_size or self.global_batch_size,
+            micro_batch_size=micro_batch_size or self.micro_batch_size,
+            tensor_parallel=tensor_parallel or self.tensor_parallel,
+            pipeline_parallel=pipeline_parallel or self.pipeline_parallel,
+            virtual_pipeline=virtual_pipeline,
+            context_parallel=context_parallel or self.context_parallel,
+            sequence_length=sequence_length or self.seq_length,
+            fp8=self.fp8 if fp8 is None else fp8,
+        )
+
 
 @dataclass(frozen=True)
 class ModelSpec:
@@ -86,11 +135,6 @@ class ModelSpec:
     architecture: Architecture
     recipe: Recipe
     sources: Mapping[str, str]
-
-    @property
-    def model_parallel(self) -> int:
-        r = self.recipe
-        return r.tensor_parallel * r.pipeline_parallel * r.context_parallel
 
 
 _GPT2_VOCAB = 50257

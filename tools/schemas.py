@@ -1,9 +1,10 @@
 """Validate what the program registers against real schemas.
 
-- Kubernetes built-in kinds: `kubernetes-validate` in strict mode, for the Kubernetes minor
-  the project targets.
-- Kueue, JobSet and networking.gke.io kinds: the CRDs in `../shared/crds`, made strict the
-  way the API server is with `fieldValidation=Strict` (unknown fields are errors).
+- Kubernetes built-in kinds: the strict schemas `kubernetes-validate` ships, for the Kubernetes
+  minor the project targets (facts.versions.KUBERNETES_MINOR), each loaded once.
+- Kueue, JobSet and networking.gke.io kinds: the CRDs of the pinned releases (tools/crds.py),
+  made strict the way the API server is with `fieldValidation=Strict` (unknown fields are
+  errors). CEL rules (`x-kubernetes-validations`) are not checked here.
 - Pulumi resource inputs (GCP, Helm releases, providers): the provider SDK's own generated
   `*Args` classes, recursively, so a misspelt field anywhere inside a dict argument fails.
 """
@@ -11,33 +12,26 @@
 from __future__ import annotations
 
 import contextlib
-import copy
 import functools
 import importlib
 import inspect
 import json
-import os
 import re
 import typing
 from collections.abc import Iterator, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import jsonschema
-import kubernetes_validate
 import pulumi._types as pulumi_types
-import yaml
+from kubernetes_validate import utils as kubernetes_schemas
+from packaging.version import Version
 from pulumi.output import Unknown
+from referencing import Registry, Resource
 
-from components.versions import KUBERNETES_MINOR
-from tests.harness.mocks import RecordedResource
-from tests.harness.program import UNKNOWN
-
-SHARED = Path(os.environ.get("NEMO_SHARED_DIR", Path(__file__).resolve().parents[3] / "shared"))
-CRD_DIR = SHARED / "crds"
-KUBERNETES_VERSION = f"{KUBERNETES_MINOR}.0"
-# API groups whose kinds must be validated against ../shared/crds.
-CRD_GROUPS = ("kueue.x-k8s.io", "jobset.x-k8s.io", "networking.gke.io")
+from facts.versions import KUBERNETES_MINOR
+from tools import crds
+from tools.mocks import RecordedResource
+from tools.runner import SECRET_SENTINEL, UNKNOWN
 
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _LABEL_NAME = re.compile(
@@ -71,19 +65,42 @@ def _strict(schema: Any) -> Any:
 
 
 @functools.cache
-def crd_schemas() -> dict[tuple[str, str], dict[str, Any]]:
-    """(apiVersion, kind) → strict schema, for every CRD under ../shared/crds."""
-    if not CRD_DIR.is_dir():
-        raise FileNotFoundError(f"CRD schemas not found at {CRD_DIR}; set NEMO_SHARED_DIR to the shared/ folder")
-    schemas: dict[tuple[str, str], dict[str, Any]] = {}
-    for path in sorted(CRD_DIR.rglob("*.yaml")):
-        crd = yaml.safe_load(path.read_text())
-        group, kind = crd["spec"]["group"], crd["spec"]["names"]["kind"]
-        for version in crd["spec"]["versions"]:
-            if version.get("served", True):
-                schema = _strict(copy.deepcopy(version["schema"]["openAPIV3Schema"]))
-                schemas[(f"{group}/{version['name']}", kind)] = schema
-    return schemas
+def _crd_validator(api_version: str, kind: str) -> jsonschema.Draft202012Validator | None:
+    """A validator for one custom kind; None when no pinned CRD defines it."""
+    schema = crds.schemas().get((api_version, kind))
+    if schema is None:
+        return None
+    strict = _strict(schema)
+    # The API server validates metadata itself (checked below); the CRD leaves it open.
+    strict["properties"] = {**strict.get("properties", {}), "metadata": {"type": "object"}}
+    return jsonschema.Draft202012Validator(strict)
+
+
+@functools.cache
+def _builtin_schema_dir() -> str:
+    """kubernetes-validate's strict schemas for the newest minor not after the targeted one."""
+    target = Version(KUBERNETES_MINOR)
+    version = [v for v in kubernetes_schemas.all_versions() if Version(v) <= target][-1]
+    return f"kubernetes-json-schema/v{version}-local-strict"
+
+
+@functools.cache
+def _builtin_validator(api_version: str, kind: str) -> jsonschema.Draft202012Validator | None:
+    """A validator for one built-in kind; None when Kubernetes has no such kind."""
+    folder = _builtin_schema_dir()
+    api = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)
+    try:
+        schema = kubernetes_schemas.schema_contents(f"{folder}/{kind.lower()}-{api}.json", KUBERNETES_MINOR)
+    except FileNotFoundError:
+        return None
+    registry: Registry[Any] = Resource.from_contents(schema) @ Registry()
+    registry = _definitions(folder) @ registry
+    return jsonschema.Draft202012Validator(schema, registry=registry)
+
+
+@functools.cache
+def _definitions(folder: str) -> Resource[Any]:
+    return Resource.from_contents(kubernetes_schemas.schema_contents(f"{folder}/_definitions.json", KUBERNETES_MINOR))
 
 
 def _check_metadata(manifest: Mapping[str, Any]) -> Iterator[str]:
@@ -107,29 +124,29 @@ def _check_metadata(manifest: Mapping[str, Any]) -> Iterator[str]:
             yield f"metadata.annotations.{key}: annotation keys must be qualified names and values strings"
 
 
-def kubernetes_errors(manifest: Mapping[str, Any]) -> list[str]:
-    """Everything wrong with one Kubernetes object; empty when it is valid."""
+def is_custom(manifest: Mapping[str, Any]) -> bool:
+    """Whether the object's API group is one the pinned CRDs define."""
+    api_version = str(manifest.get("apiVersion"))
+    return "/" in api_version and api_version.split("/", maxsplit=1)[0] in crds.groups()
+
+
+def kubernetes_errors(manifest: Mapping[str, Any], *, custom_resources: bool = True) -> list[str]:
+    """Everything wrong with one Kubernetes object; empty when it is valid. Without
+    `custom_resources`, objects of the CRDs' groups get only their metadata checked."""
     errors = list(_check_metadata(manifest))
-    api_version, kind = manifest.get("apiVersion"), manifest.get("kind")
-    schema = crd_schemas().get((str(api_version), str(kind)))
-    if schema is not None:
-        body = {k: v for k, v in manifest.items() if k != "metadata"}
-        validator = jsonschema.Draft202012Validator(
-            {**schema, "properties": {**schema.get("properties", {}), "metadata": {"type": "object"}}}
-        )
-        for error in validator.iter_errors({**body, "metadata": manifest.get("metadata", {})}):
-            errors.append(f"{'.'.join(map(str, error.absolute_path)) or '<root>'}: {error.message}")
-        return errors
-    group = str(api_version).split("/")[0] if "/" in str(api_version) else ""
-    if group in CRD_GROUPS:
-        return [*errors, f"{api_version} {kind}: no CRD schema for this kind under {CRD_DIR}"]
-    try:
-        kubernetes_validate.validate(dict(manifest), KUBERNETES_VERSION, strict=True)
-    except kubernetes_validate.utils.SchemaNotFoundError:
-        errors.append(f"{api_version} {kind}: unknown to Kubernetes {KUBERNETES_VERSION} and to the shared CRDs")
-    except kubernetes_validate.utils.ValidationError as error:
-        path = ".".join(str(p) for p in getattr(error, "path", []))
-        errors.append(f"{path or '<root>'}: {getattr(error, 'message', error)}")
+    api_version, kind = str(manifest.get("apiVersion")), str(manifest.get("kind"))
+    if is_custom(manifest):
+        if not custom_resources:
+            return errors
+        validator = _crd_validator(api_version, kind)
+        if validator is None:
+            return [*errors, f"{api_version} {kind}: no CRD schema for this kind in the pinned modules"]
+    else:
+        validator = _builtin_validator(api_version, kind)
+        if validator is None:
+            return [*errors, f"{api_version} {kind}: unknown to Kubernetes {KUBERNETES_MINOR} and to the pinned CRDs"]
+    for error in validator.iter_errors(dict(manifest)):
+        errors.append(f"{'.'.join(map(str, error.absolute_path)) or '<root>'}: {error.message}")
     return errors
 
 
@@ -153,7 +170,7 @@ def _args_class(token: str) -> type:
 def _required(cls: type) -> set[str]:
     """Wire names of the constructor arguments without defaults."""
     py_to_wire = pulumi_types.input_type_py_to_pulumi_names(cls)
-    params = inspect.signature(cls.__init__).parameters.values()
+    params = inspect.signature(cls).parameters.values()
     return {
         py_to_wire.get(p.name, p.name)
         for p in params
@@ -169,7 +186,7 @@ def _type_errors(value: Any, tp: Any, path: str, json_strings: bool) -> Iterator
     tp = _unwrap(tp)
     if value is None or tp is Any or isinstance(value, Unknown) or value == UNKNOWN:
         return
-    if isinstance(value, dict) and "4dabf18193072939515e22adb298388d" in value:  # secret sentinel
+    if isinstance(value, dict) and SECRET_SENTINEL in value:
         yield from _type_errors(value.get("value"), tp, path, json_strings)
         return
     if json_strings and isinstance(value, str) and tp is not str:
@@ -251,11 +268,13 @@ def validated_types(resource: RecordedResource) -> str | None:
     return None
 
 
-def resource_errors(resource: RecordedResource, manifest: Mapping[str, Any], *, preview: bool) -> list[str]:
+def resource_errors(
+    resource: RecordedResource, manifest: Mapping[str, Any], *, preview: bool, custom_resources: bool = True
+) -> list[str]:
     kind = validated_types(resource)
     if kind == "kubernetes":
         # Values only known after apply are fine wherever they sit.
-        return [e for e in kubernetes_errors(manifest) if UNKNOWN not in e]
+        return [e for e in kubernetes_errors(manifest, custom_resources=custom_resources) if UNKNOWN not in e]
     if kind == "pulumi":
         return pulumi_input_errors(resource, preview=preview)
     if resource.custom and not resource.read:

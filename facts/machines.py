@@ -3,7 +3,7 @@
 Every record names the public documents its facts came from (`sources`, keyed by field).
 Nothing outside this module restates a GPU count, a NIC count, an MTU or an image pair:
 stack files name a machine type and everything else is derived from here. Versions are
-pinned in `components.versions`; this module says which pins belong to which machine.
+pinned in `facts.versions`; this module says which pins belong to which machine.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from enum import StrEnum
 
-from components import versions
-from components.versions import Image
+from facts import versions
+from facts.versions import Image
 
 
 class GpuDirect(StrEnum):
@@ -136,6 +136,8 @@ class MachineType:
     min_gke_version: str
     # Whether GKE accepts compact placement together with flex-start on this machine.
     compact_with_flex_start: bool
+    # Zones where the machine type is offered, as far as the cited sources show.
+    zones: frozenset[str]
     sources: Mapping[str, str]
 
     @property
@@ -146,6 +148,11 @@ class MachineType:
     @property
     def is_multi_nic(self) -> bool:
         return self.additional_networks > 0
+
+    @property
+    def nic_layout(self) -> tuple[GpuDirect, int, int]:
+        """What the cluster's GPU networks must match: machines of one cluster share them."""
+        return (self.gpudirect, self.gpu_nics, self.extra_gvnics)
 
 
 _GCE_A3 = "https://cloud.google.com/compute/docs/accelerator-optimized-machines#a3-vms"
@@ -160,6 +167,44 @@ _CTK_RDMA_VPC = f"{_CTK}:modules/network/gpu-rdma-vpc/variables.tf@1047080 (mtu 
 _GKE_TCPX = "https://cloud.google.com/kubernetes-engine/docs/how-to/gpu-bandwidth-gpudirect-tcpx"
 _GKE_RDMA_ENUM = "https://cloud.google.com/kubernetes-engine/docs/reference/rest/v1beta1/NodeConfig#gpudirectstrategy"
 _SIDECARS = "https://kubernetes.io/docs/concepts/workloads/pods/sidecar-containers/"
+# Zones: Google's GPU locations page (https://cloud.google.com/compute/docs/gpus/gpu-regions-zones)
+# is the authority; these lists come from sources that record it, and a zone outside them is
+# only warned about (`gcloud compute machine-types list --filter=name=<type>` says for sure).
+_ZONES_SKYPILOT = "skypilot-org/skypilot-catalog:catalogs/v8/gcp/vms.csv@8427bbf (from the Compute API)"
+_ZONES_AI_ON_GKE = "GoogleCloudPlatform/ai-on-gke:metadata.display.yaml@c87ef2c (a3_mega_zone, a3_ultra_zone)"
+_ZONES_A4 = (
+    f"{_ZONES_SKYPILOT}; stewartpark/private-llm:cli/setup.go@2800676 (gpu-regions-zones, 2026-02-05); "
+    "https://cloud.google.com/batch/docs/locations (zones recommended for Dynamic Workload Scheduler)"
+)
+_A3_HIGH_ZONES = frozenset(
+    {
+        "asia-east1-c", "asia-northeast1-b", "asia-south1-c", "asia-south2-b", "asia-southeast1-b",
+        "asia-southeast1-c", "australia-southeast1-c", "europe-north1-c", "europe-west1-b", "europe-west1-c",
+        "europe-west3-c", "europe-west4-b", "europe-west4-c", "europe-west9-c", "us-central1-a", "us-central1-b",
+        "us-central1-c", "us-east4-a", "us-east4-b", "us-east4-c", "us-east5-a", "us-west1-a", "us-west1-b",
+        "us-west4-a",
+    }
+)  # fmt: skip
+_A3_MEGA_ZONES = frozenset(
+    {
+        "asia-east1-c", "asia-northeast1-b", "asia-southeast1-b", "asia-southeast1-c", "australia-southeast1-c",
+        "europe-north1-c", "europe-west1-b", "europe-west1-c", "europe-west3-c", "europe-west4-b", "europe-west4-c",
+        "us-central1-a", "us-central1-b", "us-central1-c", "us-east4-a", "us-east4-b", "us-east4-c", "us-east5-a",
+        "us-east7-b", "us-west1-a", "us-west1-b", "us-west4-a",
+    }
+)  # fmt: skip
+_A3_ULTRA_ZONES = frozenset(
+    {
+        "asia-south1-b", "asia-south2-c", "europe-west1-b", "europe-west4-a", "us-central1-b", "us-east4-b",
+        "us-east5-a", "us-east7-c", "us-south1-b", "us-west1-c",
+    }
+)  # fmt: skip
+_A4_ZONES = frozenset(
+    {
+        "asia-northeast1-b", "asia-southeast1-b", "europe-north1-b", "europe-west4-b", "us-central1-a",
+        "us-central1-b", "us-east1-b", "us-east4-b", "us-south1-b", "us-west2-c", "us-west3-b", "us-west3-c",
+    }
+)  # fmt: skip
 
 
 def _a3_high(gpus: int, vcpus: int, memory_gib: int, local_ssds: int) -> MachineType:
@@ -179,6 +224,8 @@ def _a3_high(gpus: int, vcpus: int, memory_gib: int, local_ssds: int) -> Machine
         boot_disk_types=("pd-ssd", "pd-balanced"),
         min_gke_version=versions.PLATFORM_MIN_GKE_VERSION,
         compact_with_flex_start=False,
+        # The smaller shapes are also offered in europe-west8-c.
+        zones=_A3_HIGH_ZONES | {"europe-west8-c"},
         sources={
             "gpus": _GCE_A3,
             "gke_accelerator": _CTK_LABELS,
@@ -191,6 +238,7 @@ def _a3_high(gpus: int, vcpus: int, memory_gib: int, local_ssds: int) -> Machine
             "boot_disk_types": _GCE_A3,
             "min_gke_version": _SIDECARS,
             "compact_with_flex_start": _CTK_FLEX_COMPACT,
+            "zones": _ZONES_SKYPILOT,
         },
     )
 
@@ -202,6 +250,7 @@ def _a3_8g(
     gpudirect: GpuDirect,
     gpu_nics: int,
     min_gke_version: str,
+    zones: frozenset[str],
     sources: Mapping[str, str],
 ) -> MachineType:
     """a3-highgpu-8g and a3-megagpu-8g: the same host, with 4 or 8 GPU gVNICs."""
@@ -220,6 +269,7 @@ def _a3_8g(
         boot_disk_types=("pd-ssd", "pd-balanced", "hyperdisk-balanced"),
         min_gke_version=min_gke_version,
         compact_with_flex_start=False,
+        zones=zones,
         sources={
             "gpus": _GCE_A3,
             "gke_accelerator": _CTK_LABELS,
@@ -243,6 +293,7 @@ def _rdma_8g(
     gke_accelerator: str,
     memory_gib: int,
     min_gke_version: str,
+    zones: frozenset[str],
     sources: Mapping[str, str],
 ) -> MachineType:
     """A3 Ultra and A4: two gVNICs plus eight ConnectX-7 RDMA NICs."""
@@ -262,6 +313,7 @@ def _rdma_8g(
         boot_disk_types=("hyperdisk-balanced",),
         min_gke_version=min_gke_version,
         compact_with_flex_start=True,
+        zones=zones,
         sources={
             "gpus": gce,
             "gke_accelerator": _CTK_LABELS,
@@ -291,7 +343,11 @@ MACHINE_TYPES: Mapping[str, MachineType] = {
             gpu_nics=4,
             # Highest per-minor floor of CTK's map; the map lists nothing newer.
             min_gke_version="1.29.15-gke.2467000",
-            sources={"mtu": f"{_CTK}:examples/gke-a3-highgpu/gke-a3-highgpu.yaml@1047080; {_GKE_TCPX}"},
+            zones=_A3_HIGH_ZONES,
+            sources={
+                "mtu": f"{_CTK}:examples/gke-a3-highgpu/gke-a3-highgpu.yaml@1047080; {_GKE_TCPX}",
+                "zones": _ZONES_SKYPILOT,
+            },
         ),
         _a3_8g(
             "a3-megagpu-8g",
@@ -299,7 +355,11 @@ MACHINE_TYPES: Mapping[str, MachineType] = {
             gpudirect=GpuDirect.TCPXO,
             gpu_nics=8,
             min_gke_version="1.32.11-gke.1174000",
-            sources={"mtu": f"{_CTK}:examples/gke-a3-megagpu/gke-a3-megagpu.yaml@1047080"},
+            zones=_A3_MEGA_ZONES,
+            sources={
+                "mtu": f"{_CTK}:examples/gke-a3-megagpu/gke-a3-megagpu.yaml@1047080",
+                "zones": f"{_ZONES_SKYPILOT}; {_ZONES_AI_ON_GKE}",
+            },
         ),
         _rdma_8g(
             "a3-ultragpu-8g",
@@ -307,8 +367,10 @@ MACHINE_TYPES: Mapping[str, MachineType] = {
             gke_accelerator="nvidia-h200-141gb",
             memory_gib=2952,
             min_gke_version="1.31.7-gke.1265000",
+            zones=_A3_ULTRA_ZONES,
             sources={
-                "min_gke_version": "AI-Hypercomputer/gpu-recipes:docs/configuring-environment-gke-a3-ultra.md@2e1fd5e"
+                "min_gke_version": "AI-Hypercomputer/gpu-recipes:docs/configuring-environment-gke-a3-ultra.md@2e1fd5e",
+                "zones": f"{_ZONES_SKYPILOT}; {_ZONES_AI_ON_GKE}",
             },
         ),
         _rdma_8g(
@@ -317,7 +379,11 @@ MACHINE_TYPES: Mapping[str, MachineType] = {
             gke_accelerator="nvidia-b200",
             memory_gib=3968,
             min_gke_version="1.32.4-gke.1236000",
-            sources={"min_gke_version": "AI-Hypercomputer/gpu-recipes:docs/configuring-environment-gke-a4.md@2e1fd5e"},
+            zones=_A4_ZONES,
+            sources={
+                "min_gke_version": "AI-Hypercomputer/gpu-recipes:docs/configuring-environment-gke-a4.md@2e1fd5e",
+                "zones": _ZONES_A4,
+            },
         ),
     )
 }

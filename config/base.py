@@ -1,0 +1,58 @@
+"""The base every config model shares, and the checks several models use."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import re
+from typing import Any, Self
+
+from pydantic import BaseModel, ConfigDict
+from pydantic.alias_generators import to_camel
+
+from facts.errors import RuleError
+from facts.gcp import resource_name_problem
+
+_RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$")
+
+
+class Model(BaseModel):
+    """Frozen, strict, camelCase keys, unknown keys rejected."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        strict=True,
+        alias_generator=to_camel,
+        populate_by_name=True,
+    )
+
+    @classmethod
+    def from_plain(cls, data: Any) -> Self:
+        """Validate JSON-shaped data (config or stack outputs): strict types, arrays for tuples."""
+        return cls.model_validate_json(json.dumps(data))
+
+    def to_plain(self) -> dict[str, Any]:
+        return self.model_dump(by_alias=True, mode="json")
+
+
+def to_snake(key: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", key).lower()
+
+
+def check_name(key: str, value: str, max_length: int) -> None:
+    problem = resource_name_problem(value, max_length)
+    if problem:
+        raise RuleError(key, value, problem)
+
+
+def parse_cidr(key: str, value: str) -> ipaddress.IPv4Network:
+    try:
+        return ipaddress.IPv4Network(value, strict=True)
+    except ValueError as exc:
+        raise RuleError(key, value, f"must be an IPv4 CIDR range such as 10.0.0.0/20 ({exc})") from None
+
+
+def check_timestamp(key: str, value: str, example: str) -> None:
+    if not _RFC3339.match(value):
+        raise RuleError(key, value, f"must be an RFC 3339 timestamp such as {example}")

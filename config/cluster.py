@@ -1,0 +1,273 @@
+"""The cluster layer's keys: `network`, `cluster`, `systemPool` and `gpuPools`."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from config.base import Model, check_name, check_timestamp, parse_cidr, to_snake
+from facts.errors import RuleError
+from facts.gke import DWS_CAPACITY, CapacityType, compact_placement_problem, default_compact
+from facts.machines import MACHINE_TYPES, MachineType, machine_type
+
+# GKE's predefined general-purpose families; the system pool runs controllers, not training.
+_GENERAL_MACHINE = re.compile(r"^(e2|n1|n2|n2d|n4|c2|c2d|c3|c3d|c4|t2d)-(standard|highmem|highcpu)-[0-9]+$")
+
+
+class NetworkConfig(Model):
+    """Address plan. Every range must be disjoint from every other one."""
+
+    node_cidr: str = Field("10.0.0.0/20", description="Primary subnet (node addresses).")
+    pod_cidr: str = Field("10.4.0.0/14", description="Secondary range for pods.")
+    service_cidr: str = Field("10.0.32.0/20", description="Secondary range for services.")
+    gpu_cidr: str = Field(
+        "192.168.0.0/16",
+        description="Range carved into 16 equal subnets, one per GPU network (a /16 gives /20 subnets).",
+    )
+    control_plane_cidr: str = Field("172.16.0.0/28", description="A /28 for the private control plane endpoint.")
+    iap_ssh: bool = Field(False, description="Allow SSH to nodes from Identity-Aware Proxy (35.235.240.0/20).")
+
+    @model_validator(mode="after")
+    def _check(self) -> NetworkConfig:
+        keys = ("nodeCidr", "podCidr", "serviceCidr", "gpuCidr", "controlPlaneCidr")
+        ranges = {key: parse_cidr(key, getattr(self, to_snake(key))) for key in keys}
+        if ranges["controlPlaneCidr"].prefixlen != 28:
+            raise RuleError("controlPlaneCidr", self.control_plane_cidr, "must be a /28")
+        if ranges["gpuCidr"].prefixlen > 25:
+            raise RuleError("gpuCidr", self.gpu_cidr, "must be /25 or larger so each of its 16 subnets holds nodes")
+        for i, a in enumerate(keys):
+            for b in keys[i + 1 :]:
+                if ranges[a].overlaps(ranges[b]):
+                    raise RuleError(
+                        b,
+                        str(ranges[b]),
+                        f"overlaps {a} ({ranges[a]}); "
+                        "node, pod, service, GPU and control-plane ranges must be disjoint",
+                    )
+        return self
+
+
+class AuthorizedNetwork(Model):
+    cidr: str = Field(description="CIDR allowed to reach the control plane, e.g. your office egress range.")
+    display_name: str = Field(description="Label shown in the console.")
+
+    @model_validator(mode="after")
+    def _check(self) -> AuthorizedNetwork:
+        parse_cidr("cidr", self.cidr)
+        return self
+
+
+class MaintenanceWindow(Model):
+    start_time: str = Field("2025-01-04T03:00:00Z", description="RFC 3339 start of the first window.")
+    end_time: str = Field("2025-01-04T11:00:00Z", description="RFC 3339 end of the first window.")
+    recurrence: str = Field("FREQ=WEEKLY;BYDAY=SA,SU", description="RFC 5545 RRULE repeating the window.")
+
+    @model_validator(mode="after")
+    def _check(self) -> MaintenanceWindow:
+        check_timestamp("startTime", self.start_time, "2025-01-04T03:00:00Z")
+        check_timestamp("endTime", self.end_time, "2025-01-04T03:00:00Z")
+        if not self.recurrence.startswith("FREQ="):
+            raise RuleError("recurrence", self.recurrence, "must be an RFC 5545 RRULE such as FREQ=WEEKLY;BYDAY=SA")
+        return self
+
+
+class MaintenanceExclusion(Model):
+    name: str = Field(description="Name of the exclusion.")
+    start_time: str = Field(description="RFC 3339 start.")
+    end_time: str = Field(description="RFC 3339 end.")
+    scope: Literal["NO_UPGRADES", "NO_MINOR_UPGRADES", "NO_MINOR_OR_NODE_UPGRADES"] = Field(
+        "NO_MINOR_OR_NODE_UPGRADES", description="What the exclusion blocks."
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> MaintenanceExclusion:
+        check_timestamp("startTime", self.start_time, "2026-12-20T00:00:00Z")
+        check_timestamp("endTime", self.end_time, "2026-12-20T00:00:00Z")
+        if self.end_time <= self.start_time:
+            raise RuleError("endTime", self.end_time, f"must be after startTime ({self.start_time})")
+        return self
+
+
+class ClusterConfig(Model):
+    """The GKE cluster."""
+
+    name: str | None = Field(
+        None, description="Cluster name and prefix of every network name. Default: `nemo-<stack>`."
+    )
+    regional: bool = Field(
+        False,
+        description="Regional control plane (three zones) instead of zonal. GPU pools stay in their zone either way.",
+    )
+    release_channel: Literal["RAPID", "REGULAR", "STABLE", "EXTENDED"] = Field(
+        "REGULAR", description="GKE release channel; its default version must meet every pool's minimum."
+    )
+    master_authorized_networks: tuple[AuthorizedNetwork, ...] = Field(
+        (),
+        description="Ranges allowed to reach the public control-plane endpoint. Empty: any address (with IAM). "
+        "Must include where `pulumi up` runs.",
+    )
+    maintenance_window: MaintenanceWindow = Field(
+        default_factory=MaintenanceWindow, description="When GKE may upgrade."
+    )
+    maintenance_exclusions: tuple[MaintenanceExclusion, ...] = Field(
+        (), description="Periods without upgrades, e.g. around a long training campaign."
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> ClusterConfig:
+        if self.name is not None:
+            # 24: the node service account `<cluster>-nodes` must fit IAM's 30 characters.
+            check_name("name", self.name, 24)
+        names = [e.name for e in self.maintenance_exclusions]
+        for i, name in enumerate(names):
+            if names.index(name) != i:
+                raise RuleError(f"maintenanceExclusions[{i}].name", name, "must be unique")
+        return self
+
+
+class SystemPoolConfig(Model):
+    """The CPU pool for controllers (Kueue, JobSet) and TensorBoard."""
+
+    machine_type: str = Field("e2-standard-4", description="General-purpose machine type.")
+    node_count: int = Field(1, ge=1, le=100, description="Nodes per zone of the cluster.")
+    disk_size_gb: int = Field(100, ge=50, le=2000, description="Boot disk size.")
+
+    @model_validator(mode="after")
+    def _check(self) -> SystemPoolConfig:
+        if not _GENERAL_MACHINE.match(self.machine_type):
+            raise RuleError(
+                "machineType",
+                self.machine_type,
+                "must be a general-purpose type <family>-<standard|highmem|highcpu>-<vCPUs>, "
+                "family one of e2, n1, n2, n2d, n4, c2, c2d, c3, c3d, c4, t2d (e.g. e2-standard-4)",
+            )
+        return self
+
+
+class Capacity(Model):
+    type: CapacityType = Field(CapacityType.ON_DEMAND, description="How the pool obtains its VMs.")
+    reservation: str | None = Field(None, description="Specific reservation to consume (type `reservation`).")
+    reservation_block: str | None = Field(None, description="Block of the reservation to pin the pool to.")
+    reservation_project: str | None = Field(
+        None, description="Project owning a shared reservation. Default: this project."
+    )
+    max_run_duration_seconds: int | None = Field(
+        None, ge=600, le=604800, description="Flex-start/queued: VMs are reclaimed after this long (max 7 days)."
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> Capacity:
+        if self.type is CapacityType.RESERVATION and self.reservation is None:
+            raise RuleError("reservation", None, "is required when capacity.type is 'reservation'")
+        if self.type is not CapacityType.RESERVATION:
+            for key in ("reservation", "reservationBlock", "reservationProject"):
+                value = getattr(self, to_snake(key))
+                if value is not None:
+                    why = {
+                        CapacityType.SPOT: "reservations exclude Spot",
+                        CapacityType.FLEX_START: "flex-start cannot consume a reservation",
+                        CapacityType.QUEUED_PROVISIONING: "queued provisioning cannot consume a reservation",
+                        CapacityType.ON_DEMAND: "set capacity.type to 'reservation' to consume one",
+                    }[self.type]
+                    raise RuleError(key, value, f"must be unset with capacity.type {self.type.value!r}: {why}")
+        if self.max_run_duration_seconds is not None and self.type not in DWS_CAPACITY:
+            raise RuleError(
+                "maxRunDurationSeconds",
+                self.max_run_duration_seconds,
+                "applies only to capacity.type 'flexStart' or 'queuedProvisioning'",
+            )
+        for key in ("reservation", "reservationBlock"):
+            value = getattr(self, to_snake(key))
+            if value is not None:
+                check_name(key, value, 63)
+        return self
+
+
+class Autoscaling(Model):
+    min_nodes: int = Field(0, ge=0, le=1000, description="Lower bound of the pool's size.")
+    max_nodes: int = Field(ge=1, le=1000, description="Upper bound of the pool's size.")
+
+    @model_validator(mode="after")
+    def _check(self) -> Autoscaling:
+        if self.max_nodes < self.min_nodes:
+            raise RuleError("maxNodes", self.max_nodes, f"must be at least minNodes ({self.min_nodes})")
+        return self
+
+
+class GpuPoolConfig(Model):
+    """One GPU node pool."""
+
+    name: str = Field(description="Node pool name (stable: renaming replaces the pool).")
+    machine_type: str = Field(description="A machine type of the catalog.")
+    node_count: int | None = Field(None, ge=0, le=1000, description="Static size. Exclusive with `autoscaling`.")
+    autoscaling: Autoscaling | None = Field(
+        None, description="Autoscaled size; flex-start and queued provisioning need minNodes 0."
+    )
+    zone: str | None = Field(None, description="Zone of the pool. Default: the stack's `zone`.")
+    capacity: Capacity = Field(default_factory=Capacity, description="Capacity mode.")
+    placement: Literal["compact", "none"] | None = Field(
+        None,
+        description="`compact` puts the nodes close together. Default: compact for multi-node 8-GPU pools "
+        "whose capacity mode allows it.",
+    )
+    placement_policy: str | None = Field(None, description="Existing resource policy to use for compact placement.")
+    auto_repair: bool | None = Field(
+        None, description="Node auto-repair. Default: on, off for flex-start and queued provisioning."
+    )
+    gpu_driver_version: Literal["LATEST", "DEFAULT"] = Field("LATEST", description="GKE-managed NVIDIA driver.")
+    disk_type: str | None = Field(None, description="Boot disk type. Default: the machine's first supported type.")
+    disk_size_gb: int = Field(200, ge=100, le=4000, description="Boot disk size.")
+    max_pods_per_node: int = Field(32, ge=8, le=256, description="Pods per node; sizes each node's pod range.")
+
+    @property
+    def machine(self) -> MachineType:
+        return machine_type(self.machine_type)
+
+    @property
+    def max_nodes(self) -> int:
+        """Nodes the pool can hold at most: what queues and quotas are sized for."""
+        return self.autoscaling.max_nodes if self.autoscaling else (self.node_count or 0)
+
+    @property
+    def compact(self) -> bool:
+        if self.placement is not None:
+            return self.placement == "compact"
+        return default_compact(self.capacity.type, self.machine, self.max_nodes)
+
+    @model_validator(mode="after")
+    def _check(self) -> GpuPoolConfig:
+        check_name("name", self.name, 40)
+        if self.machine_type not in MACHINE_TYPES:
+            raise RuleError(
+                "machineType", self.machine_type, f"is not in the catalog; known: {', '.join(MACHINE_TYPES)}"
+            )
+        machine = self.machine
+        if self.node_count is not None and self.autoscaling is not None:
+            raise RuleError("nodeCount", self.node_count, "must be unset when autoscaling is set")
+        if self.node_count is None and self.autoscaling is None:
+            raise RuleError("nodeCount", None, "is required unless autoscaling is set")
+        if self.disk_type is not None and self.disk_type not in machine.boot_disk_types:
+            raise RuleError(
+                "diskType", self.disk_type, f"{machine.name} boots from: {', '.join(machine.boot_disk_types)}"
+            )
+        mode = self.capacity.type
+        if mode in DWS_CAPACITY:
+            if self.autoscaling is None or self.autoscaling.min_nodes != 0:
+                raise RuleError(
+                    "autoscaling",
+                    self.autoscaling.model_dump(by_alias=True) if self.autoscaling else None,
+                    f"capacity.type {mode.value!r} needs autoscaling from zero (autoscaling.minNodes: 0, maxNodes: N)",
+                )
+            if self.auto_repair:
+                raise RuleError("autoRepair", True, f"must be false with capacity.type {mode.value!r}")
+        if self.placement == "compact":
+            problem = compact_placement_problem(mode, machine)
+            if problem:
+                raise RuleError("placement", "compact", problem)
+        if self.placement_policy is not None:
+            if not self.compact:
+                raise RuleError("placementPolicy", self.placement_policy, "needs compact placement")
+            check_name("placementPolicy", self.placement_policy, 63)
+        return self

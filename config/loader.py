@@ -1,0 +1,123 @@
+"""Turn a stack's raw `nemo-gke:*` values into a `StackConfig`, or into one line per bad key.
+
+The values arrive as Pulumi hands them to a program: scalars as strings, objects and lists as
+JSON. Every problem is reported at once, each naming the full key the user wrote.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Annotated, Any, Union, get_args, get_origin
+
+from pydantic import BaseModel, ValidationError
+
+from config.stack import StackConfig
+from facts.errors import RuleError
+from facts.project import PROJECT
+
+
+@dataclass(frozen=True)
+class ConfigIssue:
+    key: str
+    value: Any
+    message: str
+
+    def __str__(self) -> str:
+        shown = "" if self.value is None else f" = {json.dumps(self.value, default=str)}"
+        return f"{PROJECT}:{self.key}{shown}: {self.message}"
+
+
+class ConfigError(ValueError):
+    """Invalid stack configuration: `issues` holds one entry per bad key."""
+
+    def __init__(self, issues: list[ConfigIssue]) -> None:
+        self.issues = issues
+        lines = "\n".join(f"  {issue}" for issue in issues)
+        super().__init__(f"invalid stack configuration:\n{lines}")
+
+    @classmethod
+    def of(cls, errors: Iterable[RuleError]) -> ConfigError:
+        return cls([ConfigIssue(key=e.key, value=e.value, message=str(e)) for e in errors])
+
+
+def _join(loc: Iterable[str | int]) -> str:
+    key = ""
+    for part in loc:
+        key += f"[{part}]" if isinstance(part, int) else (f".{part}" if key else part)
+    return key
+
+
+def unwrap_annotation(annotation: Any) -> Any:
+    """The model class behind Optional/tuple/list/dict annotations, if any."""
+    while True:
+        origin = get_origin(annotation)
+        if origin is Annotated:
+            annotation = get_args(annotation)[0]
+        elif origin in (Union, tuple, list, dict) or str(origin) == "types.UnionType":
+            args = [a for a in get_args(annotation) if a is not type(None) and a is not Ellipsis]
+            annotation = args[-1] if args else None
+        else:
+            return annotation
+
+
+def _model_at(loc: tuple[str | int, ...]) -> type[BaseModel] | None:
+    model: type[BaseModel] | None = StackConfig
+    for part in loc:
+        if model is None:
+            return None
+        if isinstance(part, int):
+            continue
+        fields_by_alias = {f.alias or name: f for name, f in model.model_fields.items()}
+        field = fields_by_alias.get(part)
+        if field is None:
+            return None
+        candidate = unwrap_annotation(field.annotation)
+        model = candidate if isinstance(candidate, type) and issubclass(candidate, BaseModel) else None
+    return model
+
+
+def _known_keys(model: type[BaseModel]) -> str:
+    return ", ".join(f.alias or name for name, f in model.model_fields.items())
+
+
+def _issue(error: Mapping[str, Any]) -> ConfigIssue:
+    loc = tuple(error["loc"])
+    cause = error.get("ctx", {}).get("error")
+    if isinstance(cause, RuleError):
+        return ConfigIssue(
+            key=_join((*loc, *cause.key.split("."))) if cause.key else _join(loc), value=cause.value, message=str(cause)
+        )
+    if error["type"] == "extra_forbidden":
+        parent = _model_at(loc[:-1])
+        known = f"; known keys here: {_known_keys(parent)}" if parent else ""
+        return ConfigIssue(key=_join(loc), value=None, message=f"unknown key{known}")
+    if error["type"] == "missing":
+        return ConfigIssue(key=_join(loc), value=None, message="is required")
+    message = error["msg"].removeprefix("Value error, ")
+    return ConfigIssue(key=_join(loc), value=error.get("input"), message=message)
+
+
+def _decode(value: str) -> Any:
+    """Pulumi hands structured values to programs as JSON strings, scalars as plain strings."""
+    try:
+        return json.loads(value)
+    except ValueError:
+        return value
+
+
+def parse_stack_config(raw: Mapping[str, str], stack: str) -> StackConfig:
+    """Validate the `nemo-gke:*` values of a stack. Raises ConfigError naming every bad key."""
+    prefix = f"{PROJECT}:"
+    data: dict[str, Any] = {key[len(prefix) :]: _decode(value) for key, value in raw.items() if key.startswith(prefix)}
+    cluster = data.get("cluster")
+    if isinstance(cluster, dict) and "name" not in cluster:
+        data["cluster"] = {**cluster, "name": f"nemo-{stack}"}
+    elif cluster is None:
+        data["cluster"] = {"name": f"nemo-{stack}"}
+    try:
+        # JSON mode: strict types, with JSON arrays accepted for tuples and strings for enums.
+        return StackConfig.from_plain(data)
+    except ValidationError as exc:
+        raise ConfigError([_issue(e) for e in exc.errors()]) from None

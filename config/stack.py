@@ -1,0 +1,191 @@
+"""`StackConfig`: everything a stack file may set under `nemo-gke:`, and the rules between layers."""
+
+from __future__ import annotations
+
+import ipaddress
+from enum import StrEnum
+
+from pydantic import Field, model_validator
+
+from config.base import Model, check_name
+from config.bootstrap import BootstrapConfig
+from config.cluster import ClusterConfig, GpuPoolConfig, NetworkConfig, SystemPoolConfig
+from config.platform import GpuDirectConfig, KueueConfig, StorageConfig, TensorBoardConfig
+from config.training import TrainingConfig
+from facts.errors import RuleError
+from facts.gcp import is_region, label_key_problem, label_value_problem, project_id_problem, region_of_zone
+from facts.kubernetes import RESERVED_NAMESPACES
+from facts.machines import GpuDirect, MachineType
+from facts.project import PROJECT, qualified_stack_name, stack_reference_problem
+
+
+class Layer(StrEnum):
+    BOOTSTRAP = "bootstrap"
+    CLUSTER = "cluster"
+    PLATFORM = "platform"
+    TRAINING = "training"
+
+
+# The environment layers in the order they build on each other.
+ENVIRONMENT_LAYERS = (Layer.CLUSTER, Layer.PLATFORM, Layer.TRAINING)
+
+
+class StackConfig(Model):
+    """Everything a stack file may set under `nemo-gke:`."""
+
+    project: str = Field(description="GCP project ID. The one value every stack must set.")
+    region: str = Field("us-central1", description="Region of the network, the cluster and regional resources.")
+    zone: str = Field("us-central1-c", description="Zone of the GPU pools (and of a zonal cluster).")
+    production: bool = Field(
+        False, description="Production stack: deletion protection on the cluster, Filestore and buckets."
+    )
+    layers: tuple[Layer, ...] = Field(
+        ENVIRONMENT_LAYERS,
+        description="Layers this stack deploys: `[bootstrap]`, or a run of cluster, platform, training in order.",
+    )
+    upstream_stack: str | None = Field(
+        None,
+        description="Stack holding the layers before this stack's first one, as `<org>/<project>/<stack>` "
+        "(`organization/nemo-gke/<stack>` on a self-managed backend) or a bare stack name.",
+    )
+    labels: dict[str, str] = Field({}, description="Labels added to every GCP resource.")
+    bootstrap: BootstrapConfig = Field(default_factory=BootstrapConfig, description="Bootstrap layer settings.")
+    network: NetworkConfig = Field(default_factory=NetworkConfig, description="Address plan.")
+    cluster: ClusterConfig = Field(default_factory=ClusterConfig, description="GKE cluster settings.")
+    system_pool: SystemPoolConfig = Field(default_factory=SystemPoolConfig, description="CPU pool for controllers.")
+    gpu_pools: tuple[GpuPoolConfig, ...] = Field(
+        (GpuPoolConfig(name="a3-highgpu", machine_type="a3-highgpu-8g", node_count=2),),
+        description="GPU node pools (default: the walkthrough's 2 × a3-highgpu-8g).",
+    )
+    namespace: str = Field("nemo", description="Namespace of the training runs, their volumes and their LocalQueue.")
+    storage: StorageConfig = Field(default_factory=StorageConfig, description="Shared file system and buckets.")
+    kueue: KueueConfig = Field(default_factory=KueueConfig, description="Kueue queues and admission.")
+    tensorboard: TensorBoardConfig = Field(default_factory=TensorBoardConfig, description="TensorBoard.")
+    gpudirect: GpuDirectConfig = Field(default_factory=GpuDirectConfig, description="GPUDirect add-ons.")
+    training: TrainingConfig = Field(default_factory=TrainingConfig, description="Runs and data preparation.")
+
+    @property
+    def cluster_name(self) -> str:
+        if self.cluster.name is None:
+            raise ValueError("cluster.name is unset: read the config with config.loader.parse_stack_config")
+        return self.cluster.name
+
+    @property
+    def upstream_stack_name(self) -> str | None:
+        return None if self.upstream_stack is None else qualified_stack_name(self.upstream_stack)
+
+    def deploys(self, layer: Layer) -> bool:
+        return layer in self.layers
+
+    def pool_zone(self, pool: GpuPoolConfig) -> str:
+        return pool.zone or self.zone
+
+    @property
+    def gpu_machines(self) -> tuple[MachineType, ...]:
+        """Distinct machine types of the GPU pools, in pool order."""
+        seen: dict[str, MachineType] = {}
+        for pool in self.gpu_pools:
+            seen.setdefault(pool.machine_type, pool.machine)
+        return tuple(seen.values())
+
+    @model_validator(mode="after")
+    def _check(self) -> StackConfig:
+        self._check_location()
+        self._check_layers()
+        for key, value in self.labels.items():
+            for checked, problem in ((key, label_key_problem(key)), (value, label_value_problem(value))):
+                if problem:
+                    raise RuleError(f"labels.{key}", checked, problem)
+        self._check_pools()
+        check_name("namespace", self.namespace, 63)
+        if self.namespace in RESERVED_NAMESPACES:
+            raise RuleError(
+                "namespace", self.namespace, "is not a namespace this stack can own; use your own, e.g. nemo"
+            )
+        return self
+
+    def _check_location(self) -> None:
+        problem = project_id_problem(self.project)
+        if problem:
+            raise RuleError(
+                "project", self.project, f"{problem}; set it with `pulumi config set {PROJECT}:project <id>`"
+            )
+        region_of_region = region_of_zone(self.region)
+        if region_of_region:
+            raise RuleError("region", self.region, f"is a zone; its region is {region_of_region}")
+        if not is_region(self.region):
+            raise RuleError("region", self.region, "must be a GCP region such as us-central1")
+        if is_region(self.zone):
+            raise RuleError("zone", self.zone, f"is a region, not a zone; use a zone of it such as {self.zone}-a")
+        if region_of_zone(self.zone) != self.region:
+            raise RuleError("zone", self.zone, f"must be a zone of region {self.region}, such as {self.region}-a")
+
+    def _check_layers(self) -> None:
+        layers = list(self.layers)
+        if not layers:
+            raise RuleError("layers", [], "must name at least one layer")
+        if Layer.BOOTSTRAP in layers:
+            if layers != [Layer.BOOTSTRAP]:
+                raise RuleError(
+                    "layers", [x.value for x in layers], "bootstrap runs alone in its own stack: [bootstrap]"
+                )
+            return
+        start = ENVIRONMENT_LAYERS.index(layers[0])
+        if layers != list(ENVIRONMENT_LAYERS[start : start + len(layers)]):
+            raise RuleError(
+                "layers",
+                [x.value for x in layers],
+                "must be consecutive layers in the order cluster, platform, training",
+            )
+        if layers[0] is Layer.CLUSTER and self.upstream_stack is not None:
+            raise RuleError(
+                "upstreamStack", self.upstream_stack, "must be unset when this stack deploys the cluster layer"
+            )
+        if layers[0] is not Layer.CLUSTER and self.upstream_stack is None:
+            raise RuleError(
+                "upstreamStack",
+                None,
+                f"is required: this stack starts at the {layers[0].value} layer and reads the earlier ones from it",
+            )
+        if self.upstream_stack is not None:
+            problem = stack_reference_problem(self.upstream_stack)
+            if problem:
+                raise RuleError("upstreamStack", self.upstream_stack, problem)
+
+    def _check_pools(self) -> None:
+        if not self.deploys(Layer.CLUSTER):
+            return
+        if not self.gpu_pools:
+            raise RuleError("gpuPools", [], "must define at least one GPU pool")
+        names = [p.name for p in self.gpu_pools]
+        pod_addresses = 0
+        for i, pool in enumerate(self.gpu_pools):
+            if names.index(pool.name) != i:
+                raise RuleError(f"gpuPools[{i}].name", pool.name, "must be unique")
+            zone = self.pool_zone(pool)
+            if region_of_zone(zone) != self.region:
+                raise RuleError(f"gpuPools[{i}].zone", zone, f"must be a zone of region {self.region}")
+            if pool.machine.gpudirect is GpuDirect.RDMA and zone != self.zone:
+                raise RuleError(
+                    f"gpuPools[{i}].zone",
+                    zone,
+                    f"RDMA networks are zonal: {pool.machine_type} pools must be in the stack zone {self.zone}",
+                )
+            pod_addresses += pool.max_nodes * 2 * pool.max_pods_per_node
+        # All GPU machines of one stack share the GPU networks, so their NIC layouts must agree.
+        layouts = {m.nic_layout for m in self.gpu_machines if m.is_multi_nic}
+        if len(layouts) > 1:
+            raise RuleError(
+                "gpuPools",
+                [p.machine_type for p in self.gpu_pools],
+                "multi-NIC machine types with different GPU network layouts cannot share a cluster; "
+                "use one of tcpx (a3-highgpu-8g), tcpxo (a3-megagpu-8g) or rdma (a3-ultragpu-8g, a4-highgpu-8g)",
+            )
+        pod_range = ipaddress.IPv4Network(self.network.pod_cidr).num_addresses
+        if pod_addresses > pod_range:
+            raise RuleError(
+                "network.podCidr",
+                self.network.pod_cidr,
+                f"holds {pod_range} addresses but the GPU pools need {pod_addresses} "
+                "(nodes × 2 × maxPodsPerNode); use a larger range or fewer pods per node",
+            )

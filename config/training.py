@@ -1,0 +1,188 @@
+"""The training layer's keys: `training.runs` and `training.dataPrep`."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from config.base import Model, check_name, to_snake
+from facts.errors import RuleError
+from facts.kubernetes import Priority, TopologyLevel
+from facts.models import MODELS, ModelSpec, RunSettings, model_spec
+
+_OVERRIDE_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_IMAGE = re.compile(r"^[a-z0-9.-]+(:[0-9]+)?/[a-z0-9._/-]+(:[A-Za-z0-9._-]+|@sha256:[0-9a-f]{64})$")
+
+
+def _check_relative(key: str, value: str) -> None:
+    if value.startswith("/") or ".." in value.split("/"):
+        raise RuleError(key, value, "must be a relative path inside the data bucket")
+
+
+class ProfileWindow(Model):
+    """Nsight Systems capture between two steps (rank 0 of each node)."""
+
+    start_step: int = Field(ge=0, description="First profiled step.")
+    end_step: int = Field(ge=1, description="Last profiled step.")
+
+    @model_validator(mode="after")
+    def _check(self) -> ProfileWindow:
+        if self.end_step <= self.start_step:
+            raise RuleError("endStep", self.end_step, f"must be after startStep ({self.start_step})")
+        return self
+
+
+class DatasetConfig(Model):
+    source: Literal["mock", "gcs"] = Field("mock", description="NeMo's mock data, or Megatron .bin/.idx files.")
+    prefix: str | None = Field(
+        None,
+        description="`gcs`: path inside the data bucket of the files, without .bin/.idx "
+        "(e.g. datasets/wiki/wiki_text_document).",
+    )
+    copy_to_local_ssd: bool = Field(
+        True, description="`gcs`: copy the files to local SSD before training instead of reading through FUSE."
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> DatasetConfig:
+        if self.source == "gcs" and not self.prefix:
+            raise RuleError("prefix", None, "is required when source is 'gcs'")
+        if self.source == "mock" and self.prefix is not None:
+            raise RuleError("prefix", self.prefix, "applies only to source 'gcs'")
+        if self.prefix is not None:
+            _check_relative("prefix", self.prefix)
+        return self
+
+
+class CheckpointConfig(Model):
+    enabled: bool = Field(True, description="Save checkpoints to the checkpoint bucket under the run's name.")
+    interval_steps: int = Field(100, ge=1, le=1_000_000, description="Steps between checkpoints.")
+    resume: bool = Field(True, description="Resume from the newest checkpoint of the run, if any.")
+
+
+class TopologyConfig(Model):
+    mode: Literal["preferred", "required", "none"] | None = Field(
+        None, description="Kueue topology-aware placement. Default: preferred where the pool has topology labels."
+    )
+    level: TopologyLevel = Field(TopologyLevel.BLOCK, description="Topology level to keep the run's nodes within.")
+
+
+class TokenizerConfig(Model):
+    library: Literal["megatron", "huggingface", "sentencepiece"] = Field("megatron", description="Tokenizer library.")
+    type: str = Field(
+        "GPT2BPETokenizer", description="Megatron tokenizer type, or a Hugging Face model ID / path for huggingface."
+    )
+    model: str | None = Field(None, description="sentencepiece: path of the model file inside the data bucket.")
+
+    @model_validator(mode="after")
+    def _check(self) -> TokenizerConfig:
+        if self.library == "sentencepiece" and not self.model:
+            raise RuleError("model", None, "is required for library 'sentencepiece'")
+        return self
+
+
+class RunConfig(Model):
+    """One pretraining run: a suspended JobSet that Kueue admits when the whole run fits."""
+
+    name: str = Field(description="Run name: names the JobSet, its logs and checkpoints. Changing it starts a new run.")
+    model: str = Field(description="A model of the catalog.")
+    pool: str | None = Field(None, description="GPU pool to run on. Default: the first GPU pool.")
+    nodes: int = Field(ge=1, le=1000, description="Nodes (one pod each, all GPUs of the node).")
+    steps: int | None = Field(None, ge=1, le=10_000_000, description="Training steps. Default: the model's.")
+    global_batch_size: int | None = Field(None, ge=1, description="Sequences per step. Default: the model's.")
+    micro_batch_size: int | None = Field(None, ge=1, description="Sequences per GPU per micro-step.")
+    tensor_parallel: int | None = Field(None, ge=1, le=64, description="Tensor-parallel size.")
+    pipeline_parallel: int | None = Field(None, ge=1, le=256, description="Pipeline-parallel size.")
+    virtual_pipeline: int | None = Field(None, ge=1, le=256, description="Virtual pipeline stages per rank.")
+    context_parallel: int | None = Field(None, ge=1, le=64, description="Context-parallel size.")
+    sequence_length: int | None = Field(None, ge=128, le=1_048_576, description="Tokens per sequence.")
+    fp8: bool | None = Field(None, description="FP8 (hybrid) training. Default: the model's.")
+    profile: ProfileWindow | None = Field(None, description="Nsight Systems window; off when unset.")
+    dataset: DatasetConfig = Field(default_factory=DatasetConfig, description="Training data.")
+    tokenizer: TokenizerConfig = Field(default_factory=TokenizerConfig, description="Tokenizer of the data.")
+    checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig, description="Checkpointing and resume.")
+    max_restarts: int = Field(0, ge=0, le=100, description="JobSet restarts of the whole run after a failure.")
+    ttl_seconds_after_finished: int = Field(
+        43200, ge=0, le=2_592_000, description="Keep the finished JobSet this long."
+    )
+    topology: TopologyConfig = Field(default_factory=TopologyConfig, description="Topology-aware placement.")
+    priority: Priority | None = Field(
+        None, description="Kueue priority. Default: the platform's default priority class."
+    )
+    image: str | None = Field(None, description="Training image. Default: the model's pinned NeMo image.")
+    overrides: dict[str, str | int | float | bool] = Field(
+        {}, description="Extra settings by dotted key, applied to the NeMo config (NeMo 1) or recipe (NeMo 2)."
+    )
+    env: dict[str, str] = Field({}, description="Extra environment variables of the training container.")
+
+    @property
+    def spec(self) -> ModelSpec:
+        return model_spec(self.model)
+
+    @property
+    def settings(self) -> RunSettings:
+        """The run's effective settings: its own values on top of the model's recipe."""
+        return self.spec.recipe.settings(
+            steps=self.steps,
+            global_batch_size=self.global_batch_size,
+            micro_batch_size=self.micro_batch_size,
+            tensor_parallel=self.tensor_parallel,
+            pipeline_parallel=self.pipeline_parallel,
+            virtual_pipeline=self.virtual_pipeline,
+            context_parallel=self.context_parallel,
+            sequence_length=self.sequence_length,
+            fp8=self.fp8,
+        )
+
+    @model_validator(mode="after")
+    def _check(self) -> RunConfig:
+        check_name("name", self.name, 40)
+        if self.model not in MODELS:
+            raise RuleError("model", self.model, f"is not in the model catalog; known: {', '.join(MODELS)}")
+        if self.image is not None and not _IMAGE.match(self.image):
+            raise RuleError("image", self.image, "must be a registry/repository:tag or @sha256 reference")
+        if self.virtual_pipeline is not None and self.settings.pipeline_parallel == 1:
+            raise RuleError("virtualPipeline", self.virtual_pipeline, "needs pipelineParallel above 1")
+        for key in self.overrides:
+            if not _OVERRIDE_KEY.match(key):
+                raise RuleError(f"overrides.{key}", key, "must be a dotted key such as model.optim.lr")
+        for key in self.env:
+            if not _ENV_NAME.match(key):
+                raise RuleError(f"env.{key}", key, "must be an environment variable name")
+        return self
+
+
+class DataPrepConfig(Model):
+    """A Job that tokenizes JSONL from the data bucket into Megatron .bin/.idx files there."""
+
+    name: str = Field(description="Job name.")
+    input: str = Field(description="JSONL file or glob inside the data bucket, e.g. raw/wiki/*.jsonl.")
+    output_prefix: str = Field(description="Output path prefix inside the data bucket, e.g. datasets/wiki/wiki.")
+    json_key: str = Field("text", description="Field of each JSON line holding the text.")
+    tokenizer: TokenizerConfig = Field(default_factory=TokenizerConfig, description="Tokenizer.")
+    workers: int = Field(32, ge=1, le=256, description="Tokenizer processes (one CPU each).")
+    pool: str | None = Field(None, description="GPU pool whose CPUs run the job. Default: the first GPU pool.")
+
+    @model_validator(mode="after")
+    def _check(self) -> DataPrepConfig:
+        check_name("name", self.name, 50)
+        for key in ("input", "outputPrefix"):
+            _check_relative(key, getattr(self, to_snake(key)))
+        return self
+
+
+class TrainingConfig(Model):
+    runs: tuple[RunConfig, ...] = Field((), description="Pretraining runs of this stack.")
+    data_prep: tuple[DataPrepConfig, ...] = Field((), description="Tokenization jobs of this stack.")
+
+    @model_validator(mode="after")
+    def _check(self) -> TrainingConfig:
+        for label, items in (("runs", self.runs), ("dataPrep", self.data_prep)):
+            names = [i.name for i in items]
+            for i, name in enumerate(names):
+                if names.index(name) != i:
+                    raise RuleError(f"{label}[{i}].name", name, "must be unique")
+        return self

@@ -1,0 +1,124 @@
+"""Kubernetes names that GKE, Kueue, JobSet and this program's objects share.
+
+A taint is written once and its toleration derived from it; a label key, an API version or a
+namespace is written once and imported wherever an object names it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from types import MappingProxyType
+
+# --------------------------------------------------------------------------- taints
+
+_GKE_EFFECTS = {"NoSchedule": "NO_SCHEDULE", "PreferNoSchedule": "PREFER_NO_SCHEDULE", "NoExecute": "NO_EXECUTE"}
+
+
+@dataclass(frozen=True)
+class Taint:
+    """A node taint, in Kubernetes spelling."""
+
+    key: str
+    value: str
+    effect: str = "NoSchedule"
+
+    def for_node_pool(self) -> dict[str, str]:
+        """The taint as GKE's node pool API spells it (`node_config.taints`)."""
+        return {"key": self.key, "value": self.value, "effect": _GKE_EFFECTS[self.effect]}
+
+    def toleration(self) -> dict[str, str]:
+        """A pod toleration of this taint, whatever its value."""
+        return {"key": self.key, "operator": "Exists", "effect": self.effect}
+
+
+# GKE taints GPU nodes with this itself when the cluster also has CPU nodes; pools declare it
+# too so that the plan stays clean.
+# https://cloud.google.com/kubernetes-engine/docs/how-to/gpus#create
+GPU_TAINT = Taint("nvidia.com/gpu", "present")
+# Nodes of a queued-provisioning pool carry this taint and a label of the same key.
+# https://cloud.google.com/kubernetes-engine/docs/how-to/provisioningrequest
+QUEUED_TAINT = Taint("cloud.google.com/gke-queued", "true")
+# GKE's notice on a node about to be reclaimed; the public A3 recipes' training pods tolerate it.
+# AI-Hypercomputer/gpu-recipes:src/helm-charts/a3mega/jobset/templates/workload-jobset.yaml@2e1fd5e
+IMPENDING_TERMINATION_TOLERATION = {"key": "cloud.google.com/impending-node-termination", "operator": "Exists"}
+
+# --------------------------------------------------------------------------- node labels
+
+GPU_RESOURCE = "nvidia.com/gpu"
+# https://cloud.google.com/kubernetes-engine/docs/how-to/gpus
+ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
+# https://cloud.google.com/kubernetes-engine/docs/concepts/node-pools
+NODE_POOL_LABEL = "cloud.google.com/gke-nodepool"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+
+
+class TopologyLevel(StrEnum):
+    BLOCK = "block"
+    SUBBLOCK = "subblock"
+    HOST = "host"
+    HOSTNAME = "hostname"
+
+
+# GKE's topology labels on A3/A4 nodes from compact placement or a dense reservation, coarse to
+# fine, then the node itself: the levels of the Kueue Topology runs are placed within.
+# kubernetes-sigs/kueue:site/content/en/docs/concepts/topology_aware_scheduling.md (its GKE example)
+TOPOLOGY_LABELS = MappingProxyType(
+    {
+        TopologyLevel.BLOCK: "cloud.google.com/gce-topology-block",
+        TopologyLevel.SUBBLOCK: "cloud.google.com/gce-topology-subblock",
+        TopologyLevel.HOST: "cloud.google.com/gce-topology-host",
+        TopologyLevel.HOSTNAME: HOSTNAME_LABEL,
+    }
+)
+# The Kueue Topology object built from those levels.
+TOPOLOGY_NAME = "gke-default"
+
+# The CPU pool every controller and TensorBoard runs on.
+SYSTEM_POOL = "system"
+
+
+def node_pool_selector(pool: str) -> dict[str, str]:
+    """A node selector that pins pods to one GKE node pool."""
+    return {NODE_POOL_LABEL: pool}
+
+
+# --------------------------------------------------------------------------- namespaces and APIs
+
+SYSTEM_NAMESPACE = "kube-system"
+KUEUE_NAMESPACE = "kueue-system"
+JOBSET_NAMESPACE = "jobset-system"
+# Namespaces a stack may not take for its training runs.
+RESERVED_NAMESPACES = frozenset({"default", "kube-public", SYSTEM_NAMESPACE, KUEUE_NAMESPACE, JOBSET_NAMESPACE})
+
+# API versions this program writes; the pinned releases (facts.versions) serve them.
+KUEUE_API = "kueue.x-k8s.io/v1beta2"
+JOBSET_API = "jobset.x-k8s.io/v1alpha2"
+NETWORKING_API = "networking.gke.io/v1"
+
+# --------------------------------------------------------------------------- labels on workloads
+
+# https://kueue.sigs.k8s.io/docs/concepts/local_queue/ and .../workload_priority_class/
+QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
+# Set by the Job and JobSet controllers on every pod they create.
+COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
+RESTART_ATTEMPT_LABEL = "jobset.sigs.k8s.io/restart-attempt"
+
+PART_OF = MappingProxyType({"app.kubernetes.io/part-of": "nemo-gke"})
+RUN_LABEL = "nemo-gke/run"
+MODEL_LABEL = "nemo-gke/model"
+# The container that runs NeMo in every training pod (`kubectl logs -c`).
+TRAINING_CONTAINER = "nemo"
+
+
+class Priority(StrEnum):
+    """The platform's Kueue WorkloadPriorityClasses; a higher one may preempt a lower one."""
+
+    LOW = "nemo-low"
+    MEDIUM = "nemo-medium"
+    HIGH = "nemo-high"
+
+
+PRIORITY_VALUES = MappingProxyType({Priority.LOW: 100, Priority.MEDIUM: 500, Priority.HIGH: 1000})
+DEFAULT_PRIORITY = Priority.MEDIUM

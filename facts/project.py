@@ -1,0 +1,39 @@
+"""This Pulumi project's own names."""
+
+from __future__ import annotations
+
+import re
+
+# The project name in Pulumi.yaml, and the namespace of every config key (`nemo-gke:zone`).
+PROJECT = "nemo-gke"
+
+# A stack reference: `<org>/<project>/<stack>`, or a bare stack name of this project.
+_STACK_REFERENCE = re.compile(r"^([^/\s]+/[^/\s]+/)?[A-Za-z0-9._-]+$")
+
+
+def stack_reference_problem(reference: str) -> str | None:
+    if not _STACK_REFERENCE.match(reference):
+        return "must be <org>/<project>/<stack> or a stack name"
+    return None
+
+
+def qualified_stack_name(reference: str) -> str:
+    """The full name of a referenced stack. A bare name means a stack of this project on a
+    self-managed backend (gs://, file://), where every organization is called `organization`.
+    https://www.pulumi.com/docs/iac/concepts/stacks/#stackreferences"""
+    return reference if "/" in reference else f"organization/{PROJECT}/{reference}"
+
+
+# Values the shipped stack files leave for the user to replace (`your-gcp-project`).
+PLACEHOLDER_PREFIX = "your-"
+
+
+def is_placeholder(value: str) -> bool:
+    return value.startswith(PLACEHOLDER_PREFIX)
+
+
+def project_advice(project: str) -> str | None:
+    """A warning when the GCP project is still the shipped stack files' placeholder."""
+    if not is_placeholder(project):
+        return None
+    return f"{PROJECT}:project {project!r} is a placeholder: `pulumi config set {PROJECT}:project <your project ID>`"

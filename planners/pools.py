@@ -1,0 +1,213 @@
+"""GPU node pools: what later layers know of a pool (`PoolFacts`), and how its settings become
+a GKE node pool (`plan_node_pool`), with GKE's rules and the platform's defaults applied."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from facts.errors import RuleError
+from facts.gcp import region_of_zone, reservation_path
+from facts.gke import DWS_CAPACITY, CapacityType, compact_placement_problem
+from facts.kubernetes import GPU_TAINT, QUEUED_TAINT
+from facts.machines import MachineType, machine_type
+from facts.project import is_placeholder
+
+
+@dataclass(frozen=True)
+class PoolFacts:
+    """A GPU pool as later layers know it (the cluster layer's `gpuPools` output)."""
+
+    name: str
+    machine_type: str
+    zone: str
+    # Nodes the pool can hold at most: what queues and quotas are sized for.
+    max_nodes: int
+    capacity_type: CapacityType
+    compact: bool
+
+    @property
+    def machine(self) -> MachineType:
+        return machine_type(self.machine_type)
+
+    @property
+    def has_topology_labels(self) -> bool:
+        """GKE labels A3 nodes with block/subblock/host only when they come from compact
+        placement or a (dense) reservation."""
+        return self.compact or self.capacity_type is CapacityType.RESERVATION
+
+    @property
+    def queued(self) -> bool:
+        """Nodes come from queued provisioning: admission waits for a ProvisioningRequest."""
+        return self.capacity_type is CapacityType.QUEUED_PROVISIONING
+
+
+@dataclass(frozen=True)
+class Autoscaling:
+    min_nodes: int
+    max_nodes: int
+
+
+@dataclass(frozen=True)
+class NodePoolSpec:
+    """A GPU node pool's settings, as the config gives them (None: the platform's default)."""
+
+    name: str
+    machine_type: str
+    zone: str
+    capacity_type: CapacityType
+    # Exactly one of a static size and autoscaling.
+    node_count: int | None
+    autoscaling: Autoscaling | None
+    compact: bool
+    # Reservation to consume (capacity type reservation), in this project unless another is named.
+    reservation: str | None = None
+    reservation_block: str | None = None
+    reservation_project: str | None = None
+    # Existing resource policy for compact placement.
+    placement_policy: str | None = None
+    auto_repair: bool | None = None
+    gpu_driver_version: str = "LATEST"
+    disk_type: str | None = None
+    disk_size_gb: int = 200
+    max_pods_per_node: int = 32
+    max_run_duration_seconds: int | None = None
+
+    @property
+    def facts(self) -> PoolFacts:
+        max_nodes = self.autoscaling.max_nodes if self.autoscaling else (self.node_count or 0)
+        return PoolFacts(self.name, self.machine_type, self.zone, max_nodes, self.capacity_type, self.compact)
+
+
+@dataclass(frozen=True)
+class NodePoolPlan:
+    """The decided node pool, in the shapes `gcp.container.NodePool` takes."""
+
+    region: str
+    node_count: int | None
+    initial_node_count: int | None
+    autoscaling: dict[str, Any] | None
+    # COMPACT placement, in an existing resource policy or (flex-start) a workload policy to create.
+    compact: bool
+    placement_policy: str | None
+    workload_policy: dict[str, str] | None
+    queued_provisioning: bool
+    auto_repair: bool
+    upgrade_settings: dict[str, Any]
+    taints: tuple[dict[str, str], ...]
+    labels: dict[str, str]
+    boot_disk_type: str
+    spot: bool
+    flex_start: bool
+    max_run_duration: str | None
+    reservation_affinity: dict[str, Any] | None
+
+
+def _require(condition: bool, key: str, value: Any, message: str) -> None:
+    if not condition:
+        raise RuleError(key, value, message)
+
+
+def plan_node_pool(spec: NodePoolSpec, project: str) -> NodePoolPlan:
+    """GKE's rules and the platform's defaults applied to one pool's settings. The config schema
+    checks these rules with messages for users; here they guard the plan's own assumptions."""
+    machine = machine_type(spec.machine_type)
+    capacity = spec.capacity_type
+    dws = capacity in DWS_CAPACITY
+    region = region_of_zone(spec.zone)
+    if region is None:
+        raise RuleError("zone", spec.zone, "must be a zone such as us-central1-c")
+    _require(
+        (spec.node_count is None) != (spec.autoscaling is None),
+        "nodeCount",
+        spec.node_count,
+        "set exactly one of nodeCount and autoscaling",
+    )
+    _require(
+        not dws or (spec.autoscaling is not None and spec.autoscaling.min_nodes == 0),
+        "autoscaling",
+        spec.autoscaling,
+        f"capacity.type {capacity.value!r} needs autoscaling from zero",
+    )
+    _require(
+        (capacity is CapacityType.RESERVATION) == (spec.reservation is not None),
+        "capacity.reservation",
+        spec.reservation,
+        "a reservation is named exactly when capacity.type is 'reservation'",
+    )
+    placement_problem = compact_placement_problem(capacity, machine) if spec.compact else None
+    _require(placement_problem is None, "placement", "compact", placement_problem or "")
+    _require(spec.compact or spec.placement_policy is None, "placementPolicy", spec.placement_policy, "needs compact")
+    boot_disk_type = spec.disk_type or machine.boot_disk_types[0]
+    _require(
+        boot_disk_type in machine.boot_disk_types,
+        "diskType",
+        boot_disk_type,
+        f"{machine.name} boots from: {', '.join(machine.boot_disk_types)}",
+    )
+
+    if spec.reservation is not None:
+        path = reservation_path(spec.reservation_project or project, spec.reservation, spec.reservation_block)
+        reservation_affinity: dict[str, Any] | None = {
+            "consume_reservation_type": "SPECIFIC_RESERVATION",
+            "key": "compute.googleapis.com/reservation-name",
+            "values": [path],
+        }
+    elif capacity is CapacityType.ON_DEMAND:
+        reservation_affinity = None
+    else:
+        reservation_affinity = {"consume_reservation_type": "NO_RESERVATION"}
+
+    queued = capacity is CapacityType.QUEUED_PROVISIONING
+    autoscaling = spec.autoscaling
+    return NodePoolPlan(
+        region=region,
+        node_count=spec.node_count,
+        initial_node_count=autoscaling.min_nodes if autoscaling else None,
+        autoscaling=(
+            {
+                "total_min_node_count": autoscaling.min_nodes,
+                "total_max_node_count": autoscaling.max_nodes,
+                "location_policy": "ANY",
+            }
+            if autoscaling
+            else None
+        ),
+        compact=spec.compact,
+        placement_policy=spec.placement_policy,
+        # Flex-start takes compact placement only through a HIGH_THROUGHPUT workload policy.
+        workload_policy=(
+            {"type": "HIGH_THROUGHPUT", "max_topology_distance": "CLUSTER"}
+            if spec.compact and capacity is CapacityType.FLEX_START and spec.placement_policy is None
+            else None
+        ),
+        queued_provisioning=queued,
+        auto_repair=spec.auto_repair if spec.auto_repair is not None else not dws,
+        # A3 capacity is scarce: replace nodes in place, never ask for a surge node.
+        upgrade_settings={"strategy": "SURGE", "max_surge": 0, "max_unavailable": 1},
+        taints=(GPU_TAINT.for_node_pool(), *([QUEUED_TAINT.for_node_pool()] if queued else [])),
+        labels={QUEUED_TAINT.key: QUEUED_TAINT.value} if queued else {},
+        boot_disk_type=boot_disk_type,
+        spot=capacity is CapacityType.SPOT,
+        # Queued provisioning runs on flex-start VMs too (GKE: --flex-start --enable-queued-provisioning).
+        flex_start=dws,
+        max_run_duration=f"{spec.max_run_duration_seconds}s" if spec.max_run_duration_seconds else None,
+        reservation_affinity=reservation_affinity,
+    )
+
+
+def node_pool_advice(spec: NodePoolSpec) -> list[str]:
+    """What is probably wrong but may be right: a zone the catalog does not list for the machine,
+    a reservation name left as the example's placeholder."""
+    machine = machine_type(spec.machine_type)
+    advice = []
+    if spec.zone not in machine.zones:
+        advice.append(
+            f"the catalog cannot confirm {machine.name} capacity in {spec.zone} (known zones: "
+            f"{', '.join(sorted(machine.zones))}); check with "
+            f"`gcloud compute machine-types list --filter=name={machine.name} --format='value(zone)'`"
+        )
+    for key, value in (("reservation", spec.reservation), ("reservationBlock", spec.reservation_block)):
+        if value is not None and is_placeholder(value):
+            advice.append(f"capacity.{key} {value!r} is the example's placeholder: set your own")
+    return advice

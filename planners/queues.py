@@ -1,0 +1,63 @@
+"""Kueue's view of the GPU pools: one ResourceFlavor per pool, and its quota in the ClusterQueue.
+
+Quotas are computed here, once, from the pools' allocatable capacity: the ClusterQueue is
+built from them and runs are checked against them, in this stack or in a later one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from facts.kubernetes import ACCELERATOR_LABEL, GPU_TAINT, QUEUED_TAINT, node_pool_selector
+from facts.machines import MachineType, allocatable_memory_mib, allocatable_millicores, machine_type
+from planners.pools import PoolFacts
+
+
+@dataclass(frozen=True)
+class Flavor:
+    """A GPU pool as Kueue admits runs on it: a ResourceFlavor and the pool's whole capacity."""
+
+    name: str
+    pool: str
+    machine_type: str
+    nodes: int
+    gpus: int
+    cpu_millicores: int
+    memory_mib: int
+    # Nodes carry GKE's block/subblock/host labels (compact placement or a dense reservation).
+    topology: bool
+    # Nodes come from queued provisioning: admission waits for a ProvisioningRequest.
+    queued: bool
+
+    @property
+    def machine(self) -> MachineType:
+        return machine_type(self.machine_type)
+
+    @property
+    def node_labels(self) -> dict[str, str]:
+        return {ACCELERATOR_LABEL: self.machine.gke_accelerator, **node_pool_selector(self.pool)}
+
+    @property
+    def tolerations(self) -> list[dict[str, str]]:
+        taints = [GPU_TAINT, QUEUED_TAINT] if self.queued else [GPU_TAINT]
+        return [taint.toleration() for taint in taints]
+
+
+def plan_flavor(pool: PoolFacts) -> Flavor:
+    machine = pool.machine
+    return Flavor(
+        name=pool.name,
+        pool=pool.name,
+        machine_type=pool.machine_type,
+        nodes=pool.max_nodes,
+        gpus=machine.gpus * pool.max_nodes,
+        cpu_millicores=allocatable_millicores(machine.vcpus) * pool.max_nodes,
+        memory_mib=allocatable_memory_mib(machine.memory_gib) * pool.max_nodes,
+        topology=pool.has_topology_labels,
+        queued=pool.queued,
+    )
+
+
+def plan_flavors(pools: Sequence[PoolFacts]) -> tuple[Flavor, ...]:
+    return tuple(plan_flavor(pool) for pool in pools)

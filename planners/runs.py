@@ -1,0 +1,157 @@
+"""Training runs and data-preparation jobs as the platform runs them, and the checks that they
+fit the pool and queue they target: its GPUs, its quota, its topology, the model's shape.
+
+The checks run against the platform's flavors, whether those come from this stack or from an
+upstream one, before anything is registered. Their errors name keys relative to the run, as
+the user wrote them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from facts.errors import RuleError
+from facts.kubernetes import TOPOLOGY_LABELS, TopologyLevel
+from facts.machines import Precision, training_pod_requests
+from facts.models import ModelSpec, RunSettings, model_spec
+from planners.queues import Flavor
+
+
+@dataclass(frozen=True)
+class Tokenizer:
+    library: str
+    type: str
+    # sentencepiece: the model file, inside the data bucket.
+    model: str | None = None
+
+
+@dataclass(frozen=True)
+class ProfileWindow:
+    start_step: int
+    end_step: int
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One pretraining run with every default resolved but the placement: `topology_mode` None
+    means "preferred where the pool has topology labels"."""
+
+    name: str
+    model: str
+    pool: str
+    nodes: int
+    settings: RunSettings
+    tokenizer: Tokenizer
+    priority: str
+    # Megatron .bin/.idx prefix inside the data bucket; None trains on mock data.
+    dataset_prefix: str | None = None
+    copy_dataset_to_local_ssd: bool = True
+    checkpoint: bool = True
+    checkpoint_interval_steps: int = 100
+    resume: bool = True
+    profile: ProfileWindow | None = None
+    max_restarts: int = 0
+    ttl_seconds_after_finished: int = 43200
+    topology_mode: str | None = None
+    topology_level: TopologyLevel = TopologyLevel.BLOCK
+    image: str | None = None
+    overrides: Mapping[str, str | int | float | bool] = field(default_factory=lambda: MappingProxyType({}))
+    env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+
+    @property
+    def spec(self) -> ModelSpec:
+        return model_spec(self.model)
+
+
+@dataclass(frozen=True)
+class DataPrepSpec:
+    """A tokenization Job: JSONL in the data bucket to Megatron .bin/.idx files beside it."""
+
+    name: str
+    input: str
+    output_prefix: str
+    json_key: str
+    tokenizer: Tokenizer
+    workers: int
+    pool: str
+
+
+def _flavor(pool: str, flavors: Mapping[str, Flavor]) -> Flavor:
+    if pool not in flavors:
+        raise RuleError("pool", pool, f"is not a GPU pool of the environment; pools: {', '.join(flavors)}")
+    return flavors[pool]
+
+
+def check_run(run: RunSpec, flavors: Mapping[str, Flavor], priorities: Sequence[str]) -> None:
+    """Raise RuleError (key relative to the run) if the run cannot work on its pool."""
+    flavor, spec, s = _flavor(run.pool, flavors), run.spec, run.settings
+    machine, arch, pool = flavor.machine, spec.architecture, run.pool
+    gpus = run.nodes * machine.gpus
+    if run.nodes > flavor.nodes:
+        raise RuleError("nodes", run.nodes, f"pool {pool} holds at most {flavor.nodes} nodes")
+    if gpus > flavor.gpus:
+        raise RuleError("nodes", run.nodes, f"{gpus} GPUs exceed the queue's quota of {flavor.gpus} on {pool}")
+    cpu, memory = training_pod_requests(machine)
+    if run.nodes * cpu > flavor.cpu_millicores or run.nodes * memory > flavor.memory_mib:
+        raise RuleError("nodes", run.nodes, f"the run's CPU and memory requests exceed the queue's quota on {pool}")
+    if machine.gpus % s.tensor_parallel:
+        raise RuleError(
+            "tensorParallel", s.tensor_parallel, f"must divide the {machine.gpus} GPUs of a {machine.name} node"
+        )
+    if gpus % s.model_parallel:
+        raise RuleError(
+            "nodes",
+            run.nodes,
+            f"{gpus} GPUs are not a multiple of tensor × pipeline × context parallel = "
+            f"{s.tensor_parallel} × {s.pipeline_parallel} × {s.context_parallel} = {s.model_parallel}",
+        )
+    data_parallel = gpus // s.model_parallel
+    if s.global_batch_size % (s.micro_batch_size * data_parallel):
+        raise RuleError(
+            "globalBatchSize",
+            s.global_batch_size,
+            f"must be a multiple of micro batch × data-parallel size = {s.micro_batch_size} × {data_parallel}",
+        )
+    if s.sequence_length > arch.max_positions:
+        raise RuleError("sequenceLength", s.sequence_length, f"{spec.name} has {arch.max_positions} positions")
+    if arch.heads % s.tensor_parallel or arch.kv_heads % s.tensor_parallel:
+        raise RuleError(
+            "tensorParallel",
+            s.tensor_parallel,
+            f"must divide the {arch.heads} attention heads and {arch.kv_heads} key/value heads of {spec.name}",
+        )
+    stages = s.pipeline_parallel * (s.virtual_pipeline or 1)
+    if arch.layers % stages:
+        raise RuleError(
+            "pipelineParallel",
+            s.pipeline_parallel,
+            f"pipeline × virtual stages ({stages}) must divide the {arch.layers} layers of {spec.name}",
+        )
+    if s.fp8 and Precision.FP8 not in machine.accelerator.peak_dense_tflops:
+        raise RuleError("fp8", True, f"{machine.accelerator.name} GPUs have no FP8")
+    if run.profile is not None and run.profile.end_step > s.steps:
+        raise RuleError("profile.endStep", run.profile.end_step, f"is after the last step ({s.steps})")
+    if run.topology_mode in ("preferred", "required") and not flavor.topology:
+        raise RuleError(
+            "topology.mode",
+            run.topology_mode,
+            f"pool {pool} has no topology labels (they come with compact placement or a reservation); use 'none'",
+        )
+    if run.priority not in priorities:
+        raise RuleError("priority", run.priority, f"is not a priority class of the platform: {', '.join(priorities)}")
+
+
+def check_data_prep(job: DataPrepSpec, flavors: Mapping[str, Flavor]) -> None:
+    machine = _flavor(job.pool, flavors).machine
+    if job.workers * 1000 > training_pod_requests(machine)[0]:
+        raise RuleError("workers", job.workers, f"a {machine.name} node has fewer CPUs")
+
+
+def topology_annotation(run: RunSpec, flavor: Flavor) -> dict[str, str]:
+    """Kueue topology-aware scheduling: keep the run's nodes within one domain of a level."""
+    mode = run.topology_mode or ("preferred" if flavor.topology else "none")
+    if mode == "none":
+        return {}
+    return {f"kueue.x-k8s.io/podset-{mode}-topology": TOPOLOGY_LABELS[run.topology_level]}

@@ -1,0 +1,60 @@
+"""The contract between layers: what the cluster and platform layers export (stack outputs
+`cluster` and `platform`) and what a later layer reads back, in this stack or in another one.
+
+The records inside are the planners' own (`PoolFacts`, `GpuNetworkPlan`, `Flavor`), so a fact
+has one shape from the config to the component that uses it. Reading them back from an upstream
+stack validates every field, strictly: an upstream stack deployed by another version of this
+program is refused with a message instead of being misread.
+"""
+
+from __future__ import annotations
+
+from config.base import Model
+from planners.networks import GpuNetworkPlan
+from planners.pools import PoolFacts
+from planners.queues import Flavor
+
+
+class ClusterFacts(Model):
+    """The cluster layer's plain outputs (stack output `cluster`)."""
+
+    project: str
+    region: str
+    zone: str
+    name: str
+    # A zone (zonal cluster) or the region (regional cluster).
+    location: str
+    production: bool
+    primary_network: str
+    workload_pool: str
+    system_pool: str
+    gpu_networks: tuple[GpuNetworkPlan, ...]
+    gpu_pools: tuple[PoolFacts, ...]
+
+
+class PlatformFacts(Model):
+    """The platform layer's plain outputs (stack output `platform`)."""
+
+    namespace: str
+    # Training runs read data and write checkpoints; data preparation writes data.
+    service_account: str
+    data_prep_service_account: str
+    cluster_queue: str
+    local_queue: str
+    priority_classes: tuple[str, ...]
+    default_priority_class: str
+    # One per GPU pool, with the pool's whole capacity as quota; the first is the default pool.
+    flavors: tuple[Flavor, ...]
+    shared_claim: str
+    shared_mount: str
+    experiments_dir: str
+    data_bucket: str
+    data_claim: str
+    data_mount: str
+    checkpoint_bucket: str
+    checkpoint_claim: str
+    checkpoint_mount: str
+
+    @property
+    def flavors_by_pool(self) -> dict[str, Flavor]:
+        return {f.pool: f for f in self.flavors}
