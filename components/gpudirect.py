@@ -54,7 +54,7 @@ class GpuNetworkObjects(pulumi.ComponentResource):
                 spec={
                     "type": "Device",
                     "parametersRef": {
-                        "group": "networking.gke.io",
+                        "group": NETWORKING_API.split("/", 1)[0],
                         "kind": "GKENetworkParamSet",
                         "name": nic.kubernetes_name,
                     },

@@ -41,8 +41,8 @@ KUEUE_MIN_MEMORY_MIB = 512
 # certificate reaches the pod (kubernetes-sigs/kueue#13036). Nothing is persisted.
 _WEBHOOK_PROBE = """set -u
 sa=/var/run/secrets/kubernetes.io/serviceaccount
-body='{"apiVersion":"kueue.x-k8s.io/v1beta2","kind":"ResourceFlavor","metadata":{"name":"nemo-webhook-probe"}}'
-url=https://kubernetes.default.svc/apis/kueue.x-k8s.io/v1beta2/resourceflavors?dryRun=All
+body='{"apiVersion":"KUEUE_API","kind":"ResourceFlavor","metadata":{"name":"nemo-webhook-probe"}}'
+url=https://kubernetes.default.svc/apis/KUEUE_API/resourceflavors?dryRun=All
 attempt=1
 while [ $attempt -le 60 ]; do
   code=$(curl -sS -o /tmp/response -w '%{http_code}' --cacert $sa/ca.crt \\
@@ -57,7 +57,7 @@ while [ $attempt -le 60 ]; do
 done
 echo "Kueue webhook did not answer within 5 minutes" >&2
 exit 1
-"""
+""".replace("KUEUE_API", KUEUE_API)
 
 
 def _release(

@@ -7,6 +7,7 @@ import re
 import pytest
 
 from facts import versions
+from facts.kubernetes import JOBSET_API, KUEUE_API, NETWORKING_API
 from facts.machines import (
     GPUDIRECT_STACKS,
     MACHINE_TYPES,
@@ -18,7 +19,8 @@ from facts.machines import (
     training_pod_requests,
 )
 from facts.models import MODELS
-from facts.versions import Image
+from facts.versions import HelmChart, Image
+from tools import crds
 
 SOURCE = re.compile(r"(https://\S+|[\w.-]+/[\w.-]+:\S+)")
 
@@ -83,10 +85,35 @@ def test_every_image_is_pinned_and_sourced(image: Image) -> None:
     assert SOURCE.search(image.source), image.ref
 
 
-def test_the_charts_are_the_versions_of_the_shared_crds() -> None:
+def test_the_charts_are_pinned() -> None:
     assert (versions.KUEUE.version, versions.JOBSET.version) == ("0.19.2", "0.12.0")
     assert versions.KUEUE.ref == "oci://registry.k8s.io/kueue/charts/kueue"
     assert versions.JOBSET.ref == "oci://registry.k8s.io/jobset/charts/jobset"
+
+
+@pytest.mark.parametrize(("chart", "group"), [(versions.KUEUE, "kueue.x-k8s.io"), (versions.JOBSET, "jobset.x-k8s.io")])
+def test_the_cached_crds_come_from_the_release_of_the_pinned_chart(chart: HelmChart, group: str) -> None:
+    """What the objects are validated against is what the chart installs: the cached schemas came
+    from the Go module at the git tag of the chart's version (as `go mod download` reported it)."""
+    (module,) = [m for m in versions.CRD_MODULES if group in m.groups]
+    record = crds.cached(module)
+    assert (record["module"], record["version"], record["tag"]) == (
+        module.module,
+        f"v{chart.version}",
+        f"refs/tags/v{chart.version}",
+    )
+
+
+def test_the_cached_crds_serve_every_kind_and_version_the_program_writes() -> None:
+    served = crds.schemas()
+    for api_version, kinds in (
+        (KUEUE_API, ("Topology", "ResourceFlavor", "WorkloadPriorityClass", "ProvisioningRequestConfig",
+                     "AdmissionCheck", "ClusterQueue", "LocalQueue")),
+        (JOBSET_API, ("JobSet",)),
+        (NETWORKING_API, ("Network", "GKENetworkParamSet")),
+    ):  # fmt: skip
+        for kind in kinds:
+            assert (api_version, kind) in served, (api_version, kind)
 
 
 def test_gke_versions_sort_numerically() -> None:

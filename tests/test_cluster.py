@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from pulumi.output import Unknown
 
-from tests.conftest import MODES, NODE_POOL, gpu_pools, rejected
+from tests.conftest import MODES, NODE_POOL, gpu_pools, issue_for, rejected
 from tools.mocks import RecordedResource
 from tools.runner import StackFailed, StackRun, run_stack, stack_with
 
@@ -214,9 +214,10 @@ def test_nodes_run_as_a_dedicated_least_privilege_service_account(render: Any) -
         assert "compute@developer" not in pool.inputs["nodeConfig"]["serviceAccount"]
     roles = {m.inputs["role"] for m in run.of_type("gcp:projects/iAMMember:IAMMember")}
     assert roles == {"roles/container.defaultNodeServiceAccount", "roles/artifactregistry.reader"}
+    grants = run.of_type("gcp:projects/iAMMember:IAMMember")
     for pool in run.of_type(NODE_POOL):
-        member = next(m for m in run.of_type("gcp:projects/iAMMember:IAMMember"))
-        assert run.depends_on(pool, member), "nodes start only once their roles are granted"
+        for grant in grants:
+            assert run.depends_on(pool, grant), f"{pool.name} starts before {grant.inputs['role']} is granted"
 
 
 def test_the_system_pool_is_e2_standard_4(render: Any) -> None:
@@ -299,4 +300,5 @@ def test_the_kubernetes_provider_survives_credential_rotation_and_waits_only_for
 
 
 def test_a_bad_cluster_name_is_rejected_before_anything_exists() -> None:
-    rejected(stack_with("dev", cluster={"name": "Nemo_Dev"}))
+    message = issue_for(rejected(stack_with("dev", cluster={"name": "Nemo_Dev"})), "cluster.name")
+    assert message.startswith('nemo-gke:cluster.name = "Nemo_Dev": must be 1-24 characters of lower-case letters')

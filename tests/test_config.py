@@ -110,18 +110,24 @@ def test_a_wrong_type_is_rejected(overrides: dict[str, Any], key: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("overrides", "key"),
+    ("overrides", "key", "bad", "allowed"),
     [
-        ({"gpuPools": pools(nodeCount=-1)}, "gpuPools[0].nodeCount"),
-        ({"gpuPools": pools(diskSizeGb=-100)}, "gpuPools[0].diskSizeGb"),
-        ({"systemPool": {"nodeCount": 0}}, "systemPool.nodeCount"),
-        ({"storage": {"filestore": {"capacityGib": -1024}}}, "storage.filestore.capacityGib"),
-        ({"kueue": {"requeueLimit": -1}}, "kueue.requeueLimit"),
+        ({"gpuPools": pools(nodeCount=-1)}, "gpuPools[0].nodeCount", -1, "greater than or equal to 0"),
+        ({"gpuPools": pools(diskSizeGb=-100)}, "gpuPools[0].diskSizeGb", -100, "greater than or equal to 100"),
+        ({"systemPool": {"nodeCount": 0}}, "systemPool.nodeCount", 0, "greater than or equal to 1"),
+        (
+            {"storage": {"filestore": {"capacityGib": -1024}}},
+            "storage.filestore.capacityGib",
+            -1024,
+            "tier BASIC_HDD allows 1024-65433 GiB",
+        ),
+        ({"kueue": {"requeueLimit": -1}}, "kueue.requeueLimit", -1, "greater than or equal to 0"),
     ],
 )
-def test_a_negative_count_or_size_is_rejected(overrides: dict[str, Any], key: str) -> None:
+def test_a_negative_count_or_size_is_rejected(overrides: dict[str, Any], key: str, bad: int, allowed: str) -> None:
     message = issue_for(rejected(stack_with("dev", **overrides)), key)
-    assert "-" in message or "0" in message  # the bad value is shown
+    # One line: the key, the bad value, and what is allowed.
+    assert message.startswith(f"nemo-gke:{key} = {bad}: ") and allowed in message, message
 
 
 def test_an_unknown_machine_type_is_rejected_with_the_known_ones() -> None:

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import ast
+import json
 import re
 from pathlib import Path
 from typing import Any
 
+import pulumi._types as pulumi_types
 import pytest
 
-from tools.runner import StackRun, stack_names
+from tools.runner import StackRun, stack_names, stack_with
+from tools.schemas import _args_class
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = sorted([*(ROOT / "components").glob("*.py"), *(ROOT / "stacks").glob("*.py")])
@@ -82,3 +85,27 @@ def test_cloud_and_kubernetes_resources_use_the_stack_s_explicit_providers(run: 
     for resource in run.custom_resources:
         if resource.type.startswith(("gcp:", "kubernetes:")):
             assert resource.provider_urn, f"{resource.urn} uses an ambient default provider"
+
+
+LABELLED_FIELDS = ("labels", "resourceLabels")
+
+
+@pytest.mark.parametrize("stack", ["dev", "bootstrap", "a3high-small"])
+def test_every_labelled_gcp_resource_carries_the_stack_labels(render: Any, stack: str) -> None:
+    """Every GCP resource whose API takes labels (top-level `labels`/`resourceLabels`, and the
+    nodes of a node pool) carries the stack's labels plus managed-by and the stack name; the
+    GCP provider applies the same set as its default labels."""
+    run = render(stack, values=stack_with(stack, labels={"team": "ml-platform"}))
+    expected = {"team": "ml-platform", "managed-by": "pulumi", "nemo-gke-stack": stack}
+    labelled = 0
+    for resource in run.gcp_resources:
+        fields = pulumi_types.input_type_types(_args_class(resource.type))
+        for field in LABELLED_FIELDS:
+            if field in fields:
+                assert resource.inputs.get(field) == expected, (resource.urn, field)
+                labelled += 1
+        if "nodeConfig" in resource.inputs:
+            assert resource.inputs["nodeConfig"].get("resourceLabels") == expected, resource.urn
+    assert labelled >= 3
+    provider = run.one("pulumi:providers:gcp")
+    assert json.loads(provider.inputs["defaultLabels"]) == expected

@@ -16,8 +16,10 @@ from tests.analysis.logs_for_tests import (
     ROOT,
     SHARED_LOG,
     dllogger_line,
+    needs_shared_log,
     nemo2_line,
     step_data,
+    valid_gpt_log,
     write_dllogger,
 )
 
@@ -31,6 +33,7 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@needs_shared_log
 def test_json_output_end_to_end() -> None:
     """The real entry point prints exactly one JSON object with the published figures."""
     done = run_cli("metrics", "--log", str(SHARED_LOG), *RUN, "--json")
@@ -47,6 +50,7 @@ def test_json_output_end_to_end() -> None:
     assert result["model_source"] == "DLLogger PARAMETER record"
 
 
+@needs_shared_log
 def test_table_output(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["metrics", "--log", str(SHARED_LOG), *RUN]) == 0
     out = capsys.readouterr().out
@@ -154,7 +158,7 @@ HOSTILE_LOGS: dict[str, tuple[str | None, list[str], str]] = {
 @pytest.mark.parametrize("case", HOSTILE_LOGS)
 def test_bad_input_exits_2_with_a_message(tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str) -> None:
     text, extra, message = HOSTILE_LOGS[case]
-    log = SHARED_LOG if text is None else _write(tmp_path, "log.json", text)
+    log = valid_gpt_log(tmp_path) if text is None else _write(tmp_path, "log.json", text)
     argv = ["metrics", "--log", str(log), *RUN, *extra]
     assert main(argv) == 2
     captured = capsys.readouterr()
@@ -184,9 +188,9 @@ def test_missing_and_unreadable_files(tmp_path: Path, capsys: pytest.CaptureFixt
         ["--seq-length", "0"],
     ],
 )
-def test_bad_numbers_are_usage_errors(capsys: pytest.CaptureFixture[str], extra: list[str]) -> None:
+def test_bad_numbers_are_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str]) -> None:
     with pytest.raises(SystemExit) as exit_info:
-        main(["metrics", "--log", str(SHARED_LOG), *RUN, *extra])
+        main(["metrics", "--log", str(valid_gpt_log(tmp_path)), *RUN, *extra])
     assert exit_info.value.code == 2
     assert f"argument {extra[0]}" in capsys.readouterr().err
 
@@ -203,7 +207,7 @@ def test_bad_numbers_are_usage_errors(capsys: pytest.CaptureFixture[str], extra:
 def test_real_entry_point_exits_2_without_a_traceback(
     tmp_path: Path, text: str | None, extra: list[str], message: str
 ) -> None:
-    log = SHARED_LOG if text is None else _write(tmp_path, "log.json", text)
+    log = valid_gpt_log(tmp_path) if text is None else _write(tmp_path, "log.json", text)
     done = run_cli("metrics", "--log", str(log), *RUN, *extra)
     assert done.returncode == 2
     assert done.stdout == ""

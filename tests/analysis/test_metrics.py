@@ -19,6 +19,7 @@ from tests.analysis.logs_for_tests import (
     LLAMA_PARAMETERS,
     SHARED_LOG,
     dllogger_line,
+    needs_shared_log,
     nemo1_update,
     nemo2_line,
     write_dllogger,
@@ -57,6 +58,7 @@ def llama_flops(*, layers: int, hidden: int, heads: int, kv_heads: int, ffn: int
 # ---------------------------------------------------------------------------- the shared log
 
 
+@needs_shared_log
 def test_shared_log_reproduces_the_published_figures() -> None:
     """gpu-recipes' example: 25.397 s, 692.98 TFLOPS/GPU, MFU 35.03 % (256 H100, GBS 2048, FP8)."""
     log = read_log(SHARED_LOG, WINDOW)
@@ -76,6 +78,7 @@ def test_shared_log_reproduces_the_published_figures() -> None:
     assert result.tokens_per_s == pytest.approx(2048 * 2048 / result.step_time_s, rel=1e-12)
 
 
+@needs_shared_log
 def test_shared_log_has_every_step_and_the_parameter_record() -> None:
     log = read_log(SHARED_LOG)
     assert list(log.records) == list(range(50))
@@ -84,6 +87,7 @@ def test_shared_log_has_every_step_and_the_parameter_record() -> None:
     assert log.records[0]["train_step_timing in s"] == pytest.approx(107.35, abs=0.01)
 
 
+@needs_shared_log
 def test_a_window_reads_only_its_steps_but_knows_the_whole_range() -> None:
     log = read_log(SHARED_LOG, StepRange(45, 47))
     assert list(log.records) == [45, 46, 47]

@@ -15,7 +15,14 @@ from analysis.logs import StepRange, read_log
 from analysis.metrics import compute, model_flops
 from analysis.plot import build_figure, write_png
 from facts.machines import Precision
-from tests.analysis.logs_for_tests import GPT_PARAMETERS, SHARED_LOG, dllogger_line, write_dllogger
+from tests.analysis.logs_for_tests import (
+    GPT_PARAMETERS,
+    SHARED_LOG,
+    dllogger_line,
+    needs_shared_log,
+    valid_gpt_log,
+    write_dllogger,
+)
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 STEP_TIMES = [9.0] * 5 + [3.0] * 35
@@ -71,6 +78,7 @@ def test_figure_draws_both_series_and_the_window(tmp_path: Path) -> None:
     assert png_size(out) == (1210, 770)  # 11 × 7 inches at 110 dpi
 
 
+@needs_shared_log
 def test_cli_writes_a_png_of_the_shared_log(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "shared.png"
     assert main(["plot", "--log", str(SHARED_LOG), "--out", str(out)]) == 0
@@ -100,11 +108,11 @@ def test_a_log_without_loss_still_plots_and_says_so(tmp_path: Path) -> None:
 def test_plot_bad_input_exits_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str
 ) -> None:
-    assert main(["plot", "--log", str(SHARED_LOG), "--out", str(tmp_path / "x.png"), *extra]) == 2
+    assert main(["plot", "--log", str(valid_gpt_log(tmp_path)), "--out", str(tmp_path / "x.png"), *extra]) == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "x.png").exists()
 
 
 def test_plot_to_a_missing_directory_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["plot", "--log", str(SHARED_LOG), "--out", str(tmp_path / "no" / "x.png")]) == 2
+    assert main(["plot", "--log", str(valid_gpt_log(tmp_path)), "--out", str(tmp_path / "no" / "x.png")]) == 2
     assert "cannot write" in capsys.readouterr().err

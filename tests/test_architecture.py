@@ -1,0 +1,84 @@
+"""Dependencies flow one way: facts at the bottom; config and planners on facts; components on
+facts and planners; stacks turn config into component Args; `__main__.py` on top; the log
+analytics on facts only. Read from the source with `ast`, so a forbidden import fails here
+before it can tangle the packages."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PULUMI = {"pulumi", "pulumi_gcp", "pulumi_kubernetes"}
+# What each package may import besides the standard library (first name of the module).
+ALLOWED: dict[str, set[str]] = {
+    "facts": {"facts"},
+    "config": {"facts", "config", "pydantic"},
+    "planners": {"facts", "planners"},
+    "components": {"facts", "planners", "components", *PULUMI},
+    "stacks": {"facts", "config", "planners", "components", "stacks", "pydantic", *PULUMI},
+    "analysis": {"facts", "analysis", "matplotlib"},
+    "tools": {
+        "facts", "config", "planners", "components", "stacks", "tools", "analysis", "pydantic", "pydantic_core",
+        "annotated_types", "yaml", "jsonschema", "referencing", "kubernetes_validate", "packaging", *PULUMI,
+    },
+}  # fmt: skip
+# Files the pods run inside the NeMo image: not part of the program.
+POD_SCRIPTS = ROOT / "planners" / "scripts"
+
+
+def imported_modules(path: Path) -> set[str]:
+    """First names of every module a file imports (relative imports resolved to its package)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            found.add(path.relative_to(ROOT).parts[0] if node.level else str(node.module).split(".")[0])
+    return found
+
+
+def package_files(package: str) -> list[Path]:
+    return [p for p in sorted((ROOT / package).rglob("*.py")) if POD_SCRIPTS not in p.parents]
+
+
+def violations(package: str) -> list[str]:
+    allowed = ALLOWED[package] | set(sys.stdlib_module_names) | {"__future__"}
+    return [
+        f"{path.relative_to(ROOT)} imports {module}"
+        for path in package_files(package)
+        for module in sorted(imported_modules(path) - allowed)
+    ]
+
+
+@pytest.mark.parametrize("package", list(ALLOWED))
+def test_each_package_imports_only_what_lies_below_it(package: str) -> None:
+    assert package_files(package), f"{package}/ has no modules"
+    assert violations(package) == []
+
+
+def test_facts_planners_and_analysis_import_neither_pulumi_nor_pydantic() -> None:
+    for package in ("facts", "planners", "analysis"):
+        assert not ALLOWED[package] & {*PULUMI, "pydantic"}, package
+
+
+def test_the_entry_point_imports_only_the_stacks() -> None:
+    assert imported_modules(ROOT / "__main__.py") == {"stacks"}
+
+
+def test_every_top_level_package_is_ruled() -> None:
+    packages = {p.parent.name for p in ROOT.glob("*/__init__.py")} - {"tests"}
+    assert packages == set(ALLOWED)
+
+
+def test_a_component_importing_the_config_is_caught(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rule catches the cycle the restructure removed (components importing stacks.config)."""
+    fake_root = tmp_path
+    (fake_root / "components").mkdir()
+    (fake_root / "components" / "gke.py").write_text("from config.cluster import GpuPoolConfig\nimport pulumi\n")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", fake_root)
+    monkeypatch.setattr(sys.modules[__name__], "POD_SCRIPTS", fake_root / "none")
+    assert violations("components") == ["components/gke.py imports config"]

@@ -1,0 +1,102 @@
+"""Run placement and quota checks, tested directly against flavors of every machine type."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from facts.errors import RuleError
+from facts.gke import CapacityType
+from facts.kubernetes import TopologyLevel
+from facts.machines import MACHINE_TYPES
+from facts.models import MODELS, model_spec
+from planners.pools import PoolFacts
+from planners.queues import Flavor, plan_flavor
+from planners.runs import ProfileWindow, RunSpec, Tokenizer, check_run, topology_annotation
+
+PRIORITIES = ("nemo-low", "nemo-medium", "nemo-high")
+
+
+def flavor(machine: str, nodes: int = 4, compact: bool = True) -> Flavor:
+    return plan_flavor(PoolFacts("p", machine, "us-central1-b", nodes, CapacityType.ON_DEMAND, compact))
+
+
+def run(model: str = "llama3.1-8b", nodes: int = 2, **settings: object) -> RunSpec:
+    return RunSpec(
+        name="r",
+        model=model,
+        pool="p",
+        nodes=nodes,
+        settings=model_spec(model).recipe.settings(**settings),  # type: ignore[arg-type]
+        tokenizer=Tokenizer("megatron", "GPT2BPETokenizer"),
+        priority="nemo-medium",
+    )
+
+
+def error_key(spec: RunSpec, target: Flavor) -> str | None:
+    try:
+        check_run(spec, {"p": target}, PRIORITIES)
+    except RuleError as error:
+        return error.key
+    return None
+
+
+def fitting_nodes(model: str) -> int:
+    """The fewest nodes of 8 GPUs on which the model's recipe layout divides evenly."""
+    s = model_spec(model).recipe.settings()
+    nodes = 1
+    while (nodes * 8) % s.model_parallel or s.global_batch_size % (s.micro_batch_size * nodes * 8 // s.model_parallel):
+        nodes += 1
+    return nodes
+
+
+@pytest.mark.parametrize("name", [n for n, m in MACHINE_TYPES.items() if m.gpus == 8])
+@pytest.mark.parametrize("model", list(MODELS))
+def test_every_catalog_recipe_fits_every_eight_gpu_machine_on_enough_nodes(name: str, model: str) -> None:
+    nodes = fitting_nodes(model)
+    assert error_key(run(model, nodes), flavor(name, nodes)) is None
+    assert error_key(run(model, nodes), flavor(name, nodes - 1)) == "nodes"
+
+
+@pytest.mark.parametrize(
+    ("target", "spec", "key"),
+    [
+        (flavor("a3-highgpu-8g", nodes=2), run(nodes=3), "nodes"),
+        (flavor("a3-highgpu-8g"), run(tensor_parallel=3), "tensorParallel"),
+        (flavor("a3-highgpu-8g"), run("llama3.1-70b", 1), "nodes"),
+        (flavor("a3-highgpu-8g"), run(global_batch_size=100), "globalBatchSize"),
+        (flavor("a3-highgpu-8g"), run(sequence_length=262144), "sequenceLength"),
+        (flavor("a3-highgpu-8g"), run("gpt-5b", 2, pipeline_parallel=2, virtual_pipeline=5), "pipelineParallel"),
+        (flavor("a3-highgpu-8g"), replace(run(), profile=ProfileWindow(40, 60)), "profile.endStep"),
+        (flavor("a3-highgpu-8g", compact=False), replace(run(), topology_mode="required"), "topology.mode"),
+        (flavor("a3-highgpu-8g"), replace(run(), pool="elsewhere"), "pool"),
+        (flavor("a3-highgpu-8g"), replace(run(), priority="urgent"), "priority"),
+    ],
+    ids=["quota", "tp-in-node", "model-parallel", "batch", "sequence", "layers", "profile", "topology", "pool",
+         "priority"],
+)  # fmt: skip
+def test_each_rule_names_the_key_the_user_wrote(target: Flavor, spec: RunSpec, key: str) -> None:
+    assert error_key(spec, target) == key
+
+
+@pytest.mark.parametrize(
+    ("mode", "compact", "expected"),
+    [
+        (None, True, {"kueue.x-k8s.io/podset-preferred-topology": "cloud.google.com/gce-topology-block"}),
+        (None, False, {}),
+        ("required", True, {"kueue.x-k8s.io/podset-required-topology": "cloud.google.com/gce-topology-block"}),
+        ("none", True, {}),
+    ],
+)
+def test_topology_is_preferred_by_default_where_the_pool_has_topology_labels(
+    mode: str | None, compact: bool, expected: dict[str, str]
+) -> None:
+    assert topology_annotation(replace(run(), topology_mode=mode), flavor("a3-megagpu-8g", compact=compact)) == expected
+
+
+def test_the_topology_level_names_gke_s_label() -> None:
+    spec = replace(run(), topology_mode="preferred", topology_level=TopologyLevel.HOSTNAME)
+    assert topology_annotation(spec, flavor("a3-megagpu-8g")) == {
+        "kueue.x-k8s.io/podset-preferred-topology": "kubernetes.io/hostname"
+    }

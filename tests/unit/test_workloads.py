@@ -1,0 +1,122 @@
+"""The training JobSet, the data-preparation Job and the NeMo configuration, built directly
+(without Pulumi) for every machine type and every model of the catalogs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from components.gpudirect import pod_networking
+from components.training import DataPreparationArgs, TrainingRunArgs, Volumes, data_prep_job, run_jobset
+from facts.gke import CapacityType
+from facts.machines import MACHINE_TYPES, GpuDirect, allocatable_memory_mib, allocatable_millicores
+from facts.models import MODELS, Framework, model_spec
+from planners import nemo
+from planners.networks import plan_gpu_networks
+from planners.pools import PoolFacts
+from planners.queues import Flavor, plan_flavor
+from planners.runs import DataPrepSpec, RunSpec, Tokenizer
+
+VOLUMES = Volumes("shared", "/nfs", "data", "/data", "checkpoints", "/checkpoints")
+GPT2 = Tokenizer("megatron", "GPT2BPETokenizer")
+
+
+def flavor(machine: str) -> Flavor:
+    return plan_flavor(PoolFacts("p", machine, "us-central1-b", 2, CapacityType.ON_DEMAND, True))
+
+
+def run_spec(model: str = "gpt-5b") -> RunSpec:
+    return RunSpec("r1", model, "p", 2, model_spec(model).recipe.settings(), GPT2, "nemo-high")
+
+
+def jobset_for(machine: str, model: str = "gpt-5b") -> dict:  # type: ignore[type-arg]
+    target, run = flavor(machine), run_spec(model)
+    m = target.machine
+    args = TrainingRunArgs(
+        run=run,
+        flavor=target,
+        namespace="nemo",
+        local_queue="q",
+        service_account="sa",
+        networking=pod_networking(
+            m.gpudirect, plan_gpu_networks("c", m if m.is_multi_nic else None, "10.8.0.0/16"), m.gpus
+        ),
+        paths=nemo.run_paths(run, "/nfs/exp", "/checkpoints", "/data"),
+        volumes=VOLUMES,
+    )
+    return run_jobset(args, "r1-workload", "hash")
+
+
+def pod(jobset: dict) -> dict:  # type: ignore[type-arg]
+    return jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("machine", list(MACHINE_TYPES))
+def test_a_run_is_one_suspended_queued_pod_per_node_that_fits_its_node(machine: str) -> None:
+    jobset = jobset_for(machine)
+    m = MACHINE_TYPES[machine]
+    assert jobset["spec"]["suspend"] is True
+    assert jobset["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "q"
+    assert jobset["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == "nemo-high"
+    job = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]
+    assert (job["parallelism"], job["completions"], job["completionMode"]) == (2, 2, "Indexed")
+    (container,) = pod(jobset)["spec"]["containers"]
+    assert container["name"] == "nemo"
+    requests = container["resources"]["requests"]
+    assert requests["nvidia.com/gpu"] == container["resources"]["limits"]["nvidia.com/gpu"] == m.gpus
+    assert int(requests["cpu"].removesuffix("m")) < allocatable_millicores(m.vcpus)
+    assert int(requests["memory"].removesuffix("Mi")) < allocatable_memory_mib(m.memory_gib)
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert (env["NNODES"], env["GPUS_PER_NODE"], env["MASTER_ADDR"]) == ("2", str(m.gpus), "r1-workers-0-0.r1")
+    tolerations = pod(jobset)["spec"]["tolerations"]
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in tolerations
+
+
+@pytest.mark.parametrize("machine", list(MACHINE_TYPES))
+def test_each_machine_gets_its_gpudirect_wiring_and_only_that(machine: str) -> None:
+    spec = pod(jobset_for(machine))
+    annotations, flavour = spec["metadata"]["annotations"], MACHINE_TYPES[machine].gpudirect
+    sidecars = [c["name"] for c in spec["spec"]["initContainers"]]
+    interfaces = json.loads(annotations.get("networking.gke.io/interfaces", "[]"))
+    expected = {
+        GpuDirect.NONE: ([], 0, False),
+        GpuDirect.TCPX: (["tcpx-daemon"], 5, False),
+        GpuDirect.TCPXO: (["tcpxo-daemon"], 0, True),
+        GpuDirect.RDMA: ([], 10, False),
+    }[flavour]
+    assert (sidecars, len(interfaces), bool(spec["spec"].get("hostNetwork"))) == expected
+
+
+def test_data_preparation_is_a_suspended_queued_job_writing_to_the_data_bucket() -> None:
+    job = data_prep_job(
+        DataPreparationArgs(
+            job=DataPrepSpec("wiki", "raw/wiki.jsonl", "datasets/wiki/wiki", "text", GPT2, 16, "p"),
+            namespace="nemo",
+            local_queue="q",
+            service_account="prep",
+            volumes=VOLUMES,
+        ),
+        "wiki-workload",
+    )
+    assert job["spec"]["suspend"] is True and job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "q"
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    assert "--input=/data/raw/wiki.jsonl" in container["command"][-1]
+    assert {"name": "data", "mountPath": "/data", "readOnly": False} in container["volumeMounts"]
+
+
+@pytest.mark.parametrize("model", list(MODELS))
+def test_every_model_gets_the_nemo_configuration_of_its_framework(model: str) -> None:
+    run = run_spec(model)
+    files = nemo.workload_files(run, nemo.run_paths(run, "/nfs/exp", "/checkpoints", "/data"), 8)
+    s = run.settings
+    if model_spec(model).recipe.framework is Framework.NEMO1:
+        config = json.loads(files[nemo.NEMO1_CONFIG])
+        layout = (config["model"]["tensor_model_parallel_size"], config["model"]["pipeline_model_parallel_size"])
+        assert config["trainer"]["num_nodes"] == 2 and config["trainer"]["devices"] == 8
+    else:
+        settings = json.loads(files[nemo.NEMO2_SETTINGS])
+        layout = (settings["tensorParallel"], settings["pipelineParallel"])
+        assert settings["factory"] == model_spec(model).recipe.factory and settings["nodes"] == 2
+    assert layout == (s.tensor_parallel, s.pipeline_parallel)
+    assert nemo.LAUNCHER in files
