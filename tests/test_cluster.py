@@ -302,3 +302,29 @@ def test_the_kubernetes_provider_survives_credential_rotation_and_waits_only_for
 def test_a_bad_cluster_name_is_rejected_before_anything_exists() -> None:
     message = issue_for(rejected(stack_with("dev", cluster={"name": "Nemo_Dev"})), "cluster.name")
     assert message.startswith('nemo-gke:cluster.name = "Nemo_Dev": must be 1-24 characters of lower-case letters')
+
+
+# --------------------------------------------------------------------------- advice
+
+
+def test_placeholders_are_warned_about_on_the_resource_they_concern(render: Any) -> None:
+    warnings = {(w.resource_name, w.message) for w in render("a3mega").warnings}
+    assert (
+        "cluster",
+        "nemo-gke:project 'your-gcp-project' is a placeholder: `pulumi config set nemo-gke:project <your project ID>`",
+    ) in warnings
+    assert (
+        "cluster-a3-mega",
+        "gpuPools a3-mega: capacity.reservation 'your-a3mega-reservation' is the example's placeholder: set your own",
+    ) in warnings
+
+
+def test_a_zone_the_catalog_cannot_confirm_is_warned_about_not_refused(render: Any) -> None:
+    values = stack_with("dev", project="acme-ml-prod", region="us-west2", zone="us-west2-a")
+    (warning,) = render("dev", values=values).warnings
+    assert warning.resource_name == "cluster-a3-highgpu"
+    assert "the catalog cannot confirm a3-highgpu-8g capacity in us-west2-a" in warning.message
+
+
+def test_a_real_project_in_a_listed_zone_renders_without_a_warning(render: Any) -> None:
+    assert render("dev", values=stack_with("dev", project="acme-ml-prod")).warnings == []

@@ -16,6 +16,7 @@ from tools.schemas import _args_class
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = sorted([*(ROOT / "components").glob("*.py"), *(ROOT / "stacks").glob("*.py")])
+PROGRAM_PACKAGES = ("facts", "config", "planners", "components", "stacks", "tools", "analysis")
 
 
 def component_classes() -> list[tuple[Path, ast.ClassDef]]:
@@ -109,3 +110,15 @@ def test_every_labelled_gcp_resource_carries_the_stack_labels(render: Any, stack
     assert labelled >= 3
     provider = run.one("pulumi:providers:gcp")
     assert json.loads(provider.inputs["defaultLabels"]) == expected
+
+
+def test_the_program_checks_with_errors_not_asserts() -> None:
+    """`python -O` strips asserts: a check that matters raises an error that names what is wrong."""
+    program = [path for package in PROGRAM_PACKAGES for path in (ROOT / package).rglob("*.py")]
+    found = [
+        f"{path.relative_to(ROOT)}:{node.lineno}"
+        for path in program
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Assert)
+    ]
+    assert program and found == []

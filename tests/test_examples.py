@@ -58,6 +58,7 @@ def test_render_writes_what_kubectl_and_reviewers_read(tmp_path: Path, capsys: p
     assert outputs["kubeconfig"] == "[secret]"
     printed = capsys.readouterr().out
     assert printed.startswith("stack dev: ") and "cluster (nemo:cluster:ClusterLayer)" in printed
+    assert "\nwarning: cluster: nemo-gke:project 'your-gcp-project' is a placeholder" in printed
     assert "  cluster-gke (nemo:gke:Cluster)" in printed
 
 

@@ -16,7 +16,8 @@ def test_the_project_layout_matches_the_design_card() -> None:
     for path in (
         "Pulumi.yaml", "Pulumi.dev.yaml", "__main__.py", "README.md", "Makefile", "requirements.txt",
         "stacks/bootstrap.py", "stacks/cluster.py", "stacks/platform.py", "stacks/training.py",
-        "components", "tests", "examples", "analysis/__main__.py", ".ci/run",
+        "stacks/contract.py", "facts", "config", "planners", "components", "tools/render.py", "tools/docs.py",
+        "tests", "tests/identities", "examples", "analysis/__main__.py", ".ci/run",
     ):  # fmt: skip
         assert (ROOT / path).exists(), path
 
@@ -60,8 +61,10 @@ def test_ci_runs_the_readme_test_command() -> None:
     assert "set -euo pipefail" in script.read_text()
     makefile = (ROOT / "Makefile").read_text()
     assert re.search(r"^STACK \?= dev$", makefile, flags=re.MULTILINE)
-    for target in ("render:", "test:", "lint:", "typecheck:", "unit:"):
+    for target in ("render:", "test:", "lint:", "typecheck:", "unit:", "bench:", "identities:", "crds:"):
         assert target in makefile
+    # Without Go the suite cannot validate custom resources: make test says so before anything else.
+    assert re.search(r"^test: require-go ", makefile, flags=re.MULTILINE)
 
 
 def test_the_readme_starts_with_the_two_commands_for_a_fresh_machine() -> None:

@@ -48,6 +48,8 @@ class RecordedResource:
     ignore_changes: list[str] = field(default_factory=list)
     custom_timeouts: dict[str, str] = field(default_factory=dict)
     read: bool = False
+    # Alias specs as the SDK sends them: {"urn": ...} or name/type/parentUrn/noParent.
+    aliases: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def provider_urn(self) -> str:
@@ -198,6 +200,13 @@ class RecordingEngine:
             self.warnings.append(LogWarning(urn=request.urn, message=request.message))
 
 
+def _alias(alias: Any) -> dict[str, Any]:
+    if alias.WhichOneof("alias") == "urn":
+        return {"urn": alias.urn}
+    spec = alias.spec
+    return {"name": spec.name, "type": spec.type, "parentUrn": spec.parentUrn, "noParent": spec.noParent}
+
+
 class RecordingMonitor(MockMonitor):
     """A mock monitor that also keeps the options and dependencies of each registration."""
 
@@ -231,6 +240,7 @@ class RecordingMonitor(MockMonitor):
                     if timeouts and getattr(timeouts, kind)
                 },
                 read=read,
+                aliases=[_alias(alias) for alias in getattr(request, "aliases", [])],
             )
         )
 
