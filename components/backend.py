@@ -8,6 +8,9 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_gcp as gcp
 
+from facts.errors import require, require_no_problem
+from facts.gcp import bucket_name_problem, resource_name_problem
+
 SECONDS_PER_DAY = 86400
 # Old versions of each state file kept for recovery.
 STATE_VERSIONS_KEPT = 20
@@ -25,6 +28,12 @@ class StateBackendArgs:
     operators: Sequence[str]
     protect: bool
     labels: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        require_no_problem(bucket_name_problem(self.bucket), "bucket", self.bucket)
+        require_no_problem(resource_name_problem(self.key_ring, 63), "key_ring", self.key_ring)
+        require_no_problem(resource_name_problem(self.crypto_key, 63), "crypto_key", self.crypto_key)
+        require(self.key_rotation_days >= 1, "key_rotation_days", self.key_rotation_days, "must be at least 1")
 
 
 class StateBackend(pulumi.ComponentResource):

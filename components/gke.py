@@ -9,7 +9,7 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
-from facts.errors import RuleError
+from facts.errors import require, require_no_problem
 from facts.gcp import resource_name_problem
 from facts.gke import workload_pool
 from facts.kubernetes import SYSTEM_POOL
@@ -42,6 +42,9 @@ class SystemPoolArgs:
     # Nodes per zone of the cluster.
     node_count: int
     disk_size_gb: int
+
+    def __post_init__(self) -> None:
+        require(self.node_count >= 1, "system_pool.node_count", self.node_count, "must be at least 1")
 
 
 @dataclass(frozen=True)
@@ -93,12 +96,8 @@ class ClusterArgs:
 
     def __post_init__(self) -> None:
         # GKE cluster names: RFC 1035, at most 40 characters.
-        problem = resource_name_problem(self.name, 40)
-        if problem:
-            raise RuleError("name", self.name, problem)
+        require_no_problem(resource_name_problem(self.name, 40), "name", self.name)
         gke_version_key(self.min_version)
-        if self.system_pool.node_count < 1:
-            raise RuleError("system_pool.node_count", self.system_pool.node_count, "must be at least 1")
 
 
 class Cluster(pulumi.ComponentResource):
@@ -285,6 +284,12 @@ class GpuNodePoolArgs:
     # NodePool.network_config.additional_node_network_configs, in NIC order.
     node_networks: Sequence[Mapping[str, pulumi.Input[str]]]
     labels: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # The node pool planner checks the pool's own settings before anything is created.
+        networks = len(self.node_networks)
+        wanted = self.spec.facts.machine.additional_networks
+        require(networks in (0, wanted), "node_networks", networks, f"attach all {wanted} GPU NICs or none")
 
 
 class GpuNodePool(pulumi.ComponentResource):

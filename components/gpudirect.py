@@ -13,6 +13,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from facts import versions
+from facts.errors import require
 from facts.kubernetes import ACCELERATOR_LABEL, NETWORKING_API, SYSTEM_NAMESPACE
 from facts.machines import GPUDIRECT_STACKS, GpuDirect, GpuDirectStack
 from planners.networks import GpuNetworkPlan
@@ -25,6 +26,10 @@ HOST_GIB_DIR = "/home/kubernetes/bin/gib"
 @dataclass(frozen=True)
 class GpuNetworkObjectsArgs:
     plan: Sequence[GpuNetworkPlan]
+
+    def __post_init__(self) -> None:
+        names = [nic.kubernetes_name for nic in self.plan]
+        require(bool(names) and len(set(names)) == len(names), "plan", names, "names each GPU network once")
 
 
 class GpuNetworkObjects(pulumi.ComponentResource):
@@ -204,6 +209,9 @@ class NcclPluginInstallerArgs:
     # GKE accelerator labels of the machines using this flavour.
     accelerators: Sequence[str]
     nri_device_injector: bool
+
+    def __post_init__(self) -> None:
+        require(bool(self.accelerators), "accelerators", self.accelerators, "names the GPUs to install on")
 
 
 class NcclPluginInstaller(pulumi.ComponentResource):

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
+from facts.errors import require
+
 # GKE's predefined role for node service accounts (logging, monitoring, metadata and
 # autoscaling metrics), plus pulling images from Artifact Registry.
 # https://cloud.google.com/kubernetes-engine/docs/how-to/service-accounts#default-gke-service-agent
@@ -18,6 +20,15 @@ class NodeServiceAccountArgs:
     project: str
     account_id: str
     display_name: str
+
+    def __post_init__(self) -> None:
+        # IAM service account IDs: 6-30 characters, RFC 1035.
+        require(
+            6 <= len(self.account_id) <= 30 and self.account_id[0].isalpha() and self.account_id[-1] != "-",
+            "account_id",
+            self.account_id,
+            "must be 6-30 of a-z, 0-9 and '-', starting with a letter",
+        )
 
 
 class NodeServiceAccount(pulumi.ComponentResource):

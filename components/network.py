@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass
 
 import pulumi
 import pulumi_gcp as gcp
 
+from facts.errors import require, require_no_problem
+from facts.gcp import resource_name_problem
 from planners.networks import GpuNetworkPlan
 
 IAP_RANGE = "35.235.240.0/20"
@@ -23,6 +26,12 @@ class PrimaryNetworkArgs:
     # Larger MTUs for GPU machines; None keeps the VPC default.
     mtu: int | None
     iap_ssh: bool
+
+    def __post_init__(self) -> None:
+        require_no_problem(resource_name_problem(self.name, 63), "name", self.name)
+        for key in ("node_cidr", "pod_cidr", "service_cidr"):
+            ipaddress.IPv4Network(getattr(self, key))
+        _check_mtu(self.mtu)
 
 
 class PrimaryNetwork(pulumi.ComponentResource):
@@ -114,6 +123,23 @@ class GpuNetworksArgs:
     mtu: int | None
     # Source range allowed between GPU NICs (the whole GPU address block).
     gpu_cidr: str
+
+    def __post_init__(self) -> None:
+        require(bool(self.plan), "plan", self.plan, "names at least one GPU network")
+        names = [nic.kubernetes_name for nic in self.plan]
+        require(len(set(names)) == len(names), "plan", names, "has each network once")
+        require(
+            all(ipaddress.IPv4Network(n.cidr).subnet_of(ipaddress.IPv4Network(self.gpu_cidr)) for n in self.plan),
+            "plan",
+            [n.cidr for n in self.plan],
+            f"carves its subnets from gpu_cidr {self.gpu_cidr}",
+        )
+        _check_mtu(self.mtu)
+
+
+def _check_mtu(mtu: int | None) -> None:
+    # https://cloud.google.com/vpc/docs/mtu: 1300-8896 bytes.
+    require(mtu is None or 1300 <= mtu <= 8896, "mtu", mtu, "must be 1300-8896 bytes")
 
 
 class GpuNetworks(pulumi.ComponentResource):

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
+from facts.errors import require
+
 # APIs every layer of the platform uses. Kept enabled on destroy: other workloads in the
 # project may depend on them, and disabling an API can take resources down with it.
 PLATFORM_APIS = (
@@ -30,6 +32,10 @@ PLATFORM_APIS = (
 class ProjectServicesArgs:
     project: str
     services: Sequence[str]
+
+    def __post_init__(self) -> None:
+        bad = [s for s in self.services if not s.endswith(".googleapis.com")]
+        require(not bad, "services", bad, "must be service names ending in .googleapis.com")
 
 
 class ProjectServices(pulumi.ComponentResource):

@@ -8,6 +8,9 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_gcp as gcp
 
+from facts.errors import require_no_problem
+from facts.gcp import resource_name_problem
+
 
 @dataclass(frozen=True)
 class ImageRegistryArgs:
@@ -15,6 +18,9 @@ class ImageRegistryArgs:
     region: str
     repository_id: str
     labels: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        require_no_problem(resource_name_problem(self.repository_id, 63), "repository_id", self.repository_id)
 
 
 class ImageRegistry(pulumi.ComponentResource):

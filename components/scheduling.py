@@ -18,6 +18,7 @@ import pulumi_kubernetes as k8s
 
 from components.kubernetes import KubernetesObject
 from facts import versions
+from facts.errors import require, require_no_problem
 from facts.kubernetes import (
     GPU_RESOURCE,
     JOBSET_NAMESPACE,
@@ -26,6 +27,7 @@ from facts.kubernetes import (
     PRIORITY_VALUES,
     TOPOLOGY_LABELS,
     TOPOLOGY_NAME,
+    dns_label_problem,
 )
 from facts.versions import HelmChart
 from planners.queues import Flavor
@@ -89,6 +91,9 @@ def _namespace(name: str, namespace: str, parent: pulumi.Resource) -> k8s.core.v
 class JobSetControllerArgs:
     node_selector: Mapping[str, str]
 
+    def __post_init__(self) -> None:
+        require(bool(self.node_selector), "node_selector", self.node_selector, "pins the controller to a pool")
+
 
 class JobSetController(pulumi.ComponentResource):
     """The JobSet controller and CRD (chart pinned in components.versions)."""
@@ -117,6 +122,17 @@ class KueueControllerArgs:
     requeue_limit: int
     # GPU nodes the cluster can hold: sizes the controller's memory.
     nodes: int
+
+    def __post_init__(self) -> None:
+        require(bool(self.node_selector), "node_selector", self.node_selector, "pins the controller to a pool")
+        # Kueue evicts after waitForPodsReady.timeout; below a few minutes no A3 image pull fits.
+        require(
+            self.wait_for_pods_ready_timeout_seconds >= 300,
+            "wait_for_pods_ready_timeout_seconds",
+            self.wait_for_pods_ready_timeout_seconds,
+            "must be at least 300",
+        )
+        require(self.requeue_limit >= 0 and self.nodes >= 0, "nodes", self.nodes, "must not be negative")
 
 
 def kueue_configuration(args: KueueControllerArgs) -> dict[str, Any]:
@@ -285,6 +301,12 @@ class KueueQueuesArgs:
     preemption: str
     # What every Kueue object waits for: the controller's readiness gate.
     after: Sequence[pulumi.Resource]
+
+    def __post_init__(self) -> None:
+        names = [f.name for f in self.flavors]
+        require(bool(names) and len(set(names)) == len(names), "flavors", names, "names each GPU pool once")
+        require_no_problem(dns_label_problem(self.cluster_queue), "cluster_queue", self.cluster_queue)
+        require_no_problem(dns_label_problem(self.local_queue), "local_queue", self.local_queue)
 
 
 class KueueQueues(pulumi.ComponentResource):

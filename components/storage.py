@@ -15,6 +15,10 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
+from facts.errors import require, require_no_problem
+from facts.gcp import FilestoreTier, bucket_name_problem, filestore_capacity_problem, resource_name_problem
+from facts.kubernetes import dns_label_problem
+
 FILESTORE_CSI_DRIVER = "filestore.csi.storage.gke.io"
 GCSFUSE_CSI_DRIVER = "gcsfuse.csi.storage.gke.io"
 # Nominal size of a bucket-backed volume: Kubernetes wants one, Cloud Storage ignores it.
@@ -77,6 +81,12 @@ class SharedFilesystemArgs:
     claim_name: str
     protect: bool
     labels: Mapping[str, str]
+
+    def __post_init__(self) -> None:
+        require_no_problem(resource_name_problem(self.instance_name, 63), "instance_name", self.instance_name)
+        require(self.tier in set(FilestoreTier), "tier", self.tier, f"is one of {', '.join(FilestoreTier)}")
+        require_no_problem(filestore_capacity_problem(self.tier, self.capacity_gib), "capacity_gib", self.capacity_gib)
+        require_no_problem(dns_label_problem(self.claim_name), "claim_name", self.claim_name)
 
 
 class SharedFilesystem(pulumi.ComponentResource):
@@ -151,6 +161,12 @@ class BucketVolumeArgs:
     grants: Sequence[tuple[str, pulumi.Input[str]]]
     protect: bool
     labels: Mapping[str, str]
+
+    def __post_init__(self) -> None:
+        require_no_problem(bucket_name_problem(self.bucket_name), "bucket_name", self.bucket_name)
+        require_no_problem(dns_label_problem(self.claim_name), "claim_name", self.claim_name)
+        roles = [role for role, _ in self.grants]
+        require(all(r.startswith("roles/") for r in roles), "grants", roles, "grant predefined roles/… roles")
 
 
 class BucketVolume(pulumi.ComponentResource):

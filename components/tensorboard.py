@@ -10,6 +10,7 @@ import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
 from facts import versions
+from facts.errors import require
 
 PORT = 6006
 
@@ -28,6 +29,11 @@ class TensorBoardArgs:
     vertex_ai: tuple[str, str] | None = None
     # Labels of the Vertex AI instance.
     labels: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        require(self.cpu_millicores > 0, "cpu_millicores", self.cpu_millicores, "must be positive")
+        require(self.memory_mib > 0, "memory_mib", self.memory_mib, "must be positive")
+        require(self.log_dir.startswith(self.mount_path), "log_dir", self.log_dir, f"lies under {self.mount_path}")
 
 
 class TensorBoard(pulumi.ComponentResource):

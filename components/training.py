@@ -18,6 +18,7 @@ import pulumi_kubernetes as k8s
 from components.gpudirect import PodNetworking
 from components.kubernetes import KubernetesObject
 from facts import versions
+from facts.errors import require
 from facts.kubernetes import (
     COMPLETION_INDEX_ANNOTATION,
     GPU_RESOURCE,
@@ -89,6 +90,10 @@ class TrainingRunArgs:
     volumes: Volumes
     # What the JobSet waits for (and is deleted before): its queue, claims, identity, networks.
     after: Sequence[pulumi.Resource] = ()
+
+    def __post_init__(self) -> None:
+        require(self.run.pool == self.flavor.pool, "flavor", self.flavor.pool, f"is the run's pool {self.run.pool}")
+        require(self.run.nodes <= self.flavor.nodes, "run.nodes", self.run.nodes, f"fit pool {self.flavor.pool}")
 
 
 def _env(values: Mapping[str, str]) -> list[dict[str, Any]]:
@@ -255,6 +260,9 @@ class DataPreparationArgs:
     service_account: str
     volumes: Volumes
     after: Sequence[pulumi.Resource] = ()
+
+    def __post_init__(self) -> None:
+        require(self.job.workers >= 1, "job.workers", self.job.workers, "must be at least 1")
 
 
 def data_prep_job(args: DataPreparationArgs, config_map: str) -> dict[str, Any]:

@@ -9,7 +9,8 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
-from facts.kubernetes import PART_OF
+from facts.errors import require_no_problem
+from facts.kubernetes import PART_OF, dns_label_problem
 
 
 @dataclass(frozen=True)
@@ -20,6 +21,10 @@ class TrainingWorkspaceArgs:
     namespace: str
     # Kubernetes service accounts to create, one per kind of workload.
     service_accounts: Sequence[str]
+
+    def __post_init__(self) -> None:
+        for key, name in (("namespace", self.namespace), *(("service_accounts", a) for a in self.service_accounts)):
+            require_no_problem(dns_label_problem(name), key, name)
 
 
 class TrainingWorkspace(pulumi.ComponentResource):

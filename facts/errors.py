@@ -17,3 +17,15 @@ class RuleError(ValueError):
     def under(self, prefix: str) -> RuleError:
         """The same error, its key placed under `prefix` (e.g. `training.runs[0]`)."""
         return RuleError(f"{prefix}.{self.key}" if self.key else prefix, self.value, str(self))
+
+
+def require(condition: bool, key: str, value: Any, message: str) -> None:
+    """Raise RuleError(key, value, message) unless `condition` holds."""
+    if not condition:
+        raise RuleError(key, value, message)
+
+
+def require_no_problem(problem: str | None, key: str, value: Any) -> None:
+    """Raise RuleError naming `key` when a rule function reported a problem."""
+    if problem is not None:
+        raise RuleError(key, value, problem)

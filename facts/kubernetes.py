@@ -6,9 +6,21 @@ namespace is written once and imported wherever an object names it.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from enum import StrEnum
 from types import MappingProxyType
+
+# RFC 1123 labels: namespaces, service accounts, claims, queues, most object names.
+# https://kubernetes.io/docs/concepts/overview/working-with-objects/names/#dns-label-names
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+def dns_label_problem(value: str) -> str | None:
+    if len(value) > 63 or not _DNS_LABEL.match(value):
+        return "must be a DNS label: 1-63 of a-z, 0-9 and '-', starting and ending with a letter or digit"
+    return None
+
 
 # --------------------------------------------------------------------------- taints
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from facts.errors import RuleError
+from facts.errors import RuleError, require
 from facts.gcp import region_of_zone, reservation_path
 from facts.gke import DWS_CAPACITY, CapacityType, compact_placement_problem
 from facts.kubernetes import GPU_TAINT, QUEUED_TAINT
@@ -103,11 +103,6 @@ class NodePoolPlan:
     reservation_affinity: dict[str, Any] | None
 
 
-def _require(condition: bool, key: str, value: Any, message: str) -> None:
-    if not condition:
-        raise RuleError(key, value, message)
-
-
 def plan_node_pool(spec: NodePoolSpec, project: str) -> NodePoolPlan:
     """GKE's rules and the platform's defaults applied to one pool's settings. The config schema
     checks these rules with messages for users; here they guard the plan's own assumptions."""
@@ -117,29 +112,29 @@ def plan_node_pool(spec: NodePoolSpec, project: str) -> NodePoolPlan:
     region = region_of_zone(spec.zone)
     if region is None:
         raise RuleError("zone", spec.zone, "must be a zone such as us-central1-c")
-    _require(
+    require(
         (spec.node_count is None) != (spec.autoscaling is None),
         "nodeCount",
         spec.node_count,
         "set exactly one of nodeCount and autoscaling",
     )
-    _require(
+    require(
         not dws or (spec.autoscaling is not None and spec.autoscaling.min_nodes == 0),
         "autoscaling",
         spec.autoscaling,
         f"capacity.type {capacity.value!r} needs autoscaling from zero",
     )
-    _require(
+    require(
         (capacity is CapacityType.RESERVATION) == (spec.reservation is not None),
         "capacity.reservation",
         spec.reservation,
         "a reservation is named exactly when capacity.type is 'reservation'",
     )
     placement_problem = compact_placement_problem(capacity, machine) if spec.compact else None
-    _require(placement_problem is None, "placement", "compact", placement_problem or "")
-    _require(spec.compact or spec.placement_policy is None, "placementPolicy", spec.placement_policy, "needs compact")
+    require(placement_problem is None, "placement", "compact", placement_problem or "")
+    require(spec.compact or spec.placement_policy is None, "placementPolicy", spec.placement_policy, "needs compact")
     boot_disk_type = spec.disk_type or machine.boot_disk_types[0]
-    _require(
+    require(
         boot_disk_type in machine.boot_disk_types,
         "diskType",
         boot_disk_type,
