@@ -277,6 +277,8 @@ class Cluster(pulumi.ComponentResource):
 class GpuNodePoolArgs:
     spec: NodePoolSpec
     project: str
+    # The cluster's name (prefix of project-wide names) and its id.
+    cluster_name: str
     cluster: pulumi.Input[str]
     # Location of the cluster; the pool's nodes live in `spec.zone`.
     location: str
@@ -303,7 +305,7 @@ class GpuNodePool(pulumi.ComponentResource):
     def __init__(self, name: str, args: GpuNodePoolArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(self.TYPE, name, None, opts)
         spec = args.spec
-        plan = plan_node_pool(spec, args.project)
+        plan = plan_node_pool(spec, args.project, args.cluster_name)
         machine = spec.facts.machine
         for advice in node_pool_advice(spec):
             pulumi.log.warn(f"gpuPools {spec.name}: {advice}", resource=self)
@@ -314,7 +316,7 @@ class GpuNodePool(pulumi.ComponentResource):
             if plan.workload_policy is not None:
                 policy_name = gcp.compute.ResourcePolicy(
                     f"{name}-placement",
-                    name=f"{spec.name}-placement",
+                    name=plan.workload_policy_name,
                     project=args.project,
                     region=plan.region,
                     workload_policy=plan.workload_policy,
@@ -361,7 +363,6 @@ class GpuNodePool(pulumi.ComponentResource):
                 "shielded_instance_config": {"enable_secure_boot": True, "enable_integrity_monitoring": True},
                 # GKE taints GPU nodes itself; declaring the same taint keeps the plan clean.
                 "taints": list(plan.taints),
-                "labels": plan.labels or None,
                 "resource_labels": dict(args.labels),
                 "spot": True if plan.spot else None,
                 "flex_start": True if plan.flex_start else None,

@@ -15,12 +15,10 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.gpudirect import PodNetworking
 from components.kubernetes import KubernetesObject
 from facts import versions
 from facts.errors import require
 from facts.kubernetes import (
-    COMPLETION_INDEX_ANNOTATION,
     GPU_RESOURCE,
     GPU_TAINT,
     IMPENDING_TERMINATION_TOLERATION,
@@ -29,17 +27,17 @@ from facts.kubernetes import (
     PART_OF,
     PRIORITY_CLASS_LABEL,
     QUEUE_NAME_LABEL,
-    RESTART_ATTEMPT_LABEL,
     RUN_LABEL,
     TRAINING_CONTAINER,
+    node_pool_selector,
 )
 from facts.machines import training_pod_requests
 from planners import nemo
+from planners.gpudirect import PodNetworking
 from planners.nemo import RunPaths
 from planners.queues import Flavor
 from planners.runs import DataPrepSpec, RunSpec, topology_annotation
 
-REPLICATED_JOB = "workers"
 GPU_TOLERATIONS = [GPU_TAINT.toleration(), IMPENDING_TERMINATION_TOLERATION]
 # Cloud Storage FUSE sidecar without resource limits: it shares the node with one pod.
 GCSFUSE_ANNOTATIONS = {
@@ -115,17 +113,7 @@ def run_jobset(args: TrainingRunArgs, config_map: str, files_hash: str) -> dict[
     cpu, memory = training_pod_requests(machine)
     shm_gib = min(MAX_SHARED_MEMORY_GIB, machine.memory_gib // 4)
     entrypoint_args = nemo.entrypoint(run.spec)[1]
-    env = {
-        **nemo.launcher_env(run, args.paths),
-        **net.env,
-        **({"NCCL_INIT_SCRIPT": net.nccl_init_script} if net.nccl_init_script else {}),
-        "NNODES": str(run.nodes),
-        "GPUS_PER_NODE": str(machine.gpus),
-        # The first pod, by the stable hostname JobSet gives it.
-        "MASTER_ADDR": f"{name}-{REPLICATED_JOB}-0-0.{name}",
-        "MASTER_PORT": str(nemo.MASTER_PORT),
-        **run.env,
-    }
+    env = {**nemo.platform_env(run, machine.gpus, net, args.paths), **run.env}
     container = {
         "name": TRAINING_CONTAINER,
         "image": run.image or run.spec.recipe.image.ref,
@@ -133,8 +121,7 @@ def run_jobset(args: TrainingRunArgs, config_map: str, files_hash: str) -> dict[
         "args": entrypoint_args,
         "env": [
             *_env(env),
-            _field("JOB_COMPLETION_INDEX", f"metadata.annotations['{COMPLETION_INDEX_ANNOTATION}']"),
-            _field("JOBSET_RESTART_ATTEMPT", f"metadata.labels['{RESTART_ATTEMPT_LABEL}']"),
+            *(_field(key, path) for key, path in nemo.FIELD_ENV.items()),
         ],
         "resources": {
             "requests": {"cpu": f"{cpu}m", "memory": f"{memory}Mi", GPU_RESOURCE: machine.gpus},
@@ -151,6 +138,9 @@ def run_jobset(args: TrainingRunArgs, config_map: str, files_hash: str) -> dict[
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never",
         "serviceAccountName": args.service_account,
+        # Kueue offers the run only the flavors whose node labels this selector allows, so the
+        # run is admitted on its own pool, never on another pool's quota.
+        "nodeSelector": node_pool_selector(args.flavor.pool),
         "tolerations": GPU_TOLERATIONS,
         "terminationGracePeriodSeconds": 30,
         "initContainers": net.sidecars,
@@ -185,7 +175,7 @@ def run_jobset(args: TrainingRunArgs, config_map: str, files_hash: str) -> dict[
             "network": {"enableDNSHostnames": True, "publishNotReadyAddresses": True},
             "replicatedJobs": [
                 {
-                    "name": REPLICATED_JOB,
+                    "name": nemo.REPLICATED_JOB,
                     "replicas": 1,
                     "template": {
                         "spec": {
@@ -297,6 +287,7 @@ def data_prep_job(args: DataPreparationArgs, config_map: str) -> dict[str, Any]:
                 "spec": {
                     "restartPolicy": "Never",
                     "serviceAccountName": args.service_account,
+                    "nodeSelector": node_pool_selector(job.pool),
                     "tolerations": GPU_TOLERATIONS,
                     "containers": [
                         {

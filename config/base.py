@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import re
+from datetime import datetime
 from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict
@@ -53,6 +54,16 @@ def parse_cidr(key: str, value: str) -> ipaddress.IPv4Network:
         raise RuleError(key, value, f"must be an IPv4 CIDR range such as 10.0.0.0/20 ({exc})") from None
 
 
-def check_timestamp(key: str, value: str, example: str) -> None:
+def parse_timestamp(key: str, value: str, example: str) -> datetime:
+    """An RFC 3339 timestamp with its offset, as GKE's maintenance policy takes it."""
     if not _RFC3339.match(value):
         raise RuleError(key, value, f"must be an RFC 3339 timestamp such as {example}")
+    return datetime.fromisoformat(value)
+
+
+def check_period(start_key: str, start: str, end_key: str, end: str, example: str) -> None:
+    """Both ends are RFC 3339 timestamps and the period ends after it starts (compared as times,
+    not as strings: offsets may differ)."""
+    began = parse_timestamp(start_key, start, example)
+    if parse_timestamp(end_key, end, example) <= began:
+        raise RuleError(end_key, end, f"must be after {start_key} ({start})")

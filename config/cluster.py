@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from config.base import Model, check_name, check_timestamp, parse_cidr, to_snake
+from config.base import Model, check_name, check_period, parse_cidr, to_snake
 from facts.errors import RuleError
 from facts.gke import DWS_CAPACITY, CapacityType, compact_placement_problem, default_compact
 from facts.machines import MACHINE_TYPES, MachineType, machine_type
@@ -66,8 +66,7 @@ class MaintenanceWindow(Model):
 
     @model_validator(mode="after")
     def _check(self) -> MaintenanceWindow:
-        check_timestamp("startTime", self.start_time, "2025-01-04T03:00:00Z")
-        check_timestamp("endTime", self.end_time, "2025-01-04T03:00:00Z")
+        check_period("startTime", self.start_time, "endTime", self.end_time, "2025-01-04T03:00:00Z")
         if not self.recurrence.startswith("FREQ="):
             raise RuleError("recurrence", self.recurrence, "must be an RFC 5545 RRULE such as FREQ=WEEKLY;BYDAY=SA")
         return self
@@ -83,10 +82,7 @@ class MaintenanceExclusion(Model):
 
     @model_validator(mode="after")
     def _check(self) -> MaintenanceExclusion:
-        check_timestamp("startTime", self.start_time, "2026-12-20T00:00:00Z")
-        check_timestamp("endTime", self.end_time, "2026-12-20T00:00:00Z")
-        if self.end_time <= self.start_time:
-            raise RuleError("endTime", self.end_time, f"must be after startTime ({self.start_time})")
+        check_period("startTime", self.start_time, "endTime", self.end_time, "2026-12-20T00:00:00Z")
         return self
 
 
@@ -220,6 +216,11 @@ class GpuPoolConfig(Model):
     disk_type: str | None = Field(None, description="Boot disk type. Default: the machine's first supported type.")
     disk_size_gb: int = Field(200, ge=100, le=4000, description="Boot disk size.")
     max_pods_per_node: int = Field(32, ge=8, le=256, description="Pods per node; sizes each node's pod range.")
+    allow_unlisted_zone: bool = Field(
+        False,
+        description="Accept a zone the catalog does not list for the machine type (Google adds zones); "
+        "the program then warns instead of refusing.",
+    )
 
     @property
     def machine(self) -> MachineType:

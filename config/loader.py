@@ -6,6 +6,7 @@ JSON. Every problem is reported at once, each naming the full key the user wrote
 
 from __future__ import annotations
 
+import difflib
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -107,17 +108,49 @@ def _decode(value: str) -> Any:
         return value
 
 
+def default_cluster_name(stack: str) -> str:
+    return f"nemo-{stack}"
+
+
+def _blame_the_stack_name(issue: ConfigIssue, stack: str) -> ConfigIssue:
+    """The default cluster name comes from the stack name: say so, and how to choose one."""
+    if issue.key != "cluster.name":
+        return issue
+    return ConfigIssue(
+        key=issue.key,
+        value=None,
+        message=f"defaults to nemo-<stack> = {default_cluster_name(stack)!r}, which {issue.message}: the stack "
+        f"name {stack!r} is too long or not lower-case; set a name with "
+        f"`pulumi config set --path {PROJECT}:cluster.name <name>`",
+    )
+
+
 def parse_stack_config(raw: Mapping[str, str], stack: str) -> StackConfig:
     """Validate the `nemo-gke:*` values of a stack. Raises ConfigError naming every bad key."""
     prefix = f"{PROJECT}:"
     data: dict[str, Any] = {key[len(prefix) :]: _decode(value) for key, value in raw.items() if key.startswith(prefix)}
     cluster = data.get("cluster")
-    if isinstance(cluster, dict) and "name" not in cluster:
-        data["cluster"] = {**cluster, "name": f"nemo-{stack}"}
+    named = isinstance(cluster, dict) and "name" in cluster
+    if isinstance(cluster, dict) and not named:
+        data["cluster"] = {**cluster, "name": default_cluster_name(stack)}
     elif cluster is None:
-        data["cluster"] = {"name": f"nemo-{stack}"}
+        data["cluster"] = {"name": default_cluster_name(stack)}
     try:
         # JSON mode: strict types, with JSON arrays accepted for tuples and strings for enums.
         return StackConfig.from_plain(data)
     except ValidationError as exc:
-        raise ConfigError([_issue(e) for e in exc.errors()]) from None
+        issues = [_issue(e) for e in exc.errors()]
+        raise ConfigError(issues if named else [_blame_the_stack_name(i, stack) for i in issues]) from None
+
+
+def misspelt_keys(raw: Mapping[str, str]) -> list[str]:
+    """Warnings for keys under a namespace that looks like this project's but is not (`nemo-gk:zone`):
+    Pulumi hands them to the program, which would otherwise ignore them without a word."""
+    warnings = []
+    for key in sorted(raw):
+        namespace, _, name = key.partition(":")
+        if namespace != PROJECT and difflib.get_close_matches(namespace.lower(), [PROJECT], n=1, cutoff=0.75):
+            warnings.append(
+                f"config key {key!r} is ignored: its namespace is not {PROJECT}; did you mean {PROJECT}:{name}?"
+            )
+    return warnings

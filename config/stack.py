@@ -13,7 +13,17 @@ from config.cluster import ClusterConfig, GpuPoolConfig, NetworkConfig, SystemPo
 from config.platform import GpuDirectConfig, KueueConfig, StorageConfig, TensorBoardConfig
 from config.training import TrainingConfig
 from facts.errors import RuleError
-from facts.gcp import is_region, label_key_problem, label_value_problem, project_id_problem, region_of_zone
+from facts.gcp import (
+    GPU_SUBNETS,
+    SUBNET_RESERVED_ADDRESSES,
+    gpu_subnet_prefix,
+    is_region,
+    label_key_problem,
+    label_value_problem,
+    project_id_problem,
+    region_of_zone,
+    usable_addresses,
+)
 from facts.kubernetes import RESERVED_NAMESPACES
 from facts.machines import GpuDirect, MachineType
 from facts.project import PROJECT, qualified_stack_name, stack_reference_problem
@@ -163,13 +173,23 @@ class StackConfig(Model):
             if names.index(pool.name) != i:
                 raise RuleError(f"gpuPools[{i}].name", pool.name, "must be unique")
             zone = self.pool_zone(pool)
+            # Name the key the user wrote: the pool's own zone, or the stack's.
+            zone_key = f"gpuPools[{i}].zone" if pool.zone else "zone"
             if region_of_zone(zone) != self.region:
-                raise RuleError(f"gpuPools[{i}].zone", zone, f"must be a zone of region {self.region}")
+                raise RuleError(zone_key, zone, f"must be a zone of region {self.region}")
             if pool.machine.gpudirect is GpuDirect.RDMA and zone != self.zone:
                 raise RuleError(
                     f"gpuPools[{i}].zone",
                     zone,
                     f"RDMA networks are zonal: {pool.machine_type} pools must be in the stack zone {self.zone}",
+                )
+            if zone not in pool.machine.zones and not pool.allow_unlisted_zone:
+                raise RuleError(
+                    zone_key,
+                    zone,
+                    f"offers no {pool.machine_type} as far as the catalog knows (it lists "
+                    f"{', '.join(sorted(pool.machine.zones))}); if Google has added it, set "
+                    f"gpuPools[{i}].allowUnlistedZone: true",
                 )
             pod_addresses += pool.max_nodes * 2 * pool.max_pods_per_node
         # All GPU machines of one stack share the GPU networks, so their NIC layouts must agree.
@@ -181,6 +201,7 @@ class StackConfig(Model):
                 "multi-NIC machine types with different GPU network layouts cannot share a cluster; "
                 "use one of tcpx (a3-highgpu-8g), tcpxo (a3-megagpu-8g) or rdma (a3-ultragpu-8g, a4-highgpu-8g)",
             )
+        self._check_subnets()
         pod_range = ipaddress.IPv4Network(self.network.pod_cidr).num_addresses
         if pod_addresses > pod_range:
             raise RuleError(
@@ -188,4 +209,29 @@ class StackConfig(Model):
                 self.network.pod_cidr,
                 f"holds {pod_range} addresses but the GPU pools need {pod_addresses} "
                 "(nodes × 2 × maxPodsPerNode); use a larger range or fewer pods per node",
+            )
+
+    def _check_subnets(self) -> None:
+        """Every node gets an address in the node subnet, and one in each GPU subnet per GPU NIC;
+        GCP keeps four addresses of every subnet."""
+        zones = 3 if self.cluster.regional else 1
+        # The system pool's nodes in every zone of the cluster, plus one surge node for upgrades.
+        nodes = self.system_pool.node_count * zones + 1 + sum(p.max_nodes for p in self.gpu_pools)
+        usable = usable_addresses(self.network.node_cidr)
+        if nodes > usable:
+            raise RuleError(
+                "network.nodeCidr",
+                self.network.node_cidr,
+                f"gives {usable} node addresses ({SUBNET_RESERVED_ADDRESSES} of every subnet are GCP's) but the "
+                f"pools can hold {nodes} nodes; use a larger range",
+            )
+        gpu_nodes = sum(p.max_nodes for p in self.gpu_pools if p.machine.is_multi_nic)
+        prefix = gpu_subnet_prefix(self.network.gpu_cidr)
+        per_subnet = 2 ** (32 - prefix) - SUBNET_RESERVED_ADDRESSES
+        if gpu_nodes > per_subnet:
+            raise RuleError(
+                "network.gpuCidr",
+                self.network.gpu_cidr,
+                f"is cut into {GPU_SUBNETS} /{prefix} subnets of {per_subnet} addresses, but the GPU pools can "
+                f"hold {gpu_nodes} nodes, each with an address in every GPU subnet; use a larger range",
             )

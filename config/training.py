@@ -117,6 +117,11 @@ class RunConfig(Model):
         {}, description="Extra settings by dotted key, applied to the NeMo config (NeMo 1) or recipe (NeMo 2)."
     )
     env: dict[str, str] = Field({}, description="Extra environment variables of the training container.")
+    allow_env_overrides: tuple[str, ...] = Field(
+        (),
+        description="Variables the platform sets (NNODES, MASTER_ADDR, the machine's NCCL_* …) that `env` may "
+        "replace; any other such variable in `env` is refused.",
+    )
 
     @property
     def spec(self) -> ModelSpec:
@@ -152,6 +157,9 @@ class RunConfig(Model):
         for key in self.env:
             if not _ENV_NAME.match(key):
                 raise RuleError(f"env.{key}", key, "must be an environment variable name")
+        for i, key in enumerate(self.allow_env_overrides):
+            if key not in self.env:
+                raise RuleError(f"allowEnvOverrides[{i}]", key, "names no variable of env")
         return self
 
 

@@ -6,6 +6,7 @@ the config schema and the components' argument checks say the same thing.
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
 import re
 from enum import StrEnum
@@ -39,6 +40,18 @@ def resource_name_problem(value: str, max_length: int) -> str | None:
             "starting with a letter and not ending with '-'"
         )
     return None
+
+
+def scoped_name(*parts: str, max_length: int = 63) -> str:
+    """A resource name made of parts joined by '-', unique as long as the parts are: when it
+    would be too long, the end of the first part gives way to a short hash of the whole."""
+    name = "-".join(parts)
+    if len(name) <= max_length:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+    rest = "-".join(parts[1:])
+    head = parts[0][: max(1, max_length - len(rest) - len(digest) - 2)].rstrip("-")
+    return f"{head}-{digest}-{rest}"[:max_length].rstrip("-")
 
 
 def is_region(value: str) -> bool:
@@ -76,6 +89,24 @@ def bucket_name_problem(name: str) -> str | None:
     if name.startswith("goog") or _GOOGLE_LOOKALIKE.search(name):
         return "must not start with 'goog' or contain 'google' or a look-alike"
     return None
+
+
+# Every subnet's primary range loses its first two and last two addresses.
+# https://cloud.google.com/vpc/docs/subnets#unusable-ip-addresses-in-every-subnet
+SUBNET_RESERVED_ADDRESSES = 4
+# The GPU block is cut into this many equal subnets, one per GPU network; the most any machine
+# needs is 9 (A3 Ultra and A4: a gVNIC network and 8 RDMA subnets).
+GPU_SUBNETS = 16
+
+
+def usable_addresses(cidr: str) -> int:
+    """Addresses a subnet of this primary range gives to nodes."""
+    return ipaddress.IPv4Network(cidr).num_addresses - SUBNET_RESERVED_ADDRESSES
+
+
+def gpu_subnet_prefix(gpu_cidr: str) -> int:
+    """The prefix length of each of the GPU_SUBNETS subnets of a GPU block."""
+    return ipaddress.IPv4Network(gpu_cidr).prefixlen + (GPU_SUBNETS - 1).bit_length()
 
 
 def reservation_path(project: str, reservation: str, block: str | None) -> str:

@@ -25,8 +25,13 @@ DWS_CAPACITY = frozenset({CapacityType.FLEX_START, CapacityType.QUEUED_PROVISION
 
 
 def compact_placement_problem(capacity: CapacityType, machine: MachineType) -> str | None:
-    """Why GKE refuses compact placement for this capacity mode and machine, or None.
-    GoogleCloudPlatform/cluster-toolkit:modules/compute/gke-node-pool/main.tf@1047080 (preconditions)."""
+    """Why compact placement does not go with this capacity mode and machine, or None.
+    GoogleCloudPlatform/cluster-toolkit:modules/compute/gke-node-pool/main.tf@1047080 (preconditions);
+    a specific reservation carries its own placement: cluster-toolkit's A3 Mega and A3 Ultra
+    examples (examples/gke-a3-megagpu, examples/gke-a3-ultragpu @1047080) consume reservations
+    with no placement policy, and no GKE document shows the two together."""
+    if capacity is CapacityType.RESERVATION:
+        return "a specific reservation brings its own placement (dense deployment): leave placement unset"
     if capacity is CapacityType.QUEUED_PROVISIONING:
         return "queued provisioning excludes compact placement (GKE allows it only for TPUs)"
     if capacity is CapacityType.FLEX_START and not machine.compact_with_flex_start:
@@ -39,6 +44,22 @@ def default_compact(capacity: CapacityType, machine: MachineType, max_nodes: int
     """The platform's default placement: compact for multi-node 8-GPU pools where GKE allows it,
     so their nodes share a block and carry GKE's topology labels."""
     return machine.gpus == 8 and max_nodes > 1 and compact_placement_problem(capacity, machine) is None
+
+
+# Node label and taint key prefixes a node pool may not set: Kubernetes reserves kubernetes.io/
+# and k8s.io/ (pulumi-gcp container.ClusterNodeConfigArgs.labels: "reserved by Kubernetes Core
+# components and cannot be specified"); GKE manages the keys under cloud.google.com/ ("Node labels
+# with key "cloud.google.com/compute-class" are managed by GKE or Kubernetes and must not be
+# manually specified", hashicorp/terraform-provider-google#19677) and adds what it needs itself,
+# e.g. the cloud.google.com/gke-queued taint of queued-provisioning pools.
+RESERVED_NODE_KEY_PREFIXES = ("kubernetes.io/", "k8s.io/", "cloud.google.com/")
+
+
+def reserved_node_key(key: str) -> bool:
+    """Whether a label or taint key falls under a prefix Kubernetes or GKE keeps for itself
+    (any subdomain too: node.kubernetes.io/)."""
+    domain = key.split("/", 1)[0] + "/" if "/" in key else ""
+    return any(domain == prefix or domain.endswith("." + prefix) for prefix in RESERVED_NODE_KEY_PREFIXES)
 
 
 def workload_pool(project: str) -> str:

@@ -10,12 +10,16 @@ this module).
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from facts import versions
+from facts.errors import RuleError
+from facts.kubernetes import COMPLETION_INDEX_ANNOTATION, RESTART_ATTEMPT_LABEL
 from facts.models import Framework, ModelSpec
+from planners.gpudirect import PodNetworking
 from planners.runs import RunSpec, Tokenizer
 
 SCRIPTS = Path(__file__).parent / "scripts"
@@ -33,6 +37,13 @@ TOKENIZER_DIR = f"{LOCAL_SSD}/tokenizer"
 GPT2_VOCAB = f"{TOKENIZER_DIR}/gpt2-vocab.json"
 GPT2_MERGES = f"{TOKENIZER_DIR}/gpt2-merges.txt"
 MASTER_PORT = 6002
+# The JobSet's one replicated job: its pods are <run>-workers-0-<index>.<run>.
+REPLICATED_JOB = "workers"
+# Set from the pod's own metadata (downward API): the node rank and the restart attempt.
+FIELD_ENV = {
+    "JOB_COMPLETION_INDEX": f"metadata.annotations['{COMPLETION_INDEX_ANNOTATION}']",
+    "JOBSET_RESTART_ATTEMPT": f"metadata.labels['{RESTART_ATTEMPT_LABEL}']",
+}
 
 
 @dataclass(frozen=True)
@@ -360,3 +371,29 @@ def preprocess_command(
     if tokenizer["vocab_file"]:
         command += [f"--vocab-file={tokenizer['vocab_file']}", f"--merge-file={tokenizer['merge_file']}"]
     return command
+
+
+def platform_env(run: RunSpec, gpus_per_node: int, networking: PodNetworking, paths: RunPaths) -> dict[str, str]:
+    """Every variable the platform sets in the training container (FIELD_ENV aside): the
+    launcher's, the machine's NCCL environment, and torchrun's rendezvous."""
+    return {
+        **launcher_env(run, paths),
+        **networking.env,
+        **({"NCCL_INIT_SCRIPT": networking.nccl_init_script} if networking.nccl_init_script else {}),
+        "NNODES": str(run.nodes),
+        "GPUS_PER_NODE": str(gpus_per_node),
+        # The first pod, by the stable hostname JobSet gives it.
+        "MASTER_ADDR": f"{run.name}-{REPLICATED_JOB}-0-0.{run.name}",
+        "MASTER_PORT": str(MASTER_PORT),
+    }
+
+
+def check_env(run: RunSpec, platform: Mapping[str, str]) -> None:
+    """A run's `env` may replace what the platform sets only where `allowEnvOverrides` says so:
+    a stray NNODES or NCCL_* variable would silently break the rendezvous or the tuned network."""
+    for key in run.env:
+        if (key in platform or key in FIELD_ENV) and key not in run.allow_env_overrides:
+            set_to = platform.get(key, "from the pod's metadata")
+            raise RuleError(
+                f"env.{key}", key, f"is set by the platform ({set_to}); list it in allowEnvOverrides to replace it"
+            )

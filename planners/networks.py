@@ -9,10 +9,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from facts.errors import RuleError
+from facts.gcp import gpu_subnet_prefix
 from facts.machines import GpuDirect, MachineType
-
-# The GPU block is cut into this many equal subnets; the most any machine needs is 9 (A3 Ultra, A4).
-GPU_SUBNETS = 16
 
 
 @dataclass(frozen=True)
@@ -32,9 +30,8 @@ class GpuNetworkPlan:
 
 
 def gpu_subnets(gpu_cidr: str) -> list[str]:
-    """The GPU block cut into GPU_SUBNETS equal ranges, in address order."""
-    block = ipaddress.IPv4Network(gpu_cidr)
-    return [str(s) for s in block.subnets(prefixlen_diff=(GPU_SUBNETS - 1).bit_length())]
+    """The GPU block cut into facts.gcp.GPU_SUBNETS equal ranges, in address order."""
+    return [str(s) for s in ipaddress.IPv4Network(gpu_cidr).subnets(new_prefix=gpu_subnet_prefix(gpu_cidr))]
 
 
 def network_machine(machines: Iterable[MachineType]) -> MachineType | None:

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from facts.errors import RuleError, require
-from facts.gcp import region_of_zone, reservation_path
+from facts.gcp import region_of_zone, reservation_path, scoped_name
 from facts.gke import DWS_CAPACITY, CapacityType, compact_placement_problem
-from facts.kubernetes import GPU_TAINT, QUEUED_TAINT
+from facts.kubernetes import GPU_TAINT
 from facts.machines import MachineType, machine_type
 from facts.project import is_placeholder
 
@@ -25,6 +25,8 @@ class PoolFacts:
     max_nodes: int
     capacity_type: CapacityType
     compact: bool
+    # Nodes the pool keeps at least; 0 when it scales from zero.
+    min_nodes: int
 
     @property
     def machine(self) -> MachineType:
@@ -40,6 +42,21 @@ class PoolFacts:
     def queued(self) -> bool:
         """Nodes come from queued provisioning: admission waits for a ProvisioningRequest."""
         return self.capacity_type is CapacityType.QUEUED_PROVISIONING
+
+    @property
+    def topology_problem(self) -> str | None:
+        """Why Kueue cannot place runs on this pool by topology, or None.
+
+        Topology-aware scheduling counts only Ready nodes that carry the topology labels, and
+        reaches nodes that do not exist yet only through a ProvisioningRequest admission check
+        (kubernetes-sigs/kueue site/content/en/docs/concepts/topology_aware_scheduling.md@v0.19.2,
+        "ClusterAutoscaler support"; pkg/scheduler/flavorassigner/tas_flavorassigner.go). A pool
+        that can be at zero nodes without one would keep its runs suspended forever."""
+        if not self.has_topology_labels:
+            return "has no topology labels (they come with compact placement or a reservation)"
+        if self.min_nodes == 0 and not self.queued:
+            return "can scale to zero nodes, and Kueue places by topology only on nodes that exist"
+        return None
 
 
 @dataclass(frozen=True)
@@ -75,8 +92,13 @@ class NodePoolSpec:
 
     @property
     def facts(self) -> PoolFacts:
-        max_nodes = self.autoscaling.max_nodes if self.autoscaling else (self.node_count or 0)
-        return PoolFacts(self.name, self.machine_type, self.zone, max_nodes, self.capacity_type, self.compact)
+        if self.autoscaling is not None:
+            min_nodes, max_nodes = self.autoscaling.min_nodes, self.autoscaling.max_nodes
+        else:
+            min_nodes = max_nodes = self.node_count or 0
+        return PoolFacts(
+            self.name, self.machine_type, self.zone, max_nodes, self.capacity_type, self.compact, min_nodes
+        )
 
 
 @dataclass(frozen=True)
@@ -91,11 +113,14 @@ class NodePoolPlan:
     compact: bool
     placement_policy: str | None
     workload_policy: dict[str, str] | None
+    # Name of the workload policy to create: the cluster's prefix keeps it unique in the project.
+    workload_policy_name: str
     queued_provisioning: bool
     auto_repair: bool
-    upgrade_settings: dict[str, Any]
+    # None for flex-start and queued provisioning pools: GKE gives them its own SHORT_LIVED
+    # strategy, which the provider cannot express.
+    upgrade_settings: dict[str, Any] | None
     taints: tuple[dict[str, str], ...]
-    labels: dict[str, str]
     boot_disk_type: str
     spot: bool
     flex_start: bool
@@ -103,7 +128,7 @@ class NodePoolPlan:
     reservation_affinity: dict[str, Any] | None
 
 
-def plan_node_pool(spec: NodePoolSpec, project: str) -> NodePoolPlan:
+def plan_node_pool(spec: NodePoolSpec, project: str, cluster_name: str) -> NodePoolPlan:
     """GKE's rules and the platform's defaults applied to one pool's settings. The config schema
     checks these rules with messages for users; here they guard the plan's own assumptions."""
     machine = machine_type(spec.machine_type)
@@ -176,12 +201,17 @@ def plan_node_pool(spec: NodePoolSpec, project: str) -> NodePoolPlan:
             if spec.compact and capacity is CapacityType.FLEX_START and spec.placement_policy is None
             else None
         ),
+        workload_policy_name=scoped_name(cluster_name, spec.name, "placement"),
         queued_provisioning=queued,
         auto_repair=spec.auto_repair if spec.auto_repair is not None else not dws,
-        # A3 capacity is scarce: replace nodes in place, never ask for a surge node.
-        upgrade_settings={"strategy": "SURGE", "max_surge": 0, "max_unavailable": 1},
-        taints=(GPU_TAINT.for_node_pool(), *([QUEUED_TAINT.for_node_pool()] if queued else [])),
-        labels={QUEUED_TAINT.key: QUEUED_TAINT.value} if queued else {},
+        # A3 capacity is scarce: replace nodes in place, never ask for a surge node. GKE upgrades
+        # flex-start and queued pools with its SHORT_LIVED strategy, which the provider's schema
+        # cannot express (SURGE or BLUE_GREEN only): setting one would diff on every preview
+        # (crossplane-contrib/provider-upjet-gcp#1028), so those pools leave it to GKE.
+        upgrade_settings=None if dws else {"strategy": "SURGE", "max_surge": 0, "max_unavailable": 1},
+        # GKE adds the cloud.google.com/gke-queued taint to queued pools itself; keys under
+        # cloud.google.com/ are GKE's (facts.gke.RESERVED_NODE_KEY_PREFIXES).
+        taints=(GPU_TAINT.for_node_pool(),),
         boot_disk_type=boot_disk_type,
         spot=capacity is CapacityType.SPOT,
         # Queued provisioning runs on flex-start VMs too (GKE: --flex-start --enable-queued-provisioning).

@@ -25,8 +25,11 @@ class Flavor:
     gpus: int
     cpu_millicores: int
     memory_mib: int
-    # Nodes carry GKE's block/subblock/host labels (compact placement or a dense reservation).
+    # Runs are placed by topology: the nodes carry GKE's block/subblock/host labels and exist
+    # (or are provisioned through a ProvisioningRequest) when Kueue admits.
     topology: bool
+    # Why a run asking for topology cannot have it on this pool (planners.pools.PoolFacts).
+    topology_problem: str | None
     # Nodes come from queued provisioning: admission waits for a ProvisioningRequest.
     queued: bool
 
@@ -54,7 +57,8 @@ def plan_flavor(pool: PoolFacts) -> Flavor:
         gpus=machine.gpus * pool.max_nodes,
         cpu_millicores=allocatable_millicores(machine.vcpus) * pool.max_nodes,
         memory_mib=allocatable_memory_mib(machine.memory_gib) * pool.max_nodes,
-        topology=pool.has_topology_labels,
+        topology=pool.topology_problem is None,
+        topology_problem=pool.topology_problem,
         queued=pool.queued,
     )
 

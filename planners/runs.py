@@ -59,6 +59,8 @@ class RunSpec:
     image: str | None = None
     overrides: Mapping[str, str | int | float | bool] = field(default_factory=lambda: MappingProxyType({}))
     env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    # Variables of `env` that may replace what the platform sets.
+    allow_env_overrides: frozenset[str] = frozenset()
 
     @property
     def spec(self) -> ModelSpec:
@@ -134,11 +136,7 @@ def check_run(run: RunSpec, flavors: Mapping[str, Flavor], priorities: Sequence[
     if run.profile is not None and run.profile.end_step > s.steps:
         raise RuleError("profile.endStep", run.profile.end_step, f"is after the last step ({s.steps})")
     if run.topology_mode in ("preferred", "required") and not flavor.topology:
-        raise RuleError(
-            "topology.mode",
-            run.topology_mode,
-            f"pool {pool} has no topology labels (they come with compact placement or a reservation); use 'none'",
-        )
+        raise RuleError("topology.mode", run.topology_mode, f"pool {pool} {flavor.topology_problem}; use 'none'")
     if run.priority not in priorities:
         raise RuleError("priority", run.priority, f"is not a priority class of the platform: {', '.join(priorities)}")
 

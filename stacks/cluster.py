@@ -195,6 +195,7 @@ class ClusterLayer(pulumi.ComponentResource):
                 GpuNodePoolArgs(
                     spec=node_pool_spec(cfg, pool),
                     project=cfg.project,
+                    cluster_name=cfg.cluster_name,
                     cluster=self.cluster.id,
                     location=facts.location,
                     node_service_account=nodes.email,

@@ -8,7 +8,7 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
-from config.loader import ConfigError, parse_stack_config
+from config.loader import ConfigError, misspelt_keys, parse_stack_config
 from config.stack import Layer, StackConfig
 from stacks import bootstrap, cluster, platform, training
 from stacks.contract import ClusterFacts, PlatformFacts
@@ -26,8 +26,11 @@ def stack_config_values() -> dict[str, str]:
 
 
 def run() -> None:
+    values = stack_config_values()
+    for warning in misspelt_keys(values):
+        pulumi.log.warn(warning)
     try:
-        cfg = parse_stack_config(stack_config_values(), pulumi.get_stack())
+        cfg = parse_stack_config(values, pulumi.get_stack())
         exports = deploy(cfg)
     except ConfigError as error:
         raise InvalidStackConfig(error.issues) from None
@@ -64,7 +67,7 @@ def deploy(cfg: StackConfig) -> dict[str, Any]:
         else _need(upstream).facts("platform", PlatformFacts)
     )
     if cfg.deploys(Layer.TRAINING):
-        training.check_runs(cfg, platform_facts)
+        training.check_runs(cfg, cluster_facts, platform_facts)
 
     opts = pulumi.ResourceOptions(providers={"gcp": gcp_provider(cfg)})
     exports: dict[str, Any] = {}

@@ -12,7 +12,6 @@ from typing import Any
 
 import pulumi
 
-from components.gpudirect import pod_networking
 from components.training import DataPreparation, DataPreparationArgs, TrainingRun, TrainingRunArgs, Volumes
 from config.loader import ConfigError
 from config.stack import StackConfig
@@ -20,9 +19,10 @@ from config.training import DataPrepConfig, RunConfig, TokenizerConfig
 from facts.errors import RuleError
 from facts.kubernetes import RUN_LABEL, TRAINING_CONTAINER
 from planners import nemo
+from planners.gpudirect import pod_networking
 from planners.runs import DataPrepSpec, ProfileWindow, RunSpec, Tokenizer, check_data_prep, check_run
 from stacks.cluster import ClusterOutputs
-from stacks.contract import PlatformFacts
+from stacks.contract import ClusterFacts, PlatformFacts
 from stacks.platform import PlatformOutputs
 
 
@@ -53,7 +53,12 @@ def run_spec(run: RunConfig, platform: PlatformFacts) -> RunSpec:
         image=run.image,
         overrides=MappingProxyType(dict(run.overrides)),
         env=MappingProxyType(dict(run.env)),
+        allow_env_overrides=frozenset(run.allow_env_overrides),
     )
+
+
+def run_paths(run: RunSpec, platform: PlatformFacts) -> nemo.RunPaths:
+    return nemo.run_paths(run, platform.experiments_dir, platform.checkpoint_mount, platform.data_mount)
 
 
 def data_prep_spec(job: DataPrepConfig, platform: PlatformFacts) -> DataPrepSpec:
@@ -68,14 +73,18 @@ def data_prep_spec(job: DataPrepConfig, platform: PlatformFacts) -> DataPrepSpec
     )
 
 
-def check_runs(cfg: StackConfig, platform: PlatformFacts) -> None:
+def check_runs(cfg: StackConfig, cluster: ClusterFacts, platform: PlatformFacts) -> None:
     """Every run and data-prep job against the environment it targets; called before
     anything is registered. Raises ConfigError naming every bad key."""
     flavors = platform.flavors_by_pool
     errors: list[RuleError] = []
-    for i, run in enumerate(cfg.training.runs):
+    for i, run_config in enumerate(cfg.training.runs):
+        run = run_spec(run_config, platform)
         try:
-            check_run(run_spec(run, platform), flavors, platform.priority_classes)
+            check_run(run, flavors, platform.priority_classes)
+            machine = flavors[run.pool].machine
+            networking = pod_networking(machine.gpudirect, cluster.gpu_networks, machine.gpus)
+            nemo.check_env(run, nemo.platform_env(run, machine.gpus, networking, run_paths(run, platform)))
         except RuleError as error:
             errors.append(error.under(f"training.runs[{i}]"))
     for i, job in enumerate(cfg.training.data_prep):
@@ -128,9 +137,7 @@ class TrainingLayer(pulumi.ComponentResource):
                         local_queue=platform.local_queue,
                         service_account=platform.service_account,
                         networking=pod_networking(machine.gpudirect, cluster.facts.gpu_networks, machine.gpus),
-                        paths=nemo.run_paths(
-                            run, platform.experiments_dir, platform.checkpoint_mount, platform.data_mount
-                        ),
+                        paths=run_paths(run, platform),
                         volumes=volumes,
                         after=after,
                     ),

@@ -258,14 +258,20 @@ def test_a_flex_start_pool_scales_from_zero_without_repair_in_a_workload_policy(
     assert inputs["placementPolicy"] == {"type": "COMPACT", "policyName": policy.inputs["name"]}
 
 
-def test_a_queued_provisioning_pool_is_tainted_labelled_and_not_compact(render: Any) -> None:
+def test_a_queued_provisioning_pool_is_queued_flex_start_and_not_compact_and_leaves_its_taint_to_gke(
+    render: Any,
+) -> None:
+    """GKE taints queued-provisioning nodes with cloud.google.com/gke-queued itself, and keys under
+    cloud.google.com/ are GKE's (hashicorp/terraform-provider-google#19677): the pool sets neither
+    that taint nor a label; the Kueue flavor tolerates the taint (tests/test_platform.py)."""
     (pool,) = [p for p in gpu_pools(render("a3high-small")) if p.inputs.get("queuedProvisioning")]
     node = pool.inputs["nodeConfig"]
     assert pool.inputs["queuedProvisioning"] == {"enabled": True}
-    assert {"key": "cloud.google.com/gke-queued", "value": "true", "effect": "NO_SCHEDULE"} in node["taints"]
-    assert node["labels"] == {"cloud.google.com/gke-queued": "true"}
+    assert node["taints"] == [{"key": "nvidia.com/gpu", "value": "present", "effect": "NO_SCHEDULE"}]
+    assert "labels" not in node
     assert node["flexStart"] is True
     assert "placementPolicy" not in pool.inputs
+    assert "upgradeSettings" not in pool.inputs
     assert node["reservationAffinity"] == {"consumeReservationType": "NO_RESERVATION"}
 
 
@@ -319,8 +325,19 @@ def test_placeholders_are_warned_about_on_the_resource_they_concern(render: Any)
     ) in warnings
 
 
-def test_a_zone_the_catalog_cannot_confirm_is_warned_about_not_refused(render: Any) -> None:
-    values = stack_with("dev", project="acme-ml-prod", region="us-west2", zone="us-west2-a")
+def test_a_zone_that_offers_no_such_machine_is_refused_naming_the_key_the_user_wrote() -> None:
+    """The catalog lists the zones where each machine type is offered (facts.machines, with sources)."""
+    message = issue_for(rejected(stack_with("dev", region="us-west2", zone="us-west2-a")), "zone")
+    assert 'nemo-gke:zone = "us-west2-a": offers no a3-highgpu-8g as far as the catalog knows' in message
+    assert "us-central1-c" in message and "set gpuPools[0].allowUnlistedZone: true" in message
+    pool = {"name": "h", "machineType": "a3-highgpu-8g", "nodeCount": 2, "zone": "us-central1-f"}
+    message = issue_for(rejected(stack_with("dev", gpuPools=[pool], training={})), "gpuPools[0].zone")
+    assert "offers no a3-highgpu-8g" in message
+
+
+def test_an_unlisted_zone_the_user_vouches_for_is_warned_about(render: Any) -> None:
+    pool = {"name": "a3-highgpu", "machineType": "a3-highgpu-8g", "nodeCount": 2, "allowUnlistedZone": True}
+    values = stack_with("dev", project="acme-ml-prod", region="us-west2", zone="us-west2-a", gpuPools=[pool])
     (warning,) = render("dev", values=values).warnings
     assert warning.resource_name == "cluster-a3-highgpu"
     assert "the catalog cannot confirm a3-highgpu-8g capacity in us-west2-a" in warning.message

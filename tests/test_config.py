@@ -386,3 +386,101 @@ def test_duplicate_run_names_are_rejected() -> None:
 def test_every_error_of_a_config_is_reported_at_once() -> None:
     error = rejected(stack_with("dev", regoin="x", gpuPools=pools(nodeCount=-1, bogus=1)))
     assert {i.key for i in error.issues} >= {"regoin", "gpuPools[0].nodeCount", "gpuPools[0].bogus"}
+
+
+# --------------------------------------------------------------------------- what the platform sets
+
+
+@pytest.mark.parametrize(
+    ("env", "variable", "set_to"),
+    [
+        ({"NNODES": "4"}, "NNODES", "(2)"),
+        ({"MASTER_ADDR": "10.0.0.1"}, "MASTER_ADDR", "(gpt5b-demo-workers-0-0.gpt5b-demo)"),
+        ({"NCCL_ALGO": "Tree"}, "NCCL_ALGO", "(Ring)"),
+        ({"JOB_COMPLETION_INDEX": "0"}, "JOB_COMPLETION_INDEX", "(from the pod's metadata)"),
+    ],
+)
+def test_a_run_env_that_overrides_what_the_platform_sets_is_refused(
+    env: dict[str, str], variable: str, set_to: str
+) -> None:
+    """A stray NNODES or NCCL_* variable would break torchrun's rendezvous or the machine's tuned
+    NCCL settings without a word; replacing one takes an explicit allowEnvOverrides."""
+    message = issue_for(rejected(dev_with_run(env=env)), f"training.runs[0].env.{variable}")
+    assert f"is set by the platform {set_to}; list it in allowEnvOverrides" in message
+
+
+def test_an_allowed_override_reaches_the_training_container(render: Any) -> None:
+    run = render("dev", values=dev_with_run(env={"NCCL_ALGO": "Tree"}, allowEnvOverrides=["NCCL_ALGO"]))
+    jobset = run.manifest(run.one("kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"))
+    container = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]
+    assert {"name": "NCCL_ALGO", "value": "Tree"} in container["env"]
+    assert [e["name"] for e in container["env"]].count("NCCL_ALGO") == 1
+
+
+def test_an_override_list_names_only_variables_of_env() -> None:
+    message = issue_for(
+        rejected(dev_with_run(allowEnvOverrides=["NCCL_ALGO"])), "training.runs[0].allowEnvOverrides[0]"
+    )
+    assert "names no variable of env" in message
+
+
+# --------------------------------------------------------------------------- times and address space
+
+
+def test_a_maintenance_window_that_ends_before_it_starts_is_refused() -> None:
+    window = {"startTime": "2025-01-04T11:00:00Z", "endTime": "2025-01-04T03:00:00Z"}
+    message = issue_for(
+        rejected(stack_with("dev", cluster={"maintenanceWindow": window})), "cluster.maintenanceWindow.endTime"
+    )
+    assert "must be after startTime (2025-01-04T11:00:00Z)" in message
+
+
+@pytest.mark.parametrize(
+    ("start", "end", "valid"),
+    [
+        # 10:00 in Tokyo is 01:00 UTC, before 02:00 UTC, although the strings sort the other way.
+        ("2026-12-20T10:00:00+09:00", "2026-12-20T02:00:00Z", True),
+        ("2026-12-20T02:00:00Z", "2026-12-20T10:00:00+09:00", False),
+    ],
+)
+def test_maintenance_times_are_compared_as_times_not_strings(start: str, end: str, valid: bool) -> None:
+    exclusion = {"name": "freeze", "startTime": start, "endTime": end}
+    values = stack_with("dev", cluster={"maintenanceExclusions": [exclusion]})
+    if valid:
+        assert run_stack("dev", values=values).of_type("gcp:container/cluster:Cluster")
+    else:
+        issue_for(rejected(values), "cluster.maintenanceExclusions[0].endTime")
+
+
+def test_a_node_subnet_too_small_for_the_pools_is_refused() -> None:
+    """GCP keeps 4 addresses of every subnet (https://cloud.google.com/vpc/docs/subnets#unusable-ip-addresses-in-every-subnet):
+    a /29 gives 4 node addresses; 8 GPU nodes, a system node and a surge node need 10."""
+    values = stack_with("dev", network={"nodeCidr": "10.0.0.0/29"}, gpuPools=pools(nodeCount=8))
+    message = issue_for(rejected(values), "network.nodeCidr")
+    assert "gives 4 node addresses" in message and "can hold 10 nodes" in message
+
+
+def test_gpu_subnets_too_small_for_the_pools_are_refused() -> None:
+    """Every GPU NIC of every node takes an address in its GPU subnet: a /24 block gives /28 subnets
+    of 12 usable addresses, too few for a 16-node pool."""
+    values = stack_with("dev", network={"gpuCidr": "192.168.0.0/24"}, gpuPools=pools(nodeCount=16), training={})
+    message = issue_for(rejected(values), "network.gpuCidr")
+    assert "16 /28 subnets of 12 addresses" in message and "hold 16 nodes" in message
+
+
+# --------------------------------------------------------------------------- the stack and its file
+
+
+@pytest.mark.parametrize("stack", ["Dev", "a-very-long-stack-name-for-prod"])
+def test_a_stack_name_that_makes_no_cluster_name_is_named_as_the_cause(stack: str) -> None:
+    error = rejected(load_stack_values("dev"), stack=stack)
+    message = issue_for(error, "cluster.name")
+    assert f"defaults to nemo-<stack> = 'nemo-{stack}'" in message and f"the stack name {stack!r}" in message
+    assert "pulumi config set --path nemo-gke:cluster.name <name>" in message
+
+
+def test_a_key_under_a_misspelt_namespace_is_warned_about(render: Any) -> None:
+    run = render("dev", values={**load_stack_values("dev"), "nemo-gk:production": True})
+    assert [w.message for w in run.warnings if w.urn == ""] == [
+        "config key 'nemo-gk:production' is ignored: its namespace is not nemo-gke; did you mean nemo-gke:production?"
+    ]

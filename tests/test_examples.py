@@ -84,3 +84,42 @@ def test_the_render_entry_point_prints_no_traceback_for_an_unknown_stack(tmp_pat
     )
     assert result.returncode == 2
     assert "Traceback" not in result.stderr and "known stacks: " in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("- a list\n- not a mapping\n", "Pulumi.bad.yaml: must be a YAML mapping with a `config:` mapping"),
+        ("config:\n  - nemo-gke:project\n", "Pulumi.bad.yaml: must be a YAML mapping with a `config:` mapping"),
+        ("config:\n  nemo-gke:project: [unclosed\n", "Pulumi.bad.yaml:3: not YAML:"),
+        (
+            "config:\n  nemo-gke:project: my-project-1\n  nemo-gke:project: my-project-2\n",
+            "Pulumi.bad.yaml: line 3: 'nemo-gke:project' is given twice",
+        ),
+    ],
+    ids=["list", "config-list", "syntax", "duplicate-key"],
+)
+def test_a_broken_stack_file_gets_one_line_and_exit_code_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], text: str, message: str
+) -> None:
+    """The Pulumi CLI refuses these files too (its YAML parser rejects duplicate keys)."""
+    (tmp_path / "Pulumi.bad.yaml").write_text(text)
+    monkeypatch.setattr(program, "ROOT", tmp_path)
+    assert render_cli.main(["--stack", "bad", "--out", str(tmp_path / "build")]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith(f"error: {message}") and error.count("\n") == 1, error
+
+
+def test_an_encrypted_value_is_an_opaque_secret_to_the_render(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stack = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())
+    stack["config"]["gcp:credentials"] = {"secure": "v1:aGVsbG8=:c2VjcmV0"}
+    (tmp_path / "Pulumi.enc.yaml").write_text(yaml.safe_dump(stack))
+    monkeypatch.setattr(program, "ROOT", tmp_path)
+    assert render_cli.main(["--stack", "enc", "--out", str(tmp_path / "build")]) == 0
+    assert "c2VjcmV0" not in capsys.readouterr().out
+    stack["config"]["nemo-gke:project"] = {"secure": "v1:aGVsbG8=:c2VjcmV0"}
+    (tmp_path / "Pulumi.enc.yaml").write_text(yaml.safe_dump(stack))
+    assert render_cli.main(["--stack", "enc", "--out", str(tmp_path / "build")]) == 2
+    assert 'nemo-gke:project = "[secret]": must be your GCP project ID' in capsys.readouterr().err

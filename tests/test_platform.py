@@ -381,3 +381,57 @@ def test_a_vertex_ai_tensorboard_is_optional(render: Any) -> None:
     assert not render("dev").of_type("gcp:vertex/aiTensorboard:AiTensorboard")
     vertex = render("a3high-small").one("gcp:vertex/aiTensorboard:AiTensorboard")
     assert vertex.inputs["region"] == "us-east4"
+
+
+# --------------------------------------------------------------------------- admission on pools that can be empty
+
+
+PROVISIONING_CONTROLLER = "kueue.x-k8s.io/provisioning-request"
+
+
+@pytest.mark.parametrize("stack", ["dev", "a3mega", "a3ultra", "a3ultra-flex", "a3high-small"])
+def test_a_topology_flavor_has_nodes_or_a_provisioning_request_and_runs_on_empty_pools_ask_for_no_topology(
+    render: Any, stack: str
+) -> None:
+    """Kueue's topology-aware scheduling counts only Ready nodes that carry the topology labels;
+    it reaches nodes that do not exist yet only through a ProvisioningRequest admission check on the
+    flavor (kubernetes-sigs/kueue site/content/en/docs/concepts/topology_aware_scheduling.md@v0.19.2,
+    "ClusterAutoscaler support"; pkg/scheduler/flavorassigner/tas_flavorassigner.go:104-108). A
+    JobSet asking for topology on a pool at zero nodes without one stays suspended forever: every
+    topology flavor therefore has a pool that keeps nodes, or such a check covering it; every run
+    is pinned to its pool, and asks for topology only where its flavor has some."""
+    run = render(stack)
+    pools = {p.inputs["name"]: p.inputs for p in gpu_pools(run)}
+    queue = manifest(run, f"{KUEUE}:ClusterQueue")["spec"]
+    checks = {m["metadata"]["name"]: m["spec"] for m in map(run.manifest, run.of_type(f"{KUEUE}:AdmissionCheck"))}
+    provisioned = {
+        flavor
+        for check in queue.get("admissionChecksStrategy", {}).get("admissionChecks", [])
+        if checks[check["name"]]["controllerName"] == PROVISIONING_CONTROLLER
+        for flavor in check["onFlavors"]
+    }
+    topology: dict[str, bool] = {}
+    for flavor in map(run.manifest, run.of_type(f"{KUEUE}:ResourceFlavor")):
+        pool = pools[flavor["spec"]["nodeLabels"]["cloud.google.com/gke-nodepool"]]
+        min_nodes = pool["autoscaling"]["totalMinNodeCount"] if "autoscaling" in pool else pool["nodeCount"]
+        topology[pool["name"]] = "topologyName" in flavor["spec"]
+        if topology[pool["name"]]:
+            assert min_nodes > 0 or flavor["metadata"]["name"] in provisioned, flavor["metadata"]["name"]
+    for jobset in map(run.manifest, run.of_type("kubernetes:jobset.x-k8s.io/v1alpha2:JobSet")):
+        template = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+        pool = template["spec"]["nodeSelector"]["cloud.google.com/gke-nodepool"]
+        asks = any(key.startswith("kueue.x-k8s.io/podset-") for key in template["metadata"]["annotations"])
+        assert topology[pool] or not asks, jobset["metadata"]["name"]
+
+
+def test_a_flex_start_run_is_admitted_by_quota_and_scales_its_pool_from_zero(render: Any) -> None:
+    """The A3 Ultra flex-start example: compact, from zero, no ProvisioningRequest (flex-start
+    without queued provisioning gets its VMs for pending pods). Its flavor carries no topology, so
+    Kueue admits the run by quota, unsuspends it, and the pending pods bring up the nodes."""
+    run = render("a3ultra-flex")
+    (flavor,) = map(run.manifest, run.of_type(f"{KUEUE}:ResourceFlavor"))
+    assert "topologyName" not in flavor["spec"] and not run.of_type(f"{KUEUE}:Topology")
+    assert not run.of_type(f"{KUEUE}:AdmissionCheck")
+    (jobset,) = map(run.manifest, run.of_type("kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"))
+    annotations = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["metadata"]["annotations"]
+    assert not [key for key in annotations if "topology" in key]

@@ -32,7 +32,7 @@ import yaml
 from config.loader import ConfigError
 from tools import crds
 from tools.mocks import RecordedResource
-from tools.runner import ROOT, StackFailed, StackRun, run_stack
+from tools.runner import ROOT, StackFailed, StackFileError, StackRun, run_stack
 from tools.schemas import resource_errors
 
 
@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         run = run_stack(args.stack, preview=args.preview)
-    except FileNotFoundError as error:
+    except (FileNotFoundError, StackFileError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     except StackFailed as failure:

@@ -45,14 +45,48 @@ def stack_names() -> list[str]:
     return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in files)
 
 
+# What stands in for an encrypted (`secure:`) value: render cannot decrypt it, the program gets
+# an opaque secret.
+SECRET_STAND_IN = "[secret]"
+
+
+class StackFileError(ValueError):
+    """A stack file that is not YAML, not a mapping, or has a key twice: one line, file and line."""
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that refuses a key given twice in a mapping, as the Pulumi CLI's YAML parser does."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise StackFileError(f"line {key_node.start_mark.line + 1}: {key!r} is given twice")
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
 def load_stack_values(stack: str) -> dict[str, Any]:
-    """The `config:` block of a stack file, with structured values as YAML gave them."""
-    document = yaml.safe_load(stack_file(stack).read_text()) or {}
-    values = dict(document.get("config") or {})
-    for key, value in values.items():
-        if isinstance(value, dict) and "secure" in value:
-            raise ValueError(f"{key}: encrypted values cannot be rendered offline")
-    return values
+    """The `config:` block of a stack file, with structured values as YAML gave them and every
+    `secure:` value replaced by SECRET_STAND_IN, which the run marks secret."""
+    path = stack_file(stack)
+    try:
+        document = yaml.load(path.read_text(), Loader=_UniqueKeyLoader) or {}
+    except StackFileError as error:
+        raise StackFileError(f"{path.name}: {error}") from None
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark is not None else ""
+        problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+        raise StackFileError(f"{path.name}{where}: not YAML: {problem}") from None
+    config = document.get("config") if isinstance(document, dict) else None
+    if not isinstance(document, dict) or not isinstance(config or {}, dict):
+        raise StackFileError(f"{path.name}: must be a YAML mapping with a `config:` mapping of keys to values")
+    return {
+        key: SECRET_STAND_IN if isinstance(value, dict) and set(value) == {"secure"} else value
+        for key, value in (config or {}).items()
+    }
 
 
 def to_pulumi_config(values: Mapping[str, Any]) -> dict[str, str]:
@@ -182,17 +216,22 @@ class StackFailed(Exception):
 
 
 @contextlib.contextmanager
-def _config_environment(values: Mapping[str, Any]) -> Iterator[None]:
-    """PULUMI_CONFIG as the language host sets it, for the duration of one run."""
-    saved = os.environ.get("PULUMI_CONFIG")
-    os.environ["PULUMI_CONFIG"] = json.dumps(to_pulumi_config(values))
+def _config_environment(values: Mapping[str, Any], secrets: list[str]) -> Iterator[None]:
+    """PULUMI_CONFIG and PULUMI_CONFIG_SECRET_KEYS as the language host sets them, for one run."""
+    variables = {
+        "PULUMI_CONFIG": json.dumps(to_pulumi_config(values)),
+        "PULUMI_CONFIG_SECRET_KEYS": json.dumps(secrets),
+    }
+    saved = {name: os.environ.get(name) for name in variables}
+    os.environ.update(variables)
     try:
         yield
     finally:
-        if saved is None:
-            os.environ.pop("PULUMI_CONFIG", None)
-        else:
-            os.environ["PULUMI_CONFIG"] = saved
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def run_stack(
@@ -238,7 +277,8 @@ def run_stack(
         return pulumi.Output.from_input(collect())
 
     try:
-        with _config_environment(config_values):
+        secrets = sorted(key for key, value in config_values.items() if value == SECRET_STAND_IN)
+        with _config_environment(config_values, secrets):
             body()
     except Exception as error:
         raise StackFailed(error, list(monitor.recorded)) from error

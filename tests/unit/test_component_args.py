@@ -53,7 +53,7 @@ CLUSTER = ClusterArgs(
 )  # fmt: skip
 NETWORKS = GpuNetworksArgs("p", "us-central1", "us-central1-c", plan_gpu_networks(
     "c", machine_type("a3-highgpu-8g"), "192.168.0.0/16"), 8244, "192.168.0.0/16")  # fmt: skip
-FLAVOR = plan_flavor(PoolFacts("pool", "a3-highgpu-8g", "us-central1-c", 2, CapacityType.ON_DEMAND, True))
+FLAVOR = plan_flavor(PoolFacts("pool", "a3-highgpu-8g", "us-central1-c", 2, CapacityType.ON_DEMAND, True, 2))
 
 
 def _with(args: Any, **changes: Any) -> Callable[[], Any]:
@@ -76,7 +76,7 @@ BAD: dict[str, tuple[Callable[[], Any], str]] = {
     "cluster floor": (_with(CLUSTER, min_version="latest"), ""),
     "system pool": (lambda: SystemPoolArgs("e2-standard-4", 0, 100), "system_pool.node_count"),
     "some GPU NICs": (
-        lambda: GpuNodePoolArgs(POOL, "p", "c", "us-central1-c", "sa", [{"network": "n"}]),
+        lambda: GpuNodePoolArgs(POOL, "p", "c", "c-id", "us-central1-c", "sa", [{"network": "n"}]),
         "node_networks",
     ),
     "network name": (lambda: PrimaryNetworkArgs("Net", *PRIMARY, None, False), "name"),

@@ -7,8 +7,9 @@ import ipaddress
 import pytest
 
 from facts.errors import RuleError
+from facts.gcp import GPU_SUBNETS
 from facts.machines import MACHINE_TYPES, GpuDirect, machine_type
-from planners.networks import GPU_SUBNETS, gpu_subnets, network_machine, network_mtu, plan_gpu_networks
+from planners.networks import gpu_subnets, network_machine, network_mtu, plan_gpu_networks
 
 GPU_CIDR = "192.168.0.0/16"
 

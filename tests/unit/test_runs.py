@@ -19,7 +19,7 @@ PRIORITIES = ("nemo-low", "nemo-medium", "nemo-high")
 
 
 def flavor(machine: str, nodes: int = 4, compact: bool = True) -> Flavor:
-    return plan_flavor(PoolFacts("p", machine, "us-central1-b", nodes, CapacityType.ON_DEMAND, compact))
+    return plan_flavor(PoolFacts("p", machine, "us-central1-b", nodes, CapacityType.ON_DEMAND, compact, nodes))
 
 
 def run(model: str = "llama3.1-8b", nodes: int = 2, **settings: object) -> RunSpec:

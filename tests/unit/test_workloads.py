@@ -7,12 +7,12 @@ import json
 
 import pytest
 
-from components.gpudirect import pod_networking
 from components.training import DataPreparationArgs, TrainingRunArgs, Volumes, data_prep_job, run_jobset
 from facts.gke import CapacityType
 from facts.machines import MACHINE_TYPES, GpuDirect, allocatable_memory_mib, allocatable_millicores
 from facts.models import MODELS, Framework, model_spec
 from planners import nemo
+from planners.gpudirect import pod_networking
 from planners.networks import plan_gpu_networks
 from planners.pools import PoolFacts
 from planners.queues import Flavor, plan_flavor
@@ -23,7 +23,7 @@ GPT2 = Tokenizer("megatron", "GPT2BPETokenizer")
 
 
 def flavor(machine: str) -> Flavor:
-    return plan_flavor(PoolFacts("p", machine, "us-central1-b", 2, CapacityType.ON_DEMAND, True))
+    return plan_flavor(PoolFacts("p", machine, "us-central1-b", 2, CapacityType.ON_DEMAND, True, 2))
 
 
 def run_spec(model: str = "gpt-5b") -> RunSpec:
