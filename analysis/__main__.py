@@ -1,6 +1,12 @@
 """`python -m analysis {metrics,plot,goodput}`: the command line.
 
-Exit codes: 0 done, 2 bad input (argparse errors included), with `error: <message>` on stderr.
+Exit codes: 0 done, 2 bad input (usage errors included): then exactly one line,
+`error: <message>`, on stderr and nothing on stdout. A run that succeeds may print `note:` and
+`warning:` lines on stderr (repeated steps, a sequence length taken from the log), never
+when it fails.
+
+`plot` validates exactly as `metrics` does: the same reading of the log, the same step-time
+checks over the window and, when the throughput options are given, the same computation.
 """
 
 from __future__ import annotations
@@ -11,11 +17,19 @@ import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, NoReturn
 
 from analysis.errors import AnalysisError
 from analysis.goodput import GoodputReport, compute_goodput, read_events
 from analysis.logs import StepRange, TrainingLog, read_log
-from analysis.metrics import RunMetrics, compute, model_flops
+from analysis.metrics import (
+    RunMetrics,
+    average_step_time,
+    check_against_record,
+    compute,
+    model_flops,
+    sequence_length_for,
+)
 from facts.machines import ACCELERATORS, Precision
 from facts.models import MODELS
 
@@ -42,6 +56,21 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _png_path(text: str) -> Path:
+    path = Path(text)
+    if path.suffix.lower() != ".png":
+        raise argparse.ArgumentTypeError(f"the plot is a PNG: the file name must end in .png, got {text!r}")
+    return path
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as one `error:` line (exit 2), like every other bad input."""
+
+    def error(self, message: str) -> NoReturn:
+        one_line = " ".join(message.split())
+        self.exit(EXIT_BAD_INPUT, f"error: {one_line} (see {self.prog} --help)\n")
+
+
 def _add_window(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--start-step", type=int, default=10, metavar="N", help="first step averaged (default 10)")
     parser.add_argument(
@@ -65,7 +94,7 @@ def _add_throughput(parser: argparse.ArgumentParser, *, required: bool) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="python -m analysis", description="Training analytics for NeMo runs. Exit code 2 means bad input."
     )
     commands = parser.add_subparsers(dest="command", required=True)
@@ -80,7 +109,7 @@ def _parser() -> argparse.ArgumentParser:
 
     plot = commands.add_parser("plot", help="loss and step time against step, as a PNG")
     plot.add_argument("--log", type=Path, required=True, metavar="FILE", help="DLLogger JSON lines or a NeMo text log")
-    plot.add_argument("--out", type=Path, required=True, metavar="FILE.png", help="PNG file to write")
+    plot.add_argument("--out", type=_png_path, required=True, metavar="FILE.png", help="PNG file to write")
     _add_window(plot)
     _add_throughput(plot, required=False)
 
@@ -100,12 +129,17 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _run_metrics(args: argparse.Namespace, log: TrainingLog, window: StepRange) -> RunMetrics:
+def _run_metrics(args: argparse.Namespace, log: TrainingLog, window: StepRange, notes: list[str]) -> RunMetrics:
+    """The throughput figures, refusing options the log's PARAMETER record contradicts."""
+    check_against_record(log.parameters, gpus=args.gpus, global_batch_size=args.global_batch_size)
+    seq_length, warning = sequence_length_for(log.parameters, model=args.model, seq_length=args.seq_length)
+    if warning:
+        notes.append(f"warning: {warning}")
     model = model_flops(
         log.parameters,
         model=args.model,
         flops_per_sample=args.model_flops_per_sample,
-        seq_length=args.seq_length,
+        seq_length=seq_length,
         vocab_size=args.vocab_size,
     )
     return compute(
@@ -117,6 +151,37 @@ def _run_metrics(args: argparse.Namespace, log: TrainingLog, window: StepRange) 
         accelerator_name=args.accelerator,
         precision=Precision(args.precision),
     )
+
+
+def _log_notes(log: TrainingLog, window: StepRange, used: str) -> list[str]:
+    notes = []
+    if log.repeated_steps:
+        inside = sum(1 for step in log.repeated_steps if step in window)
+        count = len(log.repeated_steps)
+        notes.append(
+            f"note: {log.path} logs {count} step{'' if count == 1 else 's'} more than once "
+            f"({_ranges(log.repeated_steps)}; a restarted run repeats the steps after its checkpoint): "
+            f"the last attempt of each is {used}; {inside} of them in the window {window}"
+        )
+    if log.unreadable_lines:
+        count = len(log.unreadable_lines)
+        notes.append(
+            f"note: {log.path} has {count} unreadable record{'' if count == 1 else 's'} outside the window "
+            f"(line {_ranges(log.unreadable_lines)}), not drawn; metrics does not read them"
+        )
+    return notes
+
+
+def _ranges(numbers: Sequence[int], limit: int = 5) -> str:
+    """`20–25, 30, 40–42`: sorted numbers as ranges, the first `limit` of them."""
+    spans: list[list[int]] = []
+    for n in numbers:
+        if spans and n == spans[-1][1] + 1:
+            spans[-1][1] = n
+        else:
+            spans.append([n, n])
+    shown = [f"{a}–{b}" if a != b else str(a) for a, b in spans[:limit]]
+    return ", ".join(shown) + (", …" if len(spans) > limit else "")
 
 
 def _metrics_table(log: TrainingLog, result: RunMetrics) -> str:
@@ -156,32 +221,54 @@ def _goodput_table(report: GoodputReport) -> str:
     return "\n".join(f"{name:<12} {value}" for name, value in rows)
 
 
-def _metrics(args: argparse.Namespace) -> None:
+def _json(report: dict[str, Any]) -> str:
+    try:
+        return json.dumps(report, indent=2, allow_nan=False)
+    except ValueError:  # the checks refuse non-finite figures first; this is the last guard
+        raise AnalysisError("a figure is not a finite number; nothing printed") from None
+
+
+def _metrics(args: argparse.Namespace) -> tuple[str, list[str]]:
     window = StepRange(args.start_step, args.end_step)
     log = read_log(args.log, window)
-    result = _run_metrics(args, log, window)
-    print(json.dumps(result.as_json(), indent=2) if args.json else _metrics_table(log, result))
+    notes = _log_notes(log, window, "averaged")
+    result = _run_metrics(args, log, window, notes)
+    return (_json(result.as_json()) if args.json else _metrics_table(log, result)), notes
 
 
-def _plot(args: argparse.Namespace) -> None:
+_MODEL_OPTIONS = ("model", "model_flops_per_sample", "seq_length", "vocab_size")
+
+
+def _plot(args: argparse.Namespace) -> tuple[str, list[str]]:
     window = StepRange(args.start_step, args.end_step)
     throughput = (args.gpus, args.global_batch_size, args.accelerator, args.precision)
     if any(value is not None for value in throughput) and None in throughput:
         raise AnalysisError(
             "plot shows TFLOPS/GPU and MFU only with all of --gpus, --global-batch-size, --accelerator and --precision"
         )
+    if throughput[0] is None and any(getattr(args, name) is not None for name in _MODEL_OPTIONS):
+        raise AnalysisError(
+            "plot uses --model, --model-flops-per-sample, --seq-length and --vocab-size only with "
+            "--gpus, --global-batch-size, --accelerator and --precision"
+        )
     # Deferred: matplotlib takes longer to import than `metrics` takes to run.
     from analysis.plot import build_figure, write_png  # noqa: PLC0415
 
-    log = read_log(args.log)
-    result = None if throughput[0] is None else _run_metrics(args, log, window)
+    # The records outside the window too, to draw them; the checks are those of `metrics`.
+    log = read_log(args.log, window, beyond_window=True)
+    notes = _log_notes(log, window, "drawn")
+    if throughput[0] is None:
+        average_step_time(log, window)
+        result = None
+    else:
+        result = _run_metrics(args, log, window, notes)
     write_png(build_figure(log, window, result), args.out)
-    print(f"wrote {args.out}")
+    return f"wrote {args.out}", notes
 
 
-def _goodput(args: argparse.Namespace) -> None:
+def _goodput(args: argparse.Namespace) -> tuple[str, list[str]]:
     report = compute_goodput(read_events(args.events), args.reference_step_time, args.run)
-    print(json.dumps(report.as_json(), indent=2) if args.json else _goodput_table(report))
+    return (_json(report.as_json()) if args.json else _goodput_table(report)), []
 
 
 _COMMANDS = {"metrics": _metrics, "plot": _plot, "goodput": _goodput}
@@ -190,10 +277,16 @@ _COMMANDS = {"metrics": _metrics, "plot": _plot, "goodput": _goodput}
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        _COMMANDS[args.command](args)
+        output, notes = _COMMANDS[args.command](args)
     except AnalysisError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {' '.join(str(e).split())}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except OverflowError as e:  # the checks catch overflows first; this keeps any other one to one line
+        print(f"error: a figure overflows ({e}); the input holds numbers beyond any real run", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    for note in notes:
+        print(note, file=sys.stderr)
+    print(output)
     return 0
 
 

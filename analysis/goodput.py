@@ -24,10 +24,23 @@ The public gpu-recipes tracker's records are accepted too (`timestamp`, `event_t
 
 When no `checkpoint_loaded` comes before the first save, the run started from scratch and
 the lowest loaded step is 0: progress made before the first restart still counts.
+
+Lines may come in any order (several writers append to one file); the events' *times* must
+tell a possible story, else the times are wrong and so would be the goodput (AnalysisError
+naming the line):
+
+- an attempt's events lie between its first `job_started` and its last `job_terminated`;
+- attempt n + 1 begins after every event of attempt n (the lower attempt numbers come first);
+- between two restarts (`job_started`, `checkpoint_loaded`), checkpoints are saved at rising
+  steps: a save stamped later than another but at a lower step is out of order.
+
+A goodput above 100 % (more kept work than wall-clock time, e.g. a reference step time too
+long) or one that overflows is refused, not printed.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from collections.abc import Sequence
@@ -63,6 +76,16 @@ class GoodputEvent:
     step: int | None
     attempt: int | None
     line: int
+    path: Path | None = None
+
+    def where(self) -> str:
+        """`file:line`, for messages."""
+        return f"{self.path}:{self.line}" if self.path is not None else f"line {self.line}"
+
+    def describe(self) -> str:
+        step = "" if self.step is None else f" (step {self.step})"
+        attempt = "" if self.attempt is None else f" of attempt {self.attempt}"
+        return f"{self.event.value}{step}{attempt} at {self.time.isoformat()}"
 
 
 @dataclass(frozen=True)
@@ -150,7 +173,7 @@ def _parse_event(path: Path, number: int, line: str) -> GoodputEvent:
     attempt = record.get("attempt")
     if attempt is not None and not _is_count(attempt):
         raise AnalysisError(f"{where}: 'attempt' must be a non-negative integer; got {attempt!r}")
-    return GoodputEvent(time, event, run, step if event in _CHECKPOINTS else None, attempt, number)
+    return GoodputEvent(time, event, run, step if event in _CHECKPOINTS else None, attempt, number, path)
 
 
 def _is_count(value: object) -> bool:
@@ -175,6 +198,7 @@ def compute_goodput(
     total = (ordered[-1].time - ordered[0].time).total_seconds()
     if total <= 0:
         raise AnalysisError(f"run {run!r} has zero runtime: its events all share one time ({ordered[0].time})")
+    _check_time_order(ordered)
     saved = [e.step for e in ordered if e.event is Event.CHECKPOINT_SAVED and e.step is not None]
     loaded = [e.step for e in ordered if e.event is Event.CHECKPOINT_LOADED and e.step is not None]
     start_step = _start_step(ordered, loaded)
@@ -186,6 +210,18 @@ def compute_goodput(
         )
     progress = 0 if max_saved is None else max_saved - start_step
     effective = progress * reference_step_time_s
+    if not math.isfinite(effective):
+        raise AnalysisError(
+            f"the effective time of run {run!r} overflows: {progress} steps × {reference_step_time_s:g} s; "
+            "is the reference step time in seconds?"
+        )
+    # A relative tolerance of 1e-9 keeps a goodput of exactly 100 % from failing on rounding.
+    if effective > total * (1 + 1e-9):
+        raise AnalysisError(
+            f"goodput of run {run!r} comes out at {effective / total * 100:,.1f} %, above 100 %: {progress} steps × "
+            f"{reference_step_time_s:g} s = {_seconds(effective)} s of kept work in {_seconds(total)} s of runtime; "
+            "is the reference step time that of an undisturbed run of this model?"
+        )
     return GoodputReport(
         run=run,
         events=len(ordered),
@@ -201,6 +237,48 @@ def compute_goodput(
         job_starts=_starts(ordered),
         checkpoints_saved=len(saved),
         checkpoints_loaded=sum(1 for step in loaded if step > 0),
+    )
+
+
+def _seconds(value: float) -> str:
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+
+
+def _check_time_order(ordered: Sequence[GoodputEvent]) -> None:
+    """Refuse event times that cannot be true (see the module docstring), naming the line."""
+    attempts: dict[int, list[GoodputEvent]] = {}
+    for e in ordered:
+        if e.attempt is not None and e.event not in (Event.USER_SCHEDULED, Event.USER_TERMINATED):
+            attempts.setdefault(e.attempt, []).append(e)
+    for number, events in attempts.items():
+        start = next((e for e in events if e.event is Event.JOB_STARTED), None)
+        early = None if start is None else next((e for e in events if e.time < start.time), None)
+        if start is not None and early is not None:
+            raise _out_of_order(early, f"before attempt {number}'s job_started", start)
+        end = next((e for e in reversed(events) if e.event is Event.JOB_TERMINATED), None)
+        late = None if end is None else next((e for e in events if e.time > end.time), None)
+        if end is not None and late is not None:
+            raise _out_of_order(late, f"after attempt {number}'s job_terminated", end)
+    numbers = sorted(attempts)
+    for lower, higher in itertools.pairwise(numbers):
+        last, first = attempts[lower][-1], attempts[higher][0]
+        if first.time < last.time:
+            raise _out_of_order(first, f"before attempt {lower} ended", last)
+    highest: GoodputEvent | None = None  # the save at the highest step since the last restart
+    for e in ordered:
+        if e.event in (Event.JOB_STARTED, Event.CHECKPOINT_LOADED):
+            highest = None
+        elif e.event is Event.CHECKPOINT_SAVED and e.step is not None:
+            if highest is None or highest.step is None or e.step >= highest.step:
+                highest = e
+            elif e.time > highest.time:
+                raise _out_of_order(e, "later than a save of a higher step, with no restart between", highest)
+
+
+def _out_of_order(event: GoodputEvent, problem: str, other: GoodputEvent) -> AnalysisError:
+    return AnalysisError(
+        f"{event.where()}: {event.describe()} is {problem} ({other.describe()}, line {other.line}): "
+        "the event times are out of order"
     )
 
 

@@ -12,6 +12,13 @@ Text logs: every line (or carriage-return separated update inside a line, as tqd
 them) that carries `train_step_timing in s` is one record. NeMo 1.x prints tqdm postfixes
 (`..., global_step=5.000, train_step_timing in s=49.50]`); NeMo 2.x's ProgressPrinter prints
 `Training epoch 0, iteration 9/29 | global_step: 9 | train_step_timing in s: 12.41`.
+
+Repeated steps: a restarted run logs the steps after its last checkpoint again (in the same
+DLLogger file, or in the same `kubectl logs`). A step with more than one record carrying
+`train_step_timing in s` is a repeated step and its last such record wins: the earlier
+attempt's metrics for it are dropped, and `TrainingLog.repeated_steps` lists it. Records
+without a step time (NeMo logs validation metrics in a record of their own) still merge into
+their step. A progress bar redrawing a step with the same values is not a repeat.
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from analysis.errors import AnalysisError
 
@@ -31,10 +38,13 @@ STEP_TIME = "train_step_timing in s"
 LOSS = "reduced_train_loss"
 GLOBAL_STEP = "global_step"
 _DLLOGGER_PREFIX = "DLLL "
+# How a step time appears in a DLLogger line, to spot repeated steps in lines left undecoded.
+_STEP_TIME_KEY = f'"{STEP_TIME}"'
 
 # A DLLogger LOG record as dllogger writes it: string fields, then the step, then the data.
-# Only keys with string values may precede the step, so a match is the top-level step.
-_DLLOGGER_STEP = re.compile(r'DLLL \{(?:"[a-z]+": "[^"]*", )*"step": (-?\d+), "data": ')
+# Only keys with string values may precede the step, so a match is the top-level step. Longer
+# step numbers are left to the JSON decoder, which checks them.
+_DLLOGGER_STEP = re.compile(r'DLLL \{(?:"[a-z]+": "[^"]*", )*"step": (-?\d{1,18}), "data": ')
 
 _NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf"
 # One `key=value` (tqdm postfix) or `key: value` (ProgressPrinter) between separators.
@@ -77,6 +87,10 @@ class TrainingLog:
     parameters: Mapping[str, Any] | None
     # Every step the file has a record for, decoded or not.
     steps_in_file: StepRange | None
+    # Steps logged more than once with a step time (a restarted run): the last record won.
+    repeated_steps: tuple[int, ...] = ()
+    # Records outside the window that `read_log(..., beyond_window=True)` could not decode.
+    unreadable_lines: tuple[int, ...] = ()
 
     def series(self, metric: str) -> tuple[list[int], list[float]]:
         """Steps and values of one metric, for the steps that logged it."""
@@ -84,11 +98,16 @@ class TrainingLog:
         return steps, [self.records[step][metric] for step in steps]
 
 
-def read_log(path: Path, window: StepRange | None = None) -> TrainingLog:
+def read_log(path: Path, window: StepRange | None = None, *, beyond_window: bool = False) -> TrainingLog:
     """Parse a DLLogger or NeMo text log. With `window`, keep only records inside it.
 
     Every DLLogger line is checked for the `DLLL ` prefix and a readable step; lines whose
     step lies outside `window` are not JSON-decoded, which keeps a 100 000-step log fast.
+
+    `beyond_window` (what `plot` uses) keeps the records outside the window too, decoding
+    them where they decode: one that does not (a writer killed mid-line) is listed in
+    `unreadable_lines` instead of failing, so a log is refused exactly when it would be
+    without `beyond_window`.
     """
     # Newlines only: splitlines would also split at tqdm's carriage returns and put error
     # line numbers out of step with the file.
@@ -97,18 +116,34 @@ def read_log(path: Path, window: StepRange | None = None) -> TrainingLog:
     if first is None:
         raise AnalysisError(f"{path} is empty")
     if first.startswith(_DLLOGGER_PREFIX):
-        records, parameters, steps = _read_dllogger(path, lines, window)
+        read = _read_dllogger(path, lines, window, beyond_window)
         log_format = LogFormat.DLLOGGER
     else:
-        records, steps = _read_text_log(path, lines, window)
-        parameters, log_format = None, LogFormat.NEMO_TEXT
-    if steps is None:
+        read = _read_text_log(path, lines, window, beyond_window)
+        log_format = LogFormat.NEMO_TEXT
+    if read.steps is None:
         raise AnalysisError(
             f"{path} has no training steps: expected DLLogger records (DLLL {{...}}) "
             f"or NeMo progress lines carrying '{STEP_TIME}'"
         )
-    ordered = {step: records[step] for step in sorted(records)}
-    return TrainingLog(path, log_format, ordered, parameters, steps)
+    ordered = {step: read.records[step] for step in sorted(read.records)}
+    return TrainingLog(
+        path,
+        log_format,
+        ordered,
+        read.parameters,
+        read.steps,
+        tuple(sorted(read.repeated)),
+        tuple(read.unreadable),
+    )
+
+
+class _Read(NamedTuple):
+    records: dict[int, dict[str, float]]
+    parameters: dict[str, Any] | None
+    steps: StepRange | None
+    repeated: set[int]
+    unreadable: list[int]
 
 
 def _read_text(path: Path) -> str:
@@ -122,7 +157,15 @@ def _read_text(path: Path) -> str:
 
 
 def _numeric(data: Mapping[str, Any]) -> dict[str, float]:
-    return {k: float(v) for k, v in data.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+    return {k: _float(v) for k, v in data.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+
+
+def _float(value: float) -> float:
+    """JSON integers beyond a float's range become ±inf (which the checks then refuse) instead of failing."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
 
 
 class _Span:
@@ -142,29 +185,41 @@ class _Span:
         return None if self.low is None or self.high is None else StepRange(self.low, self.high)
 
 
-def _read_dllogger(
-    path: Path, lines: list[str], window: StepRange | None
-) -> tuple[dict[int, dict[str, float]], dict[str, Any] | None, StepRange | None]:
+def _read_dllogger(path: Path, lines: list[str], window: StepRange | None, beyond_window: bool) -> _Read:
     records: dict[int, dict[str, float]] = {}
     parameters: dict[str, Any] | None = None
     span = _Span()
+    timed: set[int] = set()  # steps seen with a step time
+    repeated: set[int] = set()
+    unreadable: list[int] = []
+    # The window's bounds as plain ints: this loop runs once per line of a 100 000-step log.
+    low, high = (window.start, window.end) if window is not None else (None, None)
     for number, line in enumerate(lines, start=1):
         fast = _DLLOGGER_STEP.match(line)
+        outside = False
         if fast:
             step = int(fast.group(1))
             span.add(step)
-            if window is not None and step not in window:
+            outside = low is not None and high is not None and not low <= step <= high
+            if outside and not beyond_window:
+                if _STEP_TIME_KEY in line:
+                    (repeated if step in timed else timed).add(step)
                 continue
         elif not line.strip():
             continue
-        record = _decode_dllogger(path, number, line)
-        if record.get("type") == "METADATA":
+        try:
+            record = _dllogger_record(path, number, line)
+        except AnalysisError:
+            if not outside:
+                raise
+            # Outside the window, read only for drawing: `metrics` never decodes this line.
+            unreadable.append(number)
+            if _STEP_TIME_KEY in line:
+                (repeated if step in timed else timed).add(step)
             continue
-        if "step" not in record:
-            raise AnalysisError(f"{path}:{number}: DLLogger record has no 'step'")
-        step_value, data = record["step"], record.get("data")
-        if not isinstance(data, dict):
-            raise AnalysisError(f"{path}:{number}: DLLogger record has no 'data' object")
+        if record is None:
+            continue
+        step_value, data = record
         if step_value == "PARAMETER":
             parameters = {**(parameters or {}), **data}
             continue
@@ -172,9 +227,30 @@ def _read_dllogger(
             continue  # dllogger summary records (`"step": []`) carry no training step
         if not fast:
             span.add(step_value)
-        if window is None or step_value in window:
+        keep = window is None or beyond_window or step_value in window
+        if STEP_TIME in data:
+            if step_value in timed:
+                repeated.add(step_value)
+                if keep:  # a restarted run's record: the last attempt wins
+                    records[step_value] = _numeric(data)
+                continue
+            timed.add(step_value)
+        if keep:
             records.setdefault(step_value, {}).update(_numeric(data))
-    return records, parameters, span.range()
+    return _Read(records, parameters, span.range(), repeated, unreadable)
+
+
+def _dllogger_record(path: Path, number: int, line: str) -> tuple[Any, dict[str, Any]] | None:
+    """A record's step and data, or None for metadata; AnalysisError naming the line if it is not a record."""
+    record = _decode_dllogger(path, number, line)
+    if record.get("type") == "METADATA":
+        return None
+    if "step" not in record:
+        raise AnalysisError(f"{path}:{number}: DLLogger record has no 'step'")
+    step_value, data = record["step"], record.get("data")
+    if not isinstance(data, dict):
+        raise AnalysisError(f"{path}:{number}: DLLogger record has no 'data' object")
+    return step_value, data
 
 
 def _decode_dllogger(path: Path, number: int, line: str) -> dict[str, Any]:
@@ -184,16 +260,18 @@ def _decode_dllogger(path: Path, number: int, line: str) -> dict[str, Any]:
         record = json.loads(line[len(_DLLOGGER_PREFIX) :])
     except json.JSONDecodeError as e:
         raise AnalysisError(f"{path}:{number}: malformed DLLogger JSON: {e.msg} (column {e.colno + 5})") from None
+    except (ValueError, RecursionError) as e:  # an integer too long to convert, nesting too deep
+        raise AnalysisError(f"{path}:{number}: unreadable DLLogger JSON: {e}") from None
     if not isinstance(record, dict):
         raise AnalysisError(f"{path}:{number}: DLLogger record is not a JSON object")
     return record
 
 
-def _read_text_log(
-    path: Path, lines: list[str], window: StepRange | None
-) -> tuple[dict[int, dict[str, float]], StepRange | None]:
+def _read_text_log(path: Path, lines: list[str], window: StepRange | None, beyond_window: bool) -> _Read:
     records: dict[int, dict[str, float]] = {}
     span = _Span()
+    latest: dict[int, dict[str, float]] = {}  # each step's last update, to tell redraws from repeats
+    repeated: set[int] = set()
     for number, line in enumerate(lines, start=1):
         if STEP_TIME not in line:
             continue
@@ -210,9 +288,23 @@ def _read_text_log(
                     f"{path}:{number}: '{STEP_TIME}' without a step number (global_step, iteration or n/total counter)"
                 )
             span.add(step)
-            if window is None or step in window:
+            previous = latest.get(step)
+            latest[step] = metrics
+            keep = window is None or beyond_window or step in window
+            if previous is not None and not _redraw(previous, metrics):
+                repeated.add(step)  # a restarted run's line: the last attempt wins
+                if keep:
+                    records[step] = dict(metrics)
+            elif keep:
                 records.setdefault(step, {}).update(metrics)
-    return records, span.range()
+    return _Read(records, None, span.range(), repeated, [])
+
+
+def _redraw(previous: Mapping[str, float], metrics: Mapping[str, float]) -> bool:
+    """True when an update shows the same values as the step's previous one (NaN equal to NaN)."""
+    return previous.keys() == metrics.keys() and all(
+        a == b or (math.isnan(a) and math.isnan(b)) for a, b in ((previous[k], metrics[k]) for k in metrics)
+    )
 
 
 def _text_metrics(update: str) -> dict[str, float]:

@@ -9,6 +9,15 @@ Model FLOPs per sample come from the model's shape through
 with grouped-query attention and SwiGLU), never from a table of per-model constants. The
 shape comes from, in order of precedence: `--model-flops-per-sample`, a catalog `--model`,
 the DLLogger PARAMETER record.
+
+Results that cannot be physical are refused (AnalysisError), never printed:
+
+- every step time in the window must be a positive, finite number of seconds, at most a year;
+- tokens/s, TFLOPS per GPU and MFU must be finite (an overflow is refused, not printed as inf);
+- MFU must not exceed 100 %: no run beats its accelerator's peak.
+
+`check_against_record` refuses a `--global-batch-size` or `--gpus` the log's PARAMETER record
+contradicts; `sequence_length_for` takes the record's sequence length over a catalog model's.
 """
 
 from __future__ import annotations
@@ -24,6 +33,9 @@ from analysis.errors import AnalysisError
 from analysis.logs import STEP_TIME, StepRange, TrainingLog
 from facts.machines import ACCELERATORS, Accelerator, Precision
 from facts.models import MODELS, Architecture, ModelSpec, model_spec
+
+# A step time above this is not a training step (and sums of such values overflow).
+MAX_STEP_TIME_S = 365.25 * 24 * 3600
 
 # Tokenizers whose vocabulary a catalog model already records: (pattern, catalog model).
 _TOKENIZER_VOCABS = (
@@ -68,6 +80,10 @@ class RunMetrics:
     gpus: int
     accelerator: str
     precision: Precision
+    # Steps of the window a restarted run logged more than once (their last attempt counted),
+    # and how many steps the whole log repeats.
+    duplicate_steps: tuple[int, ...] = ()
+    duplicate_steps_in_log: int = 0
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -86,6 +102,8 @@ class RunMetrics:
             "gpus": self.gpus,
             "accelerator": self.accelerator,
             "precision": self.precision.value,
+            "duplicate_steps": list(self.duplicate_steps),
+            "duplicate_steps_in_log": self.duplicate_steps_in_log,
         }
 
 
@@ -97,11 +115,28 @@ def accelerator(name: str) -> Accelerator:
 
 
 def average_step_time(log: TrainingLog, window: StepRange) -> tuple[float, int]:
-    """Mean step time over the window's steps that logged one, and how many did."""
-    times = [data[STEP_TIME] for step, data in log.records.items() if step in window and STEP_TIME in data]
-    if not times:
+    """Mean step time over the window's steps that logged one, and how many did.
+
+    The one check of a log's step times, shared by `metrics` and `plot`: every step time in
+    the window must be a positive, finite number of seconds, at most `MAX_STEP_TIME_S`.
+    """
+    timed = [(step, data[STEP_TIME]) for step, data in log.records.items() if step in window and STEP_TIME in data]
+    if not timed:
         has = f"steps {log.steps_in_file}" if log.steps_in_file else "no steps"
         raise AnalysisError(f"no '{STEP_TIME}' values for steps {window} in {log.path} (the log has {has})")
+    for step, seconds in timed:
+        if math.isnan(seconds):
+            problem = "is not a number (NaN)"
+        elif math.isinf(seconds):
+            problem = f"is {'' if seconds > 0 else 'minus '}infinite"
+        elif seconds <= 0:
+            problem = f"is {seconds:g} s; it must be positive"
+        elif seconds > MAX_STEP_TIME_S:
+            problem = f"is {seconds:g} s, more than a year: not a real step"
+        else:
+            continue
+        raise AnalysisError(f"{log.path}: the '{STEP_TIME}' of step {step} {problem}")
+    times = [seconds for _, seconds in timed]
     return statistics.fmean(times), len(times)
 
 
@@ -135,14 +170,29 @@ def model_flops(
         if vocab_size is not None:
             architecture = replace(architecture, vocab_size=vocab_size)
         length = seq_length or spec.recipe.seq_length
-        return ModelFlops(architecture.flops_per_sample(length), length, f"catalog model {spec.name}", architecture)
+        return ModelFlops(_flops(architecture, length), length, f"catalog model {spec.name}", architecture)
     if not parameters:
         raise AnalysisError(
             "the log has no model configuration (no DLLogger PARAMETER record); pass --model "
             f"({', '.join(MODELS)}) or --model-flops-per-sample"
         )
     architecture, length = _Config(parameters).architecture(seq_length, vocab_size)
-    return ModelFlops(architecture.flops_per_sample(length), length, "DLLogger PARAMETER record", architecture)
+    return ModelFlops(_flops(architecture, length), length, "DLLogger PARAMETER record", architecture)
+
+
+def _flops(architecture: Architecture, seq_length: int) -> float:
+    """FLOPs per sample, refusing a shape so large that the count overflows."""
+    try:
+        flops = architecture.flops_per_sample(seq_length)
+    except OverflowError:
+        flops = math.inf
+    if not math.isfinite(flops):
+        raise AnalysisError(
+            f"model FLOPs per sample overflow for {_n(architecture.layers)} layers, hidden "
+            f"{_n(architecture.hidden)}, vocabulary {_n(architecture.vocab_size)} and sequence length "
+            f"{_n(seq_length)}: no real model is that large"
+        )
+    return flops
 
 
 def _catalog(name: str) -> ModelSpec:
@@ -235,6 +285,12 @@ class _Config:
         return architecture, length
 
 
+def _n(value: int | None) -> str:
+    """An integer for a message: absurd ones (a 400-digit --gpus) by their length."""
+    text = str(value)
+    return text if len(text) <= 15 else f"a {len(text)}-digit number"
+
+
 def _is_positive_int(value: object) -> bool:
     """True for 12 and 12.0 (JSON may carry either), false for bools, nulls and strings."""
     if isinstance(value, bool) or not isinstance(value, int | float):
@@ -262,22 +318,117 @@ def compute(
     except ValueError as e:
         raise AnalysisError(str(e)) from None
     step_time, steps = average_step_time(log, window)
-    if step_time <= 0 or not math.isfinite(step_time):
-        raise AnalysisError(f"the mean step time over steps {window} is {step_time} s; it must be positive")
-    samples_per_s = global_batch_size / step_time
-    tflops = model.flops_per_sample * samples_per_s / gpus / 1e12
+    try:
+        samples_per_s = global_batch_size / step_time
+        tflops = model.flops_per_sample * samples_per_s / gpus / 1e12
+        tokens_per_s = samples_per_s * model.seq_length if model.seq_length else None
+    except OverflowError:  # an integer option beyond a float's range
+        raise AnalysisError(
+            "the throughput overflows: the global batch size, the number of GPUs or the sequence length "
+            "is beyond any real run"
+        ) from None
+    mfu = tflops / peak
+    figures = {"samples/s": samples_per_s, "tokens/s": tokens_per_s, "TFLOPS per GPU": tflops, "MFU": mfu}
+    for name, value in figures.items():
+        if value is not None and not math.isfinite(value):
+            raise AnalysisError(
+                f"{name} comes out as {value} (an overflow): a mean step time of {step_time:g} s with global "
+                f"batch {_n(global_batch_size)}, {_n(gpus)} GPUs and {model.flops_per_sample:.4g} FLOPs per "
+                "sample cannot be real"
+            )
+    if mfu > 1:
+        raise AnalysisError(
+            f"MFU comes out at {mfu:.1%}, above 100 % of the {chip.name}'s {peak:g} TFLOPS dense "
+            f"{precision.value} peak ({tflops:,.1f} TFLOPS per GPU from a mean step time of {step_time:g} s): "
+            "check --gpus, --global-batch-size, the model and the log's step times"
+        )
+    duplicates = tuple(step for step in log.repeated_steps if step in window)
     return RunMetrics(
         step_time_s=step_time,
         steps_averaged=steps,
         window=window,
         samples_per_s=samples_per_s,
-        tokens_per_s=samples_per_s * model.seq_length if model.seq_length else None,
+        tokens_per_s=tokens_per_s,
         tflops_per_gpu=tflops,
-        mfu=tflops / peak,
+        mfu=mfu,
         peak_tflops=peak,
         model=model,
         global_batch_size=global_batch_size,
         gpus=gpus,
         accelerator=chip.name,
         precision=precision,
+        duplicate_steps=duplicates,
+        duplicate_steps_in_log=len(log.repeated_steps),
+    )
+
+
+def check_against_record(parameters: Mapping[str, Any] | None, *, gpus: int, global_batch_size: int) -> None:
+    """Refuse a `--global-batch-size` or `--gpus` that the log's DLLogger PARAMETER record contradicts.
+
+    The user states both; when the record says otherwise one of the two is wrong, and a
+    figure computed from either would be published wrong, so this is an error, not a warning:
+
+    - `global_batch_size` (`cfg/global_batch_size`) must equal `global_batch_size`, unless the
+      record has a `rampup_batch_size` (the batch grows during the run);
+    - `trainer/num_nodes` × `trainer/devices`, when the record has both, must equal `gpus`;
+    - `gpus` must be a multiple of tensor × pipeline × context parallel sizes, and the global
+      batch a multiple of micro batch × data-parallel size: Megatron refuses to start otherwise.
+    """
+    if not parameters:
+        return
+    config = _Config(parameters)
+    ramp_up = config.get("rampup_batch_size") not in (None, [], "")
+    logged_batch = config.get("global_batch_size")
+    if _is_positive_int(logged_batch) and not ramp_up and int(logged_batch) != global_batch_size:
+        raise AnalysisError(
+            f"--global-batch-size {_n(global_batch_size)} disagrees with the log's DLLogger PARAMETER record "
+            f"(global_batch_size {int(logged_batch)}); pass the batch the run used"
+        )
+    nodes, devices = config.get("trainer/num_nodes"), config.get("trainer/devices")
+    if _is_positive_int(nodes) and _is_positive_int(devices) and int(nodes) * int(devices) != gpus:
+        raise AnalysisError(
+            f"--gpus {_n(gpus)} disagrees with the log's DLLogger PARAMETER record "
+            f"(trainer num_nodes {int(nodes)} × devices {int(devices)} = {int(nodes) * int(devices)} GPUs)"
+        )
+    sizes = {
+        name: int(value) if _is_positive_int(value) else 1
+        for name in ("tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size")
+        for value in [config.get(name)]
+    }
+    tp, pp, cp = sizes.values()
+    model_parallel = tp * pp * cp
+    if gpus % model_parallel:
+        raise AnalysisError(
+            f"--gpus {_n(gpus)} disagrees with the log's DLLogger PARAMETER record: a model replica spans "
+            f"tensor {tp} × pipeline {pp} × context {cp} = {model_parallel} GPUs, and {_n(gpus)} is not a "
+            "multiple of it"
+        )
+    micro = config.get("micro_batch_size")
+    data_parallel = gpus // model_parallel
+    if _is_positive_int(micro) and not ramp_up and global_batch_size % (int(micro) * data_parallel):
+        raise AnalysisError(
+            f"--gpus {_n(gpus)} and --global-batch-size {_n(global_batch_size)} disagree with the log's "
+            f"DLLogger PARAMETER record: {_n(data_parallel)} data-parallel replicas (--gpus / {model_parallel}) "
+            f"with micro batch {int(micro)} cannot make a global batch of {_n(global_batch_size)}"
+        )
+
+
+def sequence_length_for(
+    parameters: Mapping[str, Any] | None, *, model: str | None, seq_length: int | None
+) -> tuple[int | None, str | None]:
+    """The sequence length to pass to `model_flops` on top of `--seq-length`, and a warning if any.
+
+    A catalog model brings its recipe's sequence length; when the log's PARAMETER record says
+    the run used another, the record wins (it is what ran) and the warning says so. An explicit
+    `seq_length` always wins, silently: it is there to override.
+    """
+    if seq_length is not None or model is None or not parameters:
+        return seq_length, None
+    spec = _catalog(model)
+    logged, recipe = _Config(parameters).seq_length(), spec.recipe.seq_length
+    if logged is None or logged == recipe:
+        return None, None
+    return logged, (
+        f"the log's DLLogger PARAMETER record has sequence length {logged}, catalog model {spec.name}'s recipe "
+        f"{recipe}: using the log's {logged} (pass --seq-length to choose)"
     )

@@ -2,10 +2,15 @@
 
 Uses matplotlib's object API with the Agg canvas (no pyplot, no display, no global state),
 so it runs in pods and CI and can be called repeatedly from tests.
+
+The plot draws every step of the log, while `metrics` checks only the window: a value outside
+it that cannot be drawn (NaN, ±inf, or beyond ±1e100, where matplotlib's axis arithmetic
+overflows; a diverged loss stays far below) is left as a gap, and the panel says how many.
 """
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from matplotlib.axes import Axes
@@ -19,6 +24,8 @@ from analysis.metrics import RunMetrics, average_step_time
 # Below this many points, mark each step so single outliers stay visible.
 _MARKER_LIMIT = 200
 _WINDOW_COLOUR = "tab:orange"
+# Larger values are not drawn: they are garbage, and near 1e308 matplotlib's ticks overflow.
+_DRAWABLE = 1e100
 
 
 def build_figure(log: TrainingLog, window: StepRange, metrics: RunMetrics | None = None) -> Figure:
@@ -58,8 +65,20 @@ def _draw_series(axes: Axes, log: TrainingLog, metric: str, label: str, colour: 
     if not steps:
         axes.text(0.5, 0.5, f"no {metric!r} in this log", transform=axes.transAxes, ha="center", va="center")
         return
+    drawable = [v if math.isfinite(v) and abs(v) <= _DRAWABLE else math.nan for v in values]
+    hidden = sum(1 for v in drawable if math.isnan(v))
+    if hidden:
+        axes.text(
+            0.01,
+            0.97,
+            f"{hidden} value{'' if hidden == 1 else 's'} not drawn (NaN, infinite or beyond ±{_DRAWABLE:.0e})",
+            transform=axes.transAxes,
+            ha="left",
+            va="top",
+            fontsize=8,
+        )
     marker = "o" if len(steps) <= _MARKER_LIMIT else None
-    axes.plot(steps, values, color=colour, linewidth=1.2, marker=marker, markersize=3, label=metric)
+    axes.plot(steps, drawable, color=colour, linewidth=1.2, marker=marker, markersize=3, label=metric)
 
 
 def _mean_step_time(log: TrainingLog, window: StepRange) -> tuple[float, int] | None:

@@ -102,3 +102,22 @@ def nemo2_line(step: int, total: int, step_time: str, *, global_step: bool = Tru
 def valid_gpt_log(folder: Path) -> Path:
     """A well-formed GPT DLLogger log (40 steps of 3 s), for tests about other input."""
     return write_dllogger(folder / "gpt.json", [3.0] * 40, GPT_PARAMETERS)
+
+
+def write_restarted_dllogger(
+    path: Path,
+    first: Sequence[float],
+    resume_at: int,
+    second: Sequence[float],
+    parameters: Mapping[str, object] | None = None,
+) -> Path:
+    """A run that logs steps 0.. with `first`, dies, and is restarted from a checkpoint at `resume_at`:
+    the restart appends its own PARAMETER record and logs steps resume_at.. again with `second`."""
+    lines = [] if parameters is None else [dllogger_line("PARAMETER", parameters)]
+    lines += [dllogger_line(step, step_data(step, t, loss=10.0 - step / 10)) for step, t in enumerate(first)]
+    lines += [] if parameters is None else [dllogger_line("PARAMETER", parameters)]
+    lines += [
+        dllogger_line(step, step_data(step, t, loss=5.0 - step / 10)) for step, t in enumerate(second, start=resume_at)
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    return path

@@ -21,6 +21,7 @@ from tests.analysis.logs_for_tests import (
     step_data,
     valid_gpt_log,
     write_dllogger,
+    write_restarted_dllogger,
 )
 
 RUN = ["--gpus", "256", "--global-batch-size", "2048", "--accelerator", "h100", "--precision", "fp8"]
@@ -85,6 +86,26 @@ def _write(tmp_path: Path, name: str, text: str) -> Path:
 
 def _lines(*lines: str) -> str:
     return "\n".join(lines) + "\n"
+
+
+def _gpt_log(step_times: list[float], parameters: dict[str, object] = GPT_PARAMETERS) -> str:
+    """The text of a DLLogger log: PARAMETER record, then steps 0.. with these timings."""
+    return _lines(
+        dllogger_line("PARAMETER", parameters), *(dllogger_line(s, step_data(s, t)) for s, t in enumerate(step_times))
+    )
+
+
+def _with_step_20(raw_value: str) -> str:
+    """A 40-step GPT log whose step 20 carries `raw_value`, verbatim, as its step time."""
+    step_20 = dllogger_line(20, step_data(20, 3.0)).replace(
+        '"train_step_timing in s": 3.0', f'"train_step_timing in s": {raw_value}'
+    )
+    lines = _gpt_log([3.0] * 40).splitlines()
+    lines[21] = step_20
+    return _lines(*lines)
+
+
+TP4_PP8 = {**GPT_PARAMETERS, "cfg/tensor_model_parallel_size": 4, "cfg/pipeline_model_parallel_size": 8}
 
 
 # case → (log text, or None for the shared log; extra arguments; pattern the message must match)
@@ -152,14 +173,77 @@ HOSTILE_LOGS: dict[str, tuple[str | None, list[str], str]] = {
     "no fp8 peak": (None, ["--accelerator", "a100"], "a100 has no published dense fp8 peak"),
     "unknown model": (None, ["--model", "gpt-9"], r"unknown model 'gpt-9'; known: gpt-5b, gpt3-175b, llama3.1-8b"),
     "start after end": (None, ["--start-step", "31", "--end-step", "30"], "start step 31 is after its end step 30"),
+    # Requirement 1: step times and figures that cannot be physical.
+    "NaN step time in the window": (_with_step_20("NaN"), [], r"'train_step_timing in s' of step 20 is not a number"),
+    "negative step time in the window": (
+        _gpt_log([3.0] * 20 + [-1.0] + [3.0] * 19),
+        [],
+        r"step 20 is -1 s; it must be positive",
+    ),
+    "zero step time in the window": (
+        _gpt_log([3.0] * 20 + [0.0] + [3.0] * 19),
+        [],
+        r"step 20 is 0 s; it must be positive",
+    ),
+    "infinite step time in a text log": (
+        _lines(*(nemo2_line(s, 40, "inf" if s == 15 else "3.0") for s in range(40))),
+        ["--model", "gpt-5b"],
+        r"step 15 is infinite",
+    ),
+    "MFU above 100 %": (
+        None,
+        ["--model-flops-per-sample", "1e20"],
+        r"MFU comes out at [\d,.]+%, above 100 % of the h100",
+    ),
+    "tokens/s beyond a float (a subnormal step time)": (
+        _gpt_log([1e-310] * 40),
+        [],
+        r"samples/s comes out as inf \(an overflow\)",
+    ),
+    # Requirement 2: overflow.
+    "step time of 1e308": (_gpt_log([1e308] * 40), [], r"step 10 is 1e\+308 s, more than a year"),
+    "one step time of 1e308": (_gpt_log([3.0] * 20 + [1e308] + [3.0] * 19), [], r"step 20 is 1e\+308 s"),
+    "an integer step time beyond a float": (_with_step_20("1" + "0" * 400), [], r"step 20 is infinite"),
+    "a 5000-digit step time": (_with_step_20("1" * 5000), [], r":22: unreadable DLLogger JSON"),
+    "TFLOPS beyond a float": (None, ["--model-flops-per-sample", "1e308"], r"TFLOPS per GPU comes out as inf"),
+    "global batch beyond a float": (None, ["--global-batch-size", "1" + "0" * 400], "the throughput overflows"),
+    "sequence length beyond a float": (
+        None,
+        ["--model", "gpt-5b", "--seq-length", "1" + "0" * 200],
+        r"model FLOPs per sample overflow .* sequence length a 201-digit number",
+    ),
+    # Requirement 3: the options against the log's DLLogger PARAMETER record.
+    "global batch disagrees with the record": (
+        _gpt_log([3.0] * 40, {**GPT_PARAMETERS, "cfg/global_batch_size": 1024}),
+        [],
+        r"--global-batch-size 2048 disagrees with the log's DLLogger PARAMETER record \(global_batch_size 1024\)",
+    ),
+    "GPUs disagree with the record's nodes × devices": (
+        _gpt_log([3.0] * 40, {**GPT_PARAMETERS, "trainer/num_nodes": 16, "trainer/devices": 8}),
+        [],
+        r"--gpus 256 disagrees .*num_nodes 16 × devices 8 = 128 GPUs",
+    ),
+    "GPUs not a multiple of the record's model-parallel size": (
+        _gpt_log([3.0] * 40, TP4_PP8),
+        ["--gpus", "100"],
+        r"--gpus 100 disagrees .*tensor 4 × pipeline 8 × context 1 = 32 GPUs, and 100 is not a multiple",
+    ),
+    "GPUs that cannot make the global batch": (
+        _gpt_log([3.0] * 40, TP4_PP8),
+        ["--gpus", "384"],
+        r"12 data-parallel replicas .* micro batch 1 cannot make a global batch of 2048",
+    ),
 }
 
 
+@pytest.mark.parametrize("output", [[], ["--json"]], ids=["table", "json"])
 @pytest.mark.parametrize("case", HOSTILE_LOGS)
-def test_bad_input_exits_2_with_a_message(tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str) -> None:
+def test_bad_input_exits_2_with_a_message(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str, output: list[str]
+) -> None:
     text, extra, message = HOSTILE_LOGS[case]
     log = valid_gpt_log(tmp_path) if text is None else _write(tmp_path, "log.json", text)
-    argv = ["metrics", "--log", str(log), *RUN, *extra]
+    argv = ["metrics", "--log", str(log), *RUN, *extra, *output]
     assert main(argv) == 2
     captured = capsys.readouterr()
     assert captured.out == ""
@@ -202,6 +286,10 @@ def test_bad_numbers_are_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixt
         ('DLLL {"step": 12, "data": \n', ["--start-step", "0"], ":1: malformed DLLogger JSON"),
         (None, ["--gpus", "0"], "argument --gpus: must be positive"),
         (None, ["--accelerator", "v5p"], "unknown accelerator 'v5p'"),
+        (_gpt_log([1e308] * 40), ["--json"], "more than a year"),
+        (None, ["--global-batch-size", "1" + "0" * 400], "the throughput overflows"),
+        (None, ["--model", "gpt-5b", "--seq-length", "1" + "0" * 200], "model FLOPs per sample overflow"),
+        (None, ["--model-flops-per-sample", "1e308", "--json"], "TFLOPS per GPU comes out as inf"),
     ],
 )
 def test_real_entry_point_exits_2_without_a_traceback(
@@ -223,3 +311,147 @@ def test_generated_log_through_the_cli(tmp_path: Path, capsys: pytest.CaptureFix
     assert result["steps_averaged"] == 40
     assert result["step_time_s"] == pytest.approx(3.0)
     assert result["peak_tflops"] == 2250.0
+
+
+def assert_refused(captured: pytest.CaptureResult[str], pattern: str) -> None:
+    """Exit 2's other half: nothing on stdout, one `error:` line on stderr matching `pattern`."""
+    assert captured.out == ""
+    assert captured.err.startswith("error: ")
+    assert captured.err.count("\n") == 1, captured.err
+    assert re.search(pattern, captured.err), captured.err
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [["--gpus", "0"], ["--global-batch-size", "many"], ["--precision", "fp4"], ["--model-flops-per-sample", "nan"]],
+)
+def test_usage_errors_are_one_error_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["metrics", "--log", str(valid_gpt_log(tmp_path)), *RUN, *extra])
+    assert exit_info.value.code == 2
+    assert_refused(capsys.readouterr(), rf"^error: argument {extra[0]}: .*\(see python -m analysis metrics --help\)$")
+
+
+@pytest.mark.parametrize(
+    ("log_text", "extra"),
+    [
+        (_gpt_log([1e308] * 40), []),
+        (None, ["--model-flops-per-sample", "1e308"]),
+        (None, ["--global-batch-size", "9" * 4000]),
+        (None, ["--gpus", "1", "--model-flops-per-sample", "1e30"]),
+    ],
+)
+def test_overflow_is_one_error_line_through_the_real_entry_point(
+    tmp_path: Path, log_text: str | None, extra: list[str]
+) -> None:
+    log = valid_gpt_log(tmp_path) if log_text is None else _write(tmp_path, "log.json", log_text)
+    done = run_cli("metrics", "--log", str(log), *RUN, *extra, "--json")
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert done.stderr.startswith("error: ") and done.stderr.count("\n") == 1, done.stderr
+
+
+# ---------------------------------------------------------------------------- restarted runs
+
+
+def test_a_restarted_runs_repeated_steps_count_once_from_the_last_attempt(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Attempt 1 logs steps 0–25 at 3 s and dies; attempt 2 resumes at step 20 and logs 20–39 at 5 s."""
+    log = write_restarted_dllogger(tmp_path / "restarted.json", [3.0] * 26, 20, [5.0] * 20, GPT_PARAMETERS)
+    assert main(["metrics", "--log", str(log), *RUN, "--json"]) == 0
+    captured = capsys.readouterr()
+    result = json.loads(captured.out)
+    assert result["steps_averaged"] == 21
+    assert result["step_time_s"] == pytest.approx((10 * 3.0 + 11 * 5.0) / 21)
+    assert result["duplicate_steps"] == [20, 21, 22, 23, 24, 25]
+    assert result["duplicate_steps_in_log"] == 6
+    assert captured.err.startswith("note: ") and captured.err.count("\n") == 1
+    assert "6 steps more than once (20–25" in captured.err
+    assert "the last attempt of each is averaged; 6 of them in the window 10–30" in captured.err
+
+
+def test_repeated_steps_outside_the_window_are_reported_too(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Records outside the window are never decoded, yet their repeats are found."""
+    log = write_restarted_dllogger(tmp_path / "restarted.json", [3.0] * 38, 35, [3.0] * 5, GPT_PARAMETERS)
+    assert main(["metrics", "--log", str(log), *RUN, "--json"]) == 0
+    captured = capsys.readouterr()
+    result = json.loads(captured.out)
+    assert (result["duplicate_steps"], result["duplicate_steps_in_log"]) == ([], 3)  # 35–37, logged again
+    assert "3 steps more than once (35–37" in captured.err and "0 of them in the window" in captured.err
+
+
+def test_a_log_without_repeats_reports_none(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["metrics", "--log", str(valid_gpt_log(tmp_path)), *RUN, "--json"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == ""
+    result = json.loads(captured.out)
+    assert (result["duplicate_steps"], result["duplicate_steps_in_log"]) == ([], 0)
+
+
+def test_notes_are_not_printed_when_the_run_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = write_restarted_dllogger(tmp_path / "restarted.json", [3.0] * 26, 20, [5.0] * 20, GPT_PARAMETERS)
+    assert main(["metrics", "--log", str(log), *RUN, "--model-flops-per-sample", "1e20"]) == 2
+    assert_refused(capsys.readouterr(), "MFU comes out at")
+
+
+# ---------------------------------------------------------------------------- the PARAMETER record
+
+
+def test_a_catalog_models_sequence_length_gives_way_to_the_records_with_a_warning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """gpt-5b's recipe says 2048; the log's record says the run used 128: the log wins, and says so."""
+    log = valid_gpt_log(tmp_path)
+    assert main(["metrics", "--log", str(log), *RUN, "--model", "gpt-5b", "--json"]) == 0
+    captured = capsys.readouterr()
+    result = json.loads(captured.out)
+    assert result["seq_length"] == 128
+    assert result["tokens_per_s"] == pytest.approx(2048 * 128 / 3.0)
+    shape = (24, 4096, 50257)  # gpt-5b: layers, hidden, GPT-2 vocabulary; Megatron's count at s = 128
+    layers, hidden, vocab = shape
+    expected = 72 * layers * 128 * hidden**2 * (1 + 128 / (6 * hidden) + vocab / (12 * layers * hidden))
+    assert result["model_flops_per_sample"] == pytest.approx(expected)
+    assert captured.err.count("\n") == 1
+    assert captured.err.startswith("warning: the log's DLLogger PARAMETER record has sequence length 128")
+    assert "catalog model gpt-5b's recipe 2048: using the log's 128" in captured.err
+
+
+def test_an_explicit_sequence_length_overrides_the_record_silently(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = valid_gpt_log(tmp_path)
+    assert main(["metrics", "--log", str(log), *RUN, "--model", "gpt-5b", "--seq-length", "1024", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["seq_length"] == 1024
+    assert captured.err == ""
+
+
+def test_a_record_that_agrees_or_ramps_its_batch_up_is_accepted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    agreeing = {**TP4_PP8, "cfg/global_batch_size": 2048, "trainer/num_nodes": 32, "trainer/devices": 8}
+    log = _write(tmp_path, "agrees.json", _gpt_log([3.0] * 40, agreeing))
+    assert main(["metrics", "--log", str(log), *RUN, "--json"]) == 0
+    assert capsys.readouterr().err == ""
+    # During a batch ramp-up the record's global_batch_size is the final one, not the window's.
+    ramping = {**GPT_PARAMETERS, "cfg/global_batch_size": 1024, "cfg/rampup_batch_size": [256, 128, 100000]}
+    log = _write(tmp_path, "ramping.json", _gpt_log([3.0] * 40, ramping))
+    assert main(["metrics", "--log", str(log), *RUN, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["global_batch_size"] == 2048
+
+
+@needs_shared_log
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--global-batch-size", "1024"], r"\(global_batch_size 2048\)"),
+        (["--gpus", "100"], r"tensor 4 × pipeline 8 × context 1 = 32 GPUs"),
+        (["--gpus", "384"], r"12 data-parallel replicas"),
+    ],
+)
+def test_the_shared_logs_record_catches_wrong_options(
+    capsys: pytest.CaptureFixture[str], extra: list[str], message: str
+) -> None:
+    assert main(["metrics", "--log", str(SHARED_LOG), *RUN, *extra]) == 2
+    assert_refused(capsys.readouterr(), message)

@@ -37,6 +37,13 @@ RUN = [
 ]
 
 
+def _retimed(index: int, time: str) -> list[str]:
+    """RUN with the event at `index` (line index + 1) stamped `time` instead."""
+    record = json.loads(RUN[index])
+    record["time"] = time
+    return [*RUN[:index], json.dumps(record), *RUN[index + 1 :]]
+
+
 def write_events(tmp_path: Path, lines: list[str], name: str = "events.jsonl") -> Path:
     path = tmp_path / name
     path.write_text("\n".join(lines) + "\n")
@@ -138,6 +145,32 @@ BAD_EVENTS: dict[str, tuple[list[str], str]] = {
         ],
         "saved no checkpoint past step 400 but loaded step 500",
     ),
+    # Times that tell an impossible story: each names the offending line.
+    "a save stamped before its attempt started": (
+        _retimed(7, "2026-11-22T11:12:00+00:00"),
+        "events.jsonl:8: checkpoint_saved (step 350) of attempt 1 at 2026-11-22T11:12:00+00:00 is before "
+        "attempt 1's job_started (job_started of attempt 1 at 2026-11-22T11:15:00+00:00, line 6)",
+    ),
+    "a save stamped after its attempt ended": (
+        _retimed(3, "2026-11-22T11:12:00+00:00"),
+        "events.jsonl:4: checkpoint_saved (step 200) of attempt 0 at 2026-11-22T11:12:00+00:00 is after "
+        "attempt 0's job_terminated",
+    ),
+    "an attempt that starts before the previous one ended": (
+        _retimed(5, "2026-11-22T11:05:00+00:00"),
+        "events.jsonl:6: job_started of attempt 1 at 2026-11-22T11:05:00+00:00 is before attempt 0 ended "
+        "(job_terminated of attempt 0 at 2026-11-22T11:10:00+00:00, line 5)",
+    ),
+    "a save at a lower step, later, with no restart between": (
+        [
+            *RUN[:2],
+            RUN[2].replace('"step": 100', '"step": 200'),
+            RUN[3].replace('"step": 200', '"step": 100'),
+            *RUN[4:],
+        ],
+        "events.jsonl:4: checkpoint_saved (step 100) of attempt 0 at 2026-11-22T11:00:00+00:00 is later than a "
+        "save of a higher step, with no restart between (checkpoint_saved (step 200) of attempt 0",
+    ),
 }
 
 
@@ -162,3 +195,43 @@ def test_reference_step_time_must_be_positive(tmp_path: Path, reference: str) ->
 def test_missing_events_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["goodput", "--events", str(tmp_path / "none.jsonl"), "--reference-step-time", "18"]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_out_of_order_times_are_found_whatever_the_line_order(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Lines may come in any order; times may not. The message names the line wherever it lies."""
+    lines = _retimed(7, "2026-11-22T11:12:00+00:00")
+    bad = lines.pop(7)
+    path = write_events(tmp_path, [bad, *lines])
+    assert main(["goodput", "--events", str(path), "--reference-step-time", "18"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1
+    assert "events.jsonl:1: checkpoint_saved (step 350) of attempt 1" in captured.err
+    assert "the event times are out of order" in captured.err
+
+
+@pytest.mark.parametrize("output", [[], ["--json"]], ids=["table", "json"])
+@pytest.mark.parametrize(
+    ("reference", "message"),
+    [
+        ("30", "comes out at 140.0 %, above 100 %: 350 steps × 30 s = 10,500 s of kept work in 7,500 s of runtime"),
+        ("1e308", "the effective time of run 'gpt3' overflows: 350 steps × 1e+308 s"),
+    ],
+)
+def test_goodput_above_100_percent_or_infinite_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], reference: str, message: str, output: list[str]
+) -> None:
+    path = write_events(tmp_path, RUN)
+    assert main(["goodput", "--events", str(path), "--reference-step-time", reference, *output]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith("error: ") and captured.err.count("\n") == 1
+    assert message in captured.err
+
+
+def test_a_goodput_of_exactly_100_percent_is_accepted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    reference = str(7500 / 350)  # rounding may put 350 × this a hair above 7500 s
+    path = write_events(tmp_path, RUN)
+    assert main(["goodput", "--events", str(path), "--reference-step-time", reference, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["goodput_percent"] == pytest.approx(100.0)

@@ -22,7 +22,9 @@ from tests.analysis.logs_for_tests import (
     needs_shared_log,
     nemo1_update,
     nemo2_line,
+    step_data,
     write_dllogger,
+    write_restarted_dllogger,
 )
 
 GPT2_VOCAB = 50257
@@ -323,3 +325,61 @@ def test_text_metrics_are_read_with_their_names(tmp_path: Path) -> None:
     assert log.records == {
         5: {"reduced_train_loss": 9.5, "global_step": 5.0, "consumed_samples": 1536.0, "train_step_timing in s": 2000.0}
     }
+
+
+# ---------------------------------------------------------------------------- repeated steps
+
+
+def test_a_repeated_step_keeps_only_its_last_attempts_record(tmp_path: Path) -> None:
+    """The first attempt's step 22 logged a grad_norm the restart did not: it must not leak in."""
+    path = write_restarted_dllogger(tmp_path / "restarted.json", [3.0] * 26, 20, [5.0] * 20, GPT_PARAMETERS)
+    lines = path.read_text().splitlines()
+    lines[23] = dllogger_line(22, {**step_data(22, 3.0), "grad_norm": 7.0})  # attempt 1's step 22
+    path.write_text("\n".join([*lines, dllogger_line(22, {"val_loss": 4.0})]) + "\n")
+    for window in (None, WINDOW):
+        log = read_log(path, window)
+        assert log.repeated_steps == (20, 21, 22, 23, 24, 25)
+        restart = {"lr": 1e-4, "global_step": 22.0, "train_step_timing in s": 5.0, "reduced_train_loss": 5.0 - 2.2}
+        assert log.records[22] == pytest.approx({**restart, "val_loss": 4.0})
+        assert log.records[19]["train_step_timing in s"] == 3.0
+
+
+def test_a_step_with_a_validation_record_is_not_a_repeat(tmp_path: Path) -> None:
+    path = write_dllogger(tmp_path / "gpt.json", STEP_TIMES, GPT_PARAMETERS)
+    with path.open("a") as out:
+        out.write(dllogger_line(20, {"val_loss": 5.0}) + "\n")
+    assert read_log(path).repeated_steps == ()
+    assert read_log(path, WINDOW).repeated_steps == ()
+
+
+@pytest.mark.parametrize("style", ["nemo1", "nemo2"])
+def test_text_logs_tell_a_restart_from_a_progress_bar_redraw(tmp_path: Path, style: str) -> None:
+    """`_text_log` draws step 15 twice (a tqdm redraw, same values); a restart logs 20–25 again, slower."""
+    path = tmp_path / f"{style}.log"
+    first = _text_log(style, STEP_TIMES, global_step=True)
+    path.write_text(first)
+    assert read_log(path).repeated_steps == ()
+    again = [nemo2_line(s, 40, "7.000") for s in range(20, 26)]
+    if style == "nemo1":
+        again = ["\r".join(nemo1_update(s, 40, "7.000") for s in range(20, 26))]
+    path.write_text(first + "\n" + "\n".join(again) + "\n")
+    log = read_log(path, WINDOW)
+    assert log.repeated_steps == (20, 21, 22, 23, 24, 25)
+    assert log.records[20]["train_step_timing in s"] == 7.0
+    assert log.records[19]["train_step_timing in s"] == 2.0
+
+
+def test_beyond_the_window_unreadable_records_are_listed_not_fatal(tmp_path: Path) -> None:
+    """`plot` reads every record, yet refuses a log only where `metrics` would."""
+    path = write_dllogger(tmp_path / "gpt.json", STEP_TIMES, GPT_PARAMETERS)
+    path.write_text(path.read_text() + dllogger_line(40, {"train_step_timing in s": 2.0})[:-30])
+    log = read_log(path, WINDOW, beyond_window=True)
+    assert list(log.records) == list(range(40))
+    assert log.unreadable_lines == (42,)
+    assert read_log(path, WINDOW).unreadable_lines == ()
+    broken_inside = write_dllogger(tmp_path / "inside.json", STEP_TIMES, GPT_PARAMETERS)
+    lines = broken_inside.read_text().splitlines()
+    lines[21] = lines[21][:-20]
+    broken_inside.write_text("\n".join(lines) + "\n")
+    with pytest.raises(AnalysisError, match=r"inside.json:22: malformed DLLogger JSON"):
+        read_log(broken_inside, WINDOW, beyond_window=True)

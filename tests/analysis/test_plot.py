@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import re
 import struct
 from pathlib import Path
 
@@ -20,9 +22,12 @@ from tests.analysis.logs_for_tests import (
     SHARED_LOG,
     dllogger_line,
     needs_shared_log,
+    step_data,
     valid_gpt_log,
     write_dllogger,
+    write_restarted_dllogger,
 )
+from tests.analysis.test_cli import HOSTILE_LOGS, RUN
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 STEP_TIMES = [9.0] * 5 + [3.0] * 35
@@ -116,3 +121,148 @@ def test_plot_bad_input_exits_2(
 def test_plot_to_a_missing_directory_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["plot", "--log", str(valid_gpt_log(tmp_path)), "--out", str(tmp_path / "no" / "x.png")]) == 2
     assert "cannot write" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------- plot refuses what metrics refuses
+
+# HOSTILE_LOGS cases refused for the log itself, whatever the throughput options: `plot`
+# without them must refuse these too. The others are about the model, the accelerator or
+# the options, which `plot` uses only with the throughput options.
+LOG_REFUSALS = [
+    "empty",
+    "blank lines",
+    "no step timings",
+    "truncated JSON in the window",
+    "a foreign line",
+    "window after the last step",
+    "steps without timings",
+    "text timing without a step",
+    "text timing without a value",
+    "start after end",
+    "NaN step time in the window",
+    "negative step time in the window",
+    "zero step time in the window",
+    "step time of 1e308",
+    "one step time of 1e308",
+    "an integer step time beyond a float",
+    "a 5000-digit step time",
+]
+
+
+def _hostile_log(tmp_path: Path, case: str) -> tuple[Path, list[str]]:
+    text, extra, _ = HOSTILE_LOGS[case]
+    if text is None:
+        return valid_gpt_log(tmp_path), extra
+    path = tmp_path / "log.json"
+    path.write_text(text)
+    return path, extra
+
+
+def _refusal(capsys: pytest.CaptureFixture[str]) -> str:
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith("error: ") and captured.err.count("\n") == 1, captured.err
+    return captured.err
+
+
+@pytest.mark.parametrize("case", HOSTILE_LOGS)
+def test_plot_with_throughput_options_refuses_what_metrics_refuses(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str
+) -> None:
+    log, extra = _hostile_log(tmp_path, case)
+    out = tmp_path / "x.png"
+    assert main(["metrics", "--log", str(log), *RUN, *extra]) == 2
+    refused_by_metrics = _refusal(capsys)
+    assert main(["plot", "--log", str(log), "--out", str(out), *RUN, *extra]) == 2
+    assert _refusal(capsys) == refused_by_metrics
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("case", LOG_REFUSALS)
+def test_plot_refuses_the_logs_metrics_refuses(tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str) -> None:
+    log, extra = _hostile_log(tmp_path, case)
+    assert all(not arg.startswith("--") or arg in ("--start-step", "--end-step") for arg in extra)
+    out = tmp_path / "x.png"
+    assert main(["metrics", "--log", str(log), *RUN, *extra]) == 2
+    refused_by_metrics = _refusal(capsys)
+    assert main(["plot", "--log", str(log), "--out", str(out), *extra]) == 2
+    assert _refusal(capsys) == refused_by_metrics
+    assert not out.exists()
+
+
+def test_plot_accepts_the_logs_metrics_accepts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Outside the window, metrics reads nothing: a NaN or infinite step time, a 1e308 one, a diverged
+    loss and a record cut short by a killed writer. plot draws what it can and says what it left out."""
+    path = write_dllogger(tmp_path / "gpt.json", STEP_TIMES, GPT_PARAMETERS)
+    lines = path.read_text().splitlines()
+    lines[3] = dllogger_line(2, step_data(2, float("nan"), loss=float("inf")))
+    lines[4] = dllogger_line(3, step_data(3, float("inf"), loss=float("nan")))
+    lines[5] = dllogger_line(4, step_data(4, 1e308, loss=1e300))
+    lines.append(dllogger_line(40, step_data(40, 3.0))[:-25])
+    path.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "run.png"
+    assert main(["metrics", "--log", str(path), *RUN]) == 0
+    capsys.readouterr()
+    assert main(["plot", "--log", str(path), "--out", str(out), *RUN]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.strip() == f"wrote {out}"
+    assert (
+        captured.err
+        == f"note: {path} has 1 unreadable record outside the window (line 42), not drawn; metrics does not read them\n"
+    )
+    assert png_size(out) == (1210, 770)
+
+    figure = build_figure(read_log(path, StepRange(10, 30), beyond_window=True), StepRange(10, 30))
+    loss_axes, time_axes = figure.axes
+    times = np.asarray(time_axes.lines[0].get_ydata(), dtype=float)
+    assert np.isnan(times[2:5]).all() and np.isfinite(np.delete(times, [2, 3, 4])).all()
+    assert "3 values not drawn" in time_axes.texts[0].get_text()
+    assert "3 values not drawn" in loss_axes.texts[0].get_text()
+
+
+def test_plot_draws_the_last_attempt_of_a_restarted_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = write_restarted_dllogger(tmp_path / "restarted.json", [3.0] * 26, 20, [5.0] * 20, GPT_PARAMETERS)
+    out = tmp_path / "run.png"
+    assert main(["plot", "--log", str(log), "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith("note: ") and "the last attempt of each is drawn" in err and err.count("\n") == 1
+    figure = build_figure(read_log(log, beyond_window=True), StepRange(10, 30))
+    times = figure.axes[1].lines[0].get_ydata()
+    assert list(times) == [3.0] * 20 + [5.0] * 20
+
+
+@pytest.mark.parametrize("name", ["run.jpg", "run", "run.png.txt", "png"])
+def test_plot_out_must_end_in_png(tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str) -> None:
+    out = tmp_path / name
+    with pytest.raises(SystemExit) as exit_info:
+        main(["plot", "--log", str(valid_gpt_log(tmp_path)), "--out", str(out)])
+    assert exit_info.value.code == 2
+    assert re.search(r"argument --out: .*must end in \.png", _refusal(capsys))
+    assert not out.exists()
+
+
+def test_plot_out_may_say_png_in_capitals(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "RUN.PNG"
+    assert main(["plot", "--log", str(valid_gpt_log(tmp_path)), "--out", str(out)]) == 0
+    assert png_size(out)[0] > 0
+
+
+@pytest.mark.parametrize(
+    "extra", [["--model", "gpt-5b"], ["--seq-length", "2048"], ["--model-flops-per-sample", "1e15"]]
+)
+def test_plot_refuses_model_options_it_would_ignore(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str]
+) -> None:
+    assert main(["plot", "--log", str(valid_gpt_log(tmp_path)), "--out", str(tmp_path / "x.png"), *extra]) == 2
+    assert "only with --gpus, --global-batch-size, --accelerator and --precision" in _refusal(capsys)
+    assert not (tmp_path / "x.png").exists()
+
+
+def test_undrawable_values_are_gaps_not_crashes(tmp_path: Path) -> None:
+    """matplotlib's tick arithmetic overflows near 1e308; such values (and NaN, ±inf) become gaps."""
+    path = tmp_path / "wild.json"
+    path.write_text("\n".join(dllogger_line(s, step_data(s, 1e308 if s < 10 else 2.0, loss=-1e200)) for s in range(40)))
+    figure = build_figure(read_log(path, beyond_window=True), StepRange(10, 30))
+    assert math.isnan(figure.axes[1].lines[0].get_ydata()[0])
+    write_png(figure, tmp_path / "wild.png")
+    assert png_size(tmp_path / "wild.png") == (1210, 770)
