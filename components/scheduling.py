@@ -25,12 +25,10 @@ from facts.kubernetes import (
     KUEUE_API,
     KUEUE_NAMESPACE,
     PRIORITY_VALUES,
-    TOPOLOGY_LABELS,
-    TOPOLOGY_NAME,
     dns_label_problem,
 )
 from facts.versions import HelmChart
-from planners.queues import Flavor
+from planners.queues import TOPOLOGY, TOPOLOGY_SPEC, Flavor
 
 PROVISIONING_CHECK = "dws-prov"
 PROVISIONING_CONFIG = "dws-config"
@@ -337,31 +335,17 @@ class KueueQueues(pulumi.ComponentResource):
             )
 
         topology = (
-            [
-                kueue_object(
-                    "topology",
-                    "Topology",
-                    TOPOLOGY_NAME,
-                    opts_after(),
-                    spec={"levels": [{"nodeLabel": label} for label in TOPOLOGY_LABELS.values()]},
-                )
-            ]
+            [kueue_object("topology", "Topology", TOPOLOGY, opts_after(), spec=TOPOLOGY_SPEC)]
             if any(f.topology for f in args.flavors)
             else []
         )
         before_queue: list[pulumi.Resource] = list(topology)
         for flavor in args.flavors:
-            spec: dict[str, Any] = {"nodeLabels": flavor.node_labels, "tolerations": flavor.tolerations}
-            if flavor.topology:
-                spec["topologyName"] = TOPOLOGY_NAME
-            # Node labels and tolerations of a topology flavor are immutable: replace, never patch.
+            # A changed pool is a flavor of a new name (planners.queues): created before the
+            # ClusterQueue moves to it, the old one deleted after.
             before_queue.append(
                 kueue_object(
-                    f"flavor-{flavor.name}",
-                    "ResourceFlavor",
-                    flavor.name,
-                    opts_after(*topology, delete_before_replace=True),
-                    spec=spec,
+                    f"flavor-{flavor.pool}", "ResourceFlavor", flavor.name, opts_after(*topology), spec=flavor.spec
                 )
             )
         for priority, value in PRIORITY_VALUES.items():
@@ -426,7 +410,8 @@ class KueueQueues(pulumi.ComponentResource):
             kind="LocalQueue",
             metadata={"name": args.local_queue, "namespace": args.namespace},
             spec={"clusterQueue": args.cluster_queue},
-            opts=opts_after(cluster_queue),
+            # Immutable (a CEL rule): another ClusterQueue means a new LocalQueue of the same name.
+            opts=opts_after(cluster_queue, replace_on_changes=["spec.clusterQueue"]),
         )
         self.local_queue_name = self.local_queue.metadata["name"]
         self.register_outputs({"local_queue": self.local_queue_name})

@@ -17,10 +17,10 @@ import pulumi_kubernetes as k8s
 
 from facts.errors import require, require_no_problem
 from facts.gcp import FilestoreTier, bucket_name_problem, filestore_capacity_problem, resource_name_problem
+from facts.gke import GCSFUSE_CSI_DRIVER, GCSFUSE_HOST_NETWORK_KSA
 from facts.kubernetes import dns_label_problem
 
 FILESTORE_CSI_DRIVER = "filestore.csi.storage.gke.io"
-GCSFUSE_CSI_DRIVER = "gcsfuse.csi.storage.gke.io"
 # Nominal size of a bucket-backed volume: Kubernetes wants one, Cloud Storage ignores it.
 BUCKET_VOLUME_SIZE = "64Ti"
 
@@ -223,6 +223,7 @@ class BucketVolume(pulumi.ComponentResource):
                         # The pod's identity is checked when it reads; the mount need not list first.
                         "skipCSIBucketAccessCheck": "true",
                         "gcsfuseMetadataPrefetchOnMount": "true",
+                        **GCSFUSE_HOST_NETWORK_KSA,
                     },
                 },
                 "claimRef": {"name": args.claim_name, "namespace": args.namespace},

@@ -2,12 +2,23 @@
 
 `run_jobset` and `data_prep_job` are pure: they return the manifests, so tests can read every
 field; the components only register them.
+
+How `pulumi up` treats them after they start (tools/updates.py models it):
+
+- Kueue owns `spec.suspend` once it admits a job (kubernetes-sigs/kueue
+  pkg/controller/jobframework/reconciler.go): it is ignored, so neither `pulumi refresh` nor a
+  later `up` suspends or re-creates a running job. What else Kueue merges into the pod template
+  (node selector, tolerations, labels, annotations, scheduling gates) is never seen: the
+  provider compares only the fields the program set.
+- A job's name is its name and a digest of everything that defines it, ConfigMap included
+  (facts.kubernetes.versioned_name): a changed definition is a new job, created beside the old
+  one, which is then deleted; an unchanged one is left alone.
+- Nothing deletes a finished job (no `ttlSecondsAfterFinished`): it stays in the namespace and
+  in the stack's state, so a later `up` never submits it again.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +29,7 @@ import pulumi_kubernetes as k8s
 from components.kubernetes import KubernetesObject
 from facts import versions
 from facts.errors import require
+from facts.gke import GCSFUSE_POD_ANNOTATIONS
 from facts.kubernetes import (
     GPU_RESOURCE,
     GPU_TAINT,
@@ -28,8 +40,10 @@ from facts.kubernetes import (
     PRIORITY_CLASS_LABEL,
     QUEUE_NAME_LABEL,
     RUN_LABEL,
+    RUN_REPLICATED_JOB,
     TRAINING_CONTAINER,
     node_pool_selector,
+    versioned_name,
 )
 from facts.machines import training_pod_requests
 from planners import nemo
@@ -39,13 +53,6 @@ from planners.queues import Flavor
 from planners.runs import DataPrepSpec, RunSpec, topology_annotation
 
 GPU_TOLERATIONS = [GPU_TAINT.toleration(), IMPENDING_TERMINATION_TOLERATION]
-# Cloud Storage FUSE sidecar without resource limits: it shares the node with one pod.
-GCSFUSE_ANNOTATIONS = {
-    "gke-gcsfuse/volumes": "true",
-    "gke-gcsfuse/cpu-limit": "0",
-    "gke-gcsfuse/memory-limit": "0",
-    "gke-gcsfuse/ephemeral-storage-limit": "0",
-}
 MAX_SHARED_MEMORY_GIB = 256
 
 
@@ -102,13 +109,21 @@ def _field(name: str, path: str) -> dict[str, Any]:
     return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}
 
 
-def config_hash(files: Mapping[str, str]) -> str:
-    return hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()[:16]
+# Kueue sets `spec.suspend` on admission and eviction; the program never takes it back.
+KUEUE_OWNED = ["spec.suspend"]
 
 
-def run_jobset(args: TrainingRunArgs, config_map: str, files_hash: str) -> dict[str, Any]:
-    """The run's JobSet: suspended until Kueue admits all of it, one pod per node."""
+def named(base: str, manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """The unnamed `manifest` named `<base>-<digest of the manifest>`: the digest covers every
+    field, the ConfigMap's name included, and that name carries the digest of its files."""
+    return {**manifest, "metadata": {"name": versioned_name(base, manifest), **manifest["metadata"]}}
+
+
+def run_jobset(args: TrainingRunArgs, config_map: str, files: Sequence[str]) -> dict[str, Any]:
+    """The run's JobSet, unnamed: suspended until Kueue admits all of it, one pod per node.
+    `files` are the keys of the ConfigMap `config_map`, each placed at nemo.file_path."""
     run, machine, net = args.run, args.flavor.machine, args.networking
+    tokenizer_volumes, tokenizer_mounts = nemo.tokenizer_volumes(run.tokenizer)
     name = run.name
     cpu, memory = training_pod_requests(machine)
     shm_gib = min(MAX_SHARED_MEMORY_GIB, machine.memory_gib // 4)
@@ -120,8 +135,8 @@ def run_jobset(args: TrainingRunArgs, config_map: str, files_hash: str) -> dict[
         "command": ["bash", f"{nemo.WORKLOAD_DIR}/{nemo.LAUNCHER}"],
         "args": entrypoint_args,
         "env": [
-            *_env(env),
             *(_field(key, path) for key, path in nemo.FIELD_ENV.items()),
+            *_env(env),
         ],
         "resources": {
             "requests": {"cpu": f"{cpu}m", "memory": f"{memory}Mi", GPU_RESOURCE: machine.gpus},
@@ -132,6 +147,7 @@ def run_jobset(args: TrainingRunArgs, config_map: str, files_hash: str) -> dict[
             {"name": "shm", "mountPath": "/dev/shm"},
             {"name": "local-ssd", "mountPath": nemo.LOCAL_SSD},
             *args.volumes.mounts(data_read_only=True),
+            *tokenizer_mounts,
             *net.mounts,
         ],
     }
@@ -146,11 +162,19 @@ def run_jobset(args: TrainingRunArgs, config_map: str, files_hash: str) -> dict[
         "initContainers": net.sidecars,
         "containers": [container],
         "volumes": [
-            {"name": "workload", "configMap": {"name": config_map, "defaultMode": 0o755}},
+            {
+                "name": "workload",
+                "configMap": {
+                    "name": config_map,
+                    "defaultMode": 0o755,
+                    "items": [{"key": name, "path": nemo.file_path(name)} for name in files],
+                },
+            },
             {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{shm_gib}Gi"}},
             # Ephemeral storage sits on the node's local NVMe SSDs.
             {"name": "local-ssd", "emptyDir": {}},
             *args.volumes.volumes(),
+            *tokenizer_volumes,
             *net.volumes,
         ],
     }
@@ -166,16 +190,15 @@ def run_jobset(args: TrainingRunArgs, config_map: str, files_hash: str) -> dict[
     return {
         "apiVersion": JOBSET_API,
         "kind": "JobSet",
-        "metadata": {"name": name, "namespace": args.namespace, "labels": labels},
+        "metadata": {"namespace": args.namespace, "labels": labels},
         "spec": {
             # Kueue unsuspends the JobSet once the whole run fits.
             "suspend": True,
-            "ttlSecondsAfterFinished": run.ttl_seconds_after_finished,
             "failurePolicy": {"maxRestarts": run.max_restarts},
             "network": {"enableDNSHostnames": True, "publishNotReadyAddresses": True},
             "replicatedJobs": [
                 {
-                    "name": nemo.REPLICATED_JOB,
+                    "name": RUN_REPLICATED_JOB,
                     "replicas": 1,
                     "template": {
                         "spec": {
@@ -188,8 +211,7 @@ def run_jobset(args: TrainingRunArgs, config_map: str, files_hash: str) -> dict[
                                     "labels": {RUN_LABEL: name},
                                     "annotations": {
                                         "kubectl.kubernetes.io/default-container": TRAINING_CONTAINER,
-                                        "nemo-gke/config-hash": files_hash,
-                                        **GCSFUSE_ANNOTATIONS,
+                                        **GCSFUSE_POD_ANNOTATIONS,
                                         **topology_annotation(run, args.flavor),
                                         **net.annotations,
                                     },
@@ -209,37 +231,38 @@ class TrainingRun(pulumi.ComponentResource):
 
     TYPE = "nemo:training:TrainingRun"
 
+    run_name: str
     jobset_name: str
     log_dir: str
+    # `pulumi up --replace <urn>`: submits the unchanged run again (it resumes from its checkpoint).
+    resubmit: pulumi.Output[str]
 
     def __init__(self, name: str, args: TrainingRunArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(self.TYPE, name, None, opts)
         run = args.run
         files = nemo.workload_files(run, args.paths, args.flavor.machine.gpus)
+        config_name = versioned_name(f"{run.name}-workload", files)
         config_map = k8s.core.v1.ConfigMap(
             f"{name}-workload",
             metadata={
-                "name": f"{run.name}-workload",
+                "name": config_name,
                 "namespace": args.namespace,
                 "labels": {RUN_LABEL: run.name},
             },
             data=files,
             opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.after)),
         )
-        KubernetesObject(
+        jobset = named(run.name, run_jobset(args, config_name, list(files)))
+        resource = KubernetesObject(
             f"{name}-jobset",
-            run_jobset(args, f"{run.name}-workload", config_hash(files)),
-            opts=pulumi.ResourceOptions(
-                parent=self,
-                depends_on=[config_map, *args.after],
-                # A JobSet's pods are immutable: any change is a new run under the same name.
-                replace_on_changes=["spec"],
-                delete_before_replace=True,
-            ),
+            jobset,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[config_map, *args.after], ignore_changes=KUEUE_OWNED),
         )
-        self.jobset_name = run.name
+        self.run_name = run.name
+        self.jobset_name = jobset["metadata"]["name"]
         self.log_dir = args.paths.experiment_dir
-        self.register_outputs({"jobset": self.jobset_name, "log_dir": self.log_dir})
+        self.resubmit = pulumi.Output.concat("pulumi up --replace '", resource.urn, "'")
+        self.register_outputs({"jobset": self.jobset_name, "log_dir": self.log_dir, "resubmit": self.resubmit})
 
 
 @dataclass(frozen=True)
@@ -255,35 +278,32 @@ class DataPreparationArgs:
         require(self.job.workers >= 1, "job.workers", self.job.workers, "must be at least 1")
 
 
-def data_prep_job(args: DataPreparationArgs, config_map: str) -> dict[str, Any]:
-    """A Job, queued through Kueue on a GPU pool's CPUs, writing .bin/.idx to the data bucket."""
+def data_prep_job(args: DataPreparationArgs) -> dict[str, Any]:
+    """A Job, unnamed, queued through Kueue on a GPU pool's CPUs, writing .bin/.idx to the data bucket."""
     job, data = args.job, args.volumes.data_mount
     tokenizer = nemo.tokenizer_settings(job.tokenizer, data)
+    tokenizer_volumes, tokenizer_mounts = nemo.tokenizer_volumes(job.tokenizer)
     input_path = f"{data}/{job.input}"
     folder = not job.input.endswith((".json", ".jsonl", ".gz"))
     command = nemo.preprocess_command(
         input_path, f"{data}/{job.output_prefix}", job.json_key, tokenizer, job.workers
     ) + (["--preproc-folder"] if folder else [])
-    fetch = nemo.tokenizer_env(job.tokenizer)
-    script = "set -euo pipefail\n"
-    if fetch:
-        script += f"python3 {nemo.WORKLOAD_DIR}/{nemo.FETCH_TOKENIZER}\n"
-    script += f'mkdir -p "$(dirname {data}/{job.output_prefix})"\n' + " ".join(command) + "\n"
+    script = f'set -euo pipefail\nmkdir -p "$(dirname {data}/{job.output_prefix})"\n' + " ".join(command) + "\n"
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {
-            "name": job.name,
             "namespace": args.namespace,
             "labels": {QUEUE_NAME_LABEL: args.local_queue, **PART_OF},
             # Tokenizing a corpus takes hours: `pulumi up` submits it and moves on.
             "annotations": {"pulumi.com/skipAwait": "true"},
         },
         "spec": {
+            # Kueue unsuspends the Job once it fits.
             "suspend": True,
             "backoffLimit": 2,
             "template": {
-                "metadata": {"annotations": dict(GCSFUSE_ANNOTATIONS)},
+                "metadata": {"annotations": dict(GCSFUSE_POD_ANNOTATIONS)},
                 "spec": {
                     "restartPolicy": "Never",
                     "serviceAccountName": args.service_account,
@@ -294,22 +314,14 @@ def data_prep_job(args: DataPreparationArgs, config_map: str) -> dict[str, Any]:
                             "name": "preprocess",
                             "image": versions.NEMO_2.ref,
                             "command": ["bash", "-c", script],
-                            "env": _env(fetch),
+                            "env": _env(nemo.OFFLINE_ENV),
                             "resources": {
                                 "requests": {"cpu": f"{job.workers + 2}", "memory": f"{4 * job.workers + 16}Gi"},
                             },
-                            "volumeMounts": [
-                                {"name": "workload", "mountPath": nemo.WORKLOAD_DIR},
-                                {"name": "local-ssd", "mountPath": nemo.LOCAL_SSD},
-                                *args.volumes.mounts(data_read_only=False),
-                            ],
+                            "volumeMounts": [*args.volumes.mounts(data_read_only=False), *tokenizer_mounts],
                         }
                     ],
-                    "volumes": [
-                        {"name": "workload", "configMap": {"name": config_map}},
-                        {"name": "local-ssd", "emptyDir": {}},
-                        *args.volumes.volumes(),
-                    ],
+                    "volumes": [*args.volumes.volumes(), *tokenizer_volumes],
                 },
             },
         },
@@ -321,23 +333,18 @@ class DataPreparation(pulumi.ComponentResource):
 
     TYPE = "nemo:training:DataPreparation"
 
+    spec_name: str
+    job_name: str
+
     def __init__(self, name: str, args: DataPreparationArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(self.TYPE, name, None, opts)
-        config_name = f"{args.job.name}-workload"
-        config_map = k8s.core.v1.ConfigMap(
-            f"{name}-workload",
-            metadata={"name": config_name, "namespace": args.namespace},
-            data={nemo.FETCH_TOKENIZER: (nemo.SCRIPTS / nemo.FETCH_TOKENIZER).read_text()},
-            opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.after)),
-        )
+        job = named(args.job.name, data_prep_job(args))
         k8s.batch.v1.Job(
             f"{name}-job",
-            **{k: v for k, v in data_prep_job(args, config_name).items() if k in ("metadata", "spec")},
-            opts=pulumi.ResourceOptions(
-                parent=self,
-                depends_on=[config_map, *args.after],
-                replace_on_changes=["spec"],
-                delete_before_replace=True,
-            ),
+            metadata=job["metadata"],
+            spec=job["spec"],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.after), ignore_changes=KUEUE_OWNED),
         )
-        self.register_outputs({})
+        self.spec_name = args.job.name
+        self.job_name = job["metadata"]["name"]
+        self.register_outputs({"job": self.job_name})

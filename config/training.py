@@ -9,7 +9,7 @@ from pydantic import Field, model_validator
 
 from config.base import Model, check_name, to_snake
 from facts.errors import RuleError
-from facts.kubernetes import Priority, TopologyLevel
+from facts.kubernetes import MAX_RUN_NAME, MAX_RUN_NODES, Priority, TopologyLevel
 from facts.models import MODELS, ModelSpec, RunSettings, model_spec
 
 _OVERRIDE_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
@@ -72,25 +72,34 @@ class TopologyConfig(Model):
 
 class TokenizerConfig(Model):
     library: Literal["megatron", "huggingface", "sentencepiece"] = Field("megatron", description="Tokenizer library.")
-    type: str = Field(
-        "GPT2BPETokenizer", description="Megatron tokenizer type, or a Hugging Face model ID / path for huggingface."
+    type: str = Field("GPT2BPETokenizer", description="Megatron tokenizer type (megatron only).")
+    model: str | None = Field(
+        None,
+        description="Inside the data bucket: the model file (sentencepiece) or the tokenizer's folder "
+        "(huggingface; pods never download from the Hugging Face Hub).",
     )
-    model: str | None = Field(None, description="sentencepiece: path of the model file inside the data bucket.")
 
     @model_validator(mode="after")
     def _check(self) -> TokenizerConfig:
-        if self.library == "sentencepiece" and not self.model:
-            raise RuleError("model", None, "is required for library 'sentencepiece'")
+        if self.library in ("sentencepiece", "huggingface") and not self.model:
+            raise RuleError("model", None, f"is required for library '{self.library}': a path in the data bucket")
+        if self.model is not None:
+            if self.library == "megatron":
+                raise RuleError("model", self.model, "applies only to libraries sentencepiece and huggingface")
+            _check_relative("model", self.model)
         return self
 
 
 class RunConfig(Model):
     """One pretraining run: a suspended JobSet that Kueue admits when the whole run fits."""
 
-    name: str = Field(description="Run name: names the JobSet, its logs and checkpoints. Changing it starts a new run.")
+    name: str = Field(
+        description="Run name: names its logs and checkpoints; its JobSet is `<name>-<digest of the run's "
+        "definition>`. Changing it starts a new run."
+    )
     model: str = Field(description="A model of the catalog.")
     pool: str | None = Field(None, description="GPU pool to run on. Default: the first GPU pool.")
-    nodes: int = Field(ge=1, le=1000, description="Nodes (one pod each, all GPUs of the node).")
+    nodes: int = Field(ge=1, le=MAX_RUN_NODES, description="Nodes (one pod each, all GPUs of the node).")
     steps: int | None = Field(None, ge=1, le=10_000_000, description="Training steps. Default: the model's.")
     global_batch_size: int | None = Field(None, ge=1, description="Sequences per step. Default: the model's.")
     micro_batch_size: int | None = Field(None, ge=1, description="Sequences per GPU per micro-step.")
@@ -105,9 +114,6 @@ class RunConfig(Model):
     tokenizer: TokenizerConfig = Field(default_factory=TokenizerConfig, description="Tokenizer of the data.")
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig, description="Checkpointing and resume.")
     max_restarts: int = Field(0, ge=0, le=100, description="JobSet restarts of the whole run after a failure.")
-    ttl_seconds_after_finished: int = Field(
-        43200, ge=0, le=2_592_000, description="Keep the finished JobSet this long."
-    )
     topology: TopologyConfig = Field(default_factory=TopologyConfig, description="Topology-aware placement.")
     priority: Priority | None = Field(
         None, description="Kueue priority. Default: the platform's default priority class."
@@ -144,7 +150,7 @@ class RunConfig(Model):
 
     @model_validator(mode="after")
     def _check(self) -> RunConfig:
-        check_name("name", self.name, 40)
+        check_name("name", self.name, MAX_RUN_NAME)
         if self.model not in MODELS:
             raise RuleError("model", self.model, f"is not in the model catalog; known: {', '.join(MODELS)}")
         if self.image is not None and not _IMAGE.match(self.image):

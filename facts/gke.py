@@ -4,6 +4,7 @@ derives for a project. The config schema and the node pool planner both apply th
 from __future__ import annotations
 
 from enum import StrEnum
+from types import MappingProxyType
 
 from facts.machines import MACHINE_TYPES, MachineType
 
@@ -66,3 +67,24 @@ def workload_pool(project: str) -> str:
     """The Workload Identity pool of a project's GKE clusters.
     https://cloud.google.com/kubernetes-engine/docs/how-to/workload-identity"""
     return f"{project}.svc.id.goog"
+
+
+# The Cloud Storage FUSE CSI driver (a GKE add-on) and the pod annotation its webhook injects
+# the FUSE sidecar for. The sidecar takes no resource limits: it shares the node with one pod.
+# https://cloud.google.com/kubernetes-engine/docs/how-to/cloud-storage-fuse-csi-driver-sidecar
+GCSFUSE_CSI_DRIVER = "gcsfuse.csi.storage.gke.io"
+GCSFUSE_POD_ANNOTATIONS = MappingProxyType(
+    {
+        "gke-gcsfuse/volumes": "true",
+        "gke-gcsfuse/cpu-limit": "0",
+        "gke-gcsfuse/memory-limit": "0",
+        "gke-gcsfuse/ephemeral-storage-limit": "0",
+    }
+)
+# A pod on the host network reaches no GKE metadata server for its Workload Identity token: its
+# bucket mounts authenticate as its Kubernetes service account only with this volume attribute,
+# else as the node's service account (GoogleCloudPlatform/gcs-fuse-csi-driver docs/authentication.md:
+# sidecar v1.17.2+, GKE 1.29+; pkg/csi_driver/node.go shouldPopulateIdentityProvider). The driver
+# reads it only for host-network pods, so every bucket volume carries it: a volume's attributes
+# cannot change once created, and any pool may later run host-network pods.
+GCSFUSE_HOST_NETWORK_KSA = MappingProxyType({"hostNetworkPodKSA": "true"})

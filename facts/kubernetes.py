@@ -6,6 +6,8 @@ namespace is written once and imported wherever an object names it.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from dataclasses import dataclass
 from enum import StrEnum
@@ -20,6 +22,19 @@ def dns_label_problem(value: str) -> str | None:
     if len(value) > 63 or not _DNS_LABEL.match(value):
         return "must be a DNS label: 1-63 of a-z, 0-9 and '-', starting and ending with a letter or digit"
     return None
+
+
+# Objects whose defining fields cannot change in place (Kueue's CEL rules on a ResourceFlavor or
+# Topology, a JobSet's pod template) carry a digest of those fields in their name: a change is a
+# new object beside the old one (create it, move what refers to it, delete the old), never a
+# patch the API server refuses nor a delete that waits on a finalizer.
+DIGEST_LENGTH = 6
+
+
+def versioned_name(base: str, content: object) -> str:
+    """`<base>-<digest>`: the digest of `content` (JSON, keys sorted), DIGEST_LENGTH hex digits."""
+    encoded = json.dumps(content, sort_keys=True, separators=(",", ":")).encode()
+    return f"{base}-{hashlib.sha256(encoded).hexdigest()[:DIGEST_LENGTH]}"
 
 
 # --------------------------------------------------------------------------- taints
@@ -83,7 +98,7 @@ TOPOLOGY_LABELS = MappingProxyType(
         TopologyLevel.HOSTNAME: HOSTNAME_LABEL,
     }
 )
-# The Kueue Topology object built from those levels.
+# The Kueue Topology built from those levels is named `<TOPOLOGY_NAME>-<digest of the levels>`.
 TOPOLOGY_NAME = "gke-default"
 
 # The CPU pool every controller and TensorBoard runs on.
@@ -116,6 +131,24 @@ PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
 # Set by the Job and JobSet controllers on every pod they create.
 COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 RESTART_ATTEMPT_LABEL = "jobset.sigs.k8s.io/restart-attempt"
+# sigs.k8s.io/jobset api/jobset/v1alpha2/jobset_types.go JobSetNameKey, on every pod of a JobSet.
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+
+# A run is one JobSet, `<run>-<digest of its definition>` (versioned_name), with one replicated
+# job whose pods are `<jobset>-workers-0-<node>`, reachable as `<pod>.<jobset>`.
+RUN_REPLICATED_JOB = "workers"
+MAX_RUN_NODES = 1000
+
+
+def jobset_pod_name_length(jobset: str, replicated_job: str, replicas: int, completions: int) -> int:
+    """The longest pod name a JobSet's Indexed job generates, with the 5-character suffix the
+    JobSet webhook allows for; it must be a DNS label of at most 63 characters
+    (sigs.k8s.io/jobset@v0.12.0 pkg/webhooks/jobset_webhook.go, placement.GenPodName)."""
+    return len(f"{jobset}-{replicated_job}-{replicas - 1}-{completions - 1}-abcde")
+
+
+# The longest run name whose JobSet the webhook accepts at MAX_RUN_NODES nodes.
+MAX_RUN_NAME = 63 - (jobset_pod_name_length("-" * (DIGEST_LENGTH + 1), RUN_REPLICATED_JOB, 1, MAX_RUN_NODES))
 
 PART_OF = MappingProxyType({"app.kubernetes.io/part-of": "nemo-gke"})
 RUN_LABEL = "nemo-gke/run"

@@ -163,12 +163,14 @@ NEMO_2 = Image(
     "25.07",
     "AI-Hypercomputer/gpu-recipes:training/a4/llama31_405b/nemo-gke/nemo2507/128gpus-fp8-gbs128/recipe/values.yaml@2e1fd5e",
 )
-# DLLogger writes the per-step metrics the analytics read; the NeMo images lack it.
-DLLOGGER_PACKAGE = "dllogger @ git+https://github.com/NVIDIA/dllogger@v1.0.0"
-# GPT-2 BPE tokenizer files, public, as the A3 Mega GPT-3 recipe mounts them.
+# GPT-2 BPE tokenizer files in a public bucket, mounted read-only through Cloud Storage FUSE as
+# the A3 Mega GPT-3 recipe mounts them (bucket, folder; the NeMo configs name the two files).
 # AI-Hypercomputer/gpu-recipes:training/a3mega/gpt3_175b/nemo-gke/nemo2507/recipe/values.yaml@2e1fd5e
-GPT2_VOCAB_URL = "https://storage.googleapis.com/cloud-samples-data/third-party/tokenizers/gpt2/gpt2-vocab.json"
-GPT2_MERGES_URL = "https://storage.googleapis.com/cloud-samples-data/third-party/tokenizers/gpt2/gpt2-merges.txt"
+# and src/frameworks/a3mega/nemo-configs/gpt3-175b-256gpus-fp8.yaml (vocab_file, merge_file)
+GPT2_TOKENIZER_BUCKET = "cloud-samples-data"
+GPT2_TOKENIZER_FOLDER = "third-party/tokenizers/gpt2"
+GPT2_VOCAB_FILE = "gpt2-vocab.json"
+GPT2_MERGES_FILE = "gpt2-merges.txt"
 TENSORBOARD = Image(
     "tensorflow/tensorflow",
     "2.18.0",

@@ -109,6 +109,7 @@ def pod_networking(flavour: GpuDirect, plan: Sequence[GpuNetworkPlan], gpus: int
             mounts=[_NVIDIA_MOUNT, {"name": "tcpx-socket", "mountPath": TCPX_SOCKET}],
             env={
                 "LD_LIBRARY_PATH": f"{NVIDIA_MOUNT}/lib64",
+                "NCCL_PLUGIN_DIR": f"{NVIDIA_MOUNT}/lib64",
                 "NCCL_SOCKET_IFNAME": "eth0",
                 "NCCL_GPUDIRECTTCPX_CTRL_DEV": "eth0",
                 "NCCL_GPUDIRECTTCPX_SOCKET_IFNAME": nics,
@@ -167,6 +168,7 @@ def pod_networking(flavour: GpuDirect, plan: Sequence[GpuNetworkPlan], gpus: int
             mounts=[_NVIDIA_MOUNT, aperture],
             env={
                 "LD_LIBRARY_PATH": f"{NVIDIA_MOUNT}/lib64",
+                "NCCL_PLUGIN_DIR": f"{NVIDIA_MOUNT}/lib64",
                 "NCCL_LIB_DIR": f"{NVIDIA_MOUNT}/lib64",
                 "NCCL_FASTRAK_LLCM_DEVICE_DIRECTORY": APERTURE_DEVICES,
             },
@@ -183,6 +185,7 @@ def pod_networking(flavour: GpuDirect, plan: Sequence[GpuNetworkPlan], gpus: int
             mounts=[_NVIDIA_MOUNT, gib],
             env={
                 "LD_LIBRARY_PATH": f"{GIB_MOUNT}/lib64:{NVIDIA_MOUNT}/lib64",
+                "NCCL_PLUGIN_DIR": f"{GIB_MOUNT}/lib64",
                 # Fail instead of falling back to TCP when the gIB plugin is missing.
                 "NCCL_NET": "gIB",
                 "NCCL_SOCKET_IFNAME": "eth0",

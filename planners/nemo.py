@@ -17,7 +17,13 @@ from typing import Any
 
 from facts import versions
 from facts.errors import RuleError
-from facts.kubernetes import COMPLETION_INDEX_ANNOTATION, RESTART_ATTEMPT_LABEL
+from facts.gke import GCSFUSE_CSI_DRIVER, GCSFUSE_HOST_NETWORK_KSA
+from facts.kubernetes import (
+    COMPLETION_INDEX_ANNOTATION,
+    JOBSET_NAME_LABEL,
+    RESTART_ATTEMPT_LABEL,
+    RUN_REPLICATED_JOB,
+)
 from facts.models import Framework, ModelSpec
 from planners.gpudirect import PodNetworking
 from planners.runs import RunSpec, Tokenizer
@@ -26,6 +32,10 @@ SCRIPTS = Path(__file__).parent / "scripts"
 # Where the run's ConfigMap is mounted.
 WORKLOAD_DIR = "/workload"
 LAUNCHER = "launch.sh"
+# A stand-in for NVIDIA's dllogger package (absent from the NeMo images): the launcher puts it on
+# PYTHONPATH, so NeMo's DLLogger writes the metrics file without installing anything at start.
+DLLOGGER = "dllogger.py"
+PYTHON_DIR = "python"
 NEMO1_CONFIG = "nemo-config.yaml"
 NEMO2_SCRIPT = "nemo2_pretrain.py"
 NEMO2_SETTINGS = "run.json"
@@ -33,14 +43,16 @@ NEMO1_ENTRYPOINT = "/opt/NeMo/examples/nlp/language_modeling/megatron_gpt_pretra
 PREPROCESS_SCRIPT = "/opt/NeMo/scripts/nlp_language_modeling/preprocess_data_for_megatron.py"
 # Node-local scratch on the local NVMe SSDs (ephemeral storage).
 LOCAL_SSD = "/ssd"
-TOKENIZER_DIR = f"{LOCAL_SSD}/tokenizer"
-GPT2_VOCAB = f"{TOKENIZER_DIR}/gpt2-vocab.json"
-GPT2_MERGES = f"{TOKENIZER_DIR}/gpt2-merges.txt"
+# The public GPT-2 BPE files, mounted read-only (facts.versions).
+GPT2_TOKENIZER_DIR = "/tokenizers/gpt2"
+GPT2_VOCAB = f"{GPT2_TOKENIZER_DIR}/{versions.GPT2_VOCAB_FILE}"
+GPT2_MERGES = f"{GPT2_TOKENIZER_DIR}/{versions.GPT2_MERGES_FILE}"
 MASTER_PORT = 6002
-# The JobSet's one replicated job: its pods are <run>-workers-0-<index>.<run>.
-REPLICATED_JOB = "workers"
-# Set from the pod's own metadata (downward API): the node rank and the restart attempt.
+# Set from the pod's own metadata (downward API), before every other variable so that those can
+# refer to them as $(NAME): the JobSet's name (the run's name and a digest of its definition),
+# the node rank and the restart attempt.
 FIELD_ENV = {
+    "JOBSET_NAME": f"metadata.labels['{JOBSET_NAME_LABEL}']",
     "JOB_COMPLETION_INDEX": f"metadata.annotations['{COMPLETION_INDEX_ANNOTATION}']",
     "JOBSET_RESTART_ATTEMPT": f"metadata.labels['{RESTART_ATTEMPT_LABEL}']",
 }
@@ -76,7 +88,8 @@ def run_paths(run: RunSpec, experiments_dir: str, checkpoint_mount: str, data_mo
     )
 
 
-FETCH_TOKENIZER = "fetch_gpt2_tokenizer.py"
+# Nothing a pod needs comes from the internet at start: Hugging Face libraries stay offline.
+OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
 
 def uses_gpt2_files(tokenizer: Tokenizer) -> bool:
@@ -84,27 +97,38 @@ def uses_gpt2_files(tokenizer: Tokenizer) -> bool:
 
 
 def tokenizer_settings(tokenizer: Tokenizer, data_mount: str) -> dict[str, Any]:
-    """NeMo's tokenizer fields; GPT-2 BPE files are fetched to local SSD by the pod."""
+    """NeMo's tokenizer fields. Every file is local: the GPT-2 BPE files on their read-only
+    volume, a sentencepiece model or a Hugging Face tokenizer folder in the data bucket."""
     gpt2 = uses_gpt2_files(tokenizer)
+    in_bucket = f"{data_mount}/{tokenizer.model}" if tokenizer.model else None
     return {
         "library": tokenizer.library,
-        "type": tokenizer.type,
-        "model": f"{data_mount}/{tokenizer.model}" if tokenizer.model else None,
+        # A Hugging Face tokenizer is loaded from its folder, never by model ID from the Hub.
+        "type": in_bucket if tokenizer.library == "huggingface" else tokenizer.type,
+        "model": in_bucket if tokenizer.library == "sentencepiece" else None,
         "vocab_file": GPT2_VOCAB if gpt2 else None,
         "merge_file": GPT2_MERGES if gpt2 else None,
         "delimiter": None,
     }
 
 
-def tokenizer_env(tokenizer: Tokenizer) -> dict[str, str]:
-    """What fetch_gpt2_tokenizer.py needs, when the tokenizer uses the GPT-2 files."""
+def tokenizer_volumes(tokenizer: Tokenizer) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The read-only GPT-2 files volume and its mount, when the tokenizer uses them."""
     if not uses_gpt2_files(tokenizer):
-        return {}
-    return {
-        "TOKENIZER_DIR": TOKENIZER_DIR,
-        "GPT2_VOCAB_URL": versions.GPT2_VOCAB_URL,
-        "GPT2_MERGES_URL": versions.GPT2_MERGES_URL,
+        return [], []
+    volume = {
+        "name": "gpt2-tokenizer",
+        "csi": {
+            "driver": GCSFUSE_CSI_DRIVER,
+            "readOnly": True,
+            "volumeAttributes": {
+                "bucketName": versions.GPT2_TOKENIZER_BUCKET,
+                "mountOptions": f"implicit-dirs,only-dir={versions.GPT2_TOKENIZER_FOLDER}",
+                **GCSFUSE_HOST_NETWORK_KSA,
+            },
+        },
     }
+    return [volume], [{"name": "gpt2-tokenizer", "mountPath": GPT2_TOKENIZER_DIR, "readOnly": True}]
 
 
 def _set_dotted(config: dict[str, Any], dotted: str, value: Any) -> None:
@@ -311,7 +335,7 @@ def nemo2_settings(run: RunSpec, paths: RunPaths, gpus_per_node: int) -> dict[st
 
 def workload_files(run: RunSpec, paths: RunPaths, gpus_per_node: int) -> dict[str, str]:
     """The run's ConfigMap: the launcher and the NeMo configuration of its framework."""
-    files = {name: (SCRIPTS / name).read_text() for name in (LAUNCHER, FETCH_TOKENIZER)}
+    files = {name: (SCRIPTS / name).read_text() for name in (LAUNCHER, DLLOGGER)}
     if run.spec.recipe.framework is Framework.NEMO1:
         # JSON is YAML: Hydra reads it as is.
         files[NEMO1_CONFIG] = json.dumps(nemo1_config(run, paths, gpus_per_node), indent=2)
@@ -319,6 +343,11 @@ def workload_files(run: RunSpec, paths: RunPaths, gpus_per_node: int) -> dict[st
         files[NEMO2_SCRIPT] = (SCRIPTS / NEMO2_SCRIPT).read_text()
         files[NEMO2_SETTINGS] = json.dumps(nemo2_settings(run, paths, gpus_per_node), indent=2)
     return files
+
+
+def file_path(name: str) -> str:
+    """Where a file of the run's ConfigMap appears under WORKLOAD_DIR."""
+    return f"{PYTHON_DIR}/{name}" if name == DLLOGGER else name
 
 
 def entrypoint(spec: ModelSpec) -> tuple[str, list[str]]:
@@ -335,13 +364,12 @@ def launcher_env(run: RunSpec, paths: RunPaths) -> dict[str, str]:
         "NEMO_ENTRYPOINT": entrypoint(run.spec)[0],
         "EXPERIMENT_DIR": paths.experiment_dir,
         "CHECKPOINT_DIR": paths.checkpoint_dir or "",
-        "DLLOGGER_PACKAGE": versions.DLLOGGER_PACKAGE,
         "OMP_NUM_THREADS": "12",
         "GLOO_SOCKET_IFNAME": "eth0",
     }
     if run.spec.recipe.framework is Framework.NEMO2:
         env["NEMO_RUN_SETTINGS"] = f"{WORKLOAD_DIR}/{NEMO2_SETTINGS}"
-    env.update(tokenizer_env(run.tokenizer))
+    env.update(OFFLINE_ENV)
     if paths.dataset_source is not None and paths.dataset_prefix is not None:
         env.update(DATASET_SOURCE=paths.dataset_source, DATASET_TARGET=paths.dataset_prefix)
     if run.profile is not None:
@@ -382,8 +410,8 @@ def platform_env(run: RunSpec, gpus_per_node: int, networking: PodNetworking, pa
         **({"NCCL_INIT_SCRIPT": networking.nccl_init_script} if networking.nccl_init_script else {}),
         "NNODES": str(run.nodes),
         "GPUS_PER_NODE": str(gpus_per_node),
-        # The first pod, by the stable hostname JobSet gives it.
-        "MASTER_ADDR": f"{run.name}-{REPLICATED_JOB}-0-0.{run.name}",
+        # The first pod, by the stable hostname JobSet gives it; Kubernetes expands $(JOBSET_NAME).
+        "MASTER_ADDR": f"$(JOBSET_NAME)-{RUN_REPLICATED_JOB}-0-0.$(JOBSET_NAME)",
         "MASTER_PORT": str(MASTER_PORT),
     }
 

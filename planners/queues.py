@@ -2,16 +2,36 @@
 
 Quotas are computed here, once, from the pools' allocatable capacity: the ClusterQueue is
 built from them and runs are checked against them, in this stack or in a later one.
+
+Once a ResourceFlavor names a topology, Kueue's CEL rules make its node labels, tolerations
+and topology immutable, and a Topology's levels are immutable from the start
+(kubernetes-sigs/kueue `apis/kueue/v1beta2/resourceflavor_types.go`, `topology_types.go`).
+Both are therefore named after what they hold (facts.kubernetes.versioned_name): a changed pool
+gets a new flavor, the ClusterQueue moves to it, and the old flavor, which Kueue's
+`resource-in-use` finalizer keeps while a ClusterQueue names it, is deleted last.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
-from facts.kubernetes import ACCELERATOR_LABEL, GPU_TAINT, QUEUED_TAINT, node_pool_selector
+from facts.kubernetes import (
+    ACCELERATOR_LABEL,
+    GPU_TAINT,
+    QUEUED_TAINT,
+    TOPOLOGY_LABELS,
+    TOPOLOGY_NAME,
+    node_pool_selector,
+    versioned_name,
+)
 from facts.machines import MachineType, allocatable_memory_mib, allocatable_millicores, machine_type
 from planners.pools import PoolFacts
+
+# The Kueue Topology every topology-aware flavor names.
+TOPOLOGY_SPEC: dict[str, Any] = {"levels": [{"nodeLabel": label} for label in TOPOLOGY_LABELS.values()]}
+TOPOLOGY = versioned_name(TOPOLOGY_NAME, TOPOLOGY_SPEC)
 
 
 @dataclass(frozen=True)
@@ -46,10 +66,18 @@ class Flavor:
         taints = [GPU_TAINT, QUEUED_TAINT] if self.queued else [GPU_TAINT]
         return [taint.toleration() for taint in taints]
 
+    @property
+    def spec(self) -> dict[str, Any]:
+        """The ResourceFlavor's spec: exactly the fields its name is derived from."""
+        spec: dict[str, Any] = {"nodeLabels": self.node_labels, "tolerations": self.tolerations}
+        if self.topology:
+            spec["topologyName"] = TOPOLOGY
+        return spec
+
 
 def plan_flavor(pool: PoolFacts) -> Flavor:
     machine = pool.machine
-    return Flavor(
+    flavor = Flavor(
         name=pool.name,
         pool=pool.name,
         machine_type=pool.machine_type,
@@ -61,6 +89,7 @@ def plan_flavor(pool: PoolFacts) -> Flavor:
         topology_problem=pool.topology_problem,
         queued=pool.queued,
     )
+    return replace(flavor, name=versioned_name(pool.name, flavor.spec))
 
 
 def plan_flavors(pools: Sequence[PoolFacts]) -> tuple[Flavor, ...]:

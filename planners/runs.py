@@ -53,7 +53,6 @@ class RunSpec:
     resume: bool = True
     profile: ProfileWindow | None = None
     max_restarts: int = 0
-    ttl_seconds_after_finished: int = 43200
     topology_mode: str | None = None
     topology_level: TopologyLevel = TopologyLevel.BLOCK
     image: str | None = None

@@ -47,7 +47,6 @@ def run_spec(run: RunConfig, platform: PlatformFacts) -> RunSpec:
         resume=run.checkpoint.resume,
         profile=ProfileWindow(run.profile.start_step, run.profile.end_step) if run.profile else None,
         max_restarts=run.max_restarts,
-        ttl_seconds_after_finished=run.ttl_seconds_after_finished,
         topology_mode=run.topology.mode,
         topology_level=run.topology.level,
         image=run.image,
@@ -107,6 +106,7 @@ class TrainingLayer(pulumi.ComponentResource):
     TYPE = "nemo:training:TrainingLayer"
 
     runs: list[TrainingRun]
+    data_prep: list[DataPreparation]
 
     def __init__(self, name: str, args: TrainingLayerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(self.TYPE, name, None, opts)
@@ -144,8 +144,9 @@ class TrainingLayer(pulumi.ComponentResource):
                     opts=child,
                 )
             )
+        self.data_prep = []
         for job in cfg.training.data_prep:
-            DataPreparation(
+            prep = DataPreparation(
                 f"{name}-{job.name}",
                 DataPreparationArgs(
                     job=data_prep_spec(job, platform),
@@ -157,6 +158,7 @@ class TrainingLayer(pulumi.ComponentResource):
                 ),
                 opts=child,
             )
+            self.data_prep.append(prep)
         self.register_outputs({})
 
 
@@ -172,13 +174,17 @@ def build(
     return {
         "training": {
             "runs": {
-                run.jobset_name: {
+                run.run_name: {
+                    "jobset": run.jobset_name,
                     "logDir": run.log_dir,
-                    "follow": f"kubectl -n {namespace} logs -f -l {RUN_LABEL}={run.jobset_name} "
+                    # The run label, not the JobSet: it follows every version of the run.
+                    "follow": f"kubectl -n {namespace} logs -f -l {RUN_LABEL}={run.run_name} "
                     f"-c {TRAINING_CONTAINER} --max-log-requests 64",
+                    "resubmit": run.resubmit,
                 }
                 for run in layer.runs
             },
+            "dataPrep": {prep.spec_name: prep.job_name for prep in layer.data_prep},
             "queue": f"kubectl -n {namespace} get jobsets,workloads",
         }
     }

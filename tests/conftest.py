@@ -34,6 +34,12 @@ def gpu_pools(run: StackRun) -> list[RecordedResource]:
     return [p for p in run.of_type(NODE_POOL) if p.inputs["name"] != "system"]
 
 
+def flavors_by_pool(run: StackRun) -> dict[str, dict[str, Any]]:
+    """Each GPU pool's ResourceFlavor manifest, by the pool its node labels select."""
+    flavors = map(run.manifest, run.of_type("kubernetes:kueue.x-k8s.io/v1beta2:ResourceFlavor"))
+    return {f["spec"]["nodeLabels"]["cloud.google.com/gke-nodepool"]: f for f in flavors}
+
+
 @pytest.fixture(scope="session")
 def render() -> Iterator[Render]:
     """render(stack, preview=False, **overrides) → a validated StackRun; cached without overrides."""

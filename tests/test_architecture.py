@@ -23,7 +23,7 @@ ALLOWED: dict[str, set[str]] = {
     "analysis": {"facts", "analysis", "matplotlib"},
     "tools": {
         "facts", "config", "planners", "components", "stacks", "tools", "analysis", "pydantic", "pydantic_core",
-        "annotated_types", "yaml", "jsonschema", "referencing", "kubernetes_validate", "packaging", *PULUMI,
+        "annotated_types", "yaml", "jsonschema", "referencing", "kubernetes_validate", "packaging", "celpy", *PULUMI,
     },
 }  # fmt: skip
 # Files the pods run inside the NeMo image: not part of the program.

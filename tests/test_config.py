@@ -10,6 +10,13 @@ import pytest
 
 from config.loader import parse_stack_config
 from config.stack import StackConfig
+from facts.kubernetes import (
+    MAX_RUN_NAME,
+    MAX_RUN_NODES,
+    RUN_REPLICATED_JOB,
+    jobset_pod_name_length,
+    versioned_name,
+)
 from facts.machines import MACHINE_TYPES
 from facts.models import MODELS
 from tests.conftest import issue_for, rejected
@@ -368,6 +375,18 @@ def test_hostile_runs_are_rejected_with_the_key_named(
     assert expected in issue_for(rejected(values), key)
 
 
+def test_the_longest_run_name_fits_the_jobset_webhook_at_the_most_nodes() -> None:
+    """The JobSet webhook refuses a JobSet whose longest pod name, `<jobset>-<replicated job>-
+    <job index>-<pod index>-abcde`, is not a DNS label of at most 63 characters
+    (sigs.k8s.io/jobset@v0.12.0 pkg/webhooks/jobset_webhook.go). The JobSet is `<run>-<digest>`:
+    the run name's limit leaves room for both at MAX_RUN_NODES nodes, and one more character is
+    refused before anything is created."""
+    jobset = versioned_name("r" * MAX_RUN_NAME, {})
+    assert jobset_pod_name_length(jobset, RUN_REPLICATED_JOB, 1, MAX_RUN_NODES) == 63
+    message = issue_for(rejected(dev_with_run(name="r" * (MAX_RUN_NAME + 1))), "training.runs[0].name")
+    assert str(MAX_RUN_NAME) in message
+
+
 def test_topology_on_a_pool_without_topology_labels_is_rejected() -> None:
     values = stack_with("dev", gpuPools=pools(placement="none"))
     training = copy.deepcopy(values["nemo-gke:training"])
@@ -395,7 +414,7 @@ def test_every_error_of_a_config_is_reported_at_once() -> None:
     ("env", "variable", "set_to"),
     [
         ({"NNODES": "4"}, "NNODES", "(2)"),
-        ({"MASTER_ADDR": "10.0.0.1"}, "MASTER_ADDR", "(gpt5b-demo-workers-0-0.gpt5b-demo)"),
+        ({"MASTER_ADDR": "10.0.0.1"}, "MASTER_ADDR", "($(JOBSET_NAME)-workers-0-0.$(JOBSET_NAME))"),
         ({"NCCL_ALGO": "Tree"}, "NCCL_ALGO", "(Ring)"),
         ({"JOB_COMPLETION_INDEX": "0"}, "JOB_COMPLETION_INDEX", "(from the pod's metadata)"),
     ],

@@ -1,5 +1,6 @@
-"""scripts/launch.sh, executed: torchrun's command line, the NCCL init script, the dataset
-copy, Nsight, and the goodput events the analytics read."""
+"""scripts/launch.sh, executed from the files of a run's ConfigMap laid out as the pod sees
+them: torchrun's command line, the NCCL init script and plugin, the dataset copy, Nsight, the
+dllogger module, and the goodput events and metrics the analytics read."""
 
 from __future__ import annotations
 
@@ -12,14 +13,15 @@ from pathlib import Path
 
 import pytest
 
+from analysis.logs import STEP_TIME, LogFormat, StepRange, read_log
 from planners import nemo
 
-LAUNCHER = nemo.SCRIPTS / nemo.LAUNCHER
-
-# Stand-in torchrun: records its arguments and one variable, saves a checkpoint at step 150.
+# Stand-in torchrun: records its arguments, one variable and the dllogger module Python finds,
+# saves a checkpoint at step 150.
 TORCHRUN = """#!/bin/bash
 printf '%s\\n' "$@" > "$RECORD/torchrun.args"
 echo "${FROM_NCCL_INIT:-unset}" > "$RECORD/nccl-init"
+python3 -c 'import dllogger; print(dllogger.__file__)' > "$RECORD/dllogger"
 mkdir -p "$CHECKPOINT_DIR/megatron_gpt--step=150-consumed_samples=300.0"
 sleep 0.2
 exit "${TORCHRUN_EXIT:-0}"
@@ -32,12 +34,22 @@ exec "$@"
 """
 
 
+# Stand-in ldconfig: records the directories it was given.
+LDCONFIG = """#!/bin/bash
+printf '%s\\n' "$@" >> "$RECORD/ldconfig.args"
+"""
+
+
 @pytest.fixture
 def workspace(tmp_path: Path) -> dict[str, str]:
-    bin_dir, record = tmp_path / "bin", tmp_path / "record"
+    bin_dir, record, workload = tmp_path / "bin", tmp_path / "record", tmp_path / "workload"
     bin_dir.mkdir()
     record.mkdir()
-    for name, body in (("torchrun", TORCHRUN), ("nsys", NSYS)):
+    for name in (nemo.LAUNCHER, nemo.DLLOGGER):  # the ConfigMap's items, as mounted
+        target = workload / nemo.file_path(name)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text((nemo.SCRIPTS / name).read_text())
+    for name, body in (("torchrun", TORCHRUN), ("nsys", NSYS), ("ldconfig", LDCONFIG)):
         (bin_dir / name).write_text(body)
         (bin_dir / name).chmod(0o755)
     checkpoints = tmp_path / "checkpoints" / "run"
@@ -46,6 +58,7 @@ def workspace(tmp_path: Path) -> dict[str, str]:
     init.write_text("export FROM_NCCL_INIT=sourced\n")
     return {
         "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "LAUNCHER": str(workload / nemo.LAUNCHER),
         "RECORD": str(record),
         "RUN_NAME": "run",
         "NNODES": "2",
@@ -62,7 +75,7 @@ def workspace(tmp_path: Path) -> dict[str, str]:
 
 def launch(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        ["bash", str(LAUNCHER), *args], env=env, capture_output=True, text=True, check=False, timeout=60
+        ["bash", env["LAUNCHER"], *args], env=env, capture_output=True, text=True, check=False, timeout=60
     )
 
 
@@ -153,3 +166,58 @@ def test_the_analytics_read_the_events_the_pods_write(workspace: dict[str, str])
     report = json.loads(result.stdout)
     assert report["effective_time_s"] == pytest.approx(50e-6)  # steps 100 → 150 at 1 µs per step
     assert report["step_progress"] == 50 and 0 < report["goodput_percent"] <= 100
+
+
+def test_the_nccl_plugin_directory_enters_the_linker_cache(workspace: dict[str, str]) -> None:
+    """The public recipes' launchers run `ldconfig` on the NCCL plugin's directory
+    (gpu-recipes src/launchers/nemo-10-launcher.sh and grl-nemo-20-launcher*.sh @2e1fd5e)."""
+    assert launch(workspace).returncode == 0
+    assert not (Path(workspace["RECORD"]) / "ldconfig.args").exists(), "no plugin, no ldconfig"
+    workspace["NCCL_PLUGIN_DIR"] = "/usr/local/gib/lib64"
+    assert launch(workspace).returncode == 0
+    assert (Path(workspace["RECORD"]) / "ldconfig.args").read_text().split() == ["/usr/local/gib/lib64"]
+
+
+def test_nemo_finds_the_shipped_dllogger_module(workspace: dict[str, str]) -> None:
+    """Nothing is installed at start: Python in the training process imports the dllogger
+    module shipped in the run's ConfigMap, even where the image has none."""
+    assert launch(workspace).returncode == 0
+    found = Path((Path(workspace["RECORD"]) / "dllogger").read_text().strip())
+    assert found == Path(workspace["LAUNCHER"]).parent / nemo.file_path(nemo.DLLOGGER)
+
+
+def test_the_dllogger_module_writes_what_the_analytics_read(tmp_path: Path) -> None:
+    """NeMo's DLLogger (nemo/utils/loggers/dllogger.py) calls exactly `Verbosity`,
+    `JSONStreamBackend(verbosity, file)`, `StdOutBackend(verbosity)`, `init(backends=)`,
+    `log(step=, data=)` and `flush()`; the file it writes is the analytics' input. A restarted
+    attempt appends to the same file."""
+    metrics = tmp_path / "nfs" / "run" / "dllogger.json"
+    metrics.parent.mkdir(parents=True)
+    program = f"""
+import dllogger
+from dllogger import Verbosity
+for attempt, steps in ((0, range(0, 12)), (1, range(10, 20))):
+    dllogger.init(backends=[
+        dllogger.JSONStreamBackend(Verbosity.VERBOSE, {str(metrics)!r}),
+        dllogger.StdOutBackend(Verbosity.VERBOSE),
+    ])
+    dllogger.log(step="PARAMETER", data={{"global_batch_size": 8, "encoder_seq_length": 1024}})
+    for step in steps:
+        dllogger.log(step=step, data={{"train_step_timing in s": 2.0 + attempt, "reduced_train_loss": 5.0}})
+    dllogger.flush()
+"""
+    shipped = subprocess.run(
+        [sys.executable, "-c", program],
+        env={**os.environ, "PYTHONPATH": str(nemo.SCRIPTS)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert shipped.returncode == 0, shipped.stderr
+    assert shipped.stdout.startswith("DLLL {")
+    log = read_log(metrics, StepRange(5, 19))
+    assert log.format is LogFormat.DLLOGGER
+    assert log.parameters == {"global_batch_size": 8, "encoder_seq_length": 1024}
+    assert log.repeated_steps == (10, 11)
+    times = [log.records[step][STEP_TIME] for step in range(5, 20)]
+    assert times == [2.0] * 5 + [3.0] * 10, "the restarted attempt's records win"

@@ -10,7 +10,7 @@ import pytest
 
 from facts import versions
 from facts.machines import allocatable_memory_mib, allocatable_millicores, machine_type
-from tests.conftest import MODES, gpu_pools
+from tests.conftest import MODES, flavors_by_pool, gpu_pools
 from tools.mocks import RecordedResource
 from tools.runner import StackRun, stack_with
 
@@ -243,8 +243,9 @@ def test_the_gpu_quota_equals_the_pools_gpus(render: Any, stack: str, gpus: int)
     assert group["coveredResources"] == ["nvidia.com/gpu", "cpu", "memory"]
     quotas = [{r["name"]: r["nominalQuota"] for r in f["resources"]} for f in group["flavors"]]
     assert sum(q["nvidia.com/gpu"] for q in quotas) == gpus
-    pool_names = [p.inputs["name"] for p in gpu_pools(run)]
-    assert sorted(f["name"] for f in group["flavors"]) == sorted(pool_names)
+    flavors = flavors_by_pool(run)
+    assert sorted(flavors) == sorted(p.inputs["name"] for p in gpu_pools(run))
+    assert sorted(f["name"] for f in group["flavors"]) == sorted(f["metadata"]["name"] for f in flavors.values())
 
 
 def test_cpu_and_memory_quotas_are_the_pools_allocatable_capacity(render: Any) -> None:
@@ -263,8 +264,9 @@ def test_flavors_select_their_pool_tolerate_gpus_and_use_the_gke_topology(render
         "cloud.google.com/gke-nodepool": "a3-highgpu",
     }
     assert flavor["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
-    assert flavor["topologyName"] == "gke-default"
-    levels = [level["nodeLabel"] for level in manifest(run, f"{KUEUE}:Topology")["spec"]["levels"]]
+    topology = manifest(run, f"{KUEUE}:Topology")
+    assert flavor["topologyName"] == topology["metadata"]["name"]
+    levels = [level["nodeLabel"] for level in topology["spec"]["levels"]]
     assert levels == [
         "cloud.google.com/gce-topology-block",
         "cloud.google.com/gce-topology-subblock",
@@ -283,15 +285,16 @@ def test_pools_without_topology_labels_get_no_topology(render: Any) -> None:
 def test_queued_pools_are_admitted_through_a_provisioning_request(render: Any) -> None:
     run = render("a3high-small")
     queue = manifest(run, f"{KUEUE}:ClusterQueue")["spec"]
+    queued = flavors_by_pool(run)["h100x8-queued"]
     assert queue["admissionChecksStrategy"] == {
-        "admissionChecks": [{"name": "dws-prov", "onFlavors": ["h100x8-queued"]}]
+        "admissionChecks": [{"name": "dws-prov", "onFlavors": [queued["metadata"]["name"]]}]
     }
     check = manifest(run, f"{KUEUE}:AdmissionCheck")["spec"]
     assert check["controllerName"] == "kueue.x-k8s.io/provisioning-request"
     config = manifest(run, f"{KUEUE}:ProvisioningRequestConfig")["spec"]
     assert config["provisioningClassName"] == "queued-provisioning.gke.io"
     assert config["podSetUpdates"]["nodeSelector"][0]["key"] == "autoscaling.gke.io/provisioning-request"
-    flavor = manifest(run, f"{KUEUE}:ResourceFlavor", "h100x8-queued")["spec"]
+    flavor = queued["spec"]
     assert {"key": "cloud.google.com/gke-queued", "operator": "Exists", "effect": "NoSchedule"} in flavor["tolerations"]
     assert "admissionChecksStrategy" not in manifest(render("dev"), f"{KUEUE}:ClusterQueue")["spec"]
 

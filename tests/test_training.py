@@ -12,10 +12,11 @@ from typing import Any
 import pytest
 
 from config.loader import ConfigError
+from facts.kubernetes import RUN_LABEL, versioned_name
 from facts.machines import machine_type, training_pod_requests
 from facts.models import MODELS, Framework
 from planners import nemo
-from tests.conftest import MODES, issue_for
+from tests.conftest import MODES, flavors_by_pool, issue_for
 from tools.mocks import RecordedResource
 from tools.runner import StackFailed, StackRun, load_stack_values, run_stack
 
@@ -25,7 +26,9 @@ LOCAL_QUEUE = "kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue"
 
 
 def jobset(run: StackRun, name: str | None = None) -> tuple[RecordedResource, dict[str, Any]]:
-    resources = [r for r in run.of_type(JOBSET) if name is None or run.manifest(r)["metadata"]["name"] == name]
+    resources = [
+        r for r in run.of_type(JOBSET) if name is None or run.manifest(r)["metadata"]["labels"][RUN_LABEL] == name
+    ]
     (resource,) = resources
     return resource, run.manifest(resource)
 
@@ -57,22 +60,25 @@ def workload_files(run: StackRun, run_name: str) -> dict[str, str]:
 
 
 @MODES
-def test_a_run_is_one_suspended_indexed_jobset_with_a_stable_name(render: Any, preview: bool) -> None:
+def test_a_run_is_one_suspended_indexed_jobset_named_after_its_definition(render: Any, preview: bool) -> None:
     run = render("dev", preview=preview)
     resource, manifest = jobset(run)
-    assert manifest["metadata"]["name"] == "gpt5b-demo"
+    unnamed = {**manifest, "metadata": {k: v for k, v in manifest["metadata"].items() if k != "name"}}
+    assert manifest["metadata"]["name"] == versioned_name("gpt5b-demo", unnamed)
     assert manifest["metadata"]["namespace"] == "nemo"
     spec = manifest["spec"]
     assert spec["suspend"] is True
     assert spec["failurePolicy"] == {"maxRestarts": 0}
-    assert spec["ttlSecondsAfterFinished"] == 43200
+    # A finished run stays, in the cluster and in the stack's state (see tests/test_updates.py).
+    assert "ttlSecondsAfterFinished" not in spec
     assert spec["network"]["enableDNSHostnames"] is True
     (replicated,) = spec["replicatedJobs"]
     job = replicated["template"]["spec"]
     assert (replicated["replicas"], job["parallelism"], job["completions"]) == (1, 2, 2)
     assert (job["completionMode"], job["backoffLimit"]) == ("Indexed", 0)
     assert pod(manifest)["spec"]["restartPolicy"] == "Never"
-    assert resource.delete_before_replace
+    assert resource.ignore_changes == ["spec.suspend"]
+    assert not resource.replace_on_changes and not resource.delete_before_replace
 
 
 def test_the_run_is_queued_on_an_existing_local_queue_and_waits_for_it_and_its_volumes(render: Any) -> None:
@@ -103,7 +109,8 @@ def test_torchrun_starts_every_node_with_the_first_pod_as_master(render: Any) ->
     assert main["command"] == ["bash", "/workload/launch.sh"]
     variables = env(manifest)
     assert variables["NNODES"] == "2" and variables["GPUS_PER_NODE"] == "8"
-    assert variables["MASTER_ADDR"] == "gpt5b-demo-workers-0-0.gpt5b-demo"
+    # Kubernetes expands $(JOBSET_NAME), set from the pod's label, to the JobSet's name.
+    assert variables["MASTER_ADDR"] == "$(JOBSET_NAME)-workers-0-0.$(JOBSET_NAME)"
     assert variables["JOB_COMPLETION_INDEX"] == "<from field>"
     launcher = (nemo.SCRIPTS / nemo.LAUNCHER).read_text()
     for flag in (
@@ -135,11 +142,87 @@ def test_gpu_cpu_and_memory_requests_fit_the_pools_quota(
     assert container(manifest)["resources"]["limits"]["nvidia.com/gpu"] == requests["nvidia.com/gpu"] == gpus
     assert (requests["cpu"], requests["memory"]) == (f"{cpu}m", f"{memory}Mi")
     queue = run.manifest(run.one("kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue"))["spec"]
-    flavor = next(f for f in queue["resourceGroups"][0]["flavors"] if f["name"] == pool)
+    flavor_name = flavors_by_pool(run)[pool]["metadata"]["name"]
+    flavor = next(f for f in queue["resourceGroups"][0]["flavors"] if f["name"] == flavor_name)
     quota = {r["name"]: r["nominalQuota"] for r in flavor["resources"]}
     assert nodes * gpus <= quota["nvidia.com/gpu"]
     assert nodes * cpu <= int(quota["cpu"].removesuffix("m"))
     assert nodes * memory <= int(quota["memory"].removesuffix("Mi"))
+
+
+def queued_workloads(run: StackRun) -> list[tuple[RecordedResource, dict[str, Any], list[dict[str, Any]]]]:
+    """Every run and data-preparation job (what Kueue queues): resource, manifest, pod templates."""
+    found = []
+    for resource in run.of_type(JOBSET, "kubernetes:batch/v1:Job"):
+        manifest = run.manifest(resource)
+        if "kueue.x-k8s.io/queue-name" not in manifest["metadata"].get("labels", {}):
+            continue
+        templates = (
+            [rj["template"]["spec"]["template"] for rj in manifest["spec"]["replicatedJobs"]]
+            if manifest["kind"] == "JobSet"
+            else [manifest["spec"]["template"]]
+        )
+        found.append((resource, manifest, templates))
+    return found
+
+
+def _bucket_volumes(run: StackRun, pod_spec: dict[str, Any]) -> dict[str, dict[str, str]]:
+    """The Cloud Storage FUSE volumes a pod mounts, by volume name: their volume attributes,
+    inline or on the PersistentVolume its claim is bound to."""
+    volumes = {}
+    persistent = {
+        (pv["spec"]["claimRef"]["name"]): pv["spec"]["csi"]
+        for pv in map(run.manifest, run.of_type("kubernetes:core/v1:PersistentVolume"))
+        if pv["spec"].get("csi", {}).get("driver") == "gcsfuse.csi.storage.gke.io"
+    }
+    for volume in pod_spec["volumes"]:
+        csi = volume.get("csi") or persistent.get(volume.get("persistentVolumeClaim", {}).get("claimName"))
+        if csi and csi["driver"] == "gcsfuse.csi.storage.gke.io":
+            volumes[volume["name"]] = csi["volumeAttributes"]
+    return volumes
+
+
+@pytest.mark.parametrize("stack", ["a3mega", "dev", "a3high-small"])
+def test_host_network_pods_reach_their_buckets_as_their_own_identity(render: Any, stack: str) -> None:
+    """A pod on the host network has no GKE metadata server between it and the node's: its
+    Cloud Storage FUSE mounts authenticate as the node's service account, which has no storage
+    role here, unless the volume says `hostNetworkPodKSA: "true"`
+    (GoogleCloudPlatform/gcs-fuse-csi-driver docs/authentication.md; pkg/csi_driver/node.go
+    shouldPopulateIdentityProvider reads it for host-network pods only). Every bucket a pod mounts
+    carries it, whichever pool it runs on."""
+    run = render(stack)
+    for resource, manifest, templates in queued_workloads(run):
+        for template in templates:
+            buckets = _bucket_volumes(run, template["spec"])
+            assert {"data", "checkpoints"} <= set(buckets) or manifest["kind"] == "Job"
+            for name, attributes in buckets.items():
+                assert attributes.get("hostNetworkPodKSA") == "true", (resource.urn, name)
+    assert stack != "a3mega" or any(
+        run.manifest(r)["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"].get("hostNetwork")
+        for r in run.of_type(JOBSET)
+    ), "a3mega runs on the host network"
+
+
+def test_no_pod_downloads_at_start(render: Any) -> None:
+    """Nothing a pod needs may come from the internet when it starts (an outage would abort a
+    run): no pip install, no URL in the launcher or the environment, Hugging Face offline, and
+    the GPT-2 files from a read-only bucket volume (as gpu-recipes' A3 Mega GPT-3 recipe mounts
+    gs://cloud-samples-data/third-party/tokenizers/gpt2)."""
+    launcher = (nemo.SCRIPTS / nemo.LAUNCHER).read_text()
+    assert "pip install" not in launcher and "http" not in launcher and "curl" not in launcher
+    for stack in ("dev", "a3high-small"):
+        workloads = queued_workloads(render(stack))
+        assert {manifest["kind"] for _, manifest, _ in workloads} >= {"JobSet"}
+        for resource, manifest, templates in workloads:
+            text = json.dumps(manifest["spec"])
+            assert "http://" not in text and "https://" not in text, resource.urn
+            for template in templates:
+                (main,) = template["spec"]["containers"]
+                variables = {e["name"]: e.get("value") for e in main["env"]}
+                assert variables["HF_HUB_OFFLINE"] == variables["TRANSFORMERS_OFFLINE"] == "1"
+                tokenizer = {v["name"]: v for v in template["spec"]["volumes"]}["gpt2-tokenizer"]
+                assert tokenizer["csi"]["readOnly"] is True
+                assert tokenizer["csi"]["volumeAttributes"]["bucketName"] == "cloud-samples-data"
 
 
 def test_every_pod_has_shared_memory_local_ssd_and_the_three_volumes(render: Any) -> None:
@@ -258,7 +341,7 @@ def test_nemo1_runs_get_a_complete_hydra_config(render: Any) -> None:
     assert config["exp_manager"]["checkpoint_callback_params"]["dirpath"] == "/checkpoints/gpt5b-demo"
     assert config["exp_manager"]["resume_if_exists"] is True
     assert model["tokenizer"]["vocab_file"] == nemo.GPT2_VOCAB
-    assert set(files) == {nemo.LAUNCHER, nemo.FETCH_TOKENIZER, nemo.NEMO1_CONFIG}
+    assert set(files) == {nemo.LAUNCHER, nemo.DLLOGGER, nemo.NEMO1_CONFIG}
 
 
 def test_the_gpt3_175b_recipe_layout(render: Any) -> None:

@@ -46,6 +46,7 @@ class RecordedResource:
     retain_on_delete: bool = False
     deleted_with: str = ""
     ignore_changes: list[str] = field(default_factory=list)
+    replace_on_changes: list[str] = field(default_factory=list)
     custom_timeouts: dict[str, str] = field(default_factory=dict)
     read: bool = False
     # Alias specs as the SDK sends them: {"urn": ...} or name/type/parentUrn/noParent.
@@ -234,6 +235,7 @@ class RecordingMonitor(MockMonitor):
                 retain_on_delete=bool(getattr(request, "retainOnDelete", False)),
                 deleted_with=getattr(request, "deletedWith", ""),
                 ignore_changes=list(getattr(request, "ignoreChanges", [])),
+                replace_on_changes=list(getattr(request, "replaceOnChanges", [])),
                 custom_timeouts={
                     kind: getattr(timeouts, kind)
                     for kind in ("create", "update", "delete")

@@ -4,7 +4,7 @@
   minor the project targets (facts.versions.KUBERNETES_MINOR), each loaded once.
 - Kueue, JobSet and networking.gke.io kinds: the CRDs of the pinned releases (tools/crds.py),
   made strict the way the API server is with `fieldValidation=Strict` (unknown fields are
-  errors). CEL rules (`x-kubernetes-validations`) are not checked here.
+  errors), and their CEL rules (`x-kubernetes-validations`) as on create (tools/cel.py).
 - Pulumi resource inputs (GCP, Helm releases, providers): the provider SDK's own generated
   `*Args` classes, recursively, so a misspelt field anywhere inside a dict argument fails.
 """
@@ -29,7 +29,7 @@ from pulumi.output import Unknown
 from referencing import Registry, Resource
 
 from facts.versions import KUBERNETES_MINOR
-from tools import crds
+from tools import cel, crds
 from tools.mocks import RecordedResource
 from tools.runner import SECRET_SENTINEL, UNKNOWN
 
@@ -147,6 +147,8 @@ def kubernetes_errors(manifest: Mapping[str, Any], *, custom_resources: bool = T
             return [*errors, f"{api_version} {kind}: unknown to Kubernetes {KUBERNETES_MINOR} and to the pinned CRDs"]
     for error in validator.iter_errors(dict(manifest)):
         errors.append(f"{'.'.join(map(str, error.absolute_path)) or '<root>'}: {error.message}")
+    if is_custom(manifest) and not errors:
+        errors += cel.create_errors(manifest)
     return errors
 
 

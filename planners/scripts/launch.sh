@@ -5,10 +5,11 @@
 #   EXPERIMENT_DIR      logs, DLLogger metrics and goodput events (shared volume)
 #   CHECKPOINT_DIR      checkpoints (empty: none)
 #   NCCL_INIT_SCRIPT    sourced when set: the GPUDirect plugin's NCCL environment
-#   TOKENIZER_DIR, GPT2_VOCAB_URL, GPT2_MERGES_URL   GPT-2 BPE files fetched when missing
+#   NCCL_PLUGIN_DIR     the NCCL network plugin's libraries, added to the linker cache when set
 #   DATASET_SOURCE, DATASET_TARGET                    copy the dataset to local SSD when set
 #   NSYS_START_STEP     wrap the run in Nsight Systems when set
-#   DLLOGGER_PACKAGE    pip requirement installed when dllogger is missing
+# Nothing is downloaded: the dllogger module NeMo's DLLogger needs is shipped beside this script
+# (python/dllogger.py).
 set -euo pipefail
 
 node="${JOB_COMPLETION_INDEX}"
@@ -52,18 +53,18 @@ if [ -n "${NCCL_INIT_SCRIPT:-}" ]; then
   source "${NCCL_INIT_SCRIPT}"
 fi
 
-if [ -n "${TOKENIZER_DIR:-}" ]; then
-  python3 "$(dirname "$0")/fetch_gpt2_tokenizer.py"
+if [ -n "${NCCL_PLUGIN_DIR:-}" ]; then
+  # As the public recipes' launchers do, so the plugin's libraries resolve by name.
+  ldconfig "${NCCL_PLUGIN_DIR}"
 fi
+
+workload_dir="$(dirname "$0")"
+export PYTHONPATH="${workload_dir}/python${PYTHONPATH:+:${PYTHONPATH}}"
 
 if [ -n "${DATASET_SOURCE:-}" ]; then
   echo "copying ${DATASET_SOURCE}.{bin,idx} to ${DATASET_TARGET}"
   mkdir -p "$(dirname "${DATASET_TARGET}")"
   for ext in bin idx; do cp "${DATASET_SOURCE}.${ext}" "${DATASET_TARGET}.${ext}"; done
-fi
-
-if [ -n "${DLLOGGER_PACKAGE:-}" ] && ! python3 -c 'import dllogger' 2>/dev/null; then
-  pip install --quiet --no-deps "${DLLOGGER_PACKAGE}"
 fi
 
 launch=(torchrun

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any
+
 import pytest
 
 from components.scheduling import PROVISIONING_CHECK, cluster_queue_spec
 from facts.gke import DWS_CAPACITY, CapacityType
+from facts.kubernetes import KUEUE_API, TOPOLOGY_NAME, versioned_name
 from facts.machines import MACHINE_TYPES, allocatable_memory_mib, allocatable_millicores, machine_type
 from planners.pools import PoolFacts
-from planners.queues import plan_flavor, plan_flavors
+from planners.queues import TOPOLOGY, TOPOLOGY_SPEC, Flavor, plan_flavor, plan_flavors
+from tools import cel
 
 
 def pool(
@@ -22,7 +27,7 @@ def pool(
 def test_a_flavor_quota_is_the_pool_s_whole_allocatable_capacity(name: str) -> None:
     machine = machine_type(name)
     flavor = plan_flavor(pool("p", name, 3))
-    assert (flavor.name, flavor.pool, flavor.nodes) == ("p", "p", 3)
+    assert (flavor.pool, flavor.nodes) == ("p", 3) and flavor.name.startswith("p-")
     assert flavor.gpus == 3 * machine.gpus
     assert flavor.cpu_millicores == 3 * allocatable_millicores(machine.vcpus)
     assert flavor.memory_mib == 3 * allocatable_memory_mib(machine.memory_gib)
@@ -77,7 +82,8 @@ def test_queued_pools_tolerate_the_queued_taint_and_need_the_provisioning_check(
         1
     ].tolerations
     spec = cluster_queue_spec(flavors, "nemo", "LowerPriority")
-    assert spec["admissionChecksStrategy"] == {"admissionChecks": [{"name": PROVISIONING_CHECK, "onFlavors": ["q"]}]}
+    checks = {"admissionChecks": [{"name": PROVISIONING_CHECK, "onFlavors": [flavors[1].name]}]}
+    assert spec["admissionChecksStrategy"] == checks
 
 
 def test_the_cluster_queue_covers_gpus_cpu_and_memory_with_each_flavor_s_quota() -> None:
@@ -88,10 +94,67 @@ def test_the_cluster_queue_covers_gpus_cpu_and_memory_with_each_flavor_s_quota()
     (group,) = spec["resourceGroups"]
     assert group["coveredResources"] == ["nvidia.com/gpu", "cpu", "memory"]
     quotas = {f["name"]: {r["name"]: r["nominalQuota"] for r in f["resources"]} for f in group["flavors"]}
-    assert quotas["a"] == {
+    assert quotas[flavors[0].name] == {
         "nvidia.com/gpu": 256,
         "cpu": f"{flavors[0].cpu_millicores}m",
         "memory": f"{flavors[0].memory_mib}Mi",
     }
-    assert quotas["b"]["nvidia.com/gpu"] == 2
+    assert quotas[flavors[1].name]["nvidia.com/gpu"] == 2
     assert "admissionChecksStrategy" not in spec
+
+
+def _resource_flavor(flavor: Flavor) -> dict[str, Any]:
+    return {"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": {"name": flavor.name}, "spec": flavor.spec}
+
+
+# One pool, then the changes a stack file can make to it without renaming it.
+_BEFORE = PoolFacts("p", "a3-ultragpu-8g", "us-central1-b", 4, CapacityType.RESERVATION, False, 4)
+_CHANGES = {
+    "machine type": dataclasses.replace(_BEFORE, machine_type="a4-highgpu-8g"),
+    "queued provisioning": dataclasses.replace(_BEFORE, capacity_type=CapacityType.QUEUED_PROVISIONING, min_nodes=0),
+    "scales to zero": dataclasses.replace(_BEFORE, min_nodes=0),
+    "spot": dataclasses.replace(_BEFORE, capacity_type=CapacityType.SPOT),
+    "more nodes": dataclasses.replace(_BEFORE, max_nodes=8, min_nodes=8),
+}
+
+
+@pytest.mark.parametrize("change", list(_CHANGES))
+def test_a_changed_pool_never_patches_a_resource_flavor_in_a_way_kueue_refuses(change: str) -> None:
+    """Once `topologyName` is set, Kueue's CEL rules make a ResourceFlavor's nodeLabels,
+    tolerations and topologyName immutable (kubernetes-sigs/kueue@v0.19.2
+    apis/kueue/v1beta2/resourceflavor_types.go, the XValidation rules on ResourceFlavorSpec,
+    evaluated here from the pinned CRD). The Kubernetes provider patches an object whose name is
+    unchanged (pulumi-kubernetes provider/pkg/provider/provider.go Diff: only metadata.name and
+    namespace force a replacement of a custom resource), so a flavor keeps its name exactly when
+    its spec is unchanged: every other change is a new flavor, which the API server accepts."""
+    before, after = plan_flavor(_BEFORE), plan_flavor(_CHANGES[change])
+    assert before.topology, "the pool before the change has topology, so the rules apply"
+    if before.name == after.name:
+        assert after.spec == before.spec
+        assert not cel.update_errors(_resource_flavor(before), _resource_flavor(after))
+    else:
+        assert after.spec != before.spec
+        assert not cel.create_errors(_resource_flavor(after))
+    assert (before.name == after.name) is (change == "more nodes"), "only the quota changed"
+
+
+def test_a_flavor_patched_in_place_would_be_refused() -> None:
+    """The check above can fail: the same spec change under an unchanged name is refused by
+    the CEL rules (kueue resourceflavor_types.go: 'tolerations are immutable when topologyName
+    is set')."""
+    before, after = plan_flavor(_BEFORE), plan_flavor(_CHANGES["queued provisioning"])
+    same_name = _resource_flavor(after) | {"metadata": {"name": before.name}}
+    errors = cel.update_errors(_resource_flavor(before), same_name)
+    assert any("immutable when topologyName is set" in error for error in errors), errors
+
+
+def test_the_topology_is_named_after_its_levels() -> None:
+    """A Kueue Topology's levels are immutable (kueue apis/kueue/v1beta2/topology_types.go:
+    `self == oldSelf` on spec.levels): other levels must be another Topology, so its name
+    carries their digest, and flavors name it (their own name follows)."""
+    topology = {"apiVersion": KUEUE_API, "kind": "Topology", "metadata": {"name": TOPOLOGY}, "spec": TOPOLOGY_SPEC}
+    assert not cel.create_errors(topology)
+    fewer = {**topology, "spec": {"levels": TOPOLOGY_SPEC["levels"][1:]}}
+    assert cel.update_errors(topology, fewer), "the API server refuses new levels under the same name"
+    assert versioned_name(TOPOLOGY_NAME, fewer["spec"]) != TOPOLOGY
+    assert plan_flavor(_BEFORE).spec["topologyName"] == TOPOLOGY

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -45,7 +46,7 @@ def jobset_for(machine: str, model: str = "gpt-5b") -> dict:  # type: ignore[typ
         paths=nemo.run_paths(run, "/nfs/exp", "/checkpoints", "/data"),
         volumes=VOLUMES,
     )
-    return run_jobset(args, "r1-workload", "hash")
+    return run_jobset(args, "r1-workload", [nemo.LAUNCHER])
 
 
 def pod(jobset: dict) -> dict:  # type: ignore[type-arg]
@@ -68,9 +69,25 @@ def test_a_run_is_one_suspended_queued_pod_per_node_that_fits_its_node(machine: 
     assert int(requests["cpu"].removesuffix("m")) < allocatable_millicores(m.vcpus)
     assert int(requests["memory"].removesuffix("Mi")) < allocatable_memory_mib(m.memory_gib)
     env = {e["name"]: e.get("value") for e in container["env"]}
-    assert (env["NNODES"], env["GPUS_PER_NODE"], env["MASTER_ADDR"]) == ("2", str(m.gpus), "r1-workers-0-0.r1")
+    assert (env["NNODES"], env["GPUS_PER_NODE"]) == ("2", str(m.gpus))
+    assert env["MASTER_ADDR"] == "$(JOBSET_NAME)-workers-0-0.$(JOBSET_NAME)"
     tolerations = pod(jobset)["spec"]["tolerations"]
     assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in tolerations
+
+
+def test_variables_that_name_the_jobset_refer_to_a_variable_defined_before_them() -> None:
+    """Kubernetes expands `$(VAR)` in an environment value only when VAR is defined earlier in
+    the same container's list; otherwise the text stays literal
+    (https://kubernetes.io/docs/tasks/inject-data-application/define-interdependent-environment-variables/).
+    JOBSET_NAME comes from the label the JobSet controller puts on every pod
+    (sigs.k8s.io/jobset api/jobset/v1alpha2/jobset_types.go JobSetNameKey)."""
+    (container,) = pod(jobset_for("a3-megagpu-8g"))["spec"]["containers"]
+    names = [e["name"] for e in container["env"]]
+    defined = container["env"][names.index("JOBSET_NAME")]
+    assert defined["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.labels['jobset.sigs.k8s.io/jobset-name']"
+    for i, variable in enumerate(container["env"]):
+        for reference in re.findall(r"\$\((\w+)\)", variable.get("value", "")):
+            assert reference in names[:i], f"{variable['name']} refers to {reference} before it is defined"
 
 
 @pytest.mark.parametrize("machine", list(MACHINE_TYPES))
@@ -96,8 +113,7 @@ def test_data_preparation_is_a_suspended_queued_job_writing_to_the_data_bucket()
             local_queue="q",
             service_account="prep",
             volumes=VOLUMES,
-        ),
-        "wiki-workload",
+        )
     )
     assert job["spec"]["suspend"] is True and job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "q"
     container = job["spec"]["template"]["spec"]["containers"][0]
