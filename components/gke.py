@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import pulumi
 import pulumi_gcp as gcp
@@ -11,7 +12,7 @@ import pulumi_kubernetes as k8s
 
 from facts.errors import require, require_no_problem
 from facts.gcp import resource_name_problem
-from facts.gke import workload_pool
+from facts.gke import UNTIL_END_OF_SUPPORT, workload_pool
 from facts.kubernetes import SYSTEM_POOL
 from facts.versions import gke_version_key
 from planners.pools import NodePoolSpec, node_pool_advice, plan_node_pool
@@ -58,10 +59,24 @@ class MaintenanceWindow:
 
 @dataclass(frozen=True)
 class MaintenanceExclusion:
+    """A period without some upgrades: until `end_time`, or, without one, until the cluster
+    version's end of support."""
+
     name: str
     start_time: str
-    end_time: str
+    end_time: str | None
     scope: str
+
+    def policy(self) -> dict[str, Any]:
+        options = {"scope": self.scope}
+        if self.end_time is None:
+            options["end_time_behavior"] = UNTIL_END_OF_SUPPORT
+        return {
+            "exclusion_name": self.name,
+            "start_time": self.start_time,
+            "end_time": self.end_time,
+            "exclusion_options": options,
+        }
 
 
 @dataclass(frozen=True)
@@ -97,6 +112,8 @@ class ClusterArgs:
     def __post_init__(self) -> None:
         # GKE cluster names: RFC 1035, at most 40 characters.
         require_no_problem(resource_name_problem(self.name, 40), "name", self.name)
+        names = [e.name for e in self.maintenance_exclusions]
+        require(len(set(names)) == len(names), "maintenance_exclusions", names, "names each exclusion once")
         gke_version_key(self.min_version)
 
 
@@ -130,15 +147,7 @@ class Cluster(pulumi.ComponentResource):
                 "end_time": args.maintenance_window.end_time,
                 "recurrence": args.maintenance_window.recurrence,
             },
-            "maintenance_exclusions": [
-                {
-                    "exclusion_name": e.name,
-                    "start_time": e.start_time,
-                    "end_time": e.end_time,
-                    "exclusion_options": {"scope": e.scope},
-                }
-                for e in args.maintenance_exclusions
-            ],
+            "maintenance_exclusions": [e.policy() for e in args.maintenance_exclusions],
         }
         cluster = gcp.container.Cluster(
             f"{name}-cluster",

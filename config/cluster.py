@@ -9,7 +9,14 @@ from pydantic import Field, model_validator
 
 from config.base import Model, check_name, check_period, parse_cidr, to_snake
 from facts.errors import RuleError
-from facts.gke import DWS_CAPACITY, CapacityType, compact_placement_problem, default_compact
+from facts.gke import (
+    DWS_CAPACITY,
+    NODE_UPGRADE_EXCLUSION_NAME,
+    NODE_UPGRADE_EXCLUSION_SCOPE,
+    CapacityType,
+    compact_placement_problem,
+    default_compact,
+)
 from facts.machines import MACHINE_TYPES, MachineType, machine_type
 
 # GKE's predefined general-purpose families; the system pool runs controllers, not training.
@@ -110,6 +117,13 @@ class ClusterConfig(Model):
     maintenance_exclusions: tuple[MaintenanceExclusion, ...] = Field(
         (), description="Periods without upgrades, e.g. around a long training campaign."
     )
+    pause_node_upgrades: bool = Field(
+        True,
+        description=f"A {NODE_UPGRADE_EXCLUSION_SCOPE} maintenance exclusion (`{NODE_UPGRADE_EXCLUSION_NAME}`) "
+        "until the cluster version's end of support, as cluster-toolkit's A3 Ultra and A4 examples set: GKE never "
+        "drains a training node to upgrade it; control-plane patches still happen. Upgrade nodes between "
+        "campaigns. false: nodes auto-upgrade in the maintenance window.",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> ClusterConfig:
@@ -120,6 +134,8 @@ class ClusterConfig(Model):
         for i, name in enumerate(names):
             if names.index(name) != i:
                 raise RuleError(f"maintenanceExclusions[{i}].name", name, "must be unique")
+            if self.pause_node_upgrades and name == NODE_UPGRADE_EXCLUSION_NAME:
+                raise RuleError(f"maintenanceExclusions[{i}].name", name, "is the exclusion of pauseNodeUpgrades")
         return self
 
 

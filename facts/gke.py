@@ -88,3 +88,15 @@ GCSFUSE_POD_ANNOTATIONS = MappingProxyType(
 # reads it only for host-network pods, so every bucket volume carries it: a volume's attributes
 # cannot change once created, and any pool may later run host-network pods.
 GCSFUSE_HOST_NETWORK_KSA = MappingProxyType({"hostNetworkPodKSA": "true"})
+
+
+# The maintenance exclusion cluster-toolkit's A3 Ultra, A4 and A3 High GKE examples set: no minor
+# and no node upgrades until the cluster version's end of support, so GKE never drains a
+# training node to upgrade it (control-plane patches still happen). Its start lies in the past.
+# GoogleCloudPlatform/cluster-toolkit:examples/gke-a3-ultragpu/gke-a3-ultragpu.yaml@1047080
+# (maintenance_exclusions); the Terraform provider allows only UNTIL_END_OF_SUPPORT as the end
+# behaviour (hashicorp/terraform-provider-google resource_container_cluster.go end_time_behavior).
+NODE_UPGRADE_EXCLUSION_NAME = "no-minor-or-node-upgrades-indefinite"
+NODE_UPGRADE_EXCLUSION_START = "2025-12-01T00:00:00Z"
+NODE_UPGRADE_EXCLUSION_SCOPE = "NO_MINOR_OR_NODE_UPGRADES"
+UNTIL_END_OF_SUPPORT = "UNTIL_END_OF_SUPPORT"

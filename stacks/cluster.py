@@ -26,10 +26,16 @@ from components.gke import (
 )
 from components.iam import NodeServiceAccount, NodeServiceAccountArgs
 from components.network import GpuNetworks, GpuNetworksArgs, PrimaryNetwork, PrimaryNetworkArgs
-from config.cluster import GpuPoolConfig
+from config.cluster import ClusterConfig, GpuPoolConfig
 from config.stack import StackConfig
 from facts import versions
-from facts.gke import DWS_CAPACITY, workload_pool
+from facts.gke import (
+    DWS_CAPACITY,
+    NODE_UPGRADE_EXCLUSION_NAME,
+    NODE_UPGRADE_EXCLUSION_SCOPE,
+    NODE_UPGRADE_EXCLUSION_START,
+    workload_pool,
+)
 from facts.kubernetes import SYSTEM_POOL
 from facts.project import project_advice
 from planners.networks import network_machine, network_mtu, plan_gpu_networks
@@ -75,6 +81,18 @@ def cluster_facts(cfg: StackConfig) -> ClusterFacts:
         gpu_networks=plan_gpu_networks(cfg.cluster_name, network_machine(cfg.gpu_machines), cfg.network.gpu_cidr),
         gpu_pools=tuple(node_pool_spec(cfg, p).facts for p in cfg.gpu_pools),
     )
+
+
+def maintenance_exclusions(cfg: ClusterConfig) -> list[MaintenanceExclusion]:
+    """The stack's exclusions, and the standing one that keeps GKE from upgrading nodes."""
+    exclusions = [MaintenanceExclusion(e.name, e.start_time, e.end_time, e.scope) for e in cfg.maintenance_exclusions]
+    if cfg.pause_node_upgrades:
+        exclusions.append(
+            MaintenanceExclusion(
+                NODE_UPGRADE_EXCLUSION_NAME, NODE_UPGRADE_EXCLUSION_START, None, NODE_UPGRADE_EXCLUSION_SCOPE
+            )
+        )
+    return exclusions
 
 
 def minimum_gke_version(cfg: StackConfig) -> str:
@@ -181,10 +199,7 @@ class ClusterLayer(pulumi.ComponentResource):
                 authorized_networks=[
                     AuthorizedNetwork(n.cidr, n.display_name) for n in cfg.cluster.master_authorized_networks
                 ],
-                maintenance_exclusions=[
-                    MaintenanceExclusion(e.name, e.start_time, e.end_time, e.scope)
-                    for e in cfg.cluster.maintenance_exclusions
-                ],
+                maintenance_exclusions=maintenance_exclusions(cfg.cluster),
                 labels=args.labels,
             ),
             opts=child,

@@ -11,7 +11,7 @@ from pulumi.output import Unknown
 
 from tests.conftest import MODES, NODE_POOL, gpu_pools, issue_for, rejected
 from tools.mocks import RecordedResource
-from tools.runner import StackFailed, StackRun, run_stack, stack_with
+from tools.runner import StackFailed, StackRun, load_stack_values, run_stack, stack_with
 
 NETWORK = "gcp:compute/network:Network"
 SUBNET = "gcp:compute/subnetwork:Subnetwork"
@@ -130,9 +130,38 @@ def test_authorized_networks_and_maintenance_exclusions_come_from_config(render:
     ]
     exclusion = {"name": "freeze", "startTime": "2026-12-20T00:00:00Z", "endTime": "2027-01-04T00:00:00Z"}
     run = render("dev", values=stack_with("dev", cluster={"maintenanceExclusions": [exclusion]}))
-    (made,) = run.one(CLUSTER).inputs["maintenancePolicy"]["maintenanceExclusions"]
+    made, _ = run.one(CLUSTER).inputs["maintenancePolicy"]["maintenanceExclusions"]
     assert made["exclusionName"] == "freeze"
     assert made["exclusionOptions"] == {"scope": "NO_MINOR_OR_NODE_UPGRADES"}
+
+
+@pytest.mark.parametrize("stack", ["dev", "a3mega", "a3ultra", "a3ultra-flex", "a3high-small"])
+def test_gke_never_drains_a_gpu_node_to_upgrade_it_unless_told_to(render: Any, stack: str) -> None:
+    """A3 pools auto-upgrade: a node upgrade drains the node and kills the run on it, and the
+    weekend window does not wait for a run to end. By default the cluster carries the exclusion
+    cluster-toolkit's A3 Ultra and A4 examples set (examples/gke-a3-ultragpu/gke-a3-ultragpu.yaml
+    @1047080): scope NO_MINOR_OR_NODE_UPGRADES, no end date but the version's end of support
+    (exclusion_options.end_time_behavior, which terraform-provider-google's
+    resource_container_cluster.go allows only as UNTIL_END_OF_SUPPORT, with no end_time)."""
+    exclusions = render(stack).one(CLUSTER).inputs["maintenancePolicy"]["maintenanceExclusions"]
+    standing = {e["exclusionName"]: e for e in exclusions}["no-minor-or-node-upgrades-indefinite"]
+    assert standing["exclusionOptions"] == {
+        "scope": "NO_MINOR_OR_NODE_UPGRADES",
+        "endTimeBehavior": "UNTIL_END_OF_SUPPORT",
+    }
+    assert "endTime" not in standing and standing["startTime"] == "2025-12-01T00:00:00Z"
+    cluster = {**load_stack_values(stack).get("nemo-gke:cluster", {}), "pauseNodeUpgrades": False}
+    off = render(stack, values=stack_with(stack, cluster=cluster)).one(CLUSTER).inputs["maintenancePolicy"]
+    assert "no-minor-or-node-upgrades-indefinite" not in {
+        e["exclusionName"] for e in off.get("maintenanceExclusions", [])
+    }
+
+
+def test_an_exclusion_may_not_take_the_standing_exclusion_s_name() -> None:
+    exclusion = {"name": "no-minor-or-node-upgrades-indefinite", "startTime": "2026-12-20T00:00:00Z",
+                 "endTime": "2027-01-04T00:00:00Z"}  # fmt: skip
+    error = rejected(stack_with("dev", cluster={"maintenanceExclusions": [exclusion]}))
+    assert "pauseNodeUpgrades" in issue_for(error, "cluster.maintenanceExclusions[0].name")
 
 
 def test_the_cluster_starts_at_the_channel_version_and_never_diffs_on_upgrades(render: Any) -> None:
