@@ -66,6 +66,8 @@ def _release(
     namespace: k8s.core.v1.Namespace,
     values: Mapping[str, Any],
     opts: pulumi.ResourceOptions,
+    *,
+    skip_crds: bool = False,
 ) -> k8s.helm.v3.Release:
     """A pinned OCI chart, awaited until its workloads are ready."""
     return k8s.helm.v3.Release(
@@ -75,6 +77,7 @@ def _release(
         version=chart.version,
         namespace=namespace.metadata.name,
         values=dict(values),
+        skip_crds=skip_crds,
         skip_await=False,
         timeout=600,
         opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[namespace])),
@@ -88,13 +91,19 @@ def _namespace(name: str, namespace: str, parent: pulumi.Resource) -> k8s.core.v
 @dataclass(frozen=True)
 class JobSetControllerArgs:
     node_selector: Mapping[str, str]
+    # The JobSet CRD of the pinned release (facts.installed.crd_manifest): applied by the
+    # program, since Helm never upgrades the chart's `crds/`.
+    crd: Mapping[str, Any]
 
     def __post_init__(self) -> None:
         require(bool(self.node_selector), "node_selector", self.node_selector, "pins the controller to a pool")
+        name = self.crd.get("metadata", {}).get("name")
+        require(name == versions.JOBSET_CRD, "crd", name, f"is the {versions.JOBSET_CRD} CustomResourceDefinition")
 
 
 class JobSetController(pulumi.ComponentResource):
-    """The JobSet controller and CRD (chart pinned in components.versions)."""
+    """The JobSet controller (chart pinned in facts.versions) and its CRD, which the program
+    applies itself so that it upgrades with the pin (facts.versions.JOBSET_CRD)."""
 
     TYPE = "nemo:scheduling:JobSetController"
 
@@ -103,12 +112,19 @@ class JobSetController(pulumi.ComponentResource):
     def __init__(self, name: str, args: JobSetControllerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(self.TYPE, name, None, opts)
         namespace = _namespace(f"{name}-namespace", JOBSET_NAMESPACE, self)
+        crd = k8s.apiextensions.v1.CustomResourceDefinition(
+            f"{name}-crd",
+            metadata=args.crd["metadata"],
+            spec=args.crd["spec"],
+            opts=pulumi.ResourceOptions(parent=self),
+        )
         self.release = _release(
             f"{name}-release",
             versions.JOBSET,
             namespace,
             {"controller": {"nodeSelector": dict(args.node_selector)}},
-            pulumi.ResourceOptions(parent=self),
+            pulumi.ResourceOptions(parent=self, depends_on=[crd]),
+            skip_crds=True,
         )
         self.register_outputs({"release": self.release.name})
 

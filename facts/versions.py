@@ -72,26 +72,50 @@ class CrdModule:
 
     module: str
     version: str
+    # The module's go.sum hash (what `go mod download -json` reports as Sum): a download that
+    # hashes otherwise is refused. A new version needs its new hash here.
+    sum: str
     # Folder of the CRD files inside the module.
     path: str
     groups: tuple[str, ...]
     source: str
+    # CustomResourceDefinitions (by name) the program applies itself, from this module.
+    applied: tuple[str, ...] = ()
 
 
-def _chart_crds(chart: HelmChart, module: str, group: str) -> CrdModule:
+def _chart_crds(chart: HelmChart, module: str, module_sum: str, group: str, applied: tuple[str, ...] = ()) -> CrdModule:
     """The CRDs of a chart's release: the Go module tagged v<chart version>."""
-    return CrdModule(module, f"v{chart.version}", "config/components/crd/bases", (group,), chart.source)
+    return CrdModule(
+        module, f"v{chart.version}", module_sum, "config/components/crd/bases", (group,), chart.source, applied
+    )
+
+
+# The JobSet chart ships its CRD in `crds/`, which Helm installs once and never upgrades ("There
+# is no support at this time for upgrading or deleting CRDs using Helm", helm-www
+# chart_best_practices/custom_resource_definitions.md), and no value renders it as a template.
+# The release skips it and the program applies the CRD of the same tag itself (the module's
+# config/components/crd/bases file is the chart's crds/ file), so bumping JOBSET upgrades it.
+# Kueue's chart renders its CRDs as templates (charts/kueue/templates/crd/): they upgrade with it.
+JOBSET_CRD = "jobsets.jobset.x-k8s.io"
+JOBSET_CRDS = _chart_crds(
+    JOBSET,
+    "sigs.k8s.io/jobset",
+    "h1:YYPuV0px8Ongq/RXmJg6V0w2UC67aiR+rCMD06vhQQQ=",
+    "jobset.x-k8s.io",
+    applied=(JOBSET_CRD,),
+)
 
 
 CRD_MODULES = (
-    _chart_crds(KUEUE, "sigs.k8s.io/kueue", "kueue.x-k8s.io"),
-    _chart_crds(JOBSET, "sigs.k8s.io/jobset", "jobset.x-k8s.io"),
+    _chart_crds(KUEUE, "sigs.k8s.io/kueue", "h1:mPNzr37u0nwI7ikST5QQl5gg6EgtYOAvC9ZbTgywdN8=", "kueue.x-k8s.io"),
+    JOBSET_CRDS,
     # GKE installs the Network and GKENetworkParamSet CRDs itself; the module is only where their
     # schemas are published. v0.2.5 has the GKENetworkParamSet schema of commit 34c617f, which
     # this program was written against, and a Network schema that only adds optional fields.
     CrdModule(
         "github.com/GoogleCloudPlatform/gke-networking-api",
         "v0.2.5",
+        "h1:HD9wBh5JzUfeanU9HkCqqLnuWCbEHkQUCiQGNmcZJZg=",
         "config/crds",
         ("networking.gke.io",),
         "https://pkg.go.dev/github.com/GoogleCloudPlatform/gke-networking-api@v0.2.5",

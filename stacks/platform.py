@@ -37,7 +37,9 @@ from components.storage import (
 from components.tensorboard import TensorBoard, TensorBoardArgs
 from components.workspace import TrainingWorkspace, TrainingWorkspaceArgs
 from config.stack import StackConfig
+from facts import versions
 from facts.gcp import REGIONAL_FILESTORE_TIERS
+from facts.installed import crd_manifest
 from facts.kubernetes import DEFAULT_PRIORITY, PRIORITY_VALUES, node_pool_selector
 from facts.machines import GPUDIRECT_STACKS
 from planners.queues import plan_flavors
@@ -196,7 +198,11 @@ class PlatformLayer(pulumi.ComponentResource):
         ]
         self.run_dependencies += [shared.claim, *(b.claim for b in buckets)]
 
-        jobset = JobSetController(f"{name}-jobset", JobSetControllerArgs(node_selector=system), opts=child)
+        jobset = JobSetController(
+            f"{name}-jobset",
+            JobSetControllerArgs(node_selector=system, crd=crd_manifest(versions.JOBSET_CRDS, versions.JOBSET_CRD)),
+            opts=child,
+        )
         kueue = KueueController(
             f"{name}-kueue",
             KueueControllerArgs(

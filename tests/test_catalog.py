@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
+import zipfile
+from pathlib import Path
 
 import pytest
 
@@ -94,13 +98,44 @@ def test_the_charts_are_pinned() -> None:
 @pytest.mark.parametrize(("chart", "group"), [(versions.KUEUE, "kueue.x-k8s.io"), (versions.JOBSET, "jobset.x-k8s.io")])
 def test_the_cached_crds_come_from_the_release_of_the_pinned_chart(chart: HelmChart, group: str) -> None:
     """What the objects are validated against is what the chart installs: the cached schemas came
-    from the Go module at the git tag of the chart's version (as `go mod download` reported it)."""
+    from the Go module of the chart's version, whose content the pinned go.sum hash fixes."""
     (module,) = [m for m in versions.CRD_MODULES if group in m.groups]
     record = crds.cached(module)
-    assert (record["module"], record["version"], record["tag"]) == (
-        module.module,
-        f"v{chart.version}",
-        f"refs/tags/v{chart.version}",
+    assert (record["module"], record["version"], record["sum"]) == (module.module, f"v{chart.version}", module.sum)
+
+
+def _go_download_cache() -> Path | None:
+    go = shutil.which("go")
+    if go is None:
+        return None
+    return Path(subprocess.run([go, "env", "GOMODCACHE"], capture_output=True, text=True, check=True).stdout.strip())
+
+
+@pytest.mark.parametrize("module", versions.CRD_MODULES, ids=lambda m: m.module)
+def test_a_module_is_read_only_if_it_hashes_to_its_pin(module: versions.CrdModule, tmp_path: Path) -> None:
+    """Without Go the module zip comes straight from the proxy, so the program checks it itself:
+    go.sum's `h1:` hash (golang.org/x/mod/sumdb/dirhash Hash1) of the zip `go mod download`
+    verified must equal the pin, and one changed byte must not."""
+    cache = _go_download_cache()
+    if cache is None:
+        pytest.skip("Go's module cache holds the zips `go mod download` verified; Go is not installed")
+    crds.module_dir(module)  # downloads and verifies it if need be
+    archive = cache / "cache" / "download" / crds.escaped(module.module) / "@v" / f"{module.version}.zip"
+    with zipfile.ZipFile(archive) as original:
+        assert crds.hash1(original) == module.sum
+        tampered_path = tmp_path / "tampered.zip"
+        with zipfile.ZipFile(tampered_path, "w") as tampered:
+            for i, item in enumerate(original.infolist()):
+                data = original.read(item)
+                tampered.writestr(item, data + b" " if i == 0 else data)
+    with zipfile.ZipFile(tampered_path) as tampered:
+        assert crds.hash1(tampered) != module.sum
+
+
+def test_module_paths_are_escaped_as_the_proxy_protocol_spells_them() -> None:
+    """https://go.dev/ref/mod#goproxy-protocol: each capital letter is `!` and its lower case."""
+    assert crds.escaped("github.com/GoogleCloudPlatform/gke-networking-api") == (
+        "github.com/!google!cloud!platform/gke-networking-api"
     )
 
 

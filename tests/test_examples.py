@@ -47,7 +47,7 @@ def test_render_writes_what_kubectl_and_reviewers_read(tmp_path: Path, capsys: p
     out = tmp_path / "dev"
     files = sorted((out / "kubernetes").glob("*.yaml"))
     kinds = [yaml.safe_load(f.read_text())["kind"] for f in files]
-    assert kinds[0] == "Namespace" and kinds[-1] == "JobSet"
+    assert kinds[:2] == ["CustomResourceDefinition", "Namespace"] and kinds[-1] == "JobSet"
     assert {"ClusterQueue", "LocalQueue", "Network", "DaemonSet", "Deployment", "PersistentVolume"} <= set(kinds)
     for f in files:
         manifest = yaml.safe_load(f.read_text())

@@ -11,6 +11,7 @@ import pytest
 from facts import versions
 from facts.machines import allocatable_memory_mib, allocatable_millicores, machine_type
 from tests.conftest import MODES, flavors_by_pool, gpu_pools
+from tools import crds
 from tools.mocks import RecordedResource
 from tools.runner import StackRun, stack_with
 
@@ -438,3 +439,27 @@ def test_a_flex_start_run_is_admitted_by_quota_and_scales_its_pool_from_zero(ren
     (jobset,) = map(run.manifest, run.of_type("kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"))
     annotations = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["metadata"]["annotations"]
     assert not [key for key in annotations if "topology" in key]
+
+
+def test_bumping_the_jobset_pin_upgrades_its_crd(render: Any) -> None:
+    """Helm installs a chart's `crds/` once and never upgrades them (helm-www
+    chart_best_practices/custom_resource_definitions.md; pulumi-kubernetes' `helm.v3.Release`
+    runs Helm's own install and upgrade actions, helm_release.go). The JobSet chart ships its CRD
+    only there (kubernetes-sigs/jobset charts/jobset/crds/, no value renders it), so the release
+    skips it and the program applies the CRD of the pinned module itself: a new pin is a new
+    spec, which Pulumi applies to the CRD (await.go replaces CRDs with a PUT). Kueue's chart
+    renders its CRDs as templates (charts/kueue/templates/crd/): they upgrade with the release."""
+    run = render("dev")
+    releases = {r.inputs["name"]: r for r in run.of_type("kubernetes:helm.sh/v3:Release")}
+    assert releases["jobset"].inputs["skipCrds"] is True and releases["kueue"].inputs["skipCrds"] is False
+    crd = run.one("kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition")
+    assert run.depends_on(releases["jobset"], crd), "the controller starts with its CRD in place"
+    assert versions.JOBSET_CRDS.version == f"v{releases['jobset'].inputs['version']}"
+    # The applied CRD serves exactly the schema JobSets are validated against here...
+    manifest = run.manifest(crd)
+    (served,) = [v for v in manifest["spec"]["versions"] if v["served"]]
+    assert served["schema"]["openAPIV3Schema"] == crds.schemas()[("jobset.x-k8s.io/v1alpha2", "JobSet")]
+    # ...and is the chart's own `crds/` file of that tag, byte for byte.
+    source = crds.module_dir(versions.JOBSET_CRDS)
+    chart_file = source / "charts" / "jobset" / "crds" / "jobset.x-k8s.io_jobsets.yaml"
+    assert chart_file.read_bytes() == (source / versions.JOBSET_CRDS.path / chart_file.name).read_bytes()

@@ -59,8 +59,9 @@ def admitted(manifest: dict[str, Any]) -> dict[str, Any]:
     return live
 
 
-def _jobs(render: Render) -> list[tuple[str, RecordedResource, RecordedResource]]:
-    """(stack, registered before, registered again) for every run and data-preparation job."""
+@pytest.fixture(scope="module")
+def jobs(render: Render) -> list[tuple[str, RecordedResource, RecordedResource]]:
+    """(stack, registered before, registered by a second run) for every run and data-preparation job."""
     found = []
     for stack in ("dev", "a3mega", "a3ultra", "a3high-small"):
         again = {r.urn: r for r in render(stack, values=load_stack_values(stack)).of_type(JOBSET, JOB)}
@@ -68,12 +69,11 @@ def _jobs(render: Render) -> list[tuple[str, RecordedResource, RecordedResource]
     return found
 
 
-def test_refresh_and_up_leave_an_admitted_job_alone(render: Render) -> None:
+def test_refresh_and_up_leave_an_admitted_job_alone(jobs: list[tuple[str, RecordedResource, RecordedResource]]) -> None:
     """Kueue unsuspends an admitted job and merges its flavor into the pod template; `pulumi
     refresh` stores the live values as the inputs. The next `up` must neither suspend the job
     again (Kueue would evict it) nor replace it (a running run would restart from scratch):
     `spec.suspend` is ignored, and the provider never sees the fields Kueue added."""
-    jobs = _jobs(render)
     assert {StackRun.manifest(new)["kind"] for _, _, new in jobs} == {"JobSet", "Job"}
     for stack, old, new in jobs:
         live = admitted(StackRun.manifest(old))
@@ -81,10 +81,12 @@ def test_refresh_and_up_leave_an_admitted_job_alone(render: Render) -> None:
         assert updates.step(updates.refreshed(old, live), new, live) == updates.Step("same"), (stack, old.urn)
 
 
-def test_without_ignoring_suspend_a_refresh_would_replace_a_running_job(render: Render) -> None:
+def test_without_ignoring_suspend_a_refresh_would_replace_a_running_job(
+    jobs: list[tuple[str, RecordedResource, RecordedResource]],
+) -> None:
     """The rule above can fail: with `spec.suspend` no longer ignored, the refreshed input
     (false) differs from the program's (true)."""
-    _, old, new = next(j for j in _jobs(render) if StackRun.manifest(j[1])["kind"] == "JobSet")
+    _, old, new = next(j for j in jobs if StackRun.manifest(j[1])["kind"] == "JobSet")
     live = admitted(StackRun.manifest(old))
     unguarded = RecordedResource(**{**new.__dict__, "ignore_changes": []})
     step = updates.step(updates.refreshed(old, live), unguarded, live)

@@ -1,50 +1,58 @@
-"""The CRD schemas custom resources are validated against, from the Go modules of the pinned
-releases (`facts.versions.CRD_MODULES`): Kueue, JobSet and gke-networking-api.
+"""The CRDs of the pinned releases (`facts.versions.CRD_MODULES`: Kueue, JobSet and
+gke-networking-api), fetched from their Go modules.
 
 `python -m tools.crds fetch` (run by `make install`) downloads each module with
-`go mod download` from the Go module proxy, reads its CustomResourceDefinitions, and caches
-their schemas as JSON under `~/.cache/nemo-gke/crds/<module>@<version>.json` (or
-`$XDG_CACHE_HOME`). Validation reads only that cache: no YAML parsing, no network, no Go.
-Nothing taken from those modules is ever committed to this repository.
+`go mod download` (or, without Go, straight from the Go module proxy), checks it against the
+hash pinned in facts.versions, reads its CustomResourceDefinitions, and caches
+their schemas (what custom resources are validated against) and the manifests of the CRDs the
+program applies itself as JSON under `~/.cache/nemo-gke/crds/<module>@<version>.json`
+(facts.installed reads it). Validation and the program read only that cache: no YAML
+parsing, no network, no Go. Nothing taken from those modules is ever committed here.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import functools
+import hashlib
+import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+import urllib.request
+import zipfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from facts.installed import CACHE_FORMAT, NotInstalled, cache_dir, cache_file
+from facts.installed import record as cached
 from facts.versions import CRD_MODULES, CrdModule
 
 Schemas = dict[tuple[str, str], dict[str, Any]]
 
 
-class CrdsMissing(Exception):
-    """The cache lacks the CRDs of a pinned module; the message says how to fetch them."""
+def hash1(archive: zipfile.ZipFile) -> str:
+    """The `h1:` hash of a module zip, as go.sum records it (golang.org/x/mod/sumdb/dirhash
+    Hash1: SHA-256 over the sorted lines `<sha256 of the file>  <name>`)."""
+    digest = hashlib.sha256()
+    for name in sorted(n for n in archive.namelist() if not n.endswith("/")):
+        digest.update(f"{hashlib.sha256(archive.read(name)).hexdigest()}  {name}\n".encode())
+    return "h1:" + base64.b64encode(digest.digest()).decode()
 
 
-def cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "nemo-gke" / "crds"
+def escaped(module: str) -> str:
+    """A module path as the module proxy protocol spells it: capitals as `!` + lower case."""
+    return re.sub(r"[A-Z]", lambda m: "!" + m.group(0).lower(), module)
 
 
-def cache_file(module: CrdModule) -> Path:
-    return cache_dir() / f"{module.module.replace('/', '_')}@{module.version}.json"
-
-
-def _download(module: CrdModule) -> dict[str, Any]:
-    go = shutil.which("go")
-    if go is None:
-        raise CrdsMissing("Go is not installed: `go mod download` fetches the CRD schemas (https://go.dev/dl/)")
+def _with_go(go: str, module: CrdModule) -> Path:
     result = subprocess.run(
         [go, "mod", "download", "-json", f"{module.module}@{module.version}"],
         capture_output=True,
@@ -57,15 +65,50 @@ def _download(module: CrdModule) -> dict[str, Any]:
     except ValueError:
         info = {"Error": result.stderr.strip() or f"go mod download exited with {result.returncode}"}
     if result.returncode or "Error" in info:
-        raise CrdsMissing(f"go mod download {module.module}@{module.version} failed: {info.get('Error')}")
-    return info
+        raise NotInstalled(f"go mod download {module.module}@{module.version} failed: {info.get('Error')}")
+    if info.get("Sum") != module.sum:
+        raise NotInstalled(f"{module.module}@{module.version} hashes to {info.get('Sum')}, not the pinned {module.sum}")
+    return Path(info["Dir"])
+
+
+def _from_proxy(module: CrdModule) -> Path:
+    """Without Go: the module's zip from the Go module proxy over HTTPS, checked against the
+    pinned go.sum hash before anything is read from it."""
+    root = cache_dir().parent / "modules" / f"{escaped(module.module)}@{module.version}"
+    tree = root / f"{module.module}@{module.version}"
+    if tree.is_dir():
+        return tree
+    proxy = next(
+        (p for p in os.environ.get("GOPROXY", "").split(",") if p.startswith("https://")), "https://proxy.golang.org"
+    )
+    url = f"{proxy.rstrip('/')}/{escaped(module.module)}/@v/{module.version}.zip"
+    try:
+        with urllib.request.urlopen(url, timeout=300) as response:
+            archive = zipfile.ZipFile(io.BytesIO(response.read()))
+    except (OSError, zipfile.BadZipFile) as error:
+        raise NotInstalled(f"could not download {url}: {error}") from None
+    if hash1(archive) != module.sum:
+        raise NotInstalled(f"{url} hashes to {hash1(archive)}, not the pinned {module.sum}")
+    partial = root.parent / f"{root.name}.partial"
+    shutil.rmtree(partial, ignore_errors=True)
+    archive.extractall(partial)
+    partial.replace(root)
+    return tree
+
+
+def module_dir(module: CrdModule) -> Path:
+    """The module's source tree: from `go mod download` where Go is installed, else from the
+    Go module proxy directly; either way checked against the pinned hash."""
+    go = shutil.which("go")
+    return _with_go(go, module) if go else _from_proxy(module)
 
 
 def fetch(module: CrdModule) -> Path:
-    """Download one module and cache the schemas of every served version of its CRDs."""
-    info = _download(module)
-    folder = Path(info["Dir"]) / module.path
+    """Download one module and cache the schemas of every served version of its CRDs, and the
+    manifests of the CRDs the program applies."""
+    folder = module_dir(module) / module.path
     schemas: dict[str, Any] = {}
+    manifests: dict[str, Any] = {}
     for path in sorted(folder.glob("*.yaml")):
         crd = yaml.load(path.read_text(), Loader=yaml.CSafeLoader)
         group, kind = crd["spec"]["group"], crd["spec"]["names"]["kind"]
@@ -74,14 +117,19 @@ def fetch(module: CrdModule) -> Path:
         for version in crd["spec"]["versions"]:
             if version.get("served", True):
                 schemas[f"{group}/{version['name']} {kind}"] = version["schema"]["openAPIV3Schema"]
-    if not schemas:
-        raise CrdsMissing(f"{module.module}@{module.version} has no CRDs of {module.groups} under {module.path}")
+        if crd["metadata"]["name"] in module.applied:
+            manifests[crd["metadata"]["name"]] = crd
+    if not schemas or set(manifests) != set(module.applied):
+        raise NotInstalled(
+            f"{module.module}@{module.version} lacks CRDs of {module.groups} or {module.applied} under {module.path}"
+        )
     record = {
+        "format": CACHE_FORMAT,
         "module": module.module,
-        "version": info["Version"],
-        "sum": info.get("Sum"),
-        "tag": info.get("Origin", {}).get("Ref"),
+        "version": module.version,
+        "sum": module.sum,
         "schemas": schemas,
+        "manifests": manifests,
     }
     target = cache_file(module)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -89,17 +137,6 @@ def fetch(module: CrdModule) -> Path:
     partial.write_text(json.dumps(record))
     partial.replace(target)
     return target
-
-
-def cached(module: CrdModule) -> dict[str, Any]:
-    path = cache_file(module)
-    if not path.exists():
-        raise CrdsMissing(
-            f"the CRD schemas of {module.module}@{module.version} are not cached at {path}: "
-            "run `make install` (it needs Go to fetch them)"
-        )
-    record: dict[str, Any] = json.loads(path.read_text())
-    return record
 
 
 @functools.cache
@@ -124,11 +161,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         for module in CRD_MODULES:
-            if args.command == "fetch" and not cache_file(module).exists():
-                fetch(module)
+            if args.command == "fetch":
+                try:
+                    cached(module)
+                except NotInstalled:
+                    fetch(module)
             record = cached(module)
             print(f"{module.module}@{record['version']}: {len(record['schemas'])} schemas, {cache_file(module)}")
-    except CrdsMissing as error:
+    except NotInstalled as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     return 0

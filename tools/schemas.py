@@ -130,14 +130,11 @@ def is_custom(manifest: Mapping[str, Any]) -> bool:
     return "/" in api_version and api_version.split("/", maxsplit=1)[0] in crds.groups()
 
 
-def kubernetes_errors(manifest: Mapping[str, Any], *, custom_resources: bool = True) -> list[str]:
-    """Everything wrong with one Kubernetes object; empty when it is valid. Without
-    `custom_resources`, objects of the CRDs' groups get only their metadata checked."""
+def kubernetes_errors(manifest: Mapping[str, Any]) -> list[str]:
+    """Everything wrong with one Kubernetes object; empty when it is valid."""
     errors = list(_check_metadata(manifest))
     api_version, kind = str(manifest.get("apiVersion")), str(manifest.get("kind"))
     if is_custom(manifest):
-        if not custom_resources:
-            return errors
         validator = _crd_validator(api_version, kind)
         if validator is None:
             return [*errors, f"{api_version} {kind}: no CRD schema for this kind in the pinned modules"]
@@ -270,13 +267,11 @@ def validated_types(resource: RecordedResource) -> str | None:
     return None
 
 
-def resource_errors(
-    resource: RecordedResource, manifest: Mapping[str, Any], *, preview: bool, custom_resources: bool = True
-) -> list[str]:
+def resource_errors(resource: RecordedResource, manifest: Mapping[str, Any], *, preview: bool) -> list[str]:
     kind = validated_types(resource)
     if kind == "kubernetes":
         # Values only known after apply are fine wherever they sit.
-        return [e for e in kubernetes_errors(manifest, custom_resources=custom_resources) if UNKNOWN not in e]
+        return [e for e in kubernetes_errors(manifest) if UNKNOWN not in e]
     if kind == "pulumi":
         return pulumi_input_errors(resource, preview=preview)
     if resource.custom and not resource.read:
