@@ -133,7 +133,7 @@ chmod a+rw /dev/aperture_devices/*/resource*
 
 def _installer_pod(stack: GpuDirectStack) -> dict[str, Any]:
     """Init containers that copy the flavour's NCCL plugin onto the host, then a pause container."""
-    image = stack.nccl_plugin.ref
+    image = stack.node_plugin.ref
     if stack.flavour is GpuDirect.RDMA:
         script = (
             "set -e\n/scripts/container_entry.sh install\n"

@@ -50,7 +50,7 @@ from planners import nemo
 from planners.gpudirect import PodNetworking
 from planners.nemo import RunPaths
 from planners.queues import Flavor
-from planners.runs import DataPrepSpec, RunSpec, topology_annotation
+from planners.runs import DataPrepSpec, RunSpec, run_advice, topology_annotation
 
 GPU_TOLERATIONS = [GPU_TAINT.toleration(), IMPENDING_TERMINATION_TOLERATION]
 MAX_SHARED_MEMORY_GIB = 256
@@ -128,7 +128,7 @@ def run_jobset(args: TrainingRunArgs, config_map: str, files: Sequence[str]) -> 
     cpu, memory = training_pod_requests(machine)
     shm_gib = min(MAX_SHARED_MEMORY_GIB, machine.memory_gib // 4)
     entrypoint_args = nemo.entrypoint(run.spec)[1]
-    env = {**nemo.platform_env(run, machine.gpus, net, args.paths), **run.env}
+    env = {**nemo.platform_env(run, machine, net, args.paths), **run.env}
     container = {
         "name": TRAINING_CONTAINER,
         "image": run.image or run.spec.recipe.image.ref,
@@ -151,6 +151,8 @@ def run_jobset(args: TrainingRunArgs, config_map: str, files: Sequence[str]) -> 
             *net.mounts,
         ],
     }
+    if net.privileged:
+        container["securityContext"] = {"privileged": True}
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never",
         "serviceAccountName": args.service_account,
@@ -159,7 +161,7 @@ def run_jobset(args: TrainingRunArgs, config_map: str, files: Sequence[str]) -> 
         "nodeSelector": node_pool_selector(args.flavor.pool),
         "tolerations": GPU_TOLERATIONS,
         "terminationGracePeriodSeconds": 30,
-        "initContainers": net.sidecars,
+        "initContainers": net.init_containers,
         "containers": [container],
         "volumes": [
             {
@@ -240,7 +242,7 @@ class TrainingRun(pulumi.ComponentResource):
     def __init__(self, name: str, args: TrainingRunArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(self.TYPE, name, None, opts)
         run = args.run
-        files = nemo.workload_files(run, args.paths, args.flavor.machine.gpus)
+        files = nemo.workload_files(run, args.paths, args.flavor.machine)
         config_name = versioned_name(f"{run.name}-workload", files)
         config_map = k8s.core.v1.ConfigMap(
             f"{name}-workload",
@@ -258,6 +260,8 @@ class TrainingRun(pulumi.ComponentResource):
             jobset,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[config_map, *args.after], ignore_changes=KUEUE_OWNED),
         )
+        for advice in run_advice(run, args.flavor.machine):
+            pulumi.log.warn(advice, resource=self)
         self.run_name = run.name
         self.jobset_name = jobset["metadata"]["name"]
         self.log_dir = args.paths.experiment_dir

@@ -93,20 +93,123 @@ ACCELERATORS: Mapping[str, Accelerator] = {
 
 @dataclass(frozen=True)
 class GpuDirectStack:
-    """The NCCL network plugin of a GPUDirect flavour and the receive-datapath
-    sidecar it is released with (the two must match)."""
+    """A GPUDirect flavour as the public recipes run it: the NCCL plugin installed on every node,
+    what the training pod brings itself (its own copy of a plugin, the receive-datapath daemon
+    released with that plugin: the two must match), the training images that pairing was
+    validated with, and the environment the recipes tune for it."""
 
     flavour: GpuDirect
-    nccl_plugin: Image
+    # Put on every node of the flavour by an installer DaemonSet.
+    node_plugin: Image
+    # Installed by the training pod into its own volume, when the recipe pins one.
+    pod_plugin: Image | None
     rxdm_sidecar: Image | None
-    # TCPX and TCPXO sidecars receive GPU device nodes through NRI device injection.
+    # Pods attach the GPU NICs through GKE Network objects (multi-networking annotations);
+    # a host-network pod sees the node's NICs directly.
+    pod_networks: bool
+    # The sidecar receives GPU device nodes through NRI device injection (not when privileged).
     needs_nri_device_injector: bool
+    # The RxDM writes $HEALTH_CHECK_LOG_FILE once ready, for a startup probe (TCPXO RxDM v1.0.11
+    # and later: CEA gpudirect-tcpxo/README.md "GKE startup probe support", best-practice.md).
+    rxdm_health_check: bool
+    # Training images the pod's plugin and sidecar were validated with; empty: any image.
+    validated_images: tuple[Image, ...]
+    # NCCL and Transformer Engine settings the recipes set for the flavour.
+    env: Mapping[str, str]
+    sources: Mapping[str, str]
 
+
+_TCPX_TEST = "GoogleCloudPlatform/container-engine-accelerators:gpudirect-tcpx/nccl-test-latest.yaml@992db81"
+_A3MEGA_RECIPE = (
+    "AI-Hypercomputer/gpu-recipes:training/a3mega/gpt3_175b/nemo-gke/nemo2507/recipe/values.yaml and README.md, "
+    "src/helm-charts/a3mega/jobset/templates/workload-jobset.yaml@2e1fd5e"
+)
+_A3ULTRA_RECIPE = (
+    "AI-Hypercomputer/gpu-recipes:training/a3ultra/llama31_405b/nemo-gke/nemo2412/recipe/values.yaml@2e1fd5e"
+)
+# "The following is needed to prevent send-receive stalling execution" (gpu-recipes
+# src/helm-charts/a3mega/nemo-training/templates/nemo-launcher-job.yaml@3d9b014, above these two).
+_SM_MARGINS = {"NVTE_FWD_LAYERNORM_SM_MARGIN": "8", "NVTE_BWD_LAYERNORM_SM_MARGIN": "8"}
 
 GPUDIRECT_STACKS: Mapping[GpuDirect, GpuDirectStack] = {
-    GpuDirect.TCPX: GpuDirectStack(GpuDirect.TCPX, versions.TCPX_PLUGIN, versions.TCPX_RXDM, True),
-    GpuDirect.TCPXO: GpuDirectStack(GpuDirect.TCPXO, versions.TCPXO_PLUGIN, versions.TCPXO_RXDM, True),
-    GpuDirect.RDMA: GpuDirectStack(GpuDirect.RDMA, versions.GIB_PLUGIN, None, False),
+    GpuDirect.TCPX: GpuDirectStack(
+        GpuDirect.TCPX,
+        node_plugin=versions.TCPX_PLUGIN,
+        pod_plugin=None,
+        rxdm_sidecar=versions.TCPX_RXDM,
+        pod_networks=True,
+        needs_nri_device_injector=True,
+        rxdm_health_check=False,  # no probe or health file anywhere in CEA gpudirect-tcpx/
+        validated_images=(),
+        env={
+            # CPU cores serving each NIC's transmit and receive paths on an a3-highgpu-8g.
+            "NCCL_GPUDIRECTTCPX_TX_BINDINGS": (
+                "eth1:8-21,112-125;eth2:8-21,112-125;eth3:60-73,164-177;eth4:60-73,164-177"
+            ),
+            "NCCL_GPUDIRECTTCPX_RX_BINDINGS": (
+                "eth1:22-35,126-139;eth2:22-35,126-139;eth3:74-87,178-191;eth4:74-87,178-191"
+            ),
+            "NCCL_GPUDIRECTTCPX_PROGRAM_FLOW_STEERING_WAIT_MICROS": "500000",
+            "NCCL_GPUDIRECTTCPX_FORCE_ACK": "0",
+            "NCCL_GPUDIRECTTCPX_TX_COMPLETION_NANOSLEEP": "1000",
+            "NCCL_CROSS_NIC": "0",
+            "NCCL_ALGO": "Ring",
+            "NCCL_PROTO": "Simple",
+            "NCCL_NET_GDR_LEVEL": "PIX",
+            "NCCL_P2P_PXN_LEVEL": "0",
+            "NCCL_DYNAMIC_CHUNK_SIZE": "524288",
+            "NCCL_P2P_NET_CHUNKSIZE": "524288",
+            "NCCL_P2P_PCI_CHUNKSIZE": "524288",
+            "NCCL_P2P_NVL_CHUNKSIZE": "1048576",
+            "NCCL_NSOCKS_PERTHREAD": "4",
+            "NCCL_SOCKET_NTHREADS": "1",
+            "NCCL_MIN_NCHANNELS": "8",
+            "NCCL_MAX_NCHANNELS": "8",
+            "NCCL_BUFFSIZE": "4194304",
+        },
+        sources={"node_plugin": _TCPX_TEST, "rxdm_sidecar": _TCPX_TEST, "env": _TCPX_TEST},
+    ),
+    GpuDirect.TCPXO: GpuDirectStack(
+        GpuDirect.TCPXO,
+        node_plugin=versions.TCPXO_PLUGIN,
+        pod_plugin=versions.TCPXO_RECIPE_PLUGIN,
+        rxdm_sidecar=versions.TCPXO_RECIPE_RXDM,
+        # The recipes run TCPXO on the host network with privileged containers: no NRI annotation.
+        pod_networks=False,
+        needs_nri_device_injector=False,
+        rxdm_health_check=False,  # the recipe's RxDM v1.0.9 predates the health file (v1.0.11)
+        validated_images=(versions.NEMO_1,),
+        env={**_SM_MARGINS, "NCCL_DEBUG": "VERSION", "NCCL_ALGO": "Ring,Tree", "NCCL_MIN_NCHANNELS": "4"},
+        sources={
+            "node_plugin": "GoogleCloudPlatform/container-engine-accelerators:gpudirect-tcpxo/README.md@992db81",
+            "pod_plugin": _A3MEGA_RECIPE,
+            "rxdm_sidecar": _A3MEGA_RECIPE,
+            "validated_images": _A3MEGA_RECIPE,
+            "env": _A3MEGA_RECIPE,
+        },
+    ),
+    GpuDirect.RDMA: GpuDirectStack(
+        GpuDirect.RDMA,
+        node_plugin=versions.GIB_PLUGIN,
+        pod_plugin=None,
+        rxdm_sidecar=None,
+        pod_networks=True,
+        needs_nri_device_injector=False,
+        rxdm_health_check=False,
+        validated_images=(),
+        env={
+            **_SM_MARGINS,
+            "NVTE_UB_SOCKET_IFNAME": "eth1",  # Transformer Engine's userbuffers bootstrap over the gVNIC
+            "NCCL_DEBUG": "VERSION",
+            "NCCL_WORK_FIFO_DEPTH": "4194304",
+        },
+        sources={
+            "node_plugin": (
+                "GoogleCloudPlatform/container-engine-accelerators:gpudirect-rdma/nccl-rdma-installer.yaml@992db81"
+            ),
+            "env": _A3ULTRA_RECIPE,
+        },
+    ),
 }
 
 

@@ -7,8 +7,9 @@ sample), so it lives here once. Every entry names its sources.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
+from types import MappingProxyType
 
 from facts import versions
 from facts.versions import Image
@@ -79,6 +80,18 @@ class RunSettings:
 
 
 @dataclass(frozen=True)
+class TpOverlap:
+    """A tensor-parallel communication overlap configuration of NeMo's userbuffers module
+    (`nemo.collections.llm.recipes.tp_overlap_configs.userbuffers`), tuned for one GPU
+    generation, precision and tensor-parallel size."""
+
+    config: str
+    accelerators: frozenset[str]
+    fp8: bool
+    tensor_parallel: int
+
+
+@dataclass(frozen=True)
 class Recipe:
     """How a model runs by default; every field can be overridden per run."""
 
@@ -98,6 +111,12 @@ class Recipe:
     # NeMo 1 optimizer and initialisation (NeMo 2 recipes carry their own).
     learning_rate: float | None = None
     init_std: float | None = None
+    # NeMo 1 hidden and attention dropout.
+    dropout: float = 0.0
+    # Environment NeMo's performance scripts set for the model on every GPU.
+    env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    # TP overlap configurations those scripts apply, by GPU, precision and TP size.
+    tp_overlaps: tuple[TpOverlap, ...] = ()
 
     def settings(
         self,
@@ -151,6 +170,31 @@ _LLAMA_ARCH = (
 )
 _A3U_405B = (
     "AI-Hypercomputer/gpu-recipes:src/frameworks/a3ultra/nemo-configs/llama3-1-405b-576gpus-a3ultra-fp8.yaml@2e1fd5e"
+)
+# What NeMo's own Llama 3.1 405B pretraining script sets: its executor's PERF_ENV_VARS and the
+# constant part of PerfEnvPlugin (the GPU- and layout-dependent part: planners.nemo.perf_env).
+# NVIDIA/NeMo:scripts/performance/executors.py and nemo/lightning/run/plugins.py@8cfedd7
+_PERF_SCRIPT = "NVIDIA/NeMo:scripts/performance/llm/pretrain_llama31_405b.py@8cfedd7 (same at v2.4.0)"
+_PERF_ENV = MappingProxyType(
+    {
+        "TORCH_NCCL_AVOID_RECORD_STREAMS": "1",
+        "TOKENIZERS_PARALLELISM": "False",
+        "NCCL_NVLS_ENABLE": "0",
+        "NVTE_FLASH_ATTN": "1",
+        "NVTE_FUSED_ATTN": "1",
+        "NEMO_LOG_MEMORY_USAGE": "1",
+        "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True",
+        "TORCH_NCCL_HIGH_PRIORITY": "1",
+    }
+)
+_HOPPER = frozenset({"h100", "h200"})
+# The script's userbuffers configs for Llama 3.1 405B; it also turns `aggregate` off on
+# qkv_fprop, proj_dgrad, fc1_fprop and fc2_dgrad. Its "h100" entry serves every Hopper GPU.
+_405B_TP_OVERLAPS = (
+    TpOverlap("userbuffers_fp8_h100_h16384_tp8_cp2_mbs1_seqlen8192", _HOPPER, True, 8),
+    TpOverlap("userbuffers_bf16_h100_h16384_tp8_cp2_mbs1_seqlen8192", _HOPPER, False, 8),
+    TpOverlap("userbuffers_fp8_b200_h16384_tp4_cp2_mbs1_seqlen8192", frozenset({"b200"}), True, 4),
+    TpOverlap("userbuffers_bf16_b200_h16384_tp4_cp2_mbs1_seqlen8192", frozenset({"b200"}), False, 4),
 )
 
 
@@ -220,6 +264,7 @@ MODELS: Mapping[str, ModelSpec] = {
                 max_steps=50,
                 learning_rate=0.9e-4,
                 init_std=0.006,
+                dropout=0.1,
             ),
             {"architecture": _GPT3_RECIPE, "recipe": _GPT3_RECIPE},
         ),
@@ -278,8 +323,10 @@ MODELS: Mapping[str, ModelSpec] = {
                 fp8=True,
                 max_steps=50,
                 factory="llama31_405b",
+                env=_PERF_ENV,
+                tp_overlaps=_405B_TP_OVERLAPS,
             ),
-            {"architecture": _LLAMA_ARCH, "recipe": _A3U_405B},
+            {"architecture": _LLAMA_ARCH, "recipe": _A3U_405B, "env": _PERF_SCRIPT, "tp_overlaps": _PERF_SCRIPT},
         ),
     )
 }

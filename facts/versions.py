@@ -137,16 +137,21 @@ TCPX_RXDM = Image(
     "v2.0.12",
     _GPUDIRECT_SOURCE,
 )
+# TCPXO on the nodes: the installer DaemonSet (host preparation: the dmabuf import helper and
+# /dev/aperture_devices) at CEA's current release, as cluster-toolkit installs it.
 TCPXO_PLUGIN = Image(
     "us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpxo/nccl-plugin-gpudirecttcpx-dev",
     "v1.0.15",
     "GoogleCloudPlatform/container-engine-accelerators:gpudirect-tcpxo/README.md@992db81",
 )
-TCPXO_RXDM = Image(
-    "us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpxo/tcpgpudmarxd-dev",
-    "v1.0.21",
-    "GoogleCloudPlatform/container-engine-accelerators:gpudirect-tcpxo/README.md@992db81",
+# TCPXO in the training pod: the plugin the pod installs for itself and the RxDM sidecar, the
+# pair the A3 Mega GPT-3 175B (and Llama 3 70B) recipes validated with NeMo 24.07 ("NCCL Plugin:
+# v1.0.3", "RxDM sidecar: v1.0.9"; CEA's release table writes the RxDM tag v1.0.09).
+_GPT3_VALUES = "AI-Hypercomputer/gpu-recipes:training/a3mega/gpt3_175b/nemo-gke/nemo2507/recipe/values.yaml@2e1fd5e"
+TCPXO_RECIPE_PLUGIN = Image(
+    "us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpxo/nccl-plugin-gpudirecttcpx-dev", "v1.0.3", _GPT3_VALUES
 )
+TCPXO_RECIPE_RXDM = Image("us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpxo/tcpgpudmarxd-dev", "v1.0.9", _GPT3_VALUES)
 # One gIB image serves both RDMA machines (H200 and B200 node affinity upstream).
 GIB_PLUGIN = Image(
     "us-docker.pkg.dev/gce-ai-infra/gpudirect-gib/nccl-plugin-gib",

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from facts.machines import GPUDIRECT_STACKS, GpuDirect
+from facts.machines import GPUDIRECT_STACKS, GpuDirect, GpuDirectStack
 from planners.networks import GpuNetworkPlan
 
 # Where the installers leave the NCCL plugin on the host; workloads mount it from here.
@@ -27,8 +27,10 @@ class PodNetworking:
 
     annotations: dict[str, str]
     host_network: bool
-    # Native sidecars (init containers that keep running: restartPolicy Always).
-    sidecars: list[dict[str, Any]]
+    # The training container runs privileged (the host-network pattern of the TCPXO recipes).
+    privileged: bool
+    # Init containers: one-off installers, then native sidecars (restartPolicy Always).
+    init_containers: list[dict[str, Any]]
     volumes: list[dict[str, Any]]
     mounts: list[dict[str, Any]]
     env: dict[str, str]
@@ -38,8 +40,13 @@ class PodNetworking:
 
 NVIDIA_MOUNT = "/usr/local/nvidia"
 GIB_MOUNT = "/usr/local/gib"
+# Where a TCPXO training pod installs its own copy of the recipe's plugin.
+TCPXO_PLUGIN_MOUNT = "/usr/local/nccl-plugin"
 TCPX_SOCKET = "/run/tcpx"
 APERTURE_DEVICES = "/dev/aperture_devices"
+# The RxDM writes this once its buffers are ready; the name may not contain "_"
+# (CEA gpudirect-tcpxo/best-practice.md, "Startup probe").
+RXDM_HEALTH_FILE = "/run/health-check"
 
 
 def _gpu_devices(gpus: int, extra: Sequence[str] = ()) -> str:
@@ -65,139 +72,186 @@ _HOST_SYS_MOUNTS = [{"name": "sys", "mountPath": "/hostsysfs"}, {"name": "proc-s
 _SIDECAR_RESOURCES = {"requests": {"cpu": "1", "memory": "2Gi"}}
 
 
-def _rxdm_sidecar(
-    name: str, flavour: GpuDirect, command: list[str], capabilities: list[str], mounts: list[dict[str, Any]]
+def _health_probe(stack: GpuDirectStack) -> tuple[dict[str, str], dict[str, Any]]:
+    """The sidecar's health file variable and startup probe, where its RxDM writes the file: a
+    node whose receive path does not come up fails the pod fast instead of stalling NCCL. CEA
+    best-practice.md's probe, with a failure budget of 60 s for the "~30s" initialization."""
+    if not stack.rxdm_health_check:
+        return {}, {}
+    probe = {
+        "exec": {"command": ["cat", RXDM_HEALTH_FILE]},
+        "initialDelaySeconds": 1,
+        "periodSeconds": 5,
+        "timeoutSeconds": 1,
+        "successThreshold": 1,
+        "failureThreshold": 12,
+    }
+    return {"HEALTH_CHECK_LOG_FILE": RXDM_HEALTH_FILE}, {"startupProbe": probe}
+
+
+def rxdm_sidecar(
+    name: str,
+    stack: GpuDirectStack,
+    command: list[str],
+    security: dict[str, Any],
+    mounts: list[dict[str, Any]],
 ) -> dict[str, Any]:
     """The flavour's receive-datapath daemon as a native sidecar: it starts before the training
     container and stops by itself after it."""
-    image = GPUDIRECT_STACKS[flavour].rxdm_sidecar
-    if image is None:
-        raise ValueError(f"the catalog pairs no receive-datapath sidecar with {flavour.value}")
+    if stack.rxdm_sidecar is None:
+        raise ValueError(f"the catalog pairs no receive-datapath sidecar with {stack.flavour.value}")
+    health_env, probe = _health_probe(stack)
+    env = {"LD_LIBRARY_PATH": f"{NVIDIA_MOUNT}/lib64", **health_env}
     return {
         "name": name,
-        "image": image.ref,
+        "image": stack.rxdm_sidecar.ref,
         "restartPolicy": "Always",
         "command": command,
-        "securityContext": {"capabilities": {"add": capabilities}},
-        "env": [{"name": "LD_LIBRARY_PATH", "value": f"{NVIDIA_MOUNT}/lib64"}],
+        "securityContext": security,
+        "env": [{"name": k, "value": v} for k, v in env.items()],
+        **probe,
         "resources": _SIDECAR_RESOURCES,
         "volumeMounts": [_NVIDIA_MOUNT, *mounts, *_HOST_SYS_MOUNTS],
     }
 
 
-def pod_networking(flavour: GpuDirect, plan: Sequence[GpuNetworkPlan], gpus: int) -> PodNetworking:
-    """The pod side of each flavour, as the public A3 recipes configure it."""
-    if flavour is GpuDirect.TCPX:
-        nics = ",".join(nic.interface for nic in plan)
-        return PodNetworking(
-            annotations={**_interfaces(plan), "devices.gke.io/container.tcpx-daemon": _gpu_devices(gpus)},
-            host_network=False,
-            sidecars=[
-                _rxdm_sidecar(
-                    "tcpx-daemon",
-                    flavour,
-                    [
-                        "/tcpgpudmarxd/build/app/tcpgpudmarxd",
-                        *("--gpu_nic_preset", "a3vm", "--gpu_shmem_type", "fd", "--uds_path", TCPX_SOCKET),
-                        *("--setup_param", "--verbose 128 2 0"),
-                    ],
-                    ["NET_ADMIN"],
-                    [{"name": "tcpx-socket", "mountPath": TCPX_SOCKET}],
-                )
-            ],
-            volumes=[_NVIDIA_HOST_VOLUME, {"name": "tcpx-socket", "emptyDir": {}}, *_HOST_SYS_VOLUMES],
-            mounts=[_NVIDIA_MOUNT, {"name": "tcpx-socket", "mountPath": TCPX_SOCKET}],
-            env={
-                "LD_LIBRARY_PATH": f"{NVIDIA_MOUNT}/lib64",
-                "NCCL_PLUGIN_DIR": f"{NVIDIA_MOUNT}/lib64",
-                "NCCL_SOCKET_IFNAME": "eth0",
-                "NCCL_GPUDIRECTTCPX_CTRL_DEV": "eth0",
-                "NCCL_GPUDIRECTTCPX_SOCKET_IFNAME": nics,
-                "NCCL_GPUDIRECTTCPX_UNIX_CLIENT_PREFIX": TCPX_SOCKET,
-                # CPU cores serving each NIC's transmit and receive paths on an a3-highgpu-8g.
-                "NCCL_GPUDIRECTTCPX_TX_BINDINGS": (
-                    "eth1:8-21,112-125;eth2:8-21,112-125;eth3:60-73,164-177;eth4:60-73,164-177"
-                ),
-                "NCCL_GPUDIRECTTCPX_RX_BINDINGS": (
-                    "eth1:22-35,126-139;eth2:22-35,126-139;eth3:74-87,178-191;eth4:74-87,178-191"
-                ),
-                "NCCL_GPUDIRECTTCPX_PROGRAM_FLOW_STEERING_WAIT_MICROS": "500000",
-                "NCCL_GPUDIRECTTCPX_FORCE_ACK": "0",
-                "NCCL_GPUDIRECTTCPX_TX_COMPLETION_NANOSLEEP": "1000",
-                "NCCL_CROSS_NIC": "0",
-                "NCCL_ALGO": "Ring",
-                "NCCL_PROTO": "Simple",
-                "NCCL_NET_GDR_LEVEL": "PIX",
-                "NCCL_P2P_PXN_LEVEL": "0",
-                "NCCL_DYNAMIC_CHUNK_SIZE": "524288",
-                "NCCL_P2P_NET_CHUNKSIZE": "524288",
-                "NCCL_P2P_PCI_CHUNKSIZE": "524288",
-                "NCCL_P2P_NVL_CHUNKSIZE": "1048576",
-                "NCCL_NSOCKS_PERTHREAD": "4",
-                "NCCL_SOCKET_NTHREADS": "1",
-                "NCCL_MIN_NCHANNELS": "8",
-                "NCCL_MAX_NCHANNELS": "8",
-                "NCCL_BUFFSIZE": "4194304",
-            },
-            nccl_init_script=None,
-        )
-    if flavour is GpuDirect.TCPXO:
-        aperture = {"name": "aperture-devices", "mountPath": APERTURE_DEVICES}
-        return PodNetworking(
-            # Host networking, as the public recipes run TCPXO: the sidecar sees all 8 GPU NICs.
-            annotations={
-                "devices.gke.io/container.tcpxo-daemon": _gpu_devices(gpus, ["/dev/dmabuf_import_helper"]),
-            },
-            host_network=True,
-            sidecars=[
-                _rxdm_sidecar(
-                    "tcpxo-daemon",
-                    flavour,
-                    [
-                        "/fts/entrypoint_rxdm_container.sh",
-                        "--num_hops=2",
-                        f"--num_nics={len(plan)}",
-                        "--uid=",
-                        "--alsologtostderr",
-                    ],
-                    ["NET_ADMIN", "NET_BIND_SERVICE"],
-                    [],
-                )
-            ],
-            volumes=[_NVIDIA_HOST_VOLUME, host_path_volume("aperture-devices", APERTURE_DEVICES), *_HOST_SYS_VOLUMES],
-            mounts=[_NVIDIA_MOUNT, aperture],
-            env={
-                "LD_LIBRARY_PATH": f"{NVIDIA_MOUNT}/lib64",
-                "NCCL_PLUGIN_DIR": f"{NVIDIA_MOUNT}/lib64",
-                "NCCL_LIB_DIR": f"{NVIDIA_MOUNT}/lib64",
-                "NCCL_FASTRAK_LLCM_DEVICE_DIRECTORY": APERTURE_DEVICES,
-            },
-            # The plugin's own profile sets the tuned NCCL environment for its version.
-            nccl_init_script=f"{NVIDIA_MOUNT}/lib64/nccl-env-profile.sh",
-        )
-    if flavour is GpuDirect.RDMA:
-        gib = {"name": "gib", "mountPath": GIB_MOUNT}
-        return PodNetworking(
-            annotations=_interfaces(plan),
-            host_network=False,
-            sidecars=[],
-            volumes=[_NVIDIA_HOST_VOLUME, host_path_volume("gib", HOST_GIB_DIR)],
-            mounts=[_NVIDIA_MOUNT, gib],
-            env={
-                "LD_LIBRARY_PATH": f"{GIB_MOUNT}/lib64:{NVIDIA_MOUNT}/lib64",
-                "NCCL_PLUGIN_DIR": f"{GIB_MOUNT}/lib64",
-                # Fail instead of falling back to TCP when the gIB plugin is missing.
-                "NCCL_NET": "gIB",
-                "NCCL_SOCKET_IFNAME": "eth0",
-            },
-            nccl_init_script=f"{GIB_MOUNT}/scripts/set_nccl_env.sh",
-        )
+# The TCPXO recipes' RxDM command: forward SIGTERM to the daemon, whose entry script does not.
+_TCPXO_RXDM = """trap 'kill -TERM "$child" 2>/dev/null; wait "$child"' TERM
+/fts/entrypoint_rxdm_container.sh --num_hops=2 --num_nics=NICS --uid= --alsologtostderr &
+child=$!
+wait "$child"
+"""
+# The recipes' plugin installer: installs the plugin with its NCCL build, then copies it into
+# the pod's volume (gpu-recipes workload-jobset.yaml `nccl-plugin-installer`; ncclBuildType 221
+# in the A3 Mega recipes' values).
+_TCPXO_PLUGIN_INSTALL = f"""set -e
+/scripts/container_entry.sh install --install-nccl --nccl-buildtype=221
+cp -r /var/lib/tcpxo/* {TCPXO_PLUGIN_MOUNT}/
+"""
+
+
+def _tcpx(stack: GpuDirectStack, plan: Sequence[GpuNetworkPlan], gpus: int) -> PodNetworking:
+    """CEA's gpudirect-tcpx/nccl-test-latest.yaml: GPU NICs by multi-networking, the RxDM with
+    NET_ADMIN and its GPU devices from the NRI injector, the plugin on the host."""
     return PodNetworking(
-        annotations={},
+        annotations={**_interfaces(plan), "devices.gke.io/container.tcpx-daemon": _gpu_devices(gpus)},
         host_network=False,
-        sidecars=[],
-        volumes=[],
-        mounts=[],
-        env={"NCCL_SOCKET_IFNAME": "eth0"},
+        privileged=False,
+        init_containers=[
+            rxdm_sidecar(
+                "tcpx-daemon",
+                stack,
+                [
+                    "/tcpgpudmarxd/build/app/tcpgpudmarxd",
+                    *("--gpu_nic_preset", "a3vm", "--gpu_shmem_type", "fd", "--uds_path", TCPX_SOCKET),
+                    *("--setup_param", "--verbose 128 2 0"),
+                ],
+                {"capabilities": {"add": ["NET_ADMIN"]}},
+                [{"name": "tcpx-socket", "mountPath": TCPX_SOCKET}],
+            )
+        ],
+        volumes=[_NVIDIA_HOST_VOLUME, {"name": "tcpx-socket", "emptyDir": {}}, *_HOST_SYS_VOLUMES],
+        mounts=[_NVIDIA_MOUNT, {"name": "tcpx-socket", "mountPath": TCPX_SOCKET}],
+        env={
+            "LD_LIBRARY_PATH": f"{NVIDIA_MOUNT}/lib64",
+            "NCCL_PLUGIN_DIR": f"{NVIDIA_MOUNT}/lib64",
+            "NCCL_SOCKET_IFNAME": "eth0",
+            "NCCL_GPUDIRECTTCPX_CTRL_DEV": "eth0",
+            "NCCL_GPUDIRECTTCPX_SOCKET_IFNAME": ",".join(nic.interface for nic in plan),
+            "NCCL_GPUDIRECTTCPX_UNIX_CLIENT_PREFIX": TCPX_SOCKET,
+            **stack.env,
+        },
         nccl_init_script=None,
     )
+
+
+def _tcpxo(stack: GpuDirectStack, plan: Sequence[GpuNetworkPlan]) -> PodNetworking:
+    """The A3 Mega recipes' pattern, whole (gpu-recipes src/helm-charts/a3mega/jobset/templates/
+    workload-jobset.yaml@2e1fd5e with `hostNetwork: true`): host network, privileged training
+    container and RxDM, no NRI or interface annotations (so no GKE Network objects), the recipe's
+    plugin installed by the pod itself, its NCCL profile sourced by the launcher."""
+    if stack.pod_plugin is None:
+        raise ValueError("the TCPXO recipes install their plugin in the pod: the catalog must pin one")
+    plugin_lib = f"{TCPXO_PLUGIN_MOUNT}/lib64"
+    installer = {
+        "name": "nccl-plugin-installer",
+        "image": stack.pod_plugin.ref,
+        "command": ["/bin/sh", "-c", _TCPXO_PLUGIN_INSTALL],
+        "resources": {"requests": {"cpu": "150m"}},
+        "volumeMounts": [{"name": "nccl-plugin", "mountPath": TCPXO_PLUGIN_MOUNT}],
+    }
+    daemon = rxdm_sidecar(
+        "tcpxo-daemon",
+        stack,
+        ["bash", "-c", _TCPXO_RXDM.replace("NICS", str(len(plan)))],
+        {"privileged": True, "capabilities": {"add": ["NET_ADMIN", "NET_BIND_SERVICE"]}},
+        [],
+    )
+    return PodNetworking(
+        annotations={},
+        host_network=True,
+        privileged=True,
+        init_containers=[installer, daemon],
+        volumes=[
+            _NVIDIA_HOST_VOLUME,
+            {"name": "nccl-plugin", "emptyDir": {}},
+            host_path_volume("aperture-devices", APERTURE_DEVICES),
+            *_HOST_SYS_VOLUMES,
+        ],
+        mounts=[
+            {"name": "nccl-plugin", "mountPath": TCPXO_PLUGIN_MOUNT},
+            {"name": "aperture-devices", "mountPath": APERTURE_DEVICES},
+        ],
+        env={
+            # GKE's device plugin provides the driver libraries at NVIDIA_MOUNT in GPU containers.
+            "LD_LIBRARY_PATH": f"{plugin_lib}:{NVIDIA_MOUNT}/lib64",
+            "NCCL_PLUGIN_DIR": plugin_lib,
+            "NCCL_LIB_DIR": plugin_lib,
+            "NCCL_FASTRAK_LLCM_DEVICE_DIRECTORY": APERTURE_DEVICES,
+            **stack.env,
+        },
+        # The plugin's own profile sets the tuned NCCL environment for its version.
+        nccl_init_script=f"{plugin_lib}/nccl-env-profile.sh",
+    )
+
+
+def _rdma(stack: GpuDirectStack, plan: Sequence[GpuNetworkPlan]) -> PodNetworking:
+    """The A3 Ultra recipes: gVNIC and RDMA NICs by multi-networking, gIB from the host."""
+    return PodNetworking(
+        annotations=_interfaces(plan),
+        host_network=False,
+        privileged=False,
+        init_containers=[],
+        volumes=[_NVIDIA_HOST_VOLUME, host_path_volume("gib", HOST_GIB_DIR)],
+        mounts=[_NVIDIA_MOUNT, {"name": "gib", "mountPath": GIB_MOUNT}],
+        env={
+            "LD_LIBRARY_PATH": f"{GIB_MOUNT}/lib64:{NVIDIA_MOUNT}/lib64",
+            "NCCL_PLUGIN_DIR": f"{GIB_MOUNT}/lib64",
+            # Fail instead of falling back to TCP when the gIB plugin is missing.
+            "NCCL_NET": "gIB",
+            "NCCL_SOCKET_IFNAME": "eth0",
+            **stack.env,
+        },
+        nccl_init_script=f"{GIB_MOUNT}/scripts/set_nccl_env.sh",
+    )
+
+
+def pod_networking(flavour: GpuDirect, plan: Sequence[GpuNetworkPlan], gpus: int) -> PodNetworking:
+    """The pod side of each flavour, as the public A3 recipes configure it."""
+    if flavour is GpuDirect.NONE:
+        return PodNetworking(
+            annotations={},
+            host_network=False,
+            privileged=False,
+            init_containers=[],
+            volumes=[],
+            mounts=[],
+            env={"NCCL_SOCKET_IFNAME": "eth0"},
+            nccl_init_script=None,
+        )
+    stack = GPUDIRECT_STACKS[flavour]
+    if flavour is GpuDirect.TCPX:
+        return _tcpx(stack, plan, gpus)
+    if flavour is GpuDirect.TCPXO:
+        return _tcpxo(stack, plan)
+    return _rdma(stack, plan)

@@ -24,6 +24,7 @@ from facts.kubernetes import (
     RESTART_ATTEMPT_LABEL,
     RUN_REPLICATED_JOB,
 )
+from facts.machines import MachineType
 from facts.models import Framework, ModelSpec
 from planners.gpudirect import PodNetworking
 from planners.runs import RunSpec, Tokenizer
@@ -138,7 +139,7 @@ def _set_dotted(config: dict[str, Any], dotted: str, value: Any) -> None:
     config[last] = value
 
 
-def nemo1_config(run: RunSpec, paths: RunPaths, gpus_per_node: int) -> dict[str, Any]:
+def nemo1_config(run: RunSpec, paths: RunPaths, machine: MachineType) -> dict[str, Any]:
     """A complete NeMo 1.x Hydra config for a GPT model (layout of the public recipes)."""
     spec, s = run.spec, run.settings
     arch, recipe = spec.architecture, spec.recipe
@@ -148,7 +149,7 @@ def nemo1_config(run: RunSpec, paths: RunPaths, gpus_per_node: int) -> dict[str,
     config: dict[str, Any] = {
         "run": {"name": run.name},
         "trainer": {
-            "devices": gpus_per_node,
+            "devices": machine.gpus,
             "num_nodes": run.nodes,
             "accelerator": "gpu",
             "precision": "bf16",
@@ -208,8 +209,8 @@ def nemo1_config(run: RunSpec, paths: RunPaths, gpus_per_node: int) -> dict[str,
             "num_attention_heads": arch.heads,
             "num_query_groups": None if arch.kv_heads == arch.heads else arch.kv_heads,
             "init_method_std": recipe.init_std,
-            "hidden_dropout": 0.0,
-            "attention_dropout": 0.0,
+            "hidden_dropout": recipe.dropout,
+            "attention_dropout": recipe.dropout,
             "kv_channels": None,
             "apply_query_key_layer_scaling": True,
             "layernorm_epsilon": 1.0e-5,
@@ -295,7 +296,19 @@ def nemo1_config(run: RunSpec, paths: RunPaths, gpus_per_node: int) -> dict[str,
     return config
 
 
-def nemo2_settings(run: RunSpec, paths: RunPaths, gpus_per_node: int) -> dict[str, Any]:
+def tp_overlap(run: RunSpec, machine: MachineType) -> str | None:
+    """The userbuffers configuration NeMo's performance scripts tuned for this model on this GPU,
+    precision and tensor-parallel size, if any."""
+    s = run.settings
+    for overlap in run.spec.recipe.tp_overlaps:
+        if (machine.accelerator.name, s.fp8, s.tensor_parallel) in (
+            (name, overlap.fp8, overlap.tensor_parallel) for name in overlap.accelerators
+        ):
+            return overlap.config
+    return None
+
+
+def nemo2_settings(run: RunSpec, paths: RunPaths, machine: MachineType) -> dict[str, Any]:
     """The settings `scripts/nemo2_pretrain.py` applies to the model's NeMo 2 recipe."""
     spec, s = run.spec, run.settings
     if spec.recipe.framework is not Framework.NEMO2 or spec.recipe.factory is None:
@@ -305,7 +318,7 @@ def nemo2_settings(run: RunSpec, paths: RunPaths, gpus_per_node: int) -> dict[st
         "runName": run.name,
         "factory": spec.recipe.factory,
         "nodes": run.nodes,
-        "gpusPerNode": gpus_per_node,
+        "gpusPerNode": machine.gpus,
         "steps": s.steps,
         "tensorParallel": s.tensor_parallel,
         "pipelineParallel": s.pipeline_parallel,
@@ -315,6 +328,7 @@ def nemo2_settings(run: RunSpec, paths: RunPaths, gpus_per_node: int) -> dict[st
         "globalBatchSize": s.global_batch_size,
         "microBatchSize": s.micro_batch_size,
         "fp8": s.fp8,
+        "tpOverlapConfig": tp_overlap(run, machine),
         "datasetPrefix": paths.dataset_prefix,
         "tokenizer": {
             "library": tokenizer["library"],
@@ -333,15 +347,15 @@ def nemo2_settings(run: RunSpec, paths: RunPaths, gpus_per_node: int) -> dict[st
     }
 
 
-def workload_files(run: RunSpec, paths: RunPaths, gpus_per_node: int) -> dict[str, str]:
+def workload_files(run: RunSpec, paths: RunPaths, machine: MachineType) -> dict[str, str]:
     """The run's ConfigMap: the launcher and the NeMo configuration of its framework."""
     files = {name: (SCRIPTS / name).read_text() for name in (LAUNCHER, DLLOGGER)}
     if run.spec.recipe.framework is Framework.NEMO1:
         # JSON is YAML: Hydra reads it as is.
-        files[NEMO1_CONFIG] = json.dumps(nemo1_config(run, paths, gpus_per_node), indent=2)
+        files[NEMO1_CONFIG] = json.dumps(nemo1_config(run, paths, machine), indent=2)
     else:
         files[NEMO2_SCRIPT] = (SCRIPTS / NEMO2_SCRIPT).read_text()
-        files[NEMO2_SETTINGS] = json.dumps(nemo2_settings(run, paths, gpus_per_node), indent=2)
+        files[NEMO2_SETTINGS] = json.dumps(nemo2_settings(run, paths, machine), indent=2)
     return files
 
 
@@ -401,15 +415,39 @@ def preprocess_command(
     return command
 
 
-def platform_env(run: RunSpec, gpus_per_node: int, networking: PodNetworking, paths: RunPaths) -> dict[str, str]:
+# Blackwell and later: NeMo's PerfEnvPlugin `gpu_sm100_or_newer`.
+_SM100_OR_NEWER = frozenset({"b200"})
+# PerfEnvPlugin's P2P chunk for pipeline-parallel runs (helpers.build_perf_env_plugin).
+PP_COMM_CHUNKSIZE = 2097152
+
+
+def perf_env(run: RunSpec, machine: MachineType) -> dict[str, str]:
+    """What NeMo's performance scripts set for the run's model: the recipe's constant part, and
+    what PerfEnvPlugin derives from the GPU and the layout (NVIDIA/NeMo
+    nemo/lightning/run/plugins.py@8cfedd7, PerfEnvPlugin.setup). Its layernorm SM margin is left
+    to the machine's recipe (facts.machines), which the public GKE recipes tune to 8."""
+    recipe, s = run.spec.recipe, run.settings
+    if not recipe.env:
+        return {}
+    env = dict(recipe.env)
+    if s.tensor_parallel > 1 or s.context_parallel > 1:
+        env["CUDA_DEVICE_MAX_CONNECTIONS"] = "32" if machine.accelerator.name in _SM100_OR_NEWER else "1"
+    if s.pipeline_parallel > 1:
+        env["NCCL_P2P_NET_CHUNKSIZE"] = str(PP_COMM_CHUNKSIZE)
+    return env
+
+
+def platform_env(run: RunSpec, machine: MachineType, networking: PodNetworking, paths: RunPaths) -> dict[str, str]:
     """Every variable the platform sets in the training container (FIELD_ENV aside): the
-    launcher's, the machine's NCCL environment, and torchrun's rendezvous."""
+    launcher's, the model's performance settings, then the machine's NCCL environment (which
+    wins where both tune NCCL), and torchrun's rendezvous."""
     return {
         **launcher_env(run, paths),
+        **perf_env(run, machine),
         **networking.env,
         **({"NCCL_INIT_SCRIPT": networking.nccl_init_script} if networking.nccl_init_script else {}),
         "NNODES": str(run.nodes),
-        "GPUS_PER_NODE": str(gpus_per_node),
+        "GPUS_PER_NODE": str(machine.gpus),
         # The first pod, by the stable hostname JobSet gives it; Kubernetes expands $(JOBSET_NAME).
         "MASTER_ADDR": f"$(JOBSET_NAME)-{RUN_REPLICATED_JOB}-0-0.$(JOBSET_NAME)",
         "MASTER_PORT": str(MASTER_PORT),

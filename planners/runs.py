@@ -14,8 +14,8 @@ from types import MappingProxyType
 
 from facts.errors import RuleError
 from facts.kubernetes import TOPOLOGY_LABELS, TopologyLevel
-from facts.machines import Precision, training_pod_requests
-from facts.models import ModelSpec, RunSettings, model_spec
+from facts.machines import GPUDIRECT_STACKS, MachineType, Precision, training_pod_requests
+from facts.models import MODELS, ModelSpec, RunSettings, model_spec
 from planners.queues import Flavor
 
 
@@ -138,6 +138,35 @@ def check_run(run: RunSpec, flavors: Mapping[str, Flavor], priorities: Sequence[
         raise RuleError("topology.mode", run.topology_mode, f"pool {pool} {flavor.topology_problem}; use 'none'")
     if run.priority not in priorities:
         raise RuleError("priority", run.priority, f"is not a priority class of the platform: {', '.join(priorities)}")
+    problem = untested_image(run, machine)
+    if problem and run.image is None:
+        tested = [name for name, spec in MODELS.items() if spec.recipe.image.ref in _validated(machine)]
+        raise RuleError(
+            "model", run.model, f"{problem}: run {', '.join(tested)} there, or set `image` to take the risk"
+        )
+
+
+def run_advice(run: RunSpec, machine: MachineType) -> list[str]:
+    """What a run the checks let through should still hear about."""
+    problem = untested_image(run, machine)
+    return [f"run {run.name}: {problem}; the image was chosen explicitly, so it runs"] if problem else []
+
+
+def _validated(machine: MachineType) -> tuple[str, ...]:
+    stack = GPUDIRECT_STACKS.get(machine.gpudirect)
+    return tuple(image.ref for image in stack.validated_images) if stack else ()
+
+
+def untested_image(run: RunSpec, machine: MachineType) -> str | None:
+    """Why the run's image is not one the machine's GPUDirect plugin and sidecar were validated
+    with (facts.machines.GpuDirectStack.validated_images), or None."""
+    validated = _validated(machine)
+    image = run.image or run.spec.recipe.image.ref
+    if not validated or image in validated:
+        return None
+    stack = GPUDIRECT_STACKS[machine.gpudirect]
+    pair = " and ".join(i.ref for i in (stack.pod_plugin, stack.rxdm_sidecar) if i is not None)
+    return f"{image} was never validated with {machine.name}'s {pair}, only {', '.join(validated)}"
 
 
 def check_data_prep(job: DataPrepSpec, flavors: Mapping[str, Flavor]) -> None:

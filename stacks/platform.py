@@ -124,17 +124,18 @@ class PlatformLayer(pulumi.ComponentResource):
         data_prep = workspace.principals[facts.data_prep_service_account]
         self.run_dependencies = list(workspace.accounts)
 
-        if cluster.facts.gpu_networks:
+        machines = [p.machine for p in cluster.facts.gpu_pools]
+        stacks = {m.gpudirect: GPUDIRECT_STACKS[m.gpudirect] for m in machines if m.gpudirect in GPUDIRECT_STACKS}
+        if cluster.facts.gpu_networks and any(stack.pod_networks for stack in stacks.values()):
             objects = GpuNetworkObjects(
                 f"{name}-gpu-networks", GpuNetworkObjectsArgs(plan=cluster.facts.gpu_networks), opts=child
             )
             self.run_dependencies.append(objects)
-        machines = [p.machine for p in cluster.facts.gpu_pools]
-        for flavour in dict.fromkeys(m.gpudirect for m in machines if m.gpudirect in GPUDIRECT_STACKS):
+        for flavour, stack in stacks.items():
             NcclPluginInstaller(
                 f"{name}-nccl-{flavour.value}",
                 NcclPluginInstallerArgs(
-                    stack=GPUDIRECT_STACKS[flavour],
+                    stack=stack,
                     accelerators=sorted({m.gke_accelerator for m in machines if m.gpudirect is flavour}),
                     nri_device_injector=cfg.gpudirect.nri_device_injector,
                 ),

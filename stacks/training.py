@@ -83,7 +83,7 @@ def check_runs(cfg: StackConfig, cluster: ClusterFacts, platform: PlatformFacts)
             check_run(run, flavors, platform.priority_classes)
             machine = flavors[run.pool].machine
             networking = pod_networking(machine.gpudirect, cluster.gpu_networks, machine.gpus)
-            nemo.check_env(run, nemo.platform_env(run, machine.gpus, networking, run_paths(run, platform)))
+            nemo.check_env(run, nemo.platform_env(run, machine, networking, run_paths(run, platform)))
         except RuleError as error:
             errors.append(error.under(f"training.runs[{i}]"))
     for i, job in enumerate(cfg.training.data_prep):

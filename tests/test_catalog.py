@@ -71,10 +71,23 @@ def test_an_unknown_machine_type_lists_the_known_ones() -> None:
 
 def test_each_gpudirect_flavour_pairs_a_plugin_with_its_sidecar() -> None:
     tcpx, tcpxo, rdma = (GPUDIRECT_STACKS[f] for f in (GpuDirect.TCPX, GpuDirect.TCPXO, GpuDirect.RDMA))
-    assert (tcpx.nccl_plugin.tag, tcpx.rxdm_sidecar and tcpx.rxdm_sidecar.tag) == ("v3.1.9", "v2.0.12")
-    assert (tcpxo.nccl_plugin.tag, tcpxo.rxdm_sidecar and tcpxo.rxdm_sidecar.tag) == ("v1.0.15", "v1.0.21")
-    assert rdma.rxdm_sidecar is None and rdma.nccl_plugin.repository.endswith("nccl-plugin-gib")
-    assert tcpx.needs_nri_device_injector and tcpxo.needs_nri_device_injector and not rdma.needs_nri_device_injector
+    assert (tcpx.node_plugin.tag, tcpx.rxdm_sidecar and tcpx.rxdm_sidecar.tag) == ("v3.1.9", "v2.0.12")
+    assert rdma.rxdm_sidecar is None and rdma.node_plugin.repository.endswith("nccl-plugin-gib")
+    assert tcpx.needs_nri_device_injector and not tcpxo.needs_nri_device_injector and not rdma.needs_nri_device_injector
+
+
+def test_a3_mega_runs_the_pair_and_image_its_recipe_validated_never_a_mix() -> None:
+    """gpu-recipes' A3 Mega GPT-3 175B recipe (training/a3mega/gpt3_175b/nemo-gke/nemo2507/recipe,
+    README "NCCL Plugin: v1.0.3", "RxDM sidecar: v1.0.9", "NVIDIA NeMo NGC container image :
+    24.07") and every other A3 Mega recipe on that pair validated exactly this combination; CEA's
+    release table couples the RxDM to its plugin release (gpudirect-tcpxo/README.md)."""
+    tcpxo = GPUDIRECT_STACKS[GpuDirect.TCPXO]
+    assert tcpxo.pod_plugin is not None and tcpxo.rxdm_sidecar is not None
+    assert (tcpxo.pod_plugin.tag, tcpxo.rxdm_sidecar.tag) == ("v1.0.3", "v1.0.9")
+    assert [image.ref for image in tcpxo.validated_images] == ["nvcr.io/nvidia/nemo:24.07"]
+    assert MODELS["gpt3-175b"].recipe.image in tcpxo.validated_images
+    # The RxDM writes a health file from v1.0.11 (Sept 19 2024 release); v1.0.9 does not.
+    assert not tcpxo.rxdm_health_check
 
 
 def all_images() -> list[Image]:

@@ -16,9 +16,9 @@ from facts.kubernetes import RUN_LABEL, versioned_name
 from facts.machines import machine_type, training_pod_requests
 from facts.models import MODELS, Framework
 from planners import nemo
-from tests.conftest import MODES, flavors_by_pool, issue_for
+from tests.conftest import MODES, flavors_by_pool, issue_for, rejected
 from tools.mocks import RecordedResource
-from tools.runner import StackFailed, StackRun, load_stack_values, run_stack
+from tools.runner import StackFailed, StackRun, load_stack_values, run_stack, stack_with
 
 JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
 CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
@@ -266,23 +266,58 @@ def test_tcpx_pods_attach_four_gpu_nics_and_run_the_tcpx_daemon(render: Any) -> 
     assert not pod(manifest)["spec"].get("hostNetwork")
 
 
-def test_tcpxo_pods_use_host_networking_and_the_rxdm_sidecar(render: Any) -> None:
-    _, manifest = jobset(render("a3mega"))
+def test_tcpxo_pods_follow_the_a3_mega_recipe_whole(render: Any) -> None:
+    """One documented pattern, not a mix: gpu-recipes src/helm-charts/a3mega/jobset/templates/
+    workload-jobset.yaml@2e1fd5e with `hostNetwork: true` (the GPT-3 175B recipe's values) runs
+    the workload and the RxDM privileged (the RxDM also with NET_ADMIN and NET_BIND_SERVICE),
+    renders neither the NRI device annotation nor the interfaces annotation, installs the recipe's
+    plugin into an emptyDir at /usr/local/nccl-plugin with an init container, and points
+    NCCL_INIT_SCRIPT and NCCL_LIB_DIR there. (CEA's nccl-test-latest.yaml is the other, unprivileged
+    pattern: NRI annotation, capabilities only, no host network.)"""
+    run = render("a3mega")
+    _, manifest = jobset(run)
     spec = pod(manifest)["spec"]
     assert spec["hostNetwork"] is True and spec["dnsPolicy"] == "ClusterFirstWithHostNet"
     annotations = pod(manifest)["metadata"]["annotations"]
-    assert "networking.gke.io/interfaces" not in annotations
-    assert "/dev/dmabuf_import_helper" in annotations["devices.gke.io/container.tcpxo-daemon"]
-    (sidecar,) = spec["initContainers"]
+    assert not [key for key in annotations if key.startswith(("networking.gke.io/", "devices.gke.io/"))]
+    assert not run.of_type("kubernetes:networking.gke.io/v1:Network")
+    installer, sidecar = spec["initContainers"]
+    assert installer["name"] == "nccl-plugin-installer" and "restartPolicy" not in installer
+    assert installer["image"].endswith("nccl-plugin-gpudirecttcpx-dev:v1.0.3")
+    assert "--install-nccl --nccl-buildtype=221" in installer["command"][-1]
+    assert "cp -r /var/lib/tcpxo/* /usr/local/nccl-plugin/" in installer["command"][-1]
     assert (sidecar["name"], sidecar["restartPolicy"]) == ("tcpxo-daemon", "Always")
-    assert sidecar["image"].endswith("tcpgpudmarxd-dev:v1.0.21")
-    assert sidecar["securityContext"]["capabilities"]["add"] == ["NET_ADMIN", "NET_BIND_SERVICE"]
-    assert "--num_nics=8" in sidecar["command"]
+    assert sidecar["image"].endswith("tcpgpudmarxd-dev:v1.0.9")
+    assert sidecar["securityContext"] == {
+        "privileged": True,
+        "capabilities": {"add": ["NET_ADMIN", "NET_BIND_SERVICE"]},
+    }
+    assert "--num_hops=2 --num_nics=8 --uid= --alsologtostderr" in sidecar["command"][-1]
+    assert container(manifest)["securityContext"] == {"privileged": True}
+    assert container(manifest)["image"] == "nvcr.io/nvidia/nemo:24.07"
     volumes = {v["name"]: v for v in spec["volumes"]}
     assert volumes["aperture-devices"]["hostPath"]["path"] == "/dev/aperture_devices"
+    assert volumes["nccl-plugin"] == {"name": "nccl-plugin", "emptyDir": {}}
+    mounts = {m["mountPath"]: m["name"] for m in container(manifest)["volumeMounts"]}
+    assert mounts["/usr/local/nccl-plugin"] == "nccl-plugin" and "/usr/local/nvidia" not in mounts
     variables = env(manifest)
-    assert variables["NCCL_INIT_SCRIPT"] == "/usr/local/nvidia/lib64/nccl-env-profile.sh"
+    assert variables["NCCL_INIT_SCRIPT"] == "/usr/local/nccl-plugin/lib64/nccl-env-profile.sh"
+    assert variables["NCCL_LIB_DIR"] == variables["NCCL_PLUGIN_DIR"] == "/usr/local/nccl-plugin/lib64"
     assert variables["NCCL_FASTRAK_LLCM_DEVICE_DIRECTORY"] == "/dev/aperture_devices"
+
+
+def test_a3_mega_runs_carry_the_recipe_s_tuned_settings(render: Any) -> None:
+    """gpu-recipes training/a3mega/gpt3_175b/nemo-gke/nemo2507/recipe/values.yaml@2e1fd5e:
+    NVTE_FWD/BWD_LAYERNORM_SM_MARGIN=8 ("needed to prevent send-receive stalling"),
+    NCCL_ALGO=Ring,Tree and NCCL_MIN_NCHANNELS=4 (its ncclSettings); and the recipe's NeMo config
+    src/frameworks/a3mega/nemo-configs/gpt3-175b-256gpus-fp8.yaml: hidden and attention dropout 0.1."""
+    run = render("a3mega")
+    _, manifest = jobset(run)
+    variables = env(manifest)
+    assert variables["NVTE_FWD_LAYERNORM_SM_MARGIN"] == variables["NVTE_BWD_LAYERNORM_SM_MARGIN"] == "8"
+    assert (variables["NCCL_ALGO"], variables["NCCL_MIN_NCHANNELS"]) == ("Ring,Tree", "4")
+    model = json.loads(workload_files(run, "gpt3-175b")[nemo.NEMO1_CONFIG])["model"]
+    assert (model["hidden_dropout"], model["attention_dropout"]) == (0.1, 0.1)
 
 
 def test_rdma_pods_attach_the_gvnic_and_eight_rdma_nics_with_gib(render: Any) -> None:
@@ -396,6 +431,59 @@ def test_nemo2_runs_get_settings_the_recipe_script_reads_and_nothing_else(render
     _, manifest = jobset(render("a3ultra"))
     assert container(manifest)["args"] == ["--yes"]
     assert env(manifest)["NEMO_ENTRYPOINT"] == "/workload/nemo2_pretrain.py"
+
+
+def test_a3_ultra_405b_runs_carry_the_recipe_and_nemo_performance_settings(render: Any) -> None:
+    """The A3 Ultra recipe's environment (gpu-recipes training/a3ultra/llama31_405b/nemo-gke/
+    nemo2412/recipe/values.yaml@2e1fd5e: NVTE_*_LAYERNORM_SM_MARGIN=8, NVTE_UB_SOCKET_IFNAME=eth1,
+    NCCL_WORK_FIFO_DEPTH=4194304), and what NeMo's scripts/performance/llm/pretrain_llama31_405b.py
+    applies (@8cfedd7): its executor's PERF_ENV_VARS, PerfEnvPlugin's CUDA_DEVICE_MAX_CONNECTIONS=1
+    on Hopper with TP > 1, NCCL_P2P_NET_CHUNKSIZE=2097152 with PP > 1 and TORCH_NCCL_HIGH_PRIORITY=1,
+    and the FP8 TP-overlap userbuffers configuration of its "h100" entry on the H200."""
+    run = render("a3ultra")
+    _, manifest = jobset(run)
+    variables = env(manifest)
+    expected = {
+        "NVTE_FWD_LAYERNORM_SM_MARGIN": "8",
+        "NVTE_BWD_LAYERNORM_SM_MARGIN": "8",
+        "NVTE_UB_SOCKET_IFNAME": "eth1",
+        "NCCL_WORK_FIFO_DEPTH": "4194304",
+        "CUDA_DEVICE_MAX_CONNECTIONS": "1",
+        "NCCL_P2P_NET_CHUNKSIZE": "2097152",
+        "TORCH_NCCL_HIGH_PRIORITY": "1",
+        "TORCH_NCCL_AVOID_RECORD_STREAMS": "1",
+        "NCCL_NVLS_ENABLE": "0",
+        "NVTE_FLASH_ATTN": "1",
+        "NVTE_FUSED_ATTN": "1",
+        "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True",
+    }
+    assert {key: variables.get(key) for key in expected} == expected
+    settings = json.loads(workload_files(run, "llama31-405b")[nemo.NEMO2_SETTINGS])
+    assert settings["tpOverlapConfig"] == "userbuffers_fp8_h100_h16384_tp8_cp2_mbs1_seqlen8192"
+    script = workload_files(run, "llama31-405b")[nemo.NEMO2_SCRIPT]
+    for layer in ("qkv_fprop", "proj_dgrad", "fc1_fprop", "fc2_dgrad"):
+        assert f'"{layer}"' in script
+    assert "MegatronCommOverlapCallback" in script and "tp_comm_overlap_cfg" in script
+
+
+def test_models_without_a_performance_script_get_no_performance_environment(render: Any) -> None:
+    variables = env(jobset(render("a3high-small"), "llama31-8b")[1])
+    assert "CUDA_DEVICE_MAX_CONNECTIONS" not in variables and "TORCH_NCCL_HIGH_PRIORITY" not in variables
+    settings = json.loads(workload_files(render("a3high-small"), "llama31-8b")[nemo.NEMO2_SETTINGS])
+    assert settings["tpOverlapConfig"] is None
+
+
+def test_a_model_whose_image_the_a3_mega_pair_never_saw_is_refused_or_warned() -> None:
+    """An untested mix of NeMo image and TCPXO plugin/RxDM is refused by default (facts.machines:
+    the A3 Mega pair was validated with NeMo 24.07 only); chosen explicitly, it runs, with a warning."""
+    values = load_stack_values("a3mega")
+    training = copy.deepcopy(values["nemo-gke:training"])
+    training["runs"][0].update(model="llama3.1-70b")
+    message = issue_for(rejected(stack_with("a3mega", training=training), "a3mega"), "training.runs[0].model")
+    assert "nemo:25.07 was never validated" in message and "gpt3-175b" in message
+    training["runs"][0]["image"] = "nvcr.io/nvidia/nemo:25.07"
+    run = run_stack("a3mega", values=stack_with("a3mega", training=training))
+    assert any("never validated" in w.message and "chosen explicitly" in w.message for w in run.warnings)
 
 
 def test_run_overrides_reach_the_nemo_configuration(render: Any) -> None:

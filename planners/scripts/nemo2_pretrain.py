@@ -8,6 +8,8 @@ to NeMo-Run's `llm pretrain` entry point. Runs inside the NeMo container only.
 import json
 import os
 
+import fiddle as fdl
+import fiddle._src.experimental.dataclasses as fdl_dc
 import nemo_run as run
 from nemo.collections import llm
 from nemo.collections.common.tokenizers.huggingface.auto_tokenizer import AutoTokenizer
@@ -15,7 +17,9 @@ from nemo.collections.common.tokenizers.sentencepiece_tokenizer import SentenceP
 from nemo.collections.llm.gpt.data.mock import MockDataModule
 from nemo.collections.llm.gpt.data.pre_training import PreTrainingDataModule
 from nemo.collections.llm.recipes.precision.mixed_precision import bf16_with_fp8_mixed
+from nemo.collections.llm.recipes.tp_overlap_configs import userbuffers
 from nemo.collections.nlp.modules.common.tokenizer_utils import get_nmt_tokenizer
+from nemo.lightning.pytorch.callbacks.megatron_comm_overlap import MegatronCommOverlapCallback
 from nemo.lightning.pytorch.callbacks.nsys import NsysCallback
 from nemo.utils.loggers.dllogger import DLLogger
 
@@ -43,6 +47,19 @@ def _tokenizer():
         vocab_file=tokenizer["vocabFile"],
         merges_file=tokenizer["mergesFile"],
     )
+
+
+def _tp_overlap(pretrain):
+    """The userbuffers configuration NeMo's performance script applies for this model and GPU
+    (scripts/performance/llm/pretrain_llama31_405b.py), with aggregation off where it turns it off."""
+    config = getattr(userbuffers, SETTINGS["tpOverlapConfig"])
+    for layer in ("qkv_fprop", "proj_dgrad", "fc1_fprop", "fc2_dgrad"):
+        getattr(config, layer).aggregate = False
+    callbacks = [c for c in pretrain.trainer.callbacks or [] if c.__fn_or_cls__ == MegatronCommOverlapCallback]
+    if not callbacks:
+        raise RuntimeError("the recipe has no MegatronCommOverlapCallback to configure TP overlap on")
+    # The userbuffers configs are dataclasses, which NeMo-Run cannot serialize: as Configs.
+    callbacks[0].tp_comm_overlap_cfg = fdl.cast(run.Config, fdl_dc.convert_dataclasses_to_configs(config))
 
 
 def recipe():
@@ -80,6 +97,8 @@ def recipe():
 
     if SETTINGS["fp8"]:
         pretrain.trainer.plugins = bf16_with_fp8_mixed()
+    if SETTINGS["tpOverlapConfig"]:
+        _tp_overlap(pretrain)
 
     pretrain.log.explicit_log_dir = SETTINGS["logDir"]
     pretrain.log.extra_loggers = [run.Config(DLLogger, verbose=True, stdout=True, json_file=SETTINGS["dlloggerFile"])]

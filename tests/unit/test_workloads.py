@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 
@@ -10,10 +11,10 @@ import pytest
 
 from components.training import DataPreparationArgs, TrainingRunArgs, Volumes, data_prep_job, run_jobset
 from facts.gke import CapacityType
-from facts.machines import MACHINE_TYPES, GpuDirect, allocatable_memory_mib, allocatable_millicores
+from facts.machines import GPUDIRECT_STACKS, MACHINE_TYPES, GpuDirect, allocatable_memory_mib, allocatable_millicores
 from facts.models import MODELS, Framework, model_spec
 from planners import nemo
-from planners.gpudirect import pod_networking
+from planners.gpudirect import RXDM_HEALTH_FILE, pod_networking, rxdm_sidecar
 from planners.networks import plan_gpu_networks
 from planners.pools import PoolFacts
 from planners.queues import Flavor, plan_flavor
@@ -99,7 +100,7 @@ def test_each_machine_gets_its_gpudirect_wiring_and_only_that(machine: str) -> N
     expected = {
         GpuDirect.NONE: ([], 0, False),
         GpuDirect.TCPX: (["tcpx-daemon"], 5, False),
-        GpuDirect.TCPXO: (["tcpxo-daemon"], 0, True),
+        GpuDirect.TCPXO: (["nccl-plugin-installer", "tcpxo-daemon"], 0, True),
         GpuDirect.RDMA: ([], 10, False),
     }[flavour]
     assert (sidecars, len(interfaces), bool(spec["spec"].get("hostNetwork"))) == expected
@@ -124,7 +125,9 @@ def test_data_preparation_is_a_suspended_queued_job_writing_to_the_data_bucket()
 @pytest.mark.parametrize("model", list(MODELS))
 def test_every_model_gets_the_nemo_configuration_of_its_framework(model: str) -> None:
     run = run_spec(model)
-    files = nemo.workload_files(run, nemo.run_paths(run, "/nfs/exp", "/checkpoints", "/data"), 8)
+    files = nemo.workload_files(
+        run, nemo.run_paths(run, "/nfs/exp", "/checkpoints", "/data"), MACHINE_TYPES["a3-megagpu-8g"]
+    )
     s = run.settings
     if model_spec(model).recipe.framework is Framework.NEMO1:
         config = json.loads(files[nemo.NEMO1_CONFIG])
@@ -136,3 +139,47 @@ def test_every_model_gets_the_nemo_configuration_of_its_framework(model: str) ->
         assert settings["factory"] == model_spec(model).recipe.factory and settings["nodes"] == 2
     assert layout == (s.tensor_parallel, s.pipeline_parallel)
     assert nemo.LAUNCHER in files
+
+
+def test_the_rxdm_gets_a_health_file_and_startup_probe_where_it_writes_one() -> None:
+    """CEA gpudirect-tcpxo/best-practice.md: with HEALTH_CHECK_LOG_FILE set, the TCPXO RxDM
+    (v1.0.11 and later) writes the file once its buffers are ready ("Buffer manager
+    initialization completed"; google/nccl-plugin-gpudirect-tcpxo fastrak_gpumem_manager.cc), and
+    a startup probe `cat`s it, so a node whose receive path does not come up fails fast. The
+    pinned pairs' daemons write no such file (TCPXO v1.0.9; TCPX has none at all): a probe there
+    would fail every pod, so they get none."""
+    stack = GPUDIRECT_STACKS[GpuDirect.TCPXO]
+    for pinned in GPUDIRECT_STACKS.values():
+        if pinned.rxdm_sidecar is not None:
+            sidecar = rxdm_sidecar("daemon", pinned, ["rxdm"], {}, [])
+            assert "startupProbe" not in sidecar and "HEALTH_CHECK_LOG_FILE" not in str(sidecar["env"])
+    newer = dataclasses.replace(stack, rxdm_health_check=True)
+    sidecar = rxdm_sidecar("tcpxo-daemon", newer, ["rxdm"], {}, [])
+    assert {"name": "HEALTH_CHECK_LOG_FILE", "value": RXDM_HEALTH_FILE} in sidecar["env"]
+    probe = sidecar["startupProbe"]
+    assert probe["exec"]["command"] == ["cat", RXDM_HEALTH_FILE]
+    assert "_" not in RXDM_HEALTH_FILE, "the RxDM refuses a file name with '_'"
+    assert probe["periodSeconds"] * probe["failureThreshold"] >= 30, "initialization takes about 30 s"
+
+
+@pytest.mark.parametrize(
+    ("machine", "fp8", "tensor_parallel", "expected"),
+    [
+        ("a3-ultragpu-8g", True, 8, "userbuffers_fp8_h100_h16384_tp8_cp2_mbs1_seqlen8192"),
+        ("a3-megagpu-8g", False, 8, "userbuffers_bf16_h100_h16384_tp8_cp2_mbs1_seqlen8192"),
+        ("a4-highgpu-8g", True, 4, "userbuffers_fp8_b200_h16384_tp4_cp2_mbs1_seqlen8192"),
+        ("a4-highgpu-8g", True, 8, None),  # no configuration tuned for TP 8 on B200
+    ],
+)
+def test_tp_overlap_follows_nemo_s_performance_script(
+    machine: str, fp8: bool, tensor_parallel: int, expected: str | None
+) -> None:
+    """scripts/performance/llm/pretrain_llama31_405b.py picks its userbuffers configuration by
+    GPU and precision; each is tuned for one TP size (the name says it)."""
+    run = dataclasses.replace(
+        run_spec("llama3.1-405b"),
+        settings=dataclasses.replace(
+            model_spec("llama3.1-405b").recipe.settings(), fp8=fp8, tensor_parallel=tensor_parallel
+        ),
+    )
+    assert nemo.tp_overlap(run, MACHINE_TYPES[machine]) == expected
