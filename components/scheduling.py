@@ -426,8 +426,10 @@ class KueueQueues(pulumi.ComponentResource):
             kind="LocalQueue",
             metadata={"name": args.local_queue, "namespace": args.namespace},
             spec={"clusterQueue": args.cluster_queue},
-            # Immutable (a CEL rule): another ClusterQueue means a new LocalQueue of the same name.
-            opts=opts_after(cluster_queue, replace_on_changes=["spec.clusterQueue"]),
+            # Immutable (a CEL rule): another ClusterQueue means a new LocalQueue of the same name,
+            # so the old one must go first (the provider deletes first only for its own force-new
+            # fields; the engine keeps that answer for replaceOnChanges).
+            opts=opts_after(cluster_queue, replace_on_changes=["spec.clusterQueue"], delete_before_replace=True),
         )
         self.local_queue_name = self.local_queue.metadata["name"]
         self.register_outputs({"local_queue": self.local_queue_name})

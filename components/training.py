@@ -11,8 +11,8 @@ How `pulumi up` treats them after they start (tools/updates.py models it):
   (node selector, tolerations, labels, annotations, scheduling gates) is never seen: the
   provider compares only the fields the program set.
 - A job's name is its name and a digest of everything that defines it, ConfigMap included
-  (facts.kubernetes.versioned_name): a changed definition is a new job, created beside the old
-  one, which is then deleted; an unchanged one is left alone.
+  (facts.kubernetes.versioned_name): a changed definition is a new job (the old one deleted
+  first), never a patch the JobSet webhook refuses; an unchanged one is left alone.
 - Nothing deletes a finished job (no `ttlSecondsAfterFinished`): it stays in the namespace and
   in the stack's state, so a later `up` never submits it again.
 """
@@ -111,6 +111,10 @@ def _field(name: str, path: str) -> dict[str, Any]:
 
 # Kueue sets `spec.suspend` on admission and eviction; the program never takes it back.
 KUEUE_OWNED = ["spec.suspend"]
+# A job is replaced by deleting it first: `pulumi up --replace` of an unchanged job keeps its
+# name, and the engine would otherwise create the new one first (AlreadyExists). A changed job,
+# named anew, frees its nodes before its successor queues for them.
+REPLACE_JOB = pulumi.ResourceOptions(ignore_changes=KUEUE_OWNED, delete_before_replace=True)
 
 
 def named(base: str, manifest: Mapping[str, Any]) -> dict[str, Any]:
@@ -258,7 +262,9 @@ class TrainingRun(pulumi.ComponentResource):
         resource = KubernetesObject(
             f"{name}-jobset",
             jobset,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[config_map, *args.after], ignore_changes=KUEUE_OWNED),
+            opts=pulumi.ResourceOptions.merge(
+                REPLACE_JOB, pulumi.ResourceOptions(parent=self, depends_on=[config_map, *args.after])
+            ),
         )
         for advice in run_advice(run, args.flavor.machine):
             pulumi.log.warn(advice, resource=self)
@@ -347,7 +353,9 @@ class DataPreparation(pulumi.ComponentResource):
             f"{name}-job",
             metadata=job["metadata"],
             spec=job["spec"],
-            opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.after), ignore_changes=KUEUE_OWNED),
+            opts=pulumi.ResourceOptions.merge(
+                REPLACE_JOB, pulumi.ResourceOptions(parent=self, depends_on=list(args.after))
+            ),
         )
         self.spec_name = args.job.name
         self.job_name = job["metadata"]["name"]

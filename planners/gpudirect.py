@@ -117,6 +117,7 @@ def rxdm_sidecar(
 
 # The TCPXO recipes' RxDM command: forward SIGTERM to the daemon, whose entry script does not.
 _TCPXO_RXDM = """trap 'kill -TERM "$child" 2>/dev/null; wait "$child"' TERM
+chmod 755 /fts/entrypoint_rxdm_container.sh
 /fts/entrypoint_rxdm_container.sh --num_hops=2 --num_nics=NICS --uid= --alsologtostderr &
 child=$!
 wait "$child"
@@ -125,6 +126,7 @@ wait "$child"
 # the pod's volume (gpu-recipes workload-jobset.yaml `nccl-plugin-installer`; ncclBuildType 221
 # in the A3 Mega recipes' values).
 _TCPXO_PLUGIN_INSTALL = f"""set -e
+chmod 755 /scripts/container_entry.sh
 /scripts/container_entry.sh install --install-nccl --nccl-buildtype=221
 cp -r /var/lib/tcpxo/* {TCPXO_PLUGIN_MOUNT}/
 """
@@ -154,7 +156,7 @@ def _tcpx(stack: GpuDirectStack, plan: Sequence[GpuNetworkPlan], gpus: int) -> P
         mounts=[_NVIDIA_MOUNT, {"name": "tcpx-socket", "mountPath": TCPX_SOCKET}],
         env={
             "LD_LIBRARY_PATH": f"{NVIDIA_MOUNT}/lib64",
-            "NCCL_PLUGIN_DIR": f"{NVIDIA_MOUNT}/lib64",
+            "NCCL_PLUGIN_PATH": f"{NVIDIA_MOUNT}/lib64",
             "NCCL_SOCKET_IFNAME": "eth0",
             "NCCL_GPUDIRECTTCPX_CTRL_DEV": "eth0",
             "NCCL_GPUDIRECTTCPX_SOCKET_IFNAME": ",".join(nic.interface for nic in plan),
@@ -205,7 +207,7 @@ def _tcpxo(stack: GpuDirectStack, plan: Sequence[GpuNetworkPlan]) -> PodNetworki
         env={
             # GKE's device plugin provides the driver libraries at NVIDIA_MOUNT in GPU containers.
             "LD_LIBRARY_PATH": f"{plugin_lib}:{NVIDIA_MOUNT}/lib64",
-            "NCCL_PLUGIN_DIR": plugin_lib,
+            "NCCL_PLUGIN_PATH": f"{plugin_lib}:{NVIDIA_MOUNT}/lib64",
             "NCCL_LIB_DIR": plugin_lib,
             "NCCL_FASTRAK_LLCM_DEVICE_DIRECTORY": APERTURE_DEVICES,
             **stack.env,
@@ -226,7 +228,7 @@ def _rdma(stack: GpuDirectStack, plan: Sequence[GpuNetworkPlan]) -> PodNetworkin
         mounts=[_NVIDIA_MOUNT, {"name": "gib", "mountPath": GIB_MOUNT}],
         env={
             "LD_LIBRARY_PATH": f"{GIB_MOUNT}/lib64:{NVIDIA_MOUNT}/lib64",
-            "NCCL_PLUGIN_DIR": f"{GIB_MOUNT}/lib64",
+            "NCCL_PLUGIN_PATH": f"{GIB_MOUNT}/lib64",
             # Fail instead of falling back to TCP when the gIB plugin is missing.
             "NCCL_NET": "gIB",
             "NCCL_SOCKET_IFNAME": "eth0",

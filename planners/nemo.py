@@ -430,6 +430,9 @@ def perf_env(run: RunSpec, machine: MachineType) -> dict[str, str]:
     if not recipe.env:
         return {}
     env = dict(recipe.env)
+    if machine.accelerator.name in _SM100_OR_NEWER:
+        # "causes an unexpected error" on B200 (scripts/performance/executors.py leaves it off there).
+        env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
     if s.tensor_parallel > 1 or s.context_parallel > 1:
         env["CUDA_DEVICE_MAX_CONNECTIONS"] = "32" if machine.accelerator.name in _SM100_OR_NEWER else "1"
     if s.pipeline_parallel > 1:

@@ -173,9 +173,12 @@ def test_the_nccl_plugin_directory_enters_the_linker_cache(workspace: dict[str, 
     (gpu-recipes src/launchers/nemo-10-launcher.sh and grl-nemo-20-launcher*.sh @2e1fd5e)."""
     assert launch(workspace).returncode == 0
     assert not (Path(workspace["RECORD"]) / "ldconfig.args").exists(), "no plugin, no ldconfig"
-    workspace["NCCL_PLUGIN_DIR"] = "/usr/local/gib/lib64"
+    workspace["NCCL_PLUGIN_PATH"] = "/usr/local/nccl-plugin/lib64:/usr/local/nvidia/lib64"
     assert launch(workspace).returncode == 0
-    assert (Path(workspace["RECORD"]) / "ldconfig.args").read_text().split() == ["/usr/local/gib/lib64"]
+    assert (Path(workspace["RECORD"]) / "ldconfig.args").read_text().split() == [
+        "/usr/local/nccl-plugin/lib64",
+        "/usr/local/nvidia/lib64",
+    ]
 
 
 def test_nemo_finds_the_shipped_dllogger_module(workspace: dict[str, str]) -> None:

@@ -77,8 +77,9 @@ def test_a_run_is_one_suspended_indexed_jobset_named_after_its_definition(render
     assert (replicated["replicas"], job["parallelism"], job["completions"]) == (1, 2, 2)
     assert (job["completionMode"], job["backoffLimit"]) == ("Indexed", 0)
     assert pod(manifest)["spec"]["restartPolicy"] == "Never"
-    assert resource.ignore_changes == ["spec.suspend"]
-    assert not resource.replace_on_changes and not resource.delete_before_replace
+    assert resource.ignore_changes == ["spec.suspend"] and not resource.replace_on_changes
+    # `pulumi up --replace` keeps the name: the engine must delete first (tests/test_updates.py).
+    assert resource.delete_before_replace
 
 
 def test_the_run_is_queued_on_an_existing_local_queue_and_waits_for_it_and_its_volumes(render: Any) -> None:
@@ -302,7 +303,10 @@ def test_tcpxo_pods_follow_the_a3_mega_recipe_whole(render: Any) -> None:
     assert mounts["/usr/local/nccl-plugin"] == "nccl-plugin" and "/usr/local/nvidia" not in mounts
     variables = env(manifest)
     assert variables["NCCL_INIT_SCRIPT"] == "/usr/local/nccl-plugin/lib64/nccl-env-profile.sh"
-    assert variables["NCCL_LIB_DIR"] == variables["NCCL_PLUGIN_DIR"] == "/usr/local/nccl-plugin/lib64"
+    assert variables["NCCL_LIB_DIR"] == "/usr/local/nccl-plugin/lib64"
+    assert variables["NCCL_PLUGIN_PATH"] == "/usr/local/nccl-plugin/lib64:/usr/local/nvidia/lib64"
+    assert installer["command"][-1].startswith("set -e\nchmod 755 /scripts/container_entry.sh\n")
+    assert "chmod 755 /fts/entrypoint_rxdm_container.sh\n" in sidecar["command"][-1]
     assert variables["NCCL_FASTRAK_LLCM_DEVICE_DIRECTORY"] == "/dev/aperture_devices"
 
 

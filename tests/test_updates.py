@@ -17,7 +17,7 @@ from facts.kubernetes import KUEUE_API
 from tests.conftest import Render
 from tools import cel, updates
 from tools.mocks import RecordedResource
-from tools.runner import StackRun, load_stack_values, stack_with
+from tools.runner import StackRun, load_stack_values, run_stack, stack_with
 
 JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
 JOB = "kubernetes:batch/v1:Job"
@@ -104,11 +104,12 @@ def _changed(render: Render, stack: str, values: dict[str, Any]) -> dict[str, tu
     return {urn: v for urn, v in updates.plan(render(stack), render(stack, values=values)).items() if v[2].op != "same"}
 
 
-def test_a_changed_run_is_a_new_jobset_beside_the_old_one(render: Render) -> None:
+def test_a_changed_run_is_a_new_jobset_of_a_new_name(render: Render) -> None:
     """A JobSet's replicated jobs cannot be patched once it runs (sigs.k8s.io/jobset
     pkg/webhooks/jobset_webhook.go ValidateUpdate), so a run whose definition changes is a new
-    JobSet of a new name: created first, the old one deleted after (no delete-before-replace),
-    its new ConfigMap too. Nothing else in the stack changes."""
+    JobSet of a new name, never a patch; the old JobSet is deleted first (its nodes free for the
+    new one), its ConfigMap is new too and created before the JobSet that mounts it. Nothing else
+    in the stack changes."""
     values = load_stack_values("dev")
     runs = copy.deepcopy(values["nemo-gke:training"]["runs"])
     runs[0]["steps"] = 80
@@ -116,8 +117,26 @@ def test_a_changed_run_is_a_new_jobset_beside_the_old_one(render: Render) -> Non
     kinds = {new.type: step for _, new, step in changed.values()}
     assert set(kinds) == {JOBSET, CONFIG_MAP}, sorted(kinds)
     for old, new, step in changed.values():
-        assert step.op == "replace" and not step.delete_before_replace, (new.urn, step)
+        assert step.op == "replace", (new.urn, step)
+        assert step.delete_before_replace is (new.type == JOBSET), (new.urn, step)
         assert StackRun.manifest(old)["metadata"]["name"] != StackRun.manifest(new)["metadata"]["name"]
+
+
+def test_resubmitting_an_unchanged_run_deletes_it_first() -> None:
+    """`pulumi up --replace <urn>` (the `resubmit` output) replaces a JobSet that keeps its name.
+    A targeted replace carries no delete-first answer from the provider (pulumi/pulumi
+    step_generator.go: "just return a replace diff that blames the id"), so without
+    deleteBeforeReplace the engine creates first and the API server answers AlreadyExists
+    (pulumi-kubernetes provider/pkg/await/await.go). Modelled: a replacement of the same name."""
+    run = run_stack("dev")
+    for resource in run.of_type(JOBSET, JOB):
+        if "kueue.x-k8s.io/queue-name" not in StackRun.manifest(resource)["metadata"].get("labels", {}):
+            continue
+        forced = RecordedResource(**{**resource.__dict__, "replace_on_changes": ["metadata"]})
+        relabelled = copy.deepcopy(StackRun.manifest(resource))
+        relabelled["metadata"]["labels"]["resubmitted"] = "1"
+        step = updates.step(resource, RecordedResource(**{**forced.__dict__, "inputs": relabelled}))
+        assert step.op == "replace" and step.delete_before_replace, resource.urn
 
 
 def _pool_to_zero(values: dict[str, Any]) -> dict[str, Any]:
@@ -155,8 +174,13 @@ def test_every_change_is_one_the_api_server_and_kueue_accept(render: Render, cha
         if step.op == "update":
             errors = cel.update_errors(StackRun.manifest(old), StackRun.manifest(new))
             assert not errors, (new.urn, errors)
-        elif new.type in IN_USE_KINDS:
+            continue
+        if new.type in IN_USE_KINDS:
             assert not step.delete_before_replace, (new.urn, step)
+        # A replacement that keeps its name must delete first, or its create fails (AlreadyExists).
+        old_meta, new_meta = StackRun.manifest(old)["metadata"], StackRun.manifest(new)["metadata"]
+        if all(old_meta.get(key) == new_meta.get(key) for key in ("name", "namespace")):
+            assert step.delete_before_replace, (new.urn, step)
 
 
 def test_a_pool_change_moves_the_queue_to_a_new_flavor(render: Render) -> None:

@@ -4,8 +4,8 @@ engine and the Kubernetes provider decide it: the model behind the update tests.
 The rules, from the sources:
 
 - The engine first resets every `ignoreChanges` path of the new inputs to the old inputs' value
-  (pulumi/pulumi pkg/resource/deploy/step_generator.go `processIgnoreChanges`). That value is
-  then also what a replacement is created with.
+  (pulumi/pulumi pkg/resource/deploy/step_generator.go `processIgnoreChanges`); a replacement is
+  created from the program's own inputs again (it re-runs the provider's Check on them).
 - The provider diffs the new inputs against the live object *pruned to the fields of the old
   inputs*: keys and list items a controller added are not seen (pulumi-kubernetes
   provider/pkg/provider/provider.go `Diff`, util.go `pruneMap`/`pruneSlice`); it then drops the
@@ -13,10 +13,13 @@ The rules, from the sources:
 - A change under `metadata.name`, `metadata.namespace` or a kind's force-new fields
   (provider/pkg/provider/diff.go) replaces the object, and so does one under a
   `replaceOnChanges` path (the engine); anything else is a patch.
-- A replacement deletes first when the object keeps its name and namespace (provider.go:
-  "Delete before replacement if ... the new version of that object MUST have the same name"),
-  or when `deleteBeforeReplace` is set; otherwise the new object is created first and the old
-  one deleted at the end of the update, after everything that refers to it has moved.
+- A replacement deletes first when one of the provider's own force-new fields changed and the
+  object keeps its name and namespace (provider.go: "Delete before replacement if ... the new
+  version of that object MUST have the same name"), or when `deleteBeforeReplace` is set. A
+  replacement caused by `replaceOnChanges` (or `--replace`) keeps the provider's answer
+  (step_generator.go `applyReplaceOnChanges`): without the option it creates first, which fails
+  with AlreadyExists for an object that keeps its name. Otherwise the new object is created first
+  and the old one deleted at the end of the update, after everything that refers to it has moved.
 - `pulumi refresh` replaces the stored inputs with the live object pruned to the old inputs
   (provider.go `Read`), so a field a controller changed becomes the stored value.
 """
@@ -132,14 +135,15 @@ def step(old: RecordedResource, new: RecordedResource, live: Mapping[str, Any] |
     if not paths:
         return Step("same")
     kind = (str(new_inputs.get("apiVersion")), str(new_inputs.get("kind")))
-    force_new = (*_IDENTITY, *_FORCE_NEW.get(kind, ()), *new.replace_on_changes)
-    if not any(_under(p, f) for p in paths for f in force_new):
+    provider_force_new = (*_IDENTITY, *_FORCE_NEW.get(kind, ()))
+    by_provider = any(_under(p, f) for p in paths for f in provider_force_new)
+    if not by_provider and not any(_under(p, f) for p in paths for f in new.replace_on_changes):
         return Step("update", paths)
     same_identity = all(
         old_inputs.get("metadata", {}).get(key) == new_inputs.get("metadata", {}).get(key)
         for key in ("name", "namespace")
     )
-    return Step("replace", paths, delete_before_replace=same_identity or new.delete_before_replace)
+    return Step("replace", paths, delete_before_replace=(by_provider and same_identity) or new.delete_before_replace)
 
 
 def refreshed(old: RecordedResource, live: Mapping[str, Any]) -> RecordedResource:

@@ -5,7 +5,7 @@
 #   EXPERIMENT_DIR      logs, DLLogger metrics and goodput events (shared volume)
 #   CHECKPOINT_DIR      checkpoints (empty: none)
 #   NCCL_INIT_SCRIPT    sourced when set: the GPUDirect plugin's NCCL environment
-#   NCCL_PLUGIN_DIR     the NCCL network plugin's libraries, added to the linker cache when set
+#   NCCL_PLUGIN_PATH    the NCCL network plugin's library directories (a:b), added to the linker cache
 #   DATASET_SOURCE, DATASET_TARGET                    copy the dataset to local SSD when set
 #   NSYS_START_STEP     wrap the run in Nsight Systems when set
 # Nothing is downloaded: the dllogger module NeMo's DLLogger needs is shipped beside this script
@@ -53,9 +53,10 @@ if [ -n "${NCCL_INIT_SCRIPT:-}" ]; then
   source "${NCCL_INIT_SCRIPT}"
 fi
 
-if [ -n "${NCCL_PLUGIN_DIR:-}" ]; then
+if [ -n "${NCCL_PLUGIN_PATH:-}" ]; then
   # As the public recipes' launchers do, so the plugin's libraries resolve by name.
-  ldconfig "${NCCL_PLUGIN_DIR}"
+  IFS=: read -r -a plugin_dirs <<< "${NCCL_PLUGIN_PATH}"
+  ldconfig "${plugin_dirs[@]}"
 fi
 
 workload_dir="$(dirname "$0")"

@@ -183,3 +183,18 @@ def test_tp_overlap_follows_nemo_s_performance_script(
         ),
     )
     assert nemo.tp_overlap(run, MACHINE_TYPES[machine]) == expected
+
+
+@pytest.mark.parametrize(
+    ("machine", "connections", "alloc_conf"), [("a3-ultragpu-8g", "1", True), ("a4-highgpu-8g", "32", False)]
+)
+def test_the_performance_environment_follows_nemo_s_per_gpu_rules(
+    machine: str, connections: str, alloc_conf: bool
+) -> None:
+    """NeMo's PerfEnvPlugin.setup (nemo/lightning/run/plugins.py@8cfedd7): CUDA_DEVICE_MAX_CONNECTIONS
+    1 before SM100 and 32 from it when TP or CP > 1; its executors (scripts/performance/executors.py)
+    leave PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True off on B200 ("causes an unexpected error")."""
+    env = nemo.perf_env(run_spec("llama3.1-405b"), MACHINE_TYPES[machine])
+    assert env["CUDA_DEVICE_MAX_CONNECTIONS"] == connections
+    assert ("PYTORCH_CUDA_ALLOC_CONF" in env) is alloc_conf
+    assert env["NCCL_P2P_NET_CHUNKSIZE"] == "2097152"  # pipeline parallel 9
