@@ -149,11 +149,37 @@ class Recipe:
 
 
 @dataclass(frozen=True)
+class StepTime:
+    """A published training step time of a model at one layout: what the go/no-go summary
+    turns into a run's expected duration when the run matches it."""
+
+    machine_type: str
+    nodes: int
+    global_batch_size: int
+    fp8: bool
+    seconds: float
+    source: str
+
+
+@dataclass(frozen=True)
 class ModelSpec:
     name: str
     architecture: Architecture
     recipe: Recipe
     sources: Mapping[str, str]
+    step_times: tuple[StepTime, ...] = ()
+
+    def step_time(self, machine_type: str, nodes: int, global_batch_size: int, fp8: bool) -> StepTime | None:
+        """The published step time at exactly this layout, if there is one."""
+        return next(
+            (
+                t
+                for t in self.step_times
+                if (t.machine_type, t.nodes, t.global_batch_size, t.fp8)
+                == (machine_type, nodes, global_batch_size, fp8)
+            ),
+            None,
+        )
 
 
 _GPT2_VOCAB = 50257
@@ -267,6 +293,17 @@ MODELS: Mapping[str, ModelSpec] = {
                 dropout=0.1,
             ),
             {"architecture": _GPT3_RECIPE, "recipe": _GPT3_RECIPE},
+            (
+                # The recipe README's DLLogger example at step 47 of 50, FP8, 32 nodes.
+                StepTime(
+                    "a3-megagpu-8g",
+                    32,
+                    2048,
+                    True,
+                    25.1155,
+                    "AI-Hypercomputer/gpu-recipes:training/a3mega/gpt3_175b/nemo-gke/nemo2507/recipe/README.md@61b3f8a",
+                ),
+            ),
         ),
         ModelSpec(
             "llama3.1-8b",

@@ -27,6 +27,8 @@ class PoolFacts:
     compact: bool
     # Nodes the pool keeps at least; 0 when it scales from zero.
     min_nodes: int
+    # The reservation it consumes (capacity type reservation).
+    reservation: str | None = None
 
     @property
     def machine(self) -> MachineType:
@@ -97,7 +99,14 @@ class NodePoolSpec:
         else:
             min_nodes = max_nodes = self.node_count or 0
         return PoolFacts(
-            self.name, self.machine_type, self.zone, max_nodes, self.capacity_type, self.compact, min_nodes
+            self.name,
+            self.machine_type,
+            self.zone,
+            max_nodes,
+            self.capacity_type,
+            self.compact,
+            min_nodes,
+            self.reservation,
         )
 
 

@@ -10,6 +10,7 @@ import pulumi_gcp as gcp
 
 from config.loader import ConfigError, misspelt_keys, parse_stack_config
 from config.stack import Layer, StackConfig
+from planners.summary import plan_summary
 from stacks import bootstrap, cluster, platform, training
 from stacks.contract import ClusterFacts, PlatformFacts
 from stacks.upstream import Upstream
@@ -66,8 +67,12 @@ def deploy(cfg: StackConfig) -> dict[str, Any]:
         if cfg.deploys(Layer.PLATFORM)
         else _need(upstream).facts("platform", PlatformFacts)
     )
-    if cfg.deploys(Layer.TRAINING):
+    runs = [training.run_spec(run, platform_facts) for run in cfg.training.runs] if cfg.deploys(Layer.TRAINING) else []
+    if runs:
         training.check_runs(cfg, cluster_facts, platform_facts)
+    summary = plan_summary(
+        cluster_facts.project, cluster_facts.region, cluster_facts.zone, cluster_facts.gpu_pools, runs
+    )
 
     opts = pulumi.ResourceOptions(providers={"gcp": gcp_provider(cfg)})
     exports: dict[str, Any] = {}
@@ -83,6 +88,7 @@ def deploy(cfg: StackConfig) -> dict[str, Any]:
         platform_outputs = platform.PlatformOutputs(facts=platform_facts)
     if cfg.deploys(Layer.TRAINING):
         exports.update(training.build(cfg, cluster_outputs, platform_outputs, opts))
+    exports["summary"] = summary.as_output()
     return exports
 
 

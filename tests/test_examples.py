@@ -60,6 +60,16 @@ def test_render_writes_what_kubectl_and_reviewers_read(tmp_path: Path, capsys: p
     assert printed.startswith("stack dev: ") and "cluster (nemo:cluster:ClusterLayer)" in printed
     assert "\nwarning: cluster: nemo-gke:project 'your-gcp-project' is a placeholder" in printed
     assert "  cluster-gke (nemo:gke:Cluster)" in printed
+    summary = (out / "summary.md").read_text()
+    assert summary in printed, "the go/no-go summary is printed as written"
+    lines = summary.splitlines()
+    assert lines[0] == "# Go/no-go: stack dev"
+    warning = next(i for i, line in enumerate(lines) if line.startswith("> **warning**"))
+    table = next(i for i, line in enumerate(lines) if line.startswith("| Pool |"))
+    assert warning < table and "your-gcp-project" in lines[warning], "warnings come first"
+    # 2 × a3-highgpu-8g on demand in us-central1: 2 × (9.46006 + 33.60609) USD/h (facts/pricing.py).
+    assert "| a3-highgpu | a3-highgpu-8g | 2 | 16 | onDemand | - | ~86 USD/h" in summary
+    assert "**estimate**" in summary
 
 
 def test_render_rejects_a_bad_config_with_the_key_and_exit_code_2(
@@ -123,3 +133,11 @@ def test_an_encrypted_value_is_an_opaque_secret_to_the_render(
     (tmp_path / "Pulumi.enc.yaml").write_text(yaml.safe_dump(stack))
     assert render_cli.main(["--stack", "enc", "--out", str(tmp_path / "build")]) == 2
     assert 'nemo-gke:project = "[secret]": must be your GCP project ID' in capsys.readouterr().err
+
+
+def test_the_readme_shows_the_dev_summary_as_rendered(tmp_path: Path) -> None:
+    assert render_cli.main(["--stack", "dev", "--out", str(tmp_path)]) == 0
+    shown = "\n".join(
+        "    " + line if line else "" for line in (tmp_path / "dev" / "summary.md").read_text().strip().splitlines()
+    )
+    assert shown in (Path(__file__).resolve().parents[1] / "README.md").read_text(), "README's summary is stale"

@@ -8,10 +8,11 @@ validates everything against the real schemas, prints the program's warnings, an
   (`kubectl apply -f build/<stack>/kubernetes/` accepts the folder);
 - `gcp-resources.json`: the GCP resources with their inputs;
 - `helm-releases.json`: the Helm releases (chart, version, values);
-- `outputs.json`: the stack outputs, secrets masked.
+- `outputs.json`: the stack outputs, secrets masked;
+- `summary.md`: the go/no-go summary (warnings, pools, runs, estimated cost), also printed.
 
 Custom resources (Kueue, JobSet, GKE networking) are validated against the CRDs `make install`
-caches; without that cache (no Go) the render says plainly that they were not validated.
+caches, CEL rules included; without that cache the render stops and says how to fill it.
 
 Exit codes: 0 rendered, 2 invalid configuration, 1 any other failure.
 """
@@ -35,6 +36,7 @@ from tools import crds
 from tools.mocks import RecordedResource
 from tools.runner import ROOT, StackFailed, StackFileError, StackRun, run_stack
 from tools.schemas import resource_errors
+from tools.summary import markdown
 
 
 class _Dumper(yaml.CSafeDumper):
@@ -151,6 +153,11 @@ def write(run: StackRun, out: Path) -> None:
     (out / "helm-releases.json").write_text(json.dumps([record(r) for r in releases], indent=2) + "\n")
     outputs = {k: ("[secret]" if k in run.secret_exports else v) for k, v in run.exports.items()}
     (out / "outputs.json").write_text(json.dumps(outputs, indent=2) + "\n")
+    (out / "summary.md").write_text(go_no_go(run))
+
+
+def go_no_go(run: StackRun) -> str:
+    return markdown(run.stack, run.exports.get("summary"), run.warnings)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -193,6 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     for warning in run.warnings:
         print(f"warning: {warning.resource_name}: {warning.message}")
     print("\n".join(tree(run)))
+    print(go_no_go(run))
     print(f"wrote {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}")
     return 0
 
