@@ -1,6 +1,7 @@
-"""Training analytics for NeMo runs: step time, TFLOPS per GPU, MFU, goodput and plots.
+"""Training analytics for NeMo runs: step time, TFLOPS per GPU, MFU, goodput and plots, and
+the bus bandwidth of nccl-tests runs against published figures.
 
-Run as `python -m analysis {metrics,plot,goodput}`; `python -m analysis.benchmark` times
+Run as `python -m analysis {metrics,plot,goodput,nccl}`; `python -m analysis.benchmark` times
 `metrics` on a generated 100 000-step log. Model FLOPs come from
 `components.models.Architecture` and peaks from `components.catalog`, so the analytics and
 the platform share one set of facts.

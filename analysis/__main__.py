@@ -1,9 +1,9 @@
-"""`python -m analysis {metrics,plot,goodput}`: the command line.
+"""`python -m analysis {metrics,plot,goodput,nccl}`: the command line.
 
-Exit codes: 0 done, 2 bad input (usage errors included): then exactly one line,
-`error: <message>`, on stderr and nothing on stdout. A run that succeeds may print `note:` and
-`warning:` lines on stderr (repeated steps, a sequence length taken from the log), never
-when it fails.
+Exit codes: 0 done (`nccl`: PASS), 1 `nccl` FAIL (its report is printed), 2 bad input (usage
+errors included): then exactly one line, `error: <message>`, on stderr and nothing on stdout.
+A run that does not fail on its input may print `note:` and `warning:` lines on stderr
+(repeated steps, a sequence length taken from the log), never when it does.
 
 `plot` validates exactly as `metrics` does: the same reading of the log, the same step-time
 checks over the window and, when the throughput options are given, the same computation.
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from analysis.errors import AnalysisError
-from analysis.goodput import GoodputReport, compute_goodput, read_events
+from analysis.goodput import GoodputReport, compute_goodput, read_event_log
 from analysis.logs import StepRange, TrainingLog, read_log
 from analysis.metrics import (
     RunMetrics,
@@ -30,9 +30,11 @@ from analysis.metrics import (
     model_flops,
     sequence_length_for,
 )
-from facts.machines import ACCELERATORS, Precision
+from analysis.nccl_published import BENCHMARKS, PUBLISHED
+from facts.machines import ACCELERATORS, GpuDirect, Precision
 from facts.models import MODELS
 
+EXIT_FAIL = 1
 EXIT_BAD_INPUT = 2
 
 
@@ -113,9 +115,15 @@ def _parser() -> argparse.ArgumentParser:
     _add_window(plot)
     _add_throughput(plot, required=False)
 
-    goodput = commands.add_parser("goodput", help="goodput of a run from its JSON-lines event log")
+    goodput = commands.add_parser(
+        "goodput", help="goodput of a run from its event log: the gpu-recipes resiliency-metrics figures"
+    )
     goodput.add_argument(
-        "--events", type=Path, required=True, metavar="FILE", help="events.jsonl written by the training pods"
+        "--events",
+        type=Path,
+        required=True,
+        metavar="FILE",
+        help="events.jsonl written by the training pods, or a Cloud Logging export of the events (JSON)",
     )
     goodput.add_argument(
         "--reference-step-time",
@@ -126,6 +134,24 @@ def _parser() -> argparse.ArgumentParser:
     )
     goodput.add_argument("--run", metavar="NAME", help="run to report when the file holds several")
     goodput.add_argument("--json", action="store_true", help="print one JSON object")
+
+    nccl = commands.add_parser(
+        "nccl", help="bus bandwidth from nccl-tests output, against the published figure of a GPUDirect flavour"
+    )
+    nccl.add_argument(
+        "--log", type=Path, required=True, metavar="FILE", help="output of all_gather_perf etc. (kubectl logs)"
+    )
+    nccl.add_argument(
+        "--expect",
+        choices=[flavour.value for flavour in PUBLISHED],
+        help="compare with the published figure for this GPUDirect flavour (exit 1 below it)",
+    )
+    nccl.add_argument(
+        "--collective",
+        choices=BENCHMARKS,
+        help="the benchmark, for tests the log does not name (nccl-tests before 2.16 print no name)",
+    )
+    nccl.add_argument("--json", action="store_true", help="print one JSON object")
     return parser
 
 
@@ -207,18 +233,32 @@ def _metrics_table(log: TrainingLog, result: RunMetrics) -> str:
 
 
 def _goodput_table(report: GoodputReport) -> str:
-    saved = "none" if report.max_saved_step is None else str(report.max_saved_step)
+    """The calculator's table (its labels, its rounding: hours and percent to 2 decimals), then
+    where the figures come from."""
+
+    def optional(value: int | None) -> str:
+        return "none" if value is None else str(value)
+
     rows = [
-        ("run", report.run),
-        ("events", f"{report.events}, {report.first_event.isoformat()} → {report.last_event.isoformat()}"),
-        ("runtime", f"{report.total_runtime_s:,.0f} s ({report.total_runtime_s / 3600:.2f} h)"),
-        ("progress", f"{report.step_progress} steps (from step {report.start_step} to saved step {saved})"),
-        ("effective", f"{report.effective_time_s:,.0f} s at {report.reference_step_time_s:g} s per step"),
-        ("goodput", f"{report.goodput_percent:.1f} %"),
-        ("starts", f"{report.job_starts} ({report.restarts} restart{'' if report.restarts == 1 else 's'})"),
-        ("checkpoints", f"{report.checkpoints_saved} saved, {report.checkpoints_loaded} loaded"),
+        ("Total Events", str(report.total_events)),
+        ("Job Started Count", str(report.job_starts)),
+        ("Checkpoints Loaded", str(report.checkpoints_loaded)),
+        ("Checkpoints Saved", str(report.checkpoints_saved)),
+        ("Total Runtime (hours)", f"{report.total_runtime_s / 3600:.2f}"),
+        ("Min Loaded Step", optional(report.min_loaded_step)),
+        ("Max Saved Step", optional(report.max_saved_step)),
+        ("Step Difference", optional(report.step_difference)),
+        ("Effective Computation Time (hours)", f"{report.effective_time_s / 3600:.2f}"),
+        ("Goodput Percentage", f"{report.goodput_percent:.2f}%"),
     ]
-    return "\n".join(f"{name:<12} {value}" for name, value in rows)
+    restarts = f"{report.restarts} restart{'' if report.restarts == 1 else 's'}"
+    context = [
+        f"run {report.run}: {report.events} event records, "
+        f"{report.first_event.isoformat()} → {report.last_event.isoformat()}, {restarts}",
+        f"runtime {report.total_runtime_s:,.0f} s; effective {report.step_progress} steps × "
+        f"{report.reference_step_time_s:g} s = {report.effective_time_s:,.0f} s",
+    ]
+    return "\n".join([*(f"{name:<36} {value}" for name, value in rows), "", *context])
 
 
 def _json(report: dict[str, Any]) -> str:
@@ -228,18 +268,18 @@ def _json(report: dict[str, Any]) -> str:
         raise AnalysisError("a figure is not a finite number; nothing printed") from None
 
 
-def _metrics(args: argparse.Namespace) -> tuple[str, list[str]]:
+def _metrics(args: argparse.Namespace) -> tuple[str, list[str], int]:
     window = StepRange(args.start_step, args.end_step)
     log = read_log(args.log, window)
     notes = _log_notes(log, window, "averaged")
     result = _run_metrics(args, log, window, notes)
-    return (_json(result.as_json()) if args.json else _metrics_table(log, result)), notes
+    return (_json(result.as_json()) if args.json else _metrics_table(log, result)), notes, 0
 
 
 _MODEL_OPTIONS = ("model", "model_flops_per_sample", "seq_length", "vocab_size")
 
 
-def _plot(args: argparse.Namespace) -> tuple[str, list[str]]:
+def _plot(args: argparse.Namespace) -> tuple[str, list[str], int]:
     window = StepRange(args.start_step, args.end_step)
     throughput = (args.gpus, args.global_batch_size, args.accelerator, args.precision)
     if any(value is not None for value in throughput) and None in throughput:
@@ -263,21 +303,49 @@ def _plot(args: argparse.Namespace) -> tuple[str, list[str]]:
     else:
         result = _run_metrics(args, log, window, notes)
     write_png(build_figure(log, window, result), args.out)
-    return f"wrote {args.out}", notes
+    return f"wrote {args.out}", notes, 0
 
 
-def _goodput(args: argparse.Namespace) -> tuple[str, list[str]]:
-    report = compute_goodput(read_events(args.events), args.reference_step_time, args.run)
-    return (_json(report.as_json()) if args.json else _goodput_table(report)), []
+def _goodput(args: argparse.Namespace) -> tuple[str, list[str], int]:
+    log = read_event_log(args.events)
+    report = compute_goodput(log.events, args.reference_step_time, args.run)
+    notes = []
+    if log.skipped_entries:
+        count = log.skipped_entries
+        notes.append(
+            f"note: {log.path}: {count} log entr{'y' if count == 1 else 'ies'} without a goodput event skipped"
+        )
+    if log.duplicate_entries:
+        count = log.duplicate_entries
+        notes.append(
+            f"note: {log.path}: {count} log entr{'y' if count == 1 else 'ies'} exported more than once "
+            "(same logName and insertId) counted once"
+        )
+    if report.min_loaded_step is None:
+        notes.append(
+            f"warning: run {report.run!r} has no checkpoint_loaded event: like the gpu-recipes calculator, "
+            "goodput counts no progress without one (the pods write one at every start, step 0 for a fresh run)"
+        )
+    return (_json(report.as_json()) if args.json else _goodput_table(report)), notes, 0
 
 
-_COMMANDS = {"metrics": _metrics, "plot": _plot, "goodput": _goodput}
+def _nccl(args: argparse.Namespace) -> tuple[str, list[str], int]:
+    # Deferred, like matplotlib: the other commands need none of it.
+    from analysis.nccl import judge, read_nccl_log, report_json, report_table  # noqa: PLC0415
+
+    tests = read_nccl_log(args.log, args.collective)
+    verdict = judge(tests, GpuDirect(args.expect) if args.expect else None)
+    output = _json(report_json(verdict)) if args.json else report_table(verdict)
+    return output, [], 0 if verdict.passed else EXIT_FAIL
+
+
+_COMMANDS = {"metrics": _metrics, "plot": _plot, "goodput": _goodput, "nccl": _nccl}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        output, notes = _COMMANDS[args.command](args)
+        output, notes, code = _COMMANDS[args.command](args)
     except AnalysisError as e:
         print(f"error: {' '.join(str(e).split())}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -287,7 +355,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for note in notes:
         print(note, file=sys.stderr)
     print(output)
-    return 0
+    return code
 
 
 if __name__ == "__main__":
