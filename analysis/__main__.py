@@ -30,9 +30,9 @@ from analysis.metrics import (
     model_flops,
     sequence_length_for,
 )
-from analysis.nccl_published import BENCHMARKS, PUBLISHED
 from facts.machines import ACCELERATORS, GpuDirect, Precision
 from facts.models import MODELS
+from facts.nccl import BENCHMARKS, PUBLISHED
 
 EXIT_FAIL = 1
 EXIT_BAD_INPUT = 2

@@ -45,8 +45,8 @@ from pathlib import Path
 from typing import Any
 
 from analysis.errors import AnalysisError
-from analysis.nccl_published import BENCHMARKS, PUBLISHED, PublishedRun
 from facts.machines import MACHINE_TYPES, GpuDirect
+from facts.nccl import BENCHMARKS, PUBLISHED, PublishedRun
 
 # Bytes per element of nccl-tests' data types (NVIDIA/nccl-tests src/common.cu@a0b82b2
 # test_typenames; `char` and `int` are the NCCL 1 names).

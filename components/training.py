@@ -45,7 +45,7 @@ from facts.kubernetes import (
     node_pool_selector,
     versioned_name,
 )
-from facts.machines import training_pod_requests
+from facts.machines import MachineType, training_pod_requests
 from planners import nemo
 from planners.gpudirect import PodNetworking
 from planners.nemo import RunPaths
@@ -123,84 +123,68 @@ def named(base: str, manifest: Mapping[str, Any]) -> dict[str, Any]:
     return {**manifest, "metadata": {"name": versioned_name(base, manifest), **manifest["metadata"]}}
 
 
-def run_jobset(args: TrainingRunArgs, config_map: str, files: Sequence[str]) -> dict[str, Any]:
-    """The run's JobSet, unnamed: suspended until Kueue admits all of it, one pod per node.
-    `files` are the keys of the ConfigMap `config_map`, each placed at nemo.file_path."""
-    run, machine, net = args.run, args.flavor.machine, args.networking
-    tokenizer_volumes, tokenizer_mounts = nemo.tokenizer_volumes(run.tokenizer)
-    name = run.name
+def gpu_container(name: str, image: str, machine: MachineType, net: PodNetworking, **fields: Any) -> dict[str, Any]:
+    """The main container of a GPU pod: every GPU of the node, the pod networking's mounts, and
+    privileged where the flavour's pattern runs it so."""
     cpu, memory = training_pod_requests(machine)
-    shm_gib = min(MAX_SHARED_MEMORY_GIB, machine.memory_gib // 4)
-    entrypoint_args = nemo.entrypoint(run.spec)[1]
-    env = {**nemo.platform_env(run, machine, net, args.paths), **run.env}
-    container = {
-        "name": TRAINING_CONTAINER,
-        "image": run.image or run.spec.recipe.image.ref,
-        "command": ["bash", f"{nemo.WORKLOAD_DIR}/{nemo.LAUNCHER}"],
-        "args": entrypoint_args,
-        "env": [
-            *(_field(key, path) for key, path in nemo.FIELD_ENV.items()),
-            *_env(env),
-        ],
+    container: dict[str, Any] = {
+        "name": name,
+        "image": image,
+        **fields,
         "resources": {
             "requests": {"cpu": f"{cpu}m", "memory": f"{memory}Mi", GPU_RESOURCE: machine.gpus},
             "limits": {GPU_RESOURCE: machine.gpus},
         },
-        "volumeMounts": [
-            {"name": "workload", "mountPath": nemo.WORKLOAD_DIR},
-            {"name": "shm", "mountPath": "/dev/shm"},
-            {"name": "local-ssd", "mountPath": nemo.LOCAL_SSD},
-            *args.volumes.mounts(data_read_only=True),
-            *tokenizer_mounts,
-            *net.mounts,
-        ],
     }
+    container["volumeMounts"] = [*container.get("volumeMounts", []), *net.mounts]
     if net.privileged:
         container["securityContext"] = {"privileged": True}
+    return container
+
+
+def field_env(values: Mapping[str, str]) -> list[dict[str, Any]]:
+    """The pod-metadata variables first (others may refer to them as $(NAME)), then `values`."""
+    return [*(_field(key, path) for key, path in nemo.FIELD_ENV.items()), *_env(values)]
+
+
+def gpu_jobset(
+    *,
+    namespace: str,
+    labels: Mapping[str, str],
+    flavor: Flavor,
+    nodes: int,
+    max_restarts: int,
+    service_account: str,
+    net: PodNetworking,
+    container: dict[str, Any],
+    volumes: Sequence[dict[str, Any]],
+    pod_labels: Mapping[str, str],
+    annotations: Mapping[str, str],
+) -> dict[str, Any]:
+    """An unnamed JobSet of one pod per node on the flavor's pool, suspended until Kueue admits
+    all of it, each pod wired for the pool's GPUDirect flavour."""
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never",
-        "serviceAccountName": args.service_account,
-        # Kueue offers the run only the flavors whose node labels this selector allows, so the
-        # run is admitted on its own pool, never on another pool's quota.
-        "nodeSelector": node_pool_selector(args.flavor.pool),
+        "serviceAccountName": service_account,
+        # Kueue offers the job only the flavors whose node labels this selector allows, so it
+        # is admitted on its own pool, never on another pool's quota.
+        "nodeSelector": node_pool_selector(flavor.pool),
         "tolerations": GPU_TOLERATIONS,
         "terminationGracePeriodSeconds": 30,
         "initContainers": net.init_containers,
         "containers": [container],
-        "volumes": [
-            {
-                "name": "workload",
-                "configMap": {
-                    "name": config_map,
-                    "defaultMode": 0o755,
-                    "items": [{"key": name, "path": nemo.file_path(name)} for name in files],
-                },
-            },
-            {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{shm_gib}Gi"}},
-            # Ephemeral storage sits on the node's local NVMe SSDs.
-            {"name": "local-ssd", "emptyDir": {}},
-            *args.volumes.volumes(),
-            *tokenizer_volumes,
-            *net.volumes,
-        ],
+        "volumes": [*volumes, *net.volumes],
     }
     if net.host_network:
         pod_spec.update(hostNetwork=True, dnsPolicy="ClusterFirstWithHostNet")
-    labels = {
-        QUEUE_NAME_LABEL: args.local_queue,
-        PRIORITY_CLASS_LABEL: run.priority,
-        **PART_OF,
-        RUN_LABEL: name,
-        MODEL_LABEL: run.model,
-    }
     return {
         "apiVersion": JOBSET_API,
         "kind": "JobSet",
-        "metadata": {"namespace": args.namespace, "labels": labels},
+        "metadata": {"namespace": namespace, "labels": dict(labels)},
         "spec": {
-            # Kueue unsuspends the JobSet once the whole run fits.
+            # Kueue unsuspends the JobSet once all of it fits.
             "suspend": True,
-            "failurePolicy": {"maxRestarts": run.max_restarts},
+            "failurePolicy": {"maxRestarts": max_restarts},
             "network": {"enableDNSHostnames": True, "publishNotReadyAddresses": True},
             "replicatedJobs": [
                 {
@@ -208,17 +192,16 @@ def run_jobset(args: TrainingRunArgs, config_map: str, files: Sequence[str]) -> 
                     "replicas": 1,
                     "template": {
                         "spec": {
-                            "parallelism": run.nodes,
-                            "completions": run.nodes,
+                            "parallelism": nodes,
+                            "completions": nodes,
                             "completionMode": "Indexed",
                             "backoffLimit": 0,
                             "template": {
                                 "metadata": {
-                                    "labels": {RUN_LABEL: name},
+                                    "labels": dict(pod_labels),
                                     "annotations": {
-                                        "kubectl.kubernetes.io/default-container": TRAINING_CONTAINER,
-                                        **GCSFUSE_POD_ANNOTATIONS,
-                                        **topology_annotation(run, args.flavor),
+                                        "kubectl.kubernetes.io/default-container": container["name"],
+                                        **annotations,
                                         **net.annotations,
                                     },
                                 },
@@ -230,6 +213,65 @@ def run_jobset(args: TrainingRunArgs, config_map: str, files: Sequence[str]) -> 
             ],
         },
     }
+
+
+def run_jobset(args: TrainingRunArgs, config_map: str, files: Sequence[str]) -> dict[str, Any]:
+    """The run's JobSet, unnamed: suspended until Kueue admits all of it, one pod per node.
+    `files` are the keys of the ConfigMap `config_map`, each placed at nemo.file_path."""
+    run, machine, net = args.run, args.flavor.machine, args.networking
+    tokenizer_volumes, tokenizer_mounts = nemo.tokenizer_volumes(run.tokenizer)
+    shm_gib = min(MAX_SHARED_MEMORY_GIB, machine.memory_gib // 4)
+    container = gpu_container(
+        TRAINING_CONTAINER,
+        run.image or run.spec.recipe.image.ref,
+        machine,
+        net,
+        command=["bash", f"{nemo.WORKLOAD_DIR}/{nemo.LAUNCHER}"],
+        args=nemo.entrypoint(run.spec)[1],
+        env=field_env({**nemo.platform_env(run, machine, net, args.paths), **run.env}),
+        volumeMounts=[
+            {"name": "workload", "mountPath": nemo.WORKLOAD_DIR},
+            {"name": "shm", "mountPath": "/dev/shm"},
+            {"name": "local-ssd", "mountPath": nemo.LOCAL_SSD},
+            *args.volumes.mounts(data_read_only=True),
+            *tokenizer_mounts,
+        ],
+    )
+    volumes = [
+        {
+            "name": "workload",
+            "configMap": {
+                "name": config_map,
+                "defaultMode": 0o755,
+                "items": [{"key": name, "path": nemo.file_path(name)} for name in files],
+            },
+        },
+        {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{shm_gib}Gi"}},
+        # Ephemeral storage sits on the node's local NVMe SSDs.
+        {"name": "local-ssd", "emptyDir": {}},
+        *args.volumes.volumes(),
+        *tokenizer_volumes,
+    ]
+    labels = {
+        QUEUE_NAME_LABEL: args.local_queue,
+        PRIORITY_CLASS_LABEL: run.priority,
+        **PART_OF,
+        RUN_LABEL: run.name,
+        MODEL_LABEL: run.model,
+    }
+    return gpu_jobset(
+        namespace=args.namespace,
+        labels=labels,
+        flavor=args.flavor,
+        nodes=run.nodes,
+        max_restarts=run.max_restarts,
+        service_account=args.service_account,
+        net=net,
+        container=container,
+        volumes=volumes,
+        pod_labels={RUN_LABEL: run.name},
+        annotations={**GCSFUSE_POD_ANNOTATIONS, **topology_annotation(run, args.flavor)},
+    )
 
 
 class TrainingRun(pulumi.ComponentResource):

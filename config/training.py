@@ -123,6 +123,11 @@ class RunConfig(Model):
         {}, description="Extra settings by dotted key, applied to the NeMo config (NeMo 1) or recipe (NeMo 2)."
     )
     env: dict[str, str] = Field({}, description="Extra environment variables of the training container.")
+    fabric_check: str | None = Field(
+        None,
+        description="A training.ncclTests check that must pass before this run is submitted: `pulumi up` waits "
+        "for it and submits the run only once it completed.",
+    )
     allow_env_overrides: tuple[str, ...] = Field(
         (),
         description="Variables the platform sets (NNODES, MASTER_ADDR, the machine's NCCL_* …) that `env` may "
@@ -188,15 +193,52 @@ class DataPrepConfig(Model):
         return self
 
 
+class NcclTestConfig(Model):
+    """A fabric check: nccl-tests across nodes of a GPU pool, queued like a run."""
+
+    name: str = Field(description="Check name: its JobSet is `<name>-<digest>`, its logs `<experiments>/<name>/nccl/`.")
+    pool: str | None = Field(None, description="GPU pool to check. Default: the first GPU pool.")
+    nodes: int = Field(
+        2, ge=2, le=MAX_RUN_NODES, description="Nodes to span; the published pass marks are for 2 nodes."
+    )
+    collectives: tuple[Literal["all_gather", "all_reduce"], ...] = Field(
+        ("all_gather", "all_reduce"), min_length=1, description="nccl-tests collectives to run, in order."
+    )
+    timeout_minutes: int = Field(
+        60, ge=10, le=1440, description="How long `pulumi up` waits for the check to pass when a run requires it."
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> NcclTestConfig:
+        check_name("name", self.name, MAX_RUN_NAME)
+        if len(set(self.collectives)) != len(self.collectives):
+            raise RuleError("collectives", list(self.collectives), "must not repeat a collective")
+        return self
+
+
 class TrainingConfig(Model):
     runs: tuple[RunConfig, ...] = Field((), description="Pretraining runs of this stack.")
     data_prep: tuple[DataPrepConfig, ...] = Field((), description="Tokenization jobs of this stack.")
+    nccl_tests: tuple[NcclTestConfig, ...] = Field(
+        (), description="Fabric checks (nccl-tests JobSets) of this stack; a run may require one to pass first."
+    )
 
     @model_validator(mode="after")
     def _check(self) -> TrainingConfig:
-        for label, items in (("runs", self.runs), ("dataPrep", self.data_prep)):
+        for label, items in (("runs", self.runs), ("dataPrep", self.data_prep), ("ncclTests", self.nccl_tests)):
             names = [i.name for i in items]
             for i, name in enumerate(names):
                 if names.index(name) != i:
                     raise RuleError(f"{label}[{i}].name", name, "must be unique")
+        runs = {run.name for run in self.runs}
+        checks = {test.name for test in self.nccl_tests}
+        for i, test in enumerate(self.nccl_tests):
+            if test.name in runs:
+                raise RuleError(f"ncclTests[{i}].name", test.name, "is the name of a run: JobSets share a namespace")
+        for i, run in enumerate(self.runs):
+            if run.fabric_check is not None and run.fabric_check not in checks:
+                known = ", ".join(sorted(checks)) or "none"
+                raise RuleError(
+                    f"runs[{i}].fabricCheck", run.fabric_check, f"names no ncclTests entry; checks: {known}"
+                )
         return self

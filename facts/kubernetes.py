@@ -130,6 +130,8 @@ QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
 # Set by the Job and JobSet controllers on every pod they create.
 COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
+# The same index as a pod label (Kubernetes 1.28+), to select one node's pod.
+COMPLETION_INDEX_LABEL = COMPLETION_INDEX_ANNOTATION
 RESTART_ATTEMPT_LABEL = "jobset.sigs.k8s.io/restart-attempt"
 # sigs.k8s.io/jobset api/jobset/v1alpha2/jobset_types.go JobSetNameKey, on every pod of a JobSet.
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
@@ -152,6 +154,7 @@ MAX_RUN_NAME = 63 - (jobset_pod_name_length("-" * (DIGEST_LENGTH + 1), RUN_REPLI
 
 PART_OF = MappingProxyType({"app.kubernetes.io/part-of": "nemo-gke"})
 RUN_LABEL = "nemo-gke/run"
+FABRIC_CHECK_LABEL = "nemo-gke/fabric-check"
 MODEL_LABEL = "nemo-gke/model"
 # The container that runs NeMo in every training pod (`kubectl logs -c`).
 TRAINING_CONTAINER = "nemo"

@@ -158,6 +158,12 @@ GIB_PLUGIN = Image(
     "v1.1.1",
     "GoogleCloudPlatform/container-engine-accelerators:gpudirect-rdma/nccl-rdma-installer.yaml@992db81",
 )
+# gIB with nccl-tests, MPI and an ssh server: the image CEA's RDMA NCCL test runs.
+GIB_DIAGNOSTIC = Image(
+    "us-docker.pkg.dev/gce-ai-infra/gpudirect-gib/nccl-plugin-gib-diagnostic",
+    "v1.1.1",
+    "GoogleCloudPlatform/container-engine-accelerators:gpudirect-rdma/nccl-test.yaml@992db81",
+)
 # Upstream pins this image by digest only.
 NRI_DEVICE_INJECTOR = Image(
     "gcr.io/gke-release/nri-device-injector",

@@ -67,9 +67,10 @@ def deploy(cfg: StackConfig) -> dict[str, Any]:
         if cfg.deploys(Layer.PLATFORM)
         else _need(upstream).facts("platform", PlatformFacts)
     )
-    runs = [training.run_spec(run, platform_facts) for run in cfg.training.runs] if cfg.deploys(Layer.TRAINING) else []
-    if runs:
+    runs = []
+    if cfg.deploys(Layer.TRAINING):
         training.check_runs(cfg, cluster_facts, platform_facts)
+        runs = [training.run_spec(run, platform_facts) for run in cfg.training.runs]
     summary = plan_summary(
         cluster_facts.project, cluster_facts.region, cluster_facts.zone, cluster_facts.gpu_pools, runs
     )

@@ -12,13 +12,16 @@ from typing import Any
 
 import pulumi
 
+from components.fabric import CONTAINER as FABRIC_CONTAINER
+from components.fabric import FabricCheck, FabricCheckArgs
 from components.training import DataPreparation, DataPreparationArgs, TrainingRun, TrainingRunArgs, Volumes
 from config.loader import ConfigError
 from config.stack import StackConfig
-from config.training import DataPrepConfig, RunConfig, TokenizerConfig
+from config.training import DataPrepConfig, NcclTestConfig, RunConfig, TokenizerConfig
 from facts.errors import RuleError
-from facts.kubernetes import RUN_LABEL, TRAINING_CONTAINER
+from facts.kubernetes import COMPLETION_INDEX_LABEL, FABRIC_CHECK_LABEL, RUN_LABEL, TRAINING_CONTAINER
 from planners import nemo
+from planners.fabric import NcclTestSpec, check_nccl_test
 from planners.gpudirect import pod_networking
 from planners.runs import DataPrepSpec, ProfileWindow, RunSpec, Tokenizer, check_data_prep, check_run
 from stacks.cluster import ClusterOutputs
@@ -72,6 +75,16 @@ def data_prep_spec(job: DataPrepConfig, platform: PlatformFacts) -> DataPrepSpec
     )
 
 
+def nccl_test_spec(test: NcclTestConfig, platform: PlatformFacts) -> NcclTestSpec:
+    return NcclTestSpec(
+        name=test.name,
+        pool=test.pool or platform.flavors[0].pool,
+        nodes=test.nodes,
+        collectives=tuple(test.collectives),
+        timeout_minutes=test.timeout_minutes,
+    )
+
+
 def check_runs(cfg: StackConfig, cluster: ClusterFacts, platform: PlatformFacts) -> None:
     """Every run and data-prep job against the environment it targets; called before
     anything is registered. Raises ConfigError naming every bad key."""
@@ -91,6 +104,11 @@ def check_runs(cfg: StackConfig, cluster: ClusterFacts, platform: PlatformFacts)
             check_data_prep(data_prep_spec(job, platform), flavors)
         except RuleError as error:
             errors.append(error.under(f"training.dataPrep[{i}]"))
+    for i, test in enumerate(cfg.training.nccl_tests):
+        try:
+            check_nccl_test(nccl_test_spec(test, platform), flavors)
+        except RuleError as error:
+            errors.append(error.under(f"training.ncclTests[{i}]"))
     if errors:
         raise ConfigError.of(errors)
 
@@ -107,6 +125,7 @@ class TrainingLayer(pulumi.ComponentResource):
 
     runs: list[TrainingRun]
     data_prep: list[DataPreparation]
+    checks: list[FabricCheck]
 
     def __init__(self, name: str, args: TrainingLayerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(self.TYPE, name, None, opts)
@@ -122,11 +141,38 @@ class TrainingLayer(pulumi.ComponentResource):
             checkpoint_mount=platform.checkpoint_mount,
         )
         after = args.platform.run_dependencies
+        required = {run.fabric_check for run in cfg.training.runs if run.fabric_check}
+        self.checks = []
+        for test_config in cfg.training.nccl_tests:
+            test = nccl_test_spec(test_config, platform)
+            machine = flavors[test.pool].machine
+            self.checks.append(
+                FabricCheck(
+                    f"{name}-{test.name}",
+                    FabricCheckArgs(
+                        test=test,
+                        flavor=flavors[test.pool],
+                        namespace=platform.namespace,
+                        local_queue=platform.local_queue,
+                        priority=platform.default_priority_class,
+                        service_account=platform.service_account,
+                        networking=pod_networking(machine.gpudirect, cluster.facts.gpu_networks, machine.gpus),
+                        shared_claim=platform.shared_claim,
+                        shared_mount=platform.shared_mount,
+                        results_dir=f"{platform.experiments_dir}/{test.name}/nccl",
+                        awaited=test.name in required,
+                        after=after,
+                    ),
+                    opts=child,
+                )
+            )
+        checks = {check.test_name: check for check in self.checks}
         self.runs = []
         for run_config in cfg.training.runs:
             run = run_spec(run_config, platform)
             flavor = flavors[run.pool]
             machine = flavor.machine
+            gate = [checks[run_config.fabric_check].jobset] if run_config.fabric_check else []
             self.runs.append(
                 TrainingRun(
                     f"{name}-{run.name}",
@@ -139,7 +185,7 @@ class TrainingLayer(pulumi.ComponentResource):
                         networking=pod_networking(machine.gpudirect, cluster.facts.gpu_networks, machine.gpus),
                         paths=run_paths(run, platform),
                         volumes=volumes,
-                        after=after,
+                        after=[*after, *gate],
                     ),
                     opts=child,
                 )
@@ -185,6 +231,17 @@ def build(
                 for run in layer.runs
             },
             "dataPrep": {prep.spec_name: prep.job_name for prep in layer.data_prep},
+            "ncclTests": {
+                check.test_name: {
+                    "jobset": check.jobset_name,
+                    "logs": check.results_dir,
+                    # Node 0's output, then the verdict against the published figures.
+                    "check": f"kubectl -n {namespace} logs -l {FABRIC_CHECK_LABEL}={check.test_name},"
+                    f"{COMPLETION_INDEX_LABEL}=0 -c {FABRIC_CONTAINER} --tail=-1 > nccl.log && "
+                    f"python -m analysis nccl --log nccl.log --expect {check.flavour}",
+                }
+                for check in layer.checks
+            },
             "queue": f"kubectl -n {namespace} get jobsets,workloads",
         }
     }

@@ -25,10 +25,13 @@ CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
 LOCAL_QUEUE = "kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue"
 
 
+def runs(run: StackRun) -> list[RecordedResource]:
+    """The training runs' JobSets (fabric checks are JobSets too: tests/test_fabric.py)."""
+    return [r for r in run.of_type(JOBSET) if RUN_LABEL in run.manifest(r)["metadata"]["labels"]]
+
+
 def jobset(run: StackRun, name: str | None = None) -> tuple[RecordedResource, dict[str, Any]]:
-    resources = [
-        r for r in run.of_type(JOBSET) if name is None or run.manifest(r)["metadata"]["labels"][RUN_LABEL] == name
-    ]
+    resources = [r for r in runs(run) if name is None or run.manifest(r)["metadata"]["labels"][RUN_LABEL] == name]
     (resource,) = resources
     return resource, run.manifest(resource)
 
@@ -195,12 +198,12 @@ def test_host_network_pods_reach_their_buckets_as_their_own_identity(render: Any
     for resource, manifest, templates in queued_workloads(run):
         for template in templates:
             buckets = _bucket_volumes(run, template["spec"])
-            assert {"data", "checkpoints"} <= set(buckets) or manifest["kind"] == "Job"
+            assert {"data", "checkpoints"} <= set(buckets) or RUN_LABEL not in manifest["metadata"]["labels"]
             for name, attributes in buckets.items():
                 assert attributes.get("hostNetworkPodKSA") == "true", (resource.urn, name)
     assert stack != "a3mega" or any(
         run.manifest(r)["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"].get("hostNetwork")
-        for r in run.of_type(JOBSET)
+        for r in runs(run)
     ), "a3mega runs on the host network"
 
 
@@ -229,7 +232,7 @@ def test_no_pod_downloads_at_start(render: Any) -> None:
 def test_every_pod_has_shared_memory_local_ssd_and_the_three_volumes(render: Any) -> None:
     for stack in ("dev", "a3mega", "a3ultra", "a3high-small"):
         run = render(stack)
-        for resource in run.of_type(JOBSET):
+        for resource in runs(run):
             manifest = run.manifest(resource)
             volumes = {v["name"]: v for v in pod(manifest)["spec"]["volumes"]}
             assert volumes["shm"]["emptyDir"]["medium"] == "Memory"

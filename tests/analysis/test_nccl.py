@@ -14,8 +14,8 @@ import pytest
 
 from analysis.__main__ import main
 from analysis.nccl import COLLECTIVES
-from analysis.nccl_published import BENCHMARKS, PUBLISHED
 from facts.machines import MACHINE_TYPES, GpuDirect
+from facts.nccl import BENCHMARKS, PUBLISHED
 from tests.analysis.logs_for_tests import ROOT
 from tests.analysis.nccl_logs_for_tests import (
     CTK_RDMA,

@@ -18,7 +18,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from facts import versions
 from facts.machines import GpuDirect
+from facts.versions import Image
 
 # nccl-tests' benchmarks, `<name>_perf` (NVIDIA/nccl-tests src/*.cu@a0b82b2).
 BENCHMARKS = (
@@ -167,4 +169,54 @@ PUBLISHED: Mapping[GpuDirect, PublishedRun] = {
             gaps="no published example output for a4-highgpu-8g: its pass mark is the same, its example is not",
         ),
     )
+}
+
+
+@dataclass(frozen=True)
+class NcclTestLaunch:
+    """How the flavour's documented NCCL test runs nccl-tests: its image (which holds the
+    nccl-tests binaries, MPI and an ssh server on port 222), how a pod starts that server, and
+    the command each MPI rank runs (`{bench}` is `<collective>_perf`), over the published sizes."""
+
+    image: Image
+    sshd: str
+    rank_command: tuple[str, ...]
+    begin: str
+    end: str
+    source: str
+
+
+NCCL_TEST_LAUNCH: Mapping[GpuDirect, NcclTestLaunch] = {
+    GpuDirect.TCPX: NcclTestLaunch(
+        versions.TCPX_PLUGIN,
+        sshd="service ssh restart",
+        # CPU cores of the NICs' NUMA nodes on an a3-highgpu-8g.
+        rank_command=("taskset", "-c", "0-7,104-111,52-59,156-163", "/third_party/nccl-tests-mpi/build/{bench}"),
+        begin="1M",
+        end="512M",
+        source=f"{_CEA}:gpudirect-tcpx/nccl-test-latest.yaml and nccl-config.yaml (run-nccl.sh, allgather.sh)@992db81",
+    ),
+    GpuDirect.TCPXO: NcclTestLaunch(
+        versions.TCPXO_PLUGIN,
+        sshd="service ssh restart",
+        # The image's rank entry sources ${NCCL_LIB_DIR}/nccl-env-profile.sh, then runs the benchmark.
+        rank_command=("taskset", "-c", "32-63", "/scripts/demo_mpi_entry_with_config_profile.sh", "{bench}"),
+        begin="8",
+        end="8G",
+        source=(
+            f"{_CEA}:gpudirect-tcpxo/nccl-test.yaml@992db81; google/nccl-plugin-gpudirect-tcpxo:"
+            "tcpxo_scripts/demo-run-nccl-test-tcpxo-via-mpi.sh and demo_mpi_entry_with_config_profile.sh@04815d1"
+        ),
+    ),
+    GpuDirect.RDMA: NcclTestLaunch(
+        versions.GIB_DIAGNOSTIC,
+        sshd="/scripts/container_entry.sh daemon &",
+        rank_command=("/third_party/nccl-tests/build/{bench}",),
+        begin="1K",
+        end="8G",
+        source=(
+            f"{_CEA}:gpudirect-rdma/nccl-test.yaml@992db81; {_CTK}:examples/gke-a3-ultragpu/nccl-jobset-example.yaml"
+            "@1047080"
+        ),
+    ),
 }
