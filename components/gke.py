@@ -11,7 +11,7 @@ import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
 from facts.errors import require, require_no_problem
-from facts.gcp import resource_name_problem
+from facts.gcp import general_machine_problem, resource_name_problem
 from facts.gke import UNTIL_END_OF_SUPPORT, workload_pool
 from facts.kubernetes import SYSTEM_POOL
 from facts.versions import gke_version_key
@@ -384,6 +384,60 @@ class GpuNodePool(pulumi.ComponentResource):
                 delete_before_replace=True,
                 custom_timeouts=pulumi.CustomTimeouts(create="90m", update="90m", delete="60m"),
             ),
+        )
+        self.name = node_pool.name
+        self.register_outputs({"name": self.name})
+
+
+@dataclass(frozen=True)
+class CpuNodePoolArgs:
+    """A CPU pool beside the system pool, for a service that must not share it (the
+    resiliency supervisor keeps running while the system pool's controllers are upgraded)."""
+
+    name: str
+    project: str
+    cluster: pulumi.Input[str]
+    # Location of the cluster; the pool's nodes live in `zone`.
+    location: str
+    zone: str
+    machine_type: str
+    node_count: int
+    node_service_account: pulumi.Input[str]
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        require_no_problem(resource_name_problem(self.name, 40), "name", self.name)
+        require_no_problem(general_machine_problem(self.machine_type), "machine_type", self.machine_type)
+        require(self.node_count >= 1, "node_count", self.node_count, "must be at least 1")
+
+
+class CpuNodePool(pulumi.ComponentResource):
+    TYPE = "nemo:gke:CpuNodePool"
+
+    name: pulumi.Output[str]
+
+    def __init__(self, name: str, args: CpuNodePoolArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(self.TYPE, name, None, opts)
+        node_pool = gcp.container.NodePool(
+            f"{name}-pool",
+            name=args.name,
+            project=args.project,
+            cluster=args.cluster,
+            location=args.location,
+            node_locations=[args.zone],
+            node_count=args.node_count,
+            management={"auto_repair": True, "auto_upgrade": True},
+            node_config={
+                "machine_type": args.machine_type,
+                "image_type": "COS_CONTAINERD",
+                "boot_disk": {"disk_type": "pd-balanced", "size_gb": 100},
+                "service_account": args.node_service_account,
+                "oauth_scopes": [CLOUD_PLATFORM_SCOPE],
+                "workload_metadata_config": {"mode": "GKE_METADATA"},
+                "shielded_instance_config": {"enable_secure_boot": True, "enable_integrity_monitoring": True},
+                "resource_labels": dict(args.labels),
+            },
+            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
         )
         self.name = node_pool.name
         self.register_outputs({"name": self.name})

@@ -27,7 +27,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.kubernetes import KubernetesObject
-from facts import versions
+from facts import resiliency, versions
 from facts.errors import require
 from facts.gke import GCSFUSE_POD_ANNOTATIONS
 from facts.kubernetes import (
@@ -237,7 +237,16 @@ def run_jobset(args: TrainingRunArgs, config_map: str, files: Sequence[str]) -> 
             *tokenizer_mounts,
         ],
     )
+    local_checkpoints = (
+        [{"name": "local-checkpoints", "hostPath": {"path": resiliency.NODE_EPHEMERAL_SSD, "type": "Directory"}}]
+        if args.paths.local_checkpoint_dir
+        else []
+    )
+    container["volumeMounts"] += [
+        {"name": v["name"], "mountPath": resiliency.LOCAL_CHECKPOINT_MOUNT} for v in local_checkpoints
+    ]
     volumes = [
+        *local_checkpoints,
         {
             "name": "workload",
             "configMap": {

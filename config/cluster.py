@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from typing import Literal
 
 from pydantic import Field, model_validator
 
 from config.base import Model, check_name, check_period, parse_cidr, to_snake
 from facts.errors import RuleError
+from facts.gcp import general_machine_problem
 from facts.gke import (
     DWS_CAPACITY,
     NODE_UPGRADE_EXCLUSION_NAME,
@@ -18,9 +18,6 @@ from facts.gke import (
     default_compact,
 )
 from facts.machines import MACHINE_TYPES, MachineType, machine_type
-
-# GKE's predefined general-purpose families; the system pool runs controllers, not training.
-_GENERAL_MACHINE = re.compile(r"^(e2|n1|n2|n2d|n4|c2|c2d|c3|c3d|c4|t2d)-(standard|highmem|highcpu)-[0-9]+$")
 
 
 class NetworkConfig(Model):
@@ -148,13 +145,9 @@ class SystemPoolConfig(Model):
 
     @model_validator(mode="after")
     def _check(self) -> SystemPoolConfig:
-        if not _GENERAL_MACHINE.match(self.machine_type):
-            raise RuleError(
-                "machineType",
-                self.machine_type,
-                "must be a general-purpose type <family>-<standard|highmem|highcpu>-<vCPUs>, "
-                "family one of e2, n1, n2, n2d, n4, c2, c2d, c3, c3d, c4, t2d (e.g. e2-standard-4)",
-            )
+        problem = general_machine_problem(self.machine_type)
+        if problem:
+            raise RuleError("machineType", self.machine_type, problem)
         return self
 
 

@@ -1,4 +1,4 @@
-"""The platform layer's keys: `storage`, `kueue`, `tensorboard` and `gpudirect`."""
+"""The platform layer's keys: `storage`, `kueue`, `tensorboard`, `gpudirect` and `resiliency`."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from config.base import Model, check_name
+from facts import resiliency
 from facts.errors import RuleError
-from facts.gcp import FilestoreTier, bucket_name_problem, filestore_capacity_problem
+from facts.gcp import FilestoreTier, bucket_name_problem, filestore_capacity_problem, general_machine_problem
 
 _SHARE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,15}$")
 
@@ -102,3 +103,62 @@ class GpuDirectConfig(Model):
         True,
         description="Deploy the NRI device injector TCPX/TCPXO sidecars need; set false where GKE already runs it.",
     )
+
+
+class SupervisorPoolConfig(Model):
+    """The CPU pool the supervisor's Deployments run on (the recipe: 2 × e2-standard-8)."""
+
+    machine_type: str = Field(resiliency.SUPERVISOR_MACHINE_TYPE, description="General-purpose machine type.")
+    node_count: int = Field(resiliency.SUPERVISOR_NODES, ge=1, le=10, description="Nodes.")
+    zone: str | None = Field(None, description="Zone. Default: the zone of the first GPU pool.")
+
+    @model_validator(mode="after")
+    def _check(self) -> SupervisorPoolConfig:
+        problem = general_machine_problem(self.machine_type)
+        if problem:
+            raise RuleError("machineType", self.machine_type, problem)
+        return self
+
+
+class ResiliencyConfig(Model):
+    """The Google Cloud Resiliency supervisor of the A3 Ultra resiliency recipe: it watches the
+    GPU nodes (ECC and XID watchdogs) and the training ranks' heartbeats, and replaces failed
+    nodes or restarts the workload. Runs use it with `resiliency.supervisor: true`."""
+
+    enabled: bool = Field(False, description="Deploy the supervisor and its CPU pool.")
+    pool: SupervisorPoolConfig = Field(default_factory=SupervisorPoolConfig, description="The supervisor's CPU pool.")
+    heartbeat_polling_period_seconds: int = Field(
+        resiliency.HEARTBEAT_POLLING_PERIOD_SECONDS, ge=1, le=600, description="How often ranks' heartbeats are read."
+    )
+    heartbeat_timeout_seconds: int = Field(
+        resiliency.HEARTBEAT_TIMEOUT_SECONDS, ge=1, le=3600, description="A rank silent this long has failed."
+    )
+    watchdogs: tuple[resiliency.Watchdog, ...] = Field(
+        resiliency.WATCHDOGS, description="GPU health checks of the host daemon on every GPU node."
+    )
+    watchdog_interval_seconds: int = Field(
+        resiliency.WATCHDOG_INTERVAL_SECONDS, ge=1, le=3600, description="Seconds between watchdog checks."
+    )
+    watchdog_notification_cooldown_seconds: int = Field(
+        resiliency.WATCHDOG_NOTIFICATION_COOLDOWN_SECONDS,
+        ge=1,
+        le=3600,
+        description="Seconds between two reports of the same watchdog finding.",
+    )
+    topology_aware: bool = Field(
+        True,
+        description="Replace nodes with topology in mind (host daemon --enable_topology_aware_scheduling); needs "
+        "GPU pools with compact placement or a reservation block.",
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> ResiliencyConfig:
+        if len(set(self.watchdogs)) != len(self.watchdogs):
+            raise RuleError("watchdogs", list(self.watchdogs), "must not repeat a watchdog")
+        if self.heartbeat_timeout_seconds <= self.heartbeat_polling_period_seconds:
+            raise RuleError(
+                "heartbeatTimeoutSeconds",
+                self.heartbeat_timeout_seconds,
+                f"must be longer than heartbeatPollingPeriodSeconds ({self.heartbeat_polling_period_seconds})",
+            )
+        return self

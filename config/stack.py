@@ -10,8 +10,9 @@ from pydantic import Field, model_validator
 from config.base import Model, check_name
 from config.bootstrap import BootstrapConfig
 from config.cluster import ClusterConfig, GpuPoolConfig, NetworkConfig, SystemPoolConfig
-from config.platform import GpuDirectConfig, KueueConfig, StorageConfig, TensorBoardConfig
+from config.platform import GpuDirectConfig, KueueConfig, ResiliencyConfig, StorageConfig, TensorBoardConfig
 from config.training import TrainingConfig
+from facts import resiliency
 from facts.errors import RuleError
 from facts.gcp import (
     GPU_SUBNETS,
@@ -72,6 +73,9 @@ class StackConfig(Model):
     kueue: KueueConfig = Field(default_factory=KueueConfig, description="Kueue queues and admission.")
     tensorboard: TensorBoardConfig = Field(default_factory=TensorBoardConfig, description="TensorBoard.")
     gpudirect: GpuDirectConfig = Field(default_factory=GpuDirectConfig, description="GPUDirect add-ons.")
+    resiliency: ResiliencyConfig = Field(
+        default_factory=ResiliencyConfig, description="The resiliency supervisor (cluster and platform layers)."
+    )
     training: TrainingConfig = Field(default_factory=TrainingConfig, description="Runs and data preparation.")
 
     @property
@@ -107,6 +111,7 @@ class StackConfig(Model):
                 if problem:
                     raise RuleError(f"labels.{key}", checked, problem)
         self._check_pools()
+        self._check_resiliency()
         check_name("namespace", self.namespace, 63)
         if self.namespace in RESERVED_NAMESPACES:
             raise RuleError(
@@ -210,6 +215,27 @@ class StackConfig(Model):
                 f"holds {pod_range} addresses but the GPU pools need {pod_addresses} "
                 "(nodes × 2 × maxPodsPerNode); use a larger range or fewer pods per node",
             )
+
+    def _check_resiliency(self) -> None:
+        r = self.resiliency
+        if not r.enabled or not self.deploys(Layer.CLUSTER):
+            return
+        if any(pool.name == resiliency.SUPERVISOR_POOL for pool in self.gpu_pools):
+            raise RuleError(
+                "resiliency.enabled", True, f"names its pool {resiliency.SUPERVISOR_POOL}, as a GPU pool is"
+            )
+        if r.pool.zone is not None and region_of_zone(r.pool.zone) != self.region:
+            raise RuleError("resiliency.pool.zone", r.pool.zone, f"must be a zone of region {self.region}")
+        if r.topology_aware:
+            for i, pool in enumerate(self.gpu_pools):
+                if not pool.compact and pool.capacity.reservation_block is None:
+                    raise RuleError(
+                        "resiliency.topologyAware",
+                        True,
+                        f"needs compact placement (host_daemon.py --enable_topology_aware_scheduling), and "
+                        f"gpuPools[{i}] ({pool.name}) has neither compact placement nor a reservation block; "
+                        "set it false",
+                    )
 
     def _check_subnets(self) -> None:
         """Every node gets an address in the node subnet, and one in each GPU subnet per GPU NIC;

@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from config.base import Model, check_name, to_snake
+from facts import resiliency
 from facts.errors import RuleError
 from facts.kubernetes import MAX_RUN_NAME, MAX_RUN_NODES, Priority, TopologyLevel
 from facts.models import MODELS, ModelSpec, RunSettings, model_spec
@@ -63,6 +64,75 @@ class CheckpointConfig(Model):
     resume: bool = Field(True, description="Resume from the newest checkpoint of the run, if any.")
 
 
+class RunResiliencyConfig(Model):
+    """What the A3 Ultra resiliency recipe's launcher and training script enable, per run.
+    Defaults keep a run as plain torchrun; the recipe's values are given at each field."""
+
+    supervisor: bool = Field(
+        False,
+        description="Start under the resiliency launcher with the platform's supervisor (needs resiliency.enabled): "
+        "node replacement and workload restarts on failed heartbeats or GPU errors. The run's image defaults to "
+        "the recipe's image, which holds the launcher.",
+    )
+    fault_tolerance: bool = Field(
+        False,
+        description="NVIDIA Resiliency Extension rank heartbeats: a hung or dead rank stops the node's workers "
+        "(the recipe: on). Implied by supervisor.",
+    )
+    in_job_restarts: int = Field(
+        0,
+        ge=0,
+        le=100,
+        description="Restarts of the workers inside the running pods before the pod fails (the recipe: 0).",
+    )
+    workload_restarts: int = Field(
+        0, ge=0, le=100, description="Supervisor: restarts of the whole run before replacing nodes (the recipe: 0)."
+    )
+    initial_heartbeat_timeout_seconds: int = Field(
+        resiliency.INITIAL_HEARTBEAT_TIMEOUT_SECONDS,
+        ge=60,
+        le=86400,
+        description="Longest silence before a rank's first heartbeat (model build, checkpoint load).",
+    )
+    heartbeat_timeout_seconds: int = Field(
+        resiliency.RANK_HEARTBEAT_TIMEOUT_SECONDS,
+        ge=30,
+        le=86400,
+        description="Longest silence between two heartbeats of a rank (a step and a checkpoint save must fit).",
+    )
+    async_checkpoint: bool | None = Field(
+        None, description="Save checkpoints in the background (the recipe: on). Default: the NeMo recipe's."
+    )
+    local_checkpoint_interval_steps: int | None = Field(
+        None,
+        ge=1,
+        le=1_000_000,
+        description=f"Steps between checkpoints to the nodes' local SSD, replicated across nodes (the recipe: "
+        f"{resiliency.LOCAL_CHECKPOINT_INTERVAL}); restarts resume from the newest local or persistent one. Unset: "
+        "off.",
+    )
+
+    @property
+    def heartbeats(self) -> bool:
+        return self.fault_tolerance or self.supervisor
+
+    @model_validator(mode="after")
+    def _check(self) -> RunResiliencyConfig:
+        if self.workload_restarts and not self.supervisor:
+            raise RuleError("workloadRestarts", self.workload_restarts, "applies only with supervisor: true")
+        if self.in_job_restarts and not self.heartbeats:
+            raise RuleError(
+                "inJobRestarts", self.in_job_restarts, "needs faultTolerance: true (the restarting launcher)"
+            )
+        if self.heartbeat_timeout_seconds > self.initial_heartbeat_timeout_seconds:
+            raise RuleError(
+                "heartbeatTimeoutSeconds",
+                self.heartbeat_timeout_seconds,
+                f"must not exceed initialHeartbeatTimeoutSeconds ({self.initial_heartbeat_timeout_seconds})",
+            )
+        return self
+
+
 class TopologyConfig(Model):
     mode: Literal["preferred", "required", "none"] | None = Field(
         None, description="Kueue topology-aware placement. Default: preferred where the pool has topology labels."
@@ -114,6 +184,9 @@ class RunConfig(Model):
     tokenizer: TokenizerConfig = Field(default_factory=TokenizerConfig, description="Tokenizer of the data.")
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig, description="Checkpointing and resume.")
     max_restarts: int = Field(0, ge=0, le=100, description="JobSet restarts of the whole run after a failure.")
+    resiliency: RunResiliencyConfig = Field(
+        default_factory=RunResiliencyConfig, description="Fault tolerance, restarts and local checkpoints."
+    )
     topology: TopologyConfig = Field(default_factory=TopologyConfig, description="Topology-aware placement.")
     priority: Priority | None = Field(
         None, description="Kueue priority. Default: the platform's default priority class."

@@ -58,6 +58,20 @@ def is_region(value: str) -> bool:
     return bool(_REGION.match(value))
 
 
+# GKE's predefined general-purpose families: the CPU pools run controllers, not training.
+# https://cloud.google.com/compute/docs/general-purpose-machines
+_GENERAL_MACHINE = re.compile(r"^(e2|n1|n2|n2d|n4|c2|c2d|c3|c3d|c4|t2d)-(standard|highmem|highcpu)-[0-9]+$")
+
+
+def general_machine_problem(value: str) -> str | None:
+    if _GENERAL_MACHINE.match(value):
+        return None
+    return (
+        "must be a general-purpose type <family>-<standard|highmem|highcpu>-<vCPUs>, "
+        "family one of e2, n1, n2, n2d, n4, c2, c2d, c3, c3d, c4, t2d (e.g. e2-standard-4)"
+    )
+
+
 def region_of_zone(value: str) -> str | None:
     """The region of a zone name (`us-central1-c` → `us-central1`); None if it is not a zone name."""
     match = _ZONE.match(value)

@@ -41,6 +41,15 @@ class Architecture:
     def head_dim(self) -> int:
         return self.hidden // self.heads
 
+    @property
+    def parameters(self) -> int:
+        """Weights: untied input and output embeddings, and per layer the attention projections,
+        the MLP and two norms (the Llama and GPT layouts of the sources cited per model)."""
+        kv = self.kv_heads * self.head_dim
+        attention = self.hidden * (self.hidden + 2 * kv) + self.hidden * self.hidden
+        mlp = (3 if self.gated_mlp else 2) * self.hidden * self.ffn_hidden
+        return 2 * self.vocab_size * self.hidden + self.layers * (attention + mlp + 2 * self.hidden)
+
     def flops_per_sample(self, seq_length: int) -> float:
         """Model FLOPs to train on one sequence (forward + backward = 3 × forward), counting
         matrix multiplications only, full (unmasked) attention, no recomputation.

@@ -198,6 +198,14 @@ NEMO_2 = Image(
     "25.07",
     "AI-Hypercomputer/gpu-recipes:training/a4/llama31_405b/nemo-gke/nemo2507/128gpus-fp8-gbs128/recipe/values.yaml@2e1fd5e",
 )
+# The Google Cloud Resiliency supervisor and its training launcher (resiliency/launcher.py under
+# /workspace): the image of the A3 Ultra and A3 Mega resiliency recipes, published by tag only.
+RESILIENCY = Image(
+    "us-central1-docker.pkg.dev/deeplearning-images/reproducibility/pytorch-gpu-goodput",
+    "nemo24.12.01-2025-08-07",
+    "AI-Hypercomputer/gpu-recipes:training/a3ultra/llama31_405b/nemo-gke-resiliency/nemo2412/recipe/"
+    "values-supervisor.yaml and values.yaml@61b3f8a",
+)
 # GPT-2 BPE tokenizer files in a public bucket, mounted read-only through Cloud Storage FUSE as
 # the A3 Mega GPT-3 recipe mounts them (bucket, folder; the NeMo configs name the two files).
 # AI-Hypercomputer/gpu-recipes:training/a3mega/gpt3_175b/nemo-gke/nemo2507/recipe/values.yaml@2e1fd5e

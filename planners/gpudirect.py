@@ -217,12 +217,15 @@ def _tcpxo(stack: GpuDirectStack, plan: Sequence[GpuNetworkPlan]) -> PodNetworki
     )
 
 
-def _rdma(stack: GpuDirectStack, plan: Sequence[GpuNetworkPlan]) -> PodNetworking:
-    """The A3 Ultra recipes: gVNIC and RDMA NICs by multi-networking, gIB from the host."""
+def _rdma(stack: GpuDirectStack, plan: Sequence[GpuNetworkPlan], host_network: bool) -> PodNetworking:
+    """The A3 Ultra recipes: gVNIC and RDMA NICs by multi-networking, gIB from the host. On the
+    host network (the resiliency recipe: gpu-recipes training/a3ultra/llama31_405b/
+    nemo-gke-resiliency/nemo2412/recipe/values.yaml@61b3f8a `hostNetwork: true`, privileged) the
+    pod sees the node's NICs themselves and needs no interface annotations."""
     return PodNetworking(
-        annotations=_interfaces(plan),
-        host_network=False,
-        privileged=False,
+        annotations={} if host_network else _interfaces(plan),
+        host_network=host_network,
+        privileged=host_network,
         init_containers=[],
         volumes=[_NVIDIA_HOST_VOLUME, host_path_volume("gib", HOST_GIB_DIR)],
         mounts=[_NVIDIA_MOUNT, {"name": "gib", "mountPath": GIB_MOUNT}],
@@ -238,12 +241,15 @@ def _rdma(stack: GpuDirectStack, plan: Sequence[GpuNetworkPlan]) -> PodNetworkin
     )
 
 
-def pod_networking(flavour: GpuDirect, plan: Sequence[GpuNetworkPlan], gpus: int) -> PodNetworking:
-    """The pod side of each flavour, as the public A3 recipes configure it."""
+def pod_networking(
+    flavour: GpuDirect, plan: Sequence[GpuNetworkPlan], gpus: int, host_network: bool = False
+) -> PodNetworking:
+    """The pod side of each flavour, as the public A3 recipes configure it. `host_network` asks
+    for pods on the node's network where the flavour has such a pattern (TCPXO always has)."""
     if flavour is GpuDirect.NONE:
         return PodNetworking(
             annotations={},
-            host_network=False,
+            host_network=host_network,
             privileged=False,
             init_containers=[],
             volumes=[],
@@ -253,7 +259,9 @@ def pod_networking(flavour: GpuDirect, plan: Sequence[GpuNetworkPlan], gpus: int
         )
     stack = GPUDIRECT_STACKS[flavour]
     if flavour is GpuDirect.TCPX:
+        if host_network:
+            raise ValueError("the TCPX pattern of this program runs pods off the host network")
         return _tcpx(stack, plan, gpus)
     if flavour is GpuDirect.TCPXO:
         return _tcpxo(stack, plan)
-    return _rdma(stack, plan)
+    return _rdma(stack, plan, host_network)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from facts import versions
+from facts import resiliency, versions
 from facts.errors import RuleError
 from facts.gke import GCSFUSE_CSI_DRIVER, GCSFUSE_HOST_NETWORK_KSA
 from facts.kubernetes import (
@@ -23,6 +23,7 @@ from facts.kubernetes import (
     JOBSET_NAME_LABEL,
     RESTART_ATTEMPT_LABEL,
     RUN_REPLICATED_JOB,
+    TRAINING_CONTAINER,
 )
 from facts.machines import MachineType
 from facts.models import Framework, ModelSpec
@@ -70,6 +71,8 @@ class RunPaths:
     # Prefix on the data bucket to copy to local SSD first, when the run asks for a copy.
     dataset_source: str | None
     data_mount: str
+    # Local checkpoints on the node's SSD (facts.resiliency); None: off.
+    local_checkpoint_dir: str | None = None
 
     @property
     def dllogger_file(self) -> str:
@@ -86,6 +89,11 @@ def run_paths(run: RunSpec, experiments_dir: str, checkpoint_mount: str, data_mo
         dataset_prefix=local or on_bucket,
         dataset_source=on_bucket if local else None,
         data_mount=data_mount,
+        local_checkpoint_dir=(
+            f"{resiliency.LOCAL_CHECKPOINT_MOUNT}/{run.name}"
+            if run.resiliency.local_checkpoint_interval_steps
+            else None
+        ),
     )
 
 
@@ -343,6 +351,12 @@ def nemo2_settings(run: RunSpec, paths: RunPaths, machine: MachineType) -> dict[
         "checkpointInterval": run.checkpoint_interval_steps,
         "resume": run.resume,
         "profile": {"startStep": run.profile.start_step, "endStep": run.profile.end_step} if run.profile else None,
+        "resiliency": {
+            "faultTolerance": run.resiliency.heartbeats,
+            "asyncCheckpoint": run.resiliency.async_checkpoint,
+            "localCheckpointDir": paths.local_checkpoint_dir,
+            "localCheckpointInterval": run.resiliency.local_checkpoint_interval_steps,
+        },
         "overrides": dict(run.overrides),
     }
 
@@ -388,6 +402,43 @@ def launcher_env(run: RunSpec, paths: RunPaths) -> dict[str, str]:
         env.update(DATASET_SOURCE=paths.dataset_source, DATASET_TARGET=paths.dataset_prefix)
     if run.profile is not None:
         env["NSYS_START_STEP"] = str(run.profile.start_step)
+    env.update(resiliency_env(run))
+    return env
+
+
+class Launcher:
+    """How launch.sh starts the node's workers (RUN_LAUNCHER)."""
+
+    TORCHRUN = "torchrun"
+    # NVRx's ft_launcher: rank heartbeats and in-job restarts.
+    FAULT_TOLERANT = "ft"
+    # The resiliency recipe's launcher, reporting to the supervisor's host daemon.
+    SUPERVISED = "supervisor"
+
+
+def resiliency_env(run: RunSpec) -> dict[str, str]:
+    """What launch.sh needs to start the run's launcher (the resiliency recipe's launcher
+    variables, facts.resiliency.LAUNCHER). Workload scaling stays off: the NeMo script keeps
+    its data-parallel size, so every replica of the run is always needed."""
+    r = run.resiliency
+    if not r.heartbeats:
+        return {}
+    env = {
+        "RUN_LAUNCHER": Launcher.SUPERVISED if r.supervisor else Launcher.FAULT_TOLERANT,
+        "FT_PARAM_INITIAL_RANK_HEARTBEAT_TIMEOUT": str(r.initial_heartbeat_timeout_seconds),
+        "FT_PARAM_RANK_HEARTBEAT_TIMEOUT": str(r.heartbeat_timeout_seconds),
+        "MAX_IN_JOB_RESTARTS": str(r.in_job_restarts),
+    }
+    if r.supervisor:
+        env.update(
+            RESILIENCY_LAUNCHER=resiliency.RESILIENCY_LAUNCHER,
+            HOST_DAEMON_PORT=str(resiliency.HOST_DAEMON_PORT),
+            MAX_WORKLOAD_RESTARTS=str(r.workload_restarts),
+            CONTAINER_TERMINATION_THRESHOLD_S=str(resiliency.CONTAINER_TERMINATION_THRESHOLD_SECONDS),
+            WORKLOAD_DOWNTIME_THRESHOLD_S=str(resiliency.WORKLOAD_DOWNTIME_THRESHOLD_SECONDS),
+            REPLICATED_JOB_NAME=RUN_REPLICATED_JOB,
+            WORKLOAD_CONTAINER_NAME=TRAINING_CONTAINER,
+        )
     return env
 
 

@@ -12,10 +12,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from facts import resiliency, versions
 from facts.errors import RuleError
 from facts.kubernetes import TOPOLOGY_LABELS, TopologyLevel
-from facts.machines import GPUDIRECT_STACKS, MachineType, Precision, training_pod_requests
-from facts.models import MODELS, ModelSpec, RunSettings, model_spec
+from facts.machines import GPUDIRECT_STACKS, GpuDirect, MachineType, Precision, training_pod_requests
+from facts.models import MODELS, Framework, ModelSpec, RunSettings, model_spec
 from planners.queues import Flavor
 
 
@@ -31,6 +32,31 @@ class Tokenizer:
 class ProfileWindow:
     start_step: int
     end_step: int
+
+
+@dataclass(frozen=True)
+class Resiliency:
+    """The run-side resiliency of the A3 Ultra resiliency recipe (facts.resiliency); the
+    defaults are a plain torchrun run."""
+
+    supervisor: bool = False
+    fault_tolerance: bool = False
+    in_job_restarts: int = 0
+    workload_restarts: int = 0
+    initial_heartbeat_timeout_seconds: int = resiliency.INITIAL_HEARTBEAT_TIMEOUT_SECONDS
+    heartbeat_timeout_seconds: int = resiliency.RANK_HEARTBEAT_TIMEOUT_SECONDS
+    # None keeps the NeMo recipe's setting.
+    async_checkpoint: bool | None = None
+    local_checkpoint_interval_steps: int | None = None
+
+    @property
+    def heartbeats(self) -> bool:
+        """Ranks send heartbeats: NVRx fault tolerance, on its own or under the supervisor."""
+        return self.fault_tolerance or self.supervisor
+
+    @property
+    def enabled(self) -> bool:
+        return self != Resiliency()
 
 
 @dataclass(frozen=True)
@@ -53,6 +79,7 @@ class RunSpec:
     resume: bool = True
     profile: ProfileWindow | None = None
     max_restarts: int = 0
+    resiliency: Resiliency = Resiliency()
     topology_mode: str | None = None
     topology_level: TopologyLevel = TopologyLevel.BLOCK
     image: str | None = None
@@ -85,8 +112,9 @@ def _flavor(pool: str, flavors: Mapping[str, Flavor]) -> Flavor:
     return flavors[pool]
 
 
-def check_run(run: RunSpec, flavors: Mapping[str, Flavor], priorities: Sequence[str]) -> None:
-    """Raise RuleError (key relative to the run) if the run cannot work on its pool."""
+def check_run(run: RunSpec, flavors: Mapping[str, Flavor], priorities: Sequence[str], supervisor: bool = False) -> None:
+    """Raise RuleError (key relative to the run) if the run cannot work on its pool. `supervisor`:
+    whether the platform runs the resiliency supervisor."""
     flavor, spec, s = _flavor(run.pool, flavors), run.spec, run.settings
     machine, arch, pool = flavor.machine, spec.architecture, run.pool
     gpus = run.nodes * machine.gpus
@@ -138,6 +166,7 @@ def check_run(run: RunSpec, flavors: Mapping[str, Flavor], priorities: Sequence[
         raise RuleError("topology.mode", run.topology_mode, f"pool {pool} {flavor.topology_problem}; use 'none'")
     if run.priority not in priorities:
         raise RuleError("priority", run.priority, f"is not a priority class of the platform: {', '.join(priorities)}")
+    check_resiliency(run, machine, supervisor)
     problem = untested_image(run, machine)
     if problem and run.image is None:
         tested = [name for name, spec in MODELS.items() if spec.recipe.image.ref in _validated(machine)]
@@ -146,10 +175,92 @@ def check_run(run: RunSpec, flavors: Mapping[str, Flavor], priorities: Sequence[
         )
 
 
+def local_checkpoint_bytes(run: RunSpec, machine: MachineType) -> int:
+    """Local SSD one node needs for local checkpoints at their peak: every GPU's own state (its
+    weight shard and its share of the distributed optimizer), replicated to peers, the newer
+    checkpoint beside the older one until it is complete (facts.resiliency)."""
+    s, params = run.settings, run.spec.architecture.parameters
+    gpus = run.nodes * machine.gpus
+    per_gpu = (
+        resiliency.WEIGHT_BYTES * params / (s.tensor_parallel * s.pipeline_parallel)
+        + resiliency.OPTIMIZER_BYTES * params / gpus
+    )
+    replication = resiliency.LOCAL_CHECKPOINT_REPLICATION if run.nodes > 1 else 1
+    return int(per_gpu * machine.gpus * replication * resiliency.LOCAL_CHECKPOINTS_AT_PEAK)
+
+
+def local_ssd_bytes(machine: MachineType) -> int:
+    return machine.local_ssds * resiliency.LOCAL_SSD_DISK_GIB * 2**30
+
+
+# GPUDirect flavours whose training pods can run on the host network, which the supervisor needs.
+SUPERVISED_FLAVOURS = frozenset({GpuDirect.NONE, GpuDirect.TCPXO, GpuDirect.RDMA})
+
+
+def check_resiliency(run: RunSpec, machine: MachineType, supervisor: bool) -> None:
+    """The run's resiliency settings against its model, its checkpoints and the node's SSD."""
+    r, steps = run.resiliency, run.settings.steps
+    if not r.enabled:
+        return
+    if run.spec.recipe.framework is not Framework.NEMO2:
+        raise RuleError("resiliency", "set", f"{run.spec.name} runs on NeMo 1; resiliency settings need a NeMo 2 model")
+    if r.supervisor and not supervisor:
+        raise RuleError("resiliency.supervisor", True, "needs the platform's supervisor: set resiliency.enabled: true")
+    if r.supervisor and machine.gpudirect not in SUPERVISED_FLAVOURS:
+        raise RuleError(
+            "resiliency.supervisor",
+            True,
+            f"the supervisor reaches each worker on a node port beside its host daemon, so training pods use the host "
+            f"network, and {machine.name}'s {machine.gpudirect.value} pattern runs them off it",
+        )
+    if r.heartbeats and run.profile is not None:
+        raise RuleError("profile", "set", "Nsight Systems cannot wrap the fault-tolerant launcher (NeMo refuses both)")
+    if r.heartbeats and run.checkpoint and run.checkpoint_interval_steps > steps:
+        raise RuleError(
+            "checkpoint.intervalSteps",
+            run.checkpoint_interval_steps,
+            f"exceeds the run's {steps} steps: a restarted run would start from step 0",
+        )
+    local = r.local_checkpoint_interval_steps
+    if local is None:
+        return
+    if not run.checkpoint:
+        raise RuleError(
+            "resiliency.localCheckpointIntervalSteps", local, "needs checkpoint.enabled: restarts compare both kinds"
+        )
+    if local > steps:
+        raise RuleError("resiliency.localCheckpointIntervalSteps", local, f"exceeds the run's {steps} steps")
+    if local >= run.checkpoint_interval_steps:
+        raise RuleError(
+            "resiliency.localCheckpointIntervalSteps",
+            local,
+            f"must be below checkpoint.intervalSteps ({run.checkpoint_interval_steps}): local checkpoints are the "
+            "frequent, cheap ones",
+        )
+    need, have = local_checkpoint_bytes(run, machine), local_ssd_bytes(machine)
+    allowed = int(have * resiliency.LOCAL_CHECKPOINT_SSD_SHARE)
+    if need > allowed:
+        raise RuleError(
+            "resiliency.localCheckpointIntervalSteps",
+            local,
+            f"local checkpoints need {need / 1e9:.0f} GB per node, more than half of a {machine.name}'s "
+            f"{have / 1e9:.0f} GB local SSD ({allowed / 1e9:.0f} GB); use more nodes or leave them off",
+        )
+
+
 def run_advice(run: RunSpec, machine: MachineType) -> list[str]:
     """What a run the checks let through should still hear about."""
+    advice = []
     problem = untested_image(run, machine)
-    return [f"run {run.name}: {problem}; the image was chosen explicitly, so it runs"] if problem else []
+    if problem:
+        advice.append(f"run {run.name}: {problem}; the image was chosen explicitly, so it runs")
+    recipe_image = run.spec.recipe.image.ref
+    if run.resiliency.supervisor and run.image == versions.RESILIENCY.ref and recipe_image != run.image:
+        advice.append(
+            f"run {run.name}: supervised, so it runs on the resiliency recipe's image {run.image} (NeMo 24.12) "
+            f"instead of {recipe_image}, which this program's NeMo 2 script was written against"
+        )
+    return advice
 
 
 def _validated(machine: MachineType) -> tuple[str, ...]:

@@ -18,6 +18,8 @@ from components.gke import (
     AuthorizedNetwork,
     Cluster,
     ClusterArgs,
+    CpuNodePool,
+    CpuNodePoolArgs,
     GpuNodePool,
     GpuNodePoolArgs,
     MaintenanceExclusion,
@@ -28,7 +30,7 @@ from components.iam import NodeServiceAccount, NodeServiceAccountArgs
 from components.network import GpuNetworks, GpuNetworksArgs, PrimaryNetwork, PrimaryNetworkArgs
 from config.cluster import ClusterConfig, GpuPoolConfig
 from config.stack import StackConfig
-from facts import versions
+from facts import resiliency, versions
 from facts.gke import (
     DWS_CAPACITY,
     NODE_UPGRADE_EXCLUSION_NAME,
@@ -80,7 +82,13 @@ def cluster_facts(cfg: StackConfig) -> ClusterFacts:
         system_pool=SYSTEM_POOL,
         gpu_networks=plan_gpu_networks(cfg.cluster_name, network_machine(cfg.gpu_machines), cfg.network.gpu_cidr),
         gpu_pools=tuple(node_pool_spec(cfg, p).facts for p in cfg.gpu_pools),
+        supervisor_pool=resiliency.SUPERVISOR_POOL if cfg.resiliency.enabled else None,
     )
+
+
+def supervisor_zone(cfg: StackConfig) -> str:
+    """The recipe puts the supervisor's pool in the zone of the GPU pool it watches."""
+    return cfg.resiliency.pool.zone or cfg.pool_zone(cfg.gpu_pools[0])
 
 
 def maintenance_exclusions(cfg: ClusterConfig) -> list[MaintenanceExclusion]:
@@ -111,6 +119,8 @@ class ClusterOutputs:
     # The primary VPC's name; an Output of the network in a one-stack environment, so that
     # what lives on it (Filestore) is deleted before it.
     primary_network: pulumi.Input[str]
+    # What the supervisor's pods wait for (and are deleted before), in a one-stack environment.
+    supervisor_pool: pulumi.Resource | None = None
 
 
 @dataclass(frozen=True)
@@ -126,6 +136,7 @@ class ClusterLayer(pulumi.ComponentResource):
 
     cluster: Cluster
     primary_network: pulumi.Output[str]
+    supervisor_pool: CpuNodePool | None
 
     def __init__(self, name: str, args: ClusterLayerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(self.TYPE, name, None, opts)
@@ -219,6 +230,25 @@ class ClusterLayer(pulumi.ComponentResource):
                 ),
                 opts=child,
             )
+        self.supervisor_pool = None
+        if facts.supervisor_pool is not None:
+            # Nothing of a run waits for it: the first `up` trains whether or not it is ready.
+            supervisor = cfg.resiliency.pool
+            self.supervisor_pool = CpuNodePool(
+                f"{name}-{facts.supervisor_pool}",
+                CpuNodePoolArgs(
+                    name=facts.supervisor_pool,
+                    project=cfg.project,
+                    cluster=self.cluster.id,
+                    location=facts.location,
+                    zone=supervisor_zone(cfg),
+                    machine_type=supervisor.machine_type,
+                    node_count=supervisor.node_count,
+                    node_service_account=nodes.email,
+                    labels=args.labels,
+                ),
+                opts=child,
+            )
         self.register_outputs({"cluster": self.cluster.name})
 
 
@@ -231,6 +261,7 @@ def build(
         kubeconfig=layer.cluster.kubeconfig,
         provider=layer.cluster.provider,
         primary_network=layer.primary_network,
+        supervisor_pool=layer.supervisor_pool,
     )
     exports = {
         "cluster": facts.to_plain(),

@@ -30,6 +30,8 @@ class ClusterFacts(Model):
     system_pool: str
     gpu_networks: tuple[GpuNetworkPlan, ...]
     gpu_pools: tuple[PoolFacts, ...]
+    # The resiliency supervisor's CPU pool, when the stack has one.
+    supervisor_pool: str | None = None
 
 
 class PlatformFacts(Model):
@@ -54,6 +56,8 @@ class PlatformFacts(Model):
     checkpoint_bucket: str
     checkpoint_claim: str
     checkpoint_mount: str
+    # Whether the platform runs the resiliency supervisor (runs with resiliency.supervisor need it).
+    supervisor: bool = False
 
     @property
     def flavors_by_pool(self) -> dict[str, Flavor]:

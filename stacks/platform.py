@@ -18,6 +18,7 @@ from typing import Any
 import pulumi
 
 from components.gpudirect import GpuNetworkObjects, GpuNetworkObjectsArgs, NcclPluginInstaller, NcclPluginInstallerArgs
+from components.resiliency import Supervisor, SupervisorArgs
 from components.scheduling import (
     JobSetController,
     JobSetControllerArgs,
@@ -36,8 +37,10 @@ from components.storage import (
 )
 from components.tensorboard import TensorBoard, TensorBoardArgs
 from components.workspace import TrainingWorkspace, TrainingWorkspaceArgs
+from config.loader import ConfigError
 from config.stack import StackConfig
 from facts import versions
+from facts.errors import RuleError
 from facts.gcp import REGIONAL_FILESTORE_TIERS
 from facts.installed import crd_manifest
 from facts.kubernetes import DEFAULT_PRIORITY, PRIORITY_VALUES, node_pool_selector
@@ -85,7 +88,16 @@ def platform_facts(cfg: StackConfig, cluster: ClusterFacts) -> PlatformFacts:
         checkpoint_bucket=storage.checkpoint_bucket.name or f"{prefix}-ckpt",
         checkpoint_claim="checkpoints",
         checkpoint_mount=CHECKPOINT_MOUNT,
+        supervisor=cfg.resiliency.enabled,
     )
+
+
+def check_platform(cfg: StackConfig, cluster: ClusterFacts) -> None:
+    """What the platform needs of the cluster it lands on, before anything is registered."""
+    if cfg.resiliency.enabled and cluster.supervisor_pool is None:
+        raise ConfigError.of(
+            [RuleError("resiliency.enabled", True, "needs the supervisor's CPU pool: enable it in the cluster's stack")]
+        )
 
 
 @dataclass(frozen=True)
@@ -228,6 +240,27 @@ class PlatformLayer(pulumi.ComponentResource):
             opts=child,
         )
         self.run_dependencies.append(queues.local_queue)
+
+        if cfg.resiliency.enabled:
+            r = cfg.resiliency
+            Supervisor(
+                f"{name}-supervisor",
+                SupervisorArgs(
+                    namespace=facts.namespace,
+                    workload_namespace=facts.namespace,
+                    project=cluster.facts.project,
+                    node_selector=node_pool_selector(cluster.facts.supervisor_pool or ""),
+                    heartbeat_polling_period_seconds=r.heartbeat_polling_period_seconds,
+                    heartbeat_timeout_seconds=r.heartbeat_timeout_seconds,
+                    watchdogs=r.watchdogs,
+                    watchdog_interval_seconds=r.watchdog_interval_seconds,
+                    watchdog_notification_cooldown_seconds=r.watchdog_notification_cooldown_seconds,
+                    topology_aware=r.topology_aware,
+                    gpus_per_node=max(p.machine.gpus for p in cluster.facts.gpu_pools),
+                    after=[workspace, *([cluster.supervisor_pool] if cluster.supervisor_pool else [])],
+                ),
+                opts=child,
+            )
 
         self.tensorboard = None
         if cfg.tensorboard.enabled:

@@ -62,6 +62,8 @@ def deploy(cfg: StackConfig) -> dict[str, Any]:
     cluster_facts = (
         cluster.cluster_facts(cfg) if cfg.deploys(Layer.CLUSTER) else _need(upstream).facts("cluster", ClusterFacts)
     )
+    if cfg.deploys(Layer.PLATFORM):
+        platform.check_platform(cfg, cluster_facts)
     platform_facts = (
         platform.platform_facts(cfg, cluster_facts)
         if cfg.deploys(Layer.PLATFORM)

@@ -18,12 +18,14 @@ from components.training import DataPreparation, DataPreparationArgs, TrainingRu
 from config.loader import ConfigError
 from config.stack import StackConfig
 from config.training import DataPrepConfig, NcclTestConfig, RunConfig, TokenizerConfig
+from facts import versions
 from facts.errors import RuleError
 from facts.kubernetes import COMPLETION_INDEX_LABEL, FABRIC_CHECK_LABEL, RUN_LABEL, TRAINING_CONTAINER
+from facts.machines import MachineType
 from planners import nemo
 from planners.fabric import NcclTestSpec, check_nccl_test
-from planners.gpudirect import pod_networking
-from planners.runs import DataPrepSpec, ProfileWindow, RunSpec, Tokenizer, check_data_prep, check_run
+from planners.gpudirect import PodNetworking, pod_networking
+from planners.runs import DataPrepSpec, ProfileWindow, Resiliency, RunSpec, Tokenizer, check_data_prep, check_run
 from stacks.cluster import ClusterOutputs
 from stacks.contract import ClusterFacts, PlatformFacts
 from stacks.platform import PlatformOutputs
@@ -34,7 +36,9 @@ def _tokenizer(cfg: TokenizerConfig) -> Tokenizer:
 
 
 def run_spec(run: RunConfig, platform: PlatformFacts) -> RunSpec:
-    """A run of the config, on the platform's default pool and priority unless it names its own."""
+    """A run of the config, on the platform's default pool and priority unless it names its own.
+    A supervised run defaults to the image that holds the resiliency launcher."""
+    r = run.resiliency
     return RunSpec(
         name=run.name,
         model=run.model,
@@ -50,13 +54,28 @@ def run_spec(run: RunConfig, platform: PlatformFacts) -> RunSpec:
         resume=run.checkpoint.resume,
         profile=ProfileWindow(run.profile.start_step, run.profile.end_step) if run.profile else None,
         max_restarts=run.max_restarts,
+        resiliency=Resiliency(
+            supervisor=r.supervisor,
+            fault_tolerance=r.heartbeats,
+            in_job_restarts=r.in_job_restarts,
+            workload_restarts=r.workload_restarts,
+            initial_heartbeat_timeout_seconds=r.initial_heartbeat_timeout_seconds,
+            heartbeat_timeout_seconds=r.heartbeat_timeout_seconds,
+            async_checkpoint=r.async_checkpoint,
+            local_checkpoint_interval_steps=r.local_checkpoint_interval_steps,
+        ),
         topology_mode=run.topology.mode,
         topology_level=run.topology.level,
-        image=run.image,
+        image=run.image or (versions.RESILIENCY.ref if r.supervisor else None),
         overrides=MappingProxyType(dict(run.overrides)),
         env=MappingProxyType(dict(run.env)),
         allow_env_overrides=frozenset(run.allow_env_overrides),
     )
+
+
+def run_networking(run: RunSpec, machine: MachineType, cluster: ClusterFacts) -> PodNetworking:
+    """The pool's pod networking; on the host network for a supervised run."""
+    return pod_networking(machine.gpudirect, cluster.gpu_networks, machine.gpus, run.resiliency.supervisor)
 
 
 def run_paths(run: RunSpec, platform: PlatformFacts) -> nemo.RunPaths:
@@ -93,9 +112,9 @@ def check_runs(cfg: StackConfig, cluster: ClusterFacts, platform: PlatformFacts)
     for i, run_config in enumerate(cfg.training.runs):
         run = run_spec(run_config, platform)
         try:
-            check_run(run, flavors, platform.priority_classes)
+            check_run(run, flavors, platform.priority_classes, platform.supervisor)
             machine = flavors[run.pool].machine
-            networking = pod_networking(machine.gpudirect, cluster.gpu_networks, machine.gpus)
+            networking = run_networking(run, machine, cluster)
             nemo.check_env(run, nemo.platform_env(run, machine, networking, run_paths(run, platform)))
         except RuleError as error:
             errors.append(error.under(f"training.runs[{i}]"))
@@ -182,7 +201,7 @@ class TrainingLayer(pulumi.ComponentResource):
                         namespace=platform.namespace,
                         local_queue=platform.local_queue,
                         service_account=platform.service_account,
-                        networking=pod_networking(machine.gpudirect, cluster.facts.gpu_networks, machine.gpus),
+                        networking=run_networking(run, machine, cluster.facts),
                         paths=run_paths(run, platform),
                         volumes=volumes,
                         after=[*after, *gate],

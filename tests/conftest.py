@@ -30,8 +30,8 @@ NODE_POOL = "gcp:container/nodePool:NodePool"
 
 
 def gpu_pools(run: StackRun) -> list[RecordedResource]:
-    """The GPU node pools of a run (every pool but the system pool)."""
-    return [p for p in run.of_type(NODE_POOL) if p.inputs["name"] != "system"]
+    """The GPU node pools of a run (not the system or supervisor CPU pools)."""
+    return [p for p in run.of_type(NODE_POOL) if p.inputs["nodeConfig"].get("guestAccelerators")]
 
 
 def flavors_by_pool(run: StackRun) -> dict[str, dict[str, Any]]:

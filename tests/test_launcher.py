@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 
 from analysis.logs import STEP_TIME, LogFormat, StepRange, read_log
+from facts.models import model_spec
 from planners import nemo
+from planners.runs import Resiliency, RunSpec, Tokenizer
 
 # Stand-in torchrun: records its arguments, one variable and the dllogger module Python finds,
 # saves a checkpoint at step 150.
@@ -224,3 +226,86 @@ for attempt, steps in ((0, range(0, 12)), (1, range(10, 20))):
     assert log.repeated_steps == (10, 11)
     times = [log.records[step][STEP_TIME] for step in range(5, 20)]
     assert times == [2.0] * 5 + [3.0] * 10, "the restarted attempt's records win"
+
+
+# Stand-in resiliency launcher (a Python script, as in the recipe's image): records its arguments.
+RESILIENCY_LAUNCHER = """import os, sys
+open(os.path.join(os.environ["RECORD"], "launcher.args"), "w").write("\\n".join(sys.argv[1:]) + "\\n")
+"""
+
+
+def test_fault_tolerant_runs_start_under_ft_launcher_with_their_heartbeats(workspace: dict[str, str]) -> None:
+    """nvidia-resiliency-ext's ft_launcher takes torchrun's arguments and the --ft-param-* ones
+    (fault_tolerance/launcher.py, 0.4.1); --max-restarts are its in-job restarts."""
+    bin_dir = Path(workspace["PATH"].split(":")[0])
+    (bin_dir / "ft_launcher").write_text(TORCHRUN)
+    (bin_dir / "ft_launcher").chmod(0o755)
+    workspace.update(
+        RUN_LAUNCHER="ft",
+        FT_PARAM_INITIAL_RANK_HEARTBEAT_TIMEOUT="720",
+        FT_PARAM_RANK_HEARTBEAT_TIMEOUT="300",
+        MAX_IN_JOB_RESTARTS="2",
+    )
+    result = launch(workspace, "--yes")
+    assert result.returncode == 0, result.stderr
+    args = (Path(workspace["RECORD"]) / "torchrun.args").read_text().split()
+    assert args[:3] == [
+        "--ft-param-initial_rank_heartbeat_timeout=720",
+        "--ft-param-rank_heartbeat_timeout=300",
+        "--max-restarts=2",
+    ]
+    assert "--nnodes=2" in args and args[-2:] == [workspace["NEMO_ENTRYPOINT"], "--yes"]
+
+
+def test_supervised_runs_start_under_the_recipe_s_launcher_with_their_own_names(
+    workspace: dict[str, str], tmp_path: Path
+) -> None:
+    """The recipe's launcher flags (gpu-recipes src/launchers/grl-nemo-20-launcher-a3u.sh@25dac48),
+    with this program's JobSet, replicated job and container names, and workload scaling off."""
+    launcher = tmp_path / "launcher.py"
+    launcher.write_text(RESILIENCY_LAUNCHER)
+    workspace.update(
+        {**nemo_env(), "RESILIENCY_LAUNCHER": str(launcher)},
+        JOBSET_NAME="run-abc123",
+    )
+    result = launch(workspace, "--yes")
+    assert result.returncode == 0, result.stderr
+    args = (Path(workspace["RECORD"]) / "launcher.args").read_text().split()
+    for flag in (
+        "--use-supervisor",
+        "--host-daemon-port=60010",
+        "--max-workload-restarts=0",
+        "--max-restarts=0",
+        "--num-nodes-per-dp=2",
+        "--min-num-dp-replicas=1",
+        "--max-num-dp-replicas=1",
+        "--workload-name=run-abc123",
+        "--rdzv-id=run-abc123",
+        "--job-name=workers",
+        "--container-name=nemo",
+        "--container-termination-threshold-s=60",
+        "--workload-downtime-threshold-s=180",
+    ):
+        assert flag in args, flag
+    assert args[-2:] == [workspace["NEMO_ENTRYPOINT"], "--yes"]
+
+
+def nemo_env() -> dict[str, str]:
+    """The launcher variables the platform sets for a supervised run."""
+    run = RunSpec(
+        name="run",
+        model="llama3.1-8b",
+        pool="p",
+        nodes=2,
+        settings=model_spec("llama3.1-8b").recipe.settings(),
+        tokenizer=Tokenizer("megatron", "GPT2BPETokenizer"),
+        priority="nemo-medium",
+        resiliency=Resiliency(supervisor=True),
+    )
+    return nemo.resiliency_env(run)
+
+
+def test_an_unknown_launcher_is_refused(workspace: dict[str, str]) -> None:
+    workspace["RUN_LAUNCHER"] = "mpirun"
+    result = launch(workspace)
+    assert result.returncode == 2 and "expected torchrun, ft or supervisor" in result.stdout

@@ -80,7 +80,8 @@ def test_network_objects_name_the_cluster_layers_vpcs_and_subnets(render: Any, s
         ("dev", versions.TCPX_PLUGIN, {"nccl-tcpx-installer", "device-injector"}),
         # The TCPXO sidecar is privileged on the host network: no NRI device injection.
         ("a3mega", versions.TCPXO_PLUGIN, {"nccl-tcpxo-installer"}),
-        ("a3ultra", versions.GIB_PLUGIN, {"nccl-rdma-installer"}),
+        # With the resiliency supervisor's host daemon beside it.
+        ("a3ultra", versions.GIB_PLUGIN, {"nccl-rdma-installer", "supervisor-host-daemon"}),
     ],
 )
 def test_the_nccl_plugin_installer_of_each_flavour_is_pinned(

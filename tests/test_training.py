@@ -327,8 +327,15 @@ def test_a3_mega_runs_carry_the_recipe_s_tuned_settings(render: Any) -> None:
     assert (model["hidden_dropout"], model["attention_dropout"]) == (0.1, 0.1)
 
 
+def unsupervised_a3ultra(render: Any) -> StackRun:
+    """The a3ultra example with its run off the supervisor (so off the host network)."""
+    training = copy.deepcopy(load_stack_values("a3ultra")["nemo-gke:training"])
+    del training["runs"][0]["resiliency"]
+    return render("a3ultra", values=stack_with("a3ultra", training=training))
+
+
 def test_rdma_pods_attach_the_gvnic_and_eight_rdma_nics_with_gib(render: Any) -> None:
-    run = render("a3ultra")
+    run = unsupervised_a3ultra(render)
     _, manifest = jobset(run)
     interfaces = json.loads(pod(manifest)["metadata"]["annotations"]["networking.gke.io/interfaces"])
     assert [i["network"] for i in interfaces] == ["default", "gvnic-1", *(f"rdma-{i}" for i in range(8))]
@@ -404,6 +411,7 @@ def script_keys(source: str) -> set[str]:
     keys = set(re.findall(r'SETTINGS\["(\w+)"\]', source))
     keys |= {f"tokenizer.{k}" for k in re.findall(r'tokenizer\["(\w+)"\]', source)}
     keys |= {f"profile.{k}" for k in re.findall(r'\["profile"\]\["(\w+)"\]', source)}
+    keys |= {f"resiliency.{k}" for k in re.findall(r'RESILIENCY\["(\w+)"\]', source)}
     return keys
 
 
@@ -411,6 +419,7 @@ def settings_keys(settings: dict[str, Any]) -> set[str]:
     keys = set(settings)
     keys |= {f"tokenizer.{k}" for k in settings["tokenizer"]}
     keys |= {f"profile.{k}" for k in ("startStep", "endStep")}
+    keys |= {f"resiliency.{k}" for k in settings["resiliency"]}
     return keys
 
 
@@ -434,7 +443,7 @@ def test_nemo2_runs_get_settings_the_recipe_script_reads_and_nothing_else(render
         2016,
         True,
     )
-    assert "run.cli.main(llm.pretrain" in script
+    assert "run.cli.main(" in script and "else llm.pretrain" in script
     _, manifest = jobset(render("a3ultra"))
     assert container(manifest)["args"] == ["--yes"]
     assert env(manifest)["NEMO_ENTRYPOINT"] == "/workload/nemo2_pretrain.py"

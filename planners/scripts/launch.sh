@@ -8,6 +8,12 @@
 #   NCCL_PLUGIN_PATH    the NCCL network plugin's library directories (a:b), added to the linker cache
 #   DATASET_SOURCE, DATASET_TARGET                    copy the dataset to local SSD when set
 #   NSYS_START_STEP     wrap the run in Nsight Systems when set
+#   RUN_LAUNCHER        torchrun (unset), ft (NVRx ft_launcher: rank heartbeats, in-job restarts)
+#                       or supervisor (the resiliency recipe's launcher, reporting to the host
+#                       daemon): FT_PARAM_*_HEARTBEAT_TIMEOUT MAX_IN_JOB_RESTARTS, and for the
+#                       supervisor RESILIENCY_LAUNCHER HOST_DAEMON_PORT MAX_WORKLOAD_RESTARTS
+#                       CONTAINER_TERMINATION_THRESHOLD_S WORKLOAD_DOWNTIME_THRESHOLD_S
+#                       REPLICATED_JOB_NAME WORKLOAD_CONTAINER_NAME JOBSET_NAME
 # Nothing is downloaded: the dllogger module NeMo's DLLogger needs is shipped beside this script
 # (python/dllogger.py).
 set -euo pipefail
@@ -68,10 +74,26 @@ if [ -n "${DATASET_SOURCE:-}" ]; then
   for ext in bin idx; do cp "${DATASET_SOURCE}.${ext}" "${DATASET_TARGET}.${ext}"; done
 fi
 
-launch=(torchrun
-  --nproc-per-node="${GPUS_PER_NODE}" --nnodes="${NNODES}" --node-rank="${node}"
-  --master-addr="${MASTER_ADDR}" --master-port="${MASTER_PORT}"
-  "${NEMO_ENTRYPOINT}" "$@")
+heartbeats=(--ft-param-initial_rank_heartbeat_timeout="${FT_PARAM_INITIAL_RANK_HEARTBEAT_TIMEOUT:-}"
+  --ft-param-rank_heartbeat_timeout="${FT_PARAM_RANK_HEARTBEAT_TIMEOUT:-}" --max-restarts="${MAX_IN_JOB_RESTARTS:-0}")
+rendezvous=(--nproc-per-node="${GPUS_PER_NODE}" --nnodes="${NNODES}" --node-rank="${node}"
+  --master-addr="${MASTER_ADDR}" --master-port="${MASTER_PORT}")
+case "${RUN_LAUNCHER:-torchrun}" in
+  torchrun) launch=(torchrun "${rendezvous[@]}") ;;
+  ft) launch=(ft_launcher "${heartbeats[@]}" "${rendezvous[@]}") ;;
+  supervisor)
+    # Workload scaling off: one data-parallel group of all nodes, never fewer.
+    launch=(python3 "${RESILIENCY_LAUNCHER}" --use-supervisor "${heartbeats[@]}" "${rendezvous[@]}"
+      --rdzv-id="${JOBSET_NAME}" --host-daemon-port="${HOST_DAEMON_PORT}"
+      --max-workload-restarts="${MAX_WORKLOAD_RESTARTS}"
+      --num-nodes-per-dp="${NNODES}" --min-num-dp-replicas=1 --max-num-dp-replicas=1
+      --container-termination-threshold-s="${CONTAINER_TERMINATION_THRESHOLD_S}"
+      --workload-downtime-threshold-s="${WORKLOAD_DOWNTIME_THRESHOLD_S}"
+      --workload-name="${JOBSET_NAME}" --job-name="${REPLICATED_JOB_NAME}"
+      --container-name="${WORKLOAD_CONTAINER_NAME}") ;;
+  *) echo "RUN_LAUNCHER=${RUN_LAUNCHER}: expected torchrun, ft or supervisor" >&2; exit 2 ;;
+esac
+launch+=("${NEMO_ENTRYPOINT}" "$@")
 if [ -n "${NSYS_START_STEP:-}" ]; then
   mkdir -p "${EXPERIMENT_DIR}/nsys"
   launch=(nsys profile --sample=none --trace=nvtx,cuda --capture-range=cudaProfilerApi

@@ -7,6 +7,7 @@ to NeMo-Run's `llm pretrain` entry point. Runs inside the NeMo container only.
 
 import json
 import os
+import re
 
 import fiddle as fdl
 import fiddle._src.experimental.dataclasses as fdl_dc
@@ -21,10 +22,14 @@ from nemo.collections.llm.recipes.tp_overlap_configs import userbuffers
 from nemo.collections.nlp.modules.common.tokenizer_utils import get_nmt_tokenizer
 from nemo.lightning.pytorch.callbacks.megatron_comm_overlap import MegatronCommOverlapCallback
 from nemo.lightning.pytorch.callbacks.nsys import NsysCallback
+from nemo.lightning.pytorch.local_ckpt import update_trainer_local_checkpoint_io
 from nemo.utils.loggers.dllogger import DLLogger
+from nvidia_resiliency_ext.ptl_resiliency import FaultToleranceCallback
+from nvidia_resiliency_ext.ptl_resiliency.local_checkpoint_callback import LocalCheckpointCallback
 
 with open(os.environ["NEMO_RUN_SETTINGS"]) as settings_file:
     SETTINGS = json.load(settings_file)
+RESILIENCY = SETTINGS["resiliency"]
 
 
 def _set(target, dotted, value):
@@ -60,6 +65,20 @@ def _tp_overlap(pretrain):
         raise RuntimeError("the recipe has no MegatronCommOverlapCallback to configure TP overlap on")
     # The userbuffers configs are dataclasses, which NeMo-Run cannot serialize: as Configs.
     callbacks[0].tp_comm_overlap_cfg = fdl.cast(run.Config, fdl_dc.convert_dataclasses_to_configs(config))
+
+
+def _checkpoint_step(path):
+    """The step of a persistent checkpoint, from NeMo's `...step=<n>...` directory name."""
+    match = re.search(r"step=(\d+)", str(path))
+    return int(match.group(1)) if match else -1
+
+
+def pretrain_with_local_checkpoints(trainer, **kwargs):
+    """llm.pretrain with NeMo's local checkpoint I/O on the trainer: each node keeps its own
+    state on local SSD, replicated to peers; a restart resumes from the newest of the local and
+    persistent checkpoints (nemo/lightning/pytorch/local_ckpt.py)."""
+    update_trainer_local_checkpoint_io(trainer, RESILIENCY["localCheckpointDir"], _checkpoint_step)
+    return llm.pretrain(trainer=trainer, **kwargs)
 
 
 def recipe():
@@ -114,6 +133,20 @@ def recipe():
         trainer.enable_checkpointing = False
         pretrain.resume = None
 
+    if RESILIENCY["asyncCheckpoint"] is not None:
+        strategy.ckpt_async_save = RESILIENCY["asyncCheckpoint"]
+    if RESILIENCY["faultTolerance"]:
+        # What NeMo's FaultTolerancePlugin adds (nemo/lightning/run/plugins.py); restarts are
+        # the launcher's, so no autoresume.
+        trainer.callbacks.append(
+            run.Config(FaultToleranceCallback, autoresume=False, calculate_timeouts=True, exp_dir=SETTINGS["logDir"])
+        )
+    if RESILIENCY["localCheckpointDir"]:
+        trainer.callbacks.append(
+            run.Config(LocalCheckpointCallback, every_n_train_steps=RESILIENCY["localCheckpointInterval"])
+        )
+        fdl.update_callable(pretrain, pretrain_with_local_checkpoints)
+
     if SETTINGS["profile"]:
         trainer.callbacks.append(
             run.Config(
@@ -130,4 +163,6 @@ def recipe():
 
 
 if __name__ == "__main__":
-    run.cli.main(llm.pretrain, default_factory=recipe)
+    run.cli.main(
+        pretrain_with_local_checkpoints if RESILIENCY["localCheckpointDir"] else llm.pretrain, default_factory=recipe
+    )

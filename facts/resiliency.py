@@ -1,0 +1,118 @@
+"""The Google Cloud Resiliency supervisor and the run-side resiliency of the A3 Ultra Llama 3.1
+405B resiliency recipe, as facts: what its chart deploys, the values its example sets, and what
+a local checkpoint costs on a node's SSD.
+
+Sources (AI-Hypercomputer/gpu-recipes@61b3f8a unless stated):
+- SUPERVISOR_CHART: src/helm-charts/resiliency/supervisor-chart/templates/resilient-training.yaml
+- RECIPE: training/a3ultra/llama31_405b/nemo-gke-resiliency/nemo2412/recipe/ (README.md,
+  values-supervisor.yaml, values.yaml, ksa-setup.yaml)
+- LAUNCHER: src/launchers/grl-nemo-20-launcher-a3u.sh
+- AI-Hypercomputer/resiliency@ef69c85 supervisor/host_daemon.py (flags and their meaning)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+SUPERVISOR_CHART = "AI-Hypercomputer/gpu-recipes:src/helm-charts/resiliency/supervisor-chart@226cd3a"
+RECIPE = "AI-Hypercomputer/gpu-recipes:training/a3ultra/llama31_405b/nemo-gke-resiliency/nemo2412/recipe@61b3f8a"
+LAUNCHER = "AI-Hypercomputer/gpu-recipes:src/launchers/grl-nemo-20-launcher-a3u.sh@25dac48"
+
+# The recipe's CPU pool for the supervisor: "2 × e2-standard-8", "in the same zone as the A3
+# Ultra node pool" (RECIPE README.md).
+SUPERVISOR_POOL = "supervisor"
+SUPERVISOR_MACHINE_TYPE = "e2-standard-8"
+SUPERVISOR_NODES = 2
+# The supervisor's service account; the chart hard-codes it in every pod.
+SUPERVISOR_SERVICE_ACCOUNT = "supervisor-sa"
+
+
+@dataclass(frozen=True)
+class Service:
+    """One of the supervisor's three services: a Deployment of one pod and its ClusterIP Service."""
+
+    name: str
+    port: int
+    script: str
+
+    @property
+    def address_key(self) -> str:
+        return f"{self.name.upper()}_ADDRESS"
+
+
+# values-supervisor.yaml: ports and scripts (paths inside the image's working directory).
+SERVICES = (
+    Service("actuator", 60080, "resiliency/supervisor/actuator.py"),
+    Service("sensor", 60081, "resiliency/supervisor/sensor.py"),
+    Service("controller", 60082, "resiliency/supervisor/controller.py"),
+)
+HOST_DAEMON_SCRIPT = "resiliency/supervisor/host_daemon.py"
+# The host daemon listens on each GPU node (hostNetwork) for the training launcher.
+HOST_DAEMON_PORT = 60010
+# The chart's host daemon container: privileged, with these capabilities, on the host network
+# and PID namespace, on every GPU node (nodeSelector cloud.google.com/gke-gpu: "true").
+HOST_DAEMON_CAPABILITIES = ("SYS_ADMIN", "SYS_PTRACE", "IPC_LOCK")
+GKE_GPU_NODE_LABEL = "cloud.google.com/gke-gpu"
+# GPU health watchdogs the host daemon may run (host_daemon.py --watchdogs choices).
+Watchdog = Literal["ecc", "xid"]
+WATCHDOGS: tuple[Watchdog, ...] = ("ecc", "xid")
+
+# The recipe's supervisor settings (values-supervisor.yaml).
+HEARTBEAT_POLLING_PERIOD_SECONDS = 15
+HEARTBEAT_TIMEOUT_SECONDS = 30
+WATCHDOG_INTERVAL_SECONDS = 10
+WATCHDOG_NOTIFICATION_COOLDOWN_SECONDS = 10
+
+# ksa-setup.yaml: what the supervisor may do, cluster-wide. The A3 Mega recipe's copy adds
+# "update", which none of the supervisor's calls needs here; the program keeps the A3 Ultra set.
+SUPERVISOR_RULES = (
+    {
+        "apiGroups": ["", "jobset.x-k8s.io"],
+        "resources": ["pods", "nodes", "jobsets"],
+        "verbs": ["get", "list", "watch", "create", "patch", "delete", "deletecollection"],
+    },
+)
+
+# --------------------------------------------------------------------------- run side
+
+# The resiliency launcher in the recipe's image: torchrun-compatible, plus NVRx fault tolerance
+# and the supervisor (LAUNCHER; values.yaml configPath /workspace/resiliency/workload).
+RESILIENCY_LAUNCHER = "/workspace/resiliency/launcher.py"
+# NVIDIA Resiliency Extension's torchrun-compatible launcher with in-job restarts and rank
+# heartbeats (nvidia-resiliency-ext 0.4.1 entry point `ft_launcher`), in the NeMo images.
+FT_LAUNCHER = "ft_launcher"
+# values.yaml: FT_PARAM_INITIAL_RANK_HEARTBEAT_TIMEOUT and FT_PARAM_RANK_HEARTBEAT_TIMEOUT.
+INITIAL_HEARTBEAT_TIMEOUT_SECONDS = 720
+RANK_HEARTBEAT_TIMEOUT_SECONDS = 720
+# values.yaml: CONTAINER_TERMINATION_THRESHOLD_S and WORKLOAD_DOWNTIME_THRESHOLD_S.
+CONTAINER_TERMINATION_THRESHOLD_SECONDS = 60
+WORKLOAD_DOWNTIME_THRESHOLD_SECONDS = 180
+# values.yaml defaultArguments: --persistent-ckpt-interval=25 --local-ckpt-interval=5. (The
+# README's prose says "every 20 steps"; the values are what the recipe runs.)
+PERSISTENT_CHECKPOINT_INTERVAL = 25
+LOCAL_CHECKPOINT_INTERVAL = 5
+
+# Local checkpoints live on the node's ephemeral local SSD through a hostPath, as the recipe
+# mounts it (values.yaml ssdMountPath, workload-jobset.yaml `local-ssd` volume): unlike an
+# emptyDir they outlive the pod, so a run re-created on the same nodes finds them.
+NODE_EPHEMERAL_SSD = "/mnt/stateful_partition/kube-ephemeral-ssd"
+LOCAL_CHECKPOINT_MOUNT = "/local-checkpoints"
+
+# What one node keeps of a local checkpoint. NeMo's update_trainer_local_checkpoint_io
+# (NVIDIA/NeMo nemo/lightning/pytorch/local_ckpt.py@8cfedd7) stores every rank's own state with
+# nvidia-resiliency-ext's LocalCheckpointManager and, on more than one node, replicates it with
+# LazyCliqueReplicationStrategy, whose default replication_factor is 2; the manager removes the
+# older checkpoint only after the newer one is saved (base_manager.py, nvidia-resiliency-ext 0.4.1).
+LOCAL_CHECKPOINT_REPLICATION = 2
+LOCAL_CHECKPOINTS_AT_PEAK = 2
+# Bytes per parameter of a rank's state: bf16 weights of its tensor/pipeline shard, and with
+# Megatron's distributed optimizer an fp32 main copy and two fp32 Adam moments of its data-parallel
+# shard (Megatron-LM docs/source/api-guide/dist_optimizer.md).
+WEIGHT_BYTES = 2
+OPTIMIZER_BYTES = 12
+# A Local SSD disk of an A3/A4 machine (https://cloud.google.com/compute/docs/disks/local-ssd).
+LOCAL_SSD_DISK_GIB = 375
+# Share of a node's local SSD the local checkpoints may take: the rest holds container images,
+# the dataset copy and logs (this program's rule).
+LOCAL_CHECKPOINT_SSD_SHARE = 0.5
