@@ -7,7 +7,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: install crds render test lint typecheck unit docs identities bench clean
+.PHONY: install crds render test lint typecheck unit docs identities bench integration-tools clean
 
 install: $(VENV)/.installed crds
 
@@ -48,6 +48,10 @@ identities: install
 ## Render time of every shipped stack and the metrics benchmark, each against its goal.
 bench: install
 	$(BIN)/python -m tools.bench
+
+## Build the integration lane's Kubernetes-side binaries from Go modules (cached by version).
+integration-tools:
+	integration/build-tools.sh
 
 clean:
 	rm -rf build $(VENV) .pytest_cache .mypy_cache .ruff_cache

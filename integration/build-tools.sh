@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Builds the integration lane's binaries from Go modules at pinned versions into
+# ~/.cache/nemo-gke/integration/bin/<tool>-<version>; a binary already there is not rebuilt.
+# Modules whose go.mod carries `replace` directives are built through the wrapper modules beside
+# this script (integration/wrappers/<tool>/go.mod), which pin what the replaces pointed at.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=integration/versions.sh
+. "$here/versions.sh"
+cache=${NEMO_GKE_CACHE:-$HOME/.cache/nemo-gke}/integration
+bin=$cache/bin
+mkdir -p "$bin"
+export GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
+export GOMODCACHE=${GOMODCACHE:-$HOME/.cache/nemo-gke/go/mod} GOCACHE=${GOCACHE:-$HOME/.cache/nemo-gke/go/build}
+
+step() {  # step NAME VERSION COMMAND...: runs COMMAND unless bin/NAME-VERSION exists; prints its time
+  local name=$1 version=$2; shift 2
+  local out=$bin/$name-$version
+  if [[ -x $out ]]; then echo "build $name $version: cached"; return; fi
+  local start=$SECONDS
+  "$@" "$out.tmp"
+  mv "$out.tmp" "$out"
+  echo "build $name $version: $((SECONDS - start)) s"
+}
+
+install_module() {  # install_module MODULE VERSION PACKAGE OUT: `go build` inside a copy of the module,
+  # so that its own go.mod and go.sum decide every dependency and its hash
+  local dir tmp
+  dir=$(go mod download -json "$1@$2" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
+  tmp=$(mktemp -d)
+  cp -r "$dir/." "$tmp" && chmod -R u+w "$tmp"
+  (cd "$tmp" && go build -p 2 -trimpath -o "$4" "$3")
+  rm -rf "$tmp"
+}
+
+wrapper() {  # wrapper NAME PACKAGE LDFLAGS OUT: `go build` inside integration/wrappers/NAME
+  (cd "$here/wrappers/$1" && go build -p 2 -trimpath -ldflags "$3" -o "$4" "$2")
+}
+
+pinned() {  # pinned WRAPPER MODULE VERSION: the wrapper's go.mod requires MODULE at VERSION
+  grep -q "$2 $3\$" "$here/wrappers/$1/go.mod" || { echo "integration/wrappers/$1/go.mod must require $2 $3" >&2; exit 1; }
+}
+pinned etcd go.etcd.io/etcd/server/v3 "$ETCD_VERSION"
+pinned kubernetes k8s.io/kubernetes "$KUBERNETES_VERSION"
+k8s_version() {  # the version the API server reports (Kueue and the Pulumi provider read it)
+  local v=${KUBERNETES_VERSION#v} pkg=k8s.io/component-base/version
+  echo "-X $pkg.gitVersion=$KUBERNETES_VERSION -X $pkg.gitMajor=${v%%.*} -X $pkg.gitMinor=$(echo "$v" | cut -d. -f2)"
+}
+
+tool=${1:-all}
+want() { [[ $tool == all || $tool == "$1" ]]; }
+want kueue && step kueue "$KUEUE_VERSION" install_module sigs.k8s.io/kueue "$KUEUE_VERSION" ./cmd/kueue
+want jobset && step jobset "$JOBSET_VERSION" install_module sigs.k8s.io/jobset "$JOBSET_VERSION" .
+want kwok && step kwok "$KWOK_VERSION" install_module sigs.k8s.io/kwok "$KWOK_VERSION" ./cmd/kwok
+want etcd && step etcd "$ETCD_VERSION" wrapper etcd . ""
+for component in kube-apiserver kube-controller-manager kube-scheduler; do
+  want "$component" && step "$component" "$KUBERNETES_VERSION" wrapper kubernetes "k8s.io/kubernetes/cmd/$component" "$(k8s_version)"
+done
+true

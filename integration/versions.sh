@@ -1,0 +1,8 @@
+# Versions of the integration lane's tools. Kueue and JobSet match facts/versions.py (a test ties them).
+KUEUE_VERSION=v0.19.2
+JOBSET_VERSION=v0.12.0
+KWOK_VERSION=v0.8.0
+# Kubernetes of Kueue's own go.mod minor (k8s.io/kubernetes v1.36), and an etcd it supports; the
+# wrapper modules under integration/wrappers pin the same versions (build-tools.sh checks).
+KUBERNETES_VERSION=v1.36.3
+ETCD_VERSION=v3.6.16
