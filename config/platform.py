@@ -162,3 +162,35 @@ class ResiliencyConfig(Model):
                 f"must be longer than heartbeatPollingPeriodSeconds ({self.heartbeat_polling_period_seconds})",
             )
         return self
+
+
+_CHANNEL = re.compile(r"^projects/[a-z][-a-z0-9]{4,28}[a-z0-9]/notificationChannels/[0-9]+$")
+_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+
+
+class AlertsConfig(Model):
+    enabled: bool = Field(False, description="Alert on GPU XID errors and on GPU nodes of fixed-size pools missing.")
+    notification_channels: tuple[str, ...] = Field(
+        (), description="Existing channels, as projects/<project>/notificationChannels/<id>."
+    )
+    email: str | None = Field(None, description="Also create an email channel to this address.")
+
+    @model_validator(mode="after")
+    def _check(self) -> AlertsConfig:
+        for i, channel in enumerate(self.notification_channels):
+            if not _CHANNEL.match(channel):
+                raise RuleError(
+                    f"notificationChannels[{i}]", channel, "must be projects/<project>/notificationChannels/<id>"
+                )
+        if self.email is not None and not _EMAIL.match(self.email):
+            raise RuleError("email", self.email, "must be an email address")
+        if self.enabled and not self.notification_channels and self.email is None:
+            raise RuleError("enabled", True, "needs somewhere to send alerts: notificationChannels or email")
+        return self
+
+
+class MonitoringConfig(Model):
+    dashboard: bool = Field(
+        True, description="A Cloud Monitoring dashboard of the GPUs (DCGM metrics) and the training restarts."
+    )
+    alerts: AlertsConfig = Field(default_factory=AlertsConfig, description="Alert policies, off by default.")

@@ -10,7 +10,14 @@ from pydantic import Field, model_validator
 from config.base import Model, check_name
 from config.bootstrap import BootstrapConfig
 from config.cluster import ClusterConfig, GpuPoolConfig, NetworkConfig, SystemPoolConfig
-from config.platform import GpuDirectConfig, KueueConfig, ResiliencyConfig, StorageConfig, TensorBoardConfig
+from config.platform import (
+    GpuDirectConfig,
+    KueueConfig,
+    MonitoringConfig,
+    ResiliencyConfig,
+    StorageConfig,
+    TensorBoardConfig,
+)
 from config.training import TrainingConfig
 from facts import resiliency
 from facts.errors import RuleError
@@ -73,6 +80,9 @@ class StackConfig(Model):
     kueue: KueueConfig = Field(default_factory=KueueConfig, description="Kueue queues and admission.")
     tensorboard: TensorBoardConfig = Field(default_factory=TensorBoardConfig, description="TensorBoard.")
     gpudirect: GpuDirectConfig = Field(default_factory=GpuDirectConfig, description="GPUDirect add-ons.")
+    monitoring: MonitoringConfig = Field(
+        default_factory=MonitoringConfig, description="GPU dashboard and alerts (platform layer)."
+    )
     resiliency: ResiliencyConfig = Field(
         default_factory=ResiliencyConfig, description="The resiliency supervisor (cluster and platform layers)."
     )

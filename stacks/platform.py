@@ -18,6 +18,7 @@ from typing import Any
 import pulumi
 
 from components.gpudirect import GpuNetworkObjects, GpuNetworkObjectsArgs, NcclPluginInstaller, NcclPluginInstallerArgs
+from components.monitoring import GpuMonitoring, GpuMonitoringArgs
 from components.resiliency import Supervisor, SupervisorArgs
 from components.scheduling import (
     JobSetController,
@@ -45,6 +46,7 @@ from facts.gcp import REGIONAL_FILESTORE_TIERS
 from facts.installed import crd_manifest
 from facts.kubernetes import DEFAULT_PRIORITY, PRIORITY_VALUES, node_pool_selector
 from facts.machines import GPUDIRECT_STACKS
+from planners.monitoring import gpu_alerts, gpu_dashboard
 from planners.queues import plan_flavors
 from stacks.cluster import ClusterOutputs
 from stacks.contract import ClusterFacts, PlatformFacts
@@ -114,6 +116,7 @@ class PlatformLayer(pulumi.ComponentResource):
 
     run_dependencies: list[pulumi.Resource]
     tensorboard: TensorBoard | None
+    dashboard: pulumi.Output[str] | None = None
 
     def __init__(self, name: str, args: PlatformLayerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(self.TYPE, name, None, opts)
@@ -262,6 +265,25 @@ class PlatformLayer(pulumi.ComponentResource):
                 opts=child,
             )
 
+        alerts = cfg.monitoring.alerts
+        if cfg.monitoring.dashboard or alerts.enabled:
+            pools = cluster.facts.gpu_pools
+            monitoring = GpuMonitoring(
+                f"{name}-monitoring",
+                GpuMonitoringArgs(
+                    project=cluster.facts.project,
+                    dashboard=gpu_dashboard(cluster.facts.name, facts.namespace, pools)
+                    if cfg.monitoring.dashboard
+                    else None,
+                    alerts=gpu_alerts(cluster.facts.name, pools) if alerts.enabled else (),
+                    notification_channels=alerts.notification_channels,
+                    email=alerts.email,
+                    labels=args.labels,
+                ),
+                opts=child,
+            )
+            self.dashboard = monitoring.dashboard_id
+
         self.tensorboard = None
         if cfg.tensorboard.enabled:
             self.tensorboard = TensorBoard(
@@ -295,6 +317,12 @@ def build(
         opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(providers={"kubernetes": cluster.provider})),
     )
     exports: dict[str, Any] = {"platform": facts.to_plain()}
+    if layer.dashboard is not None:
+        exports["gpuDashboard"] = pulumi.Output.concat(
+            "https://console.cloud.google.com/monitoring/dashboards/builder/",
+            layer.dashboard.apply(lambda id_: id_.rsplit("/", 1)[-1]),
+            f"?project={cluster.facts.project}",
+        )
     if layer.tensorboard is not None:
         exports["tensorboardPortForward"] = layer.tensorboard.port_forward_command
         if layer.tensorboard.vertex_ai_tensorboard is not None:

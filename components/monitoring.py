@@ -1,0 +1,98 @@
+"""The environment's GPU dashboard and alert policies in Cloud Monitoring (planners.monitoring
+decides their content)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+import pulumi_gcp as gcp
+
+from facts.errors import require
+from planners.monitoring import AlertCondition
+
+
+@dataclass(frozen=True)
+class GpuMonitoringArgs:
+    project: str
+    # The Dashboards API JSON (planners.monitoring.gpu_dashboard); None: no dashboard.
+    dashboard: Mapping[str, Any] | None
+    alerts: Sequence[AlertCondition] = ()
+    # Existing notification channels, and an address to create an email channel for.
+    notification_channels: Sequence[str] = ()
+    email: str | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.alerts:
+            require(
+                bool(self.notification_channels) or self.email is not None,
+                "notification_channels",
+                list(self.notification_channels),
+                "alerts need a channel or an email address",
+            )
+        if self.dashboard is not None:
+            require("mosaicLayout" in self.dashboard, "dashboard", "layout", "must be a mosaic layout")
+
+
+class GpuMonitoring(pulumi.ComponentResource):
+    TYPE = "nemo:monitoring:GpuMonitoring"
+
+    dashboard_id: pulumi.Output[str] | None
+
+    def __init__(self, name: str, args: GpuMonitoringArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(self.TYPE, name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        self.dashboard_id = None
+        if args.dashboard is not None:
+            dashboard = gcp.monitoring.Dashboard(
+                f"{name}-dashboard",
+                project=args.project,
+                dashboard_json=json.dumps(args.dashboard, sort_keys=True),
+                opts=child,
+            )
+            self.dashboard_id = dashboard.id
+        channels: list[pulumi.Input[str]] = list(args.notification_channels)
+        if args.alerts and args.email is not None:
+            channels.append(
+                gcp.monitoring.NotificationChannel(
+                    f"{name}-email",
+                    project=args.project,
+                    type="email",
+                    display_name=f"nemo-gke alerts to {args.email}",
+                    labels={"email_address": args.email},
+                    user_labels=dict(args.labels),
+                    opts=child,
+                ).name
+            )
+        for alert in args.alerts:
+            aggregation = {"alignment_period": "60s", "per_series_aligner": alert.aligner}
+            if alert.reducer:
+                aggregation["cross_series_reducer"] = alert.reducer
+            gcp.monitoring.AlertPolicy(
+                f"{name}-{alert.name}",
+                project=args.project,
+                display_name=alert.display_name,
+                combiner="OR",
+                severity="ERROR",
+                conditions=[
+                    {
+                        "display_name": alert.display_name,
+                        "condition_threshold": {
+                            "filter": alert.filter,
+                            "comparison": alert.comparison,
+                            "threshold_value": alert.threshold,
+                            "duration": alert.duration,
+                            "aggregations": [aggregation],
+                        },
+                    }
+                ],
+                notification_channels=channels,
+                documentation={"content": alert.documentation, "mime_type": "text/markdown"},
+                user_labels=dict(args.labels),
+                opts=child,
+            )
+        self.register_outputs({"dashboard": self.dashboard_id})
