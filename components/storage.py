@@ -245,3 +245,44 @@ class BucketVolume(pulumi.ComponentResource):
         self.bucket_name = bucket_name
         self.claim_name = self.claim.metadata.name
         self.register_outputs({"bucket_name": self.bucket_name, "claim_name": self.claim_name})
+
+
+@dataclass(frozen=True)
+class StorageClaimsArgs:
+    """Claims of an existing cluster's ReadWriteMany StorageClass, in place of Filestore and the
+    buckets (config.existing)."""
+
+    namespace: pulumi.Input[str]
+    storage_class: str
+    size_gib: int
+    claim_names: Sequence[str]
+
+    def __post_init__(self) -> None:
+        require_no_problem(dns_label_problem(self.storage_class), "storage_class", self.storage_class)
+        for claim in self.claim_names:
+            require_no_problem(dns_label_problem(claim), "claim_names", claim)
+        require(self.size_gib >= 1, "size_gib", self.size_gib, "must be at least 1")
+
+
+class StorageClaims(pulumi.ComponentResource):
+    TYPE = "nemo:storage:StorageClaims"
+
+    claims: list[k8s.core.v1.PersistentVolumeClaim]
+
+    def __init__(self, name: str, args: StorageClaimsArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(self.TYPE, name, None, opts)
+        self.claims = [
+            k8s.core.v1.PersistentVolumeClaim(
+                f"{name}-{claim}",
+                metadata={"name": claim, "namespace": args.namespace},
+                spec={
+                    "accessModes": ["ReadWriteMany"],
+                    "storageClassName": args.storage_class,
+                    "resources": {"requests": {"storage": f"{args.size_gib}Gi"}},
+                },
+                # A claim of a provisioner binds when its first pod starts, on some classes.
+                opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
+            )
+            for claim in args.claim_names
+        ]
+        self.register_outputs({"claims": [c.metadata.name for c in self.claims]})

@@ -42,7 +42,6 @@ from facts.kubernetes import (
     RUN_LABEL,
     RUN_REPLICATED_JOB,
     TRAINING_CONTAINER,
-    node_pool_selector,
     versioned_name,
 )
 from facts.machines import MachineType, training_pod_requests
@@ -53,6 +52,13 @@ from planners.queues import Flavor
 from planners.runs import DataPrepSpec, RunSpec, run_advice, topology_annotation
 
 GPU_TOLERATIONS = [GPU_TAINT.toleration(), IMPENDING_TERMINATION_TOLERATION]
+
+
+def tolerations(flavor: Flavor) -> list[dict[str, str]]:
+    """GPU pods tolerate the GPU taint, GKE's reclaim notice, and an existing pool's own taints."""
+    return GPU_TOLERATIONS + [{"key": key, "operator": "Exists"} for key in flavor.taint_keys if key != GPU_TAINT.key]
+
+
 MAX_SHARED_MEMORY_GIB = 256
 
 
@@ -66,6 +72,9 @@ class Volumes:
     data_mount: str
     checkpoint_claim: str
     checkpoint_mount: str
+    # GKE: bucket claims through Cloud Storage FUSE (pods carry its annotations), the GPT-2
+    # files on their own FUSE volume. Off GKE: plain claims, the GPT-2 files in the data claim.
+    gke: bool = True
 
     def volumes(self) -> list[dict[str, Any]]:
         return [
@@ -99,6 +108,11 @@ class TrainingRunArgs:
     def __post_init__(self) -> None:
         require(self.run.pool == self.flavor.pool, "flavor", self.flavor.pool, f"is the run's pool {self.run.pool}")
         require(self.run.nodes <= self.flavor.nodes, "run.nodes", self.run.nodes, f"fit pool {self.flavor.pool}")
+
+
+def fuse_annotations(volumes: Volumes) -> dict[str, str]:
+    """GKE's Cloud Storage FUSE sidecar injection, where the claims are buckets."""
+    return dict(GCSFUSE_POD_ANNOTATIONS) if volumes.gke else {}
 
 
 def _env(values: Mapping[str, str]) -> list[dict[str, Any]]:
@@ -168,8 +182,8 @@ def gpu_jobset(
         "serviceAccountName": service_account,
         # Kueue offers the job only the flavors whose node labels this selector allows, so it
         # is admitted on its own pool, never on another pool's quota.
-        "nodeSelector": node_pool_selector(flavor.pool),
-        "tolerations": GPU_TOLERATIONS,
+        "nodeSelector": flavor.selector,
+        "tolerations": tolerations(flavor),
         "terminationGracePeriodSeconds": 30,
         "initContainers": net.init_containers,
         "containers": [container],
@@ -219,7 +233,7 @@ def run_jobset(args: TrainingRunArgs, config_map: str, files: Sequence[str]) -> 
     """The run's JobSet, unnamed: suspended until Kueue admits all of it, one pod per node.
     `files` are the keys of the ConfigMap `config_map`, each placed at nemo.file_path."""
     run, machine, net = args.run, args.flavor.machine, args.networking
-    tokenizer_volumes, tokenizer_mounts = nemo.tokenizer_volumes(run.tokenizer)
+    tokenizer_volumes, tokenizer_mounts = nemo.tokenizer_volumes(run.tokenizer) if args.volumes.gke else ([], [])
     shm_gib = min(MAX_SHARED_MEMORY_GIB, machine.memory_gib // 4)
     container = gpu_container(
         TRAINING_CONTAINER,
@@ -279,7 +293,7 @@ def run_jobset(args: TrainingRunArgs, config_map: str, files: Sequence[str]) -> 
         container=container,
         volumes=volumes,
         pod_labels={RUN_LABEL: run.name},
-        annotations={**GCSFUSE_POD_ANNOTATIONS, **topology_annotation(run, args.flavor)},
+        annotations={**fuse_annotations(args.volumes), **topology_annotation(run, args.flavor)},
     )
 
 
@@ -329,6 +343,8 @@ class TrainingRun(pulumi.ComponentResource):
 @dataclass(frozen=True)
 class DataPreparationArgs:
     job: DataPrepSpec
+    # The pool whose CPUs run the job.
+    flavor: Flavor
     namespace: str
     local_queue: str
     service_account: str
@@ -337,13 +353,14 @@ class DataPreparationArgs:
 
     def __post_init__(self) -> None:
         require(self.job.workers >= 1, "job.workers", self.job.workers, "must be at least 1")
+        require(self.job.pool == self.flavor.pool, "flavor", self.flavor.pool, f"is the job's pool {self.job.pool}")
 
 
 def data_prep_job(args: DataPreparationArgs) -> dict[str, Any]:
     """A Job, unnamed, queued through Kueue on a GPU pool's CPUs, writing .bin/.idx to the data bucket."""
     job, data = args.job, args.volumes.data_mount
-    tokenizer = nemo.tokenizer_settings(job.tokenizer, data)
-    tokenizer_volumes, tokenizer_mounts = nemo.tokenizer_volumes(job.tokenizer)
+    tokenizer = nemo.tokenizer_settings(job.tokenizer, data, nemo.gpt2_dir(data, args.volumes.gke))
+    tokenizer_volumes, tokenizer_mounts = nemo.tokenizer_volumes(job.tokenizer) if args.volumes.gke else ([], [])
     input_path = f"{data}/{job.input}"
     folder = not job.input.endswith((".json", ".jsonl", ".gz"))
     command = nemo.preprocess_command(
@@ -364,12 +381,12 @@ def data_prep_job(args: DataPreparationArgs) -> dict[str, Any]:
             "suspend": True,
             "backoffLimit": 2,
             "template": {
-                "metadata": {"annotations": dict(GCSFUSE_POD_ANNOTATIONS)},
+                "metadata": {"annotations": fuse_annotations(args.volumes)},
                 "spec": {
                     "restartPolicy": "Never",
                     "serviceAccountName": args.service_account,
-                    "nodeSelector": node_pool_selector(job.pool),
-                    "tolerations": GPU_TOLERATIONS,
+                    "nodeSelector": args.flavor.selector,
+                    "tolerations": tolerations(args.flavor),
                     "containers": [
                         {
                             "name": "preprocess",

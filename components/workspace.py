@@ -15,7 +15,8 @@ from facts.kubernetes import PART_OF, dns_label_problem
 
 @dataclass(frozen=True)
 class TrainingWorkspaceArgs:
-    project: str
+    # None: not on GKE, so no Workload Identity principals.
+    project: str | None
     # The cluster's Workload Identity pool (`<project>.svc.id.goog`).
     workload_pool: str
     namespace: str
@@ -45,9 +46,6 @@ class TrainingWorkspace(pulumi.ComponentResource):
             metadata={"name": args.namespace, "labels": dict(PART_OF)},
             opts=pulumi.ResourceOptions(parent=self),
         )
-        project = gcp.organizations.get_project_output(
-            project_id=args.project, opts=pulumi.InvokeOutputOptions(parent=self)
-        )
         self.accounts, self.principals = [], {}
         for account_name in args.service_accounts:
             account = k8s.core.v1.ServiceAccount(
@@ -56,6 +54,11 @@ class TrainingWorkspace(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=namespace),
             )
             self.accounts.append(account)
+            if args.project is None:
+                continue
+            project = gcp.organizations.get_project_output(
+                project_id=args.project, opts=pulumi.InvokeOutputOptions(parent=self)
+            )
             self.principals[account_name] = pulumi.Output.concat(
                 "principal://iam.googleapis.com/projects/",
                 project.number,

@@ -10,6 +10,7 @@ from pydantic import Field, model_validator
 from config.base import Model, check_name
 from config.bootstrap import BootstrapConfig
 from config.cluster import ClusterConfig, GpuPoolConfig, NetworkConfig, SystemPoolConfig
+from config.existing import ExistingClusterConfig
 from config.platform import (
     GpuDirectConfig,
     KueueConfig,
@@ -82,6 +83,11 @@ class StackConfig(Model):
     gpudirect: GpuDirectConfig = Field(default_factory=GpuDirectConfig, description="GPUDirect add-ons.")
     monitoring: MonitoringConfig = Field(
         default_factory=MonitoringConfig, description="GPU dashboard and alerts (platform layer)."
+    )
+    existing_cluster: ExistingClusterConfig | None = Field(
+        None,
+        description="Put the platform and the runs on an existing cluster instead of creating one: no cluster "
+        "layer, no Google Cloud resource.",
     )
     resiliency: ResiliencyConfig = Field(
         default_factory=ResiliencyConfig, description="The resiliency supervisor (cluster and platform layers)."
@@ -162,6 +168,19 @@ class StackConfig(Model):
                 [x.value for x in layers],
                 "must be consecutive layers in the order cluster, platform, training",
             )
+        if self.existing_cluster is not None:
+            if Layer.CLUSTER in layers:
+                raise RuleError("layers", [x.value for x in layers], "an existingCluster stack starts at platform")
+            if self.upstream_stack is not None:
+                raise RuleError("upstreamStack", self.upstream_stack, "must be unset with existingCluster")
+            for key, used in (
+                ("resiliency.enabled", self.resiliency.enabled),
+                ("tensorboard.vertexAi", self.tensorboard.vertex_ai),
+                ("monitoring.alerts.enabled", self.monitoring.alerts.enabled),
+            ):
+                if used:
+                    raise RuleError(key, True, "is a GKE or Google Cloud feature: off with existingCluster")
+            return
         if layers[0] is Layer.CLUSTER and self.upstream_stack is not None:
             raise RuleError(
                 "upstreamStack", self.upstream_stack, "must be unset when this stack deploys the cluster layer"

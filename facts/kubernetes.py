@@ -24,6 +24,23 @@ def dns_label_problem(value: str) -> str | None:
     return None
 
 
+# Label and taint keys: an optional DNS-subdomain prefix and a name of up to 63 characters.
+# https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#syntax-and-character-set
+_LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def label_key_problem(key: str) -> str | None:
+    prefix, _, name = key.rpartition("/")
+    if (
+        len(name) > 63
+        or not _LABEL_NAME.match(name)
+        or (prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)))
+    ):
+        return "must be a Kubernetes label key: [prefix/]name, the name 1-63 of A-Z, a-z, 0-9, '-', '_', '.'"
+    return None
+
+
 # Objects whose defining fields cannot change in place (Kueue's CEL rules on a ResourceFlavor or
 # Topology, a JobSet's pod template) carry a digest of those fields in their name: a change is a
 # new object beside the old one (create it, move what refers to it, delete the old), never a

@@ -47,8 +47,14 @@ PREPROCESS_SCRIPT = "/opt/NeMo/scripts/nlp_language_modeling/preprocess_data_for
 LOCAL_SSD = "/ssd"
 # The public GPT-2 BPE files, mounted read-only (facts.versions).
 GPT2_TOKENIZER_DIR = "/tokenizers/gpt2"
-GPT2_VOCAB = f"{GPT2_TOKENIZER_DIR}/{versions.GPT2_VOCAB_FILE}"
-GPT2_MERGES = f"{GPT2_TOKENIZER_DIR}/{versions.GPT2_MERGES_FILE}"
+# Off GKE (no Cloud Storage FUSE), the same two files are expected in the data claim, here.
+GPT2_IN_DATA = "tokenizers/gpt2"
+
+
+def gpt2_dir(data_mount: str, gke: bool) -> str:
+    return GPT2_TOKENIZER_DIR if gke else f"{data_mount}/{GPT2_IN_DATA}"
+
+
 MASTER_PORT = 6002
 # Set from the pod's own metadata (downward API), before every other variable so that those can
 # refer to them as $(NAME): the JobSet's name (the run's name and a digest of its definition),
@@ -73,13 +79,15 @@ class RunPaths:
     data_mount: str
     # Local checkpoints on the node's SSD (facts.resiliency); None: off.
     local_checkpoint_dir: str | None = None
+    # Where the GPT-2 BPE files are (gpt2_dir).
+    gpt2_dir: str = GPT2_TOKENIZER_DIR
 
     @property
     def dllogger_file(self) -> str:
         return f"{self.experiment_dir}/dllogger.json"
 
 
-def run_paths(run: RunSpec, experiments_dir: str, checkpoint_mount: str, data_mount: str) -> RunPaths:
+def run_paths(run: RunSpec, experiments_dir: str, checkpoint_mount: str, data_mount: str, gke: bool = True) -> RunPaths:
     prefix = run.dataset_prefix
     on_bucket = f"{data_mount}/{prefix}" if prefix else None
     local = f"{LOCAL_SSD}/data/{Path(prefix).name}" if prefix and run.copy_dataset_to_local_ssd else None
@@ -94,6 +102,7 @@ def run_paths(run: RunSpec, experiments_dir: str, checkpoint_mount: str, data_mo
             if run.resiliency.local_checkpoint_interval_steps
             else None
         ),
+        gpt2_dir=gpt2_dir(data_mount, gke),
     )
 
 
@@ -105,18 +114,18 @@ def uses_gpt2_files(tokenizer: Tokenizer) -> bool:
     return tokenizer.library == "megatron" and tokenizer.type.startswith("GPT2")
 
 
-def tokenizer_settings(tokenizer: Tokenizer, data_mount: str) -> dict[str, Any]:
+def tokenizer_settings(tokenizer: Tokenizer, data_mount: str, gpt2: str = GPT2_TOKENIZER_DIR) -> dict[str, Any]:
     """NeMo's tokenizer fields. Every file is local: the GPT-2 BPE files on their read-only
     volume, a sentencepiece model or a Hugging Face tokenizer folder in the data bucket."""
-    gpt2 = uses_gpt2_files(tokenizer)
+    files = uses_gpt2_files(tokenizer)
     in_bucket = f"{data_mount}/{tokenizer.model}" if tokenizer.model else None
     return {
         "library": tokenizer.library,
         # A Hugging Face tokenizer is loaded from its folder, never by model ID from the Hub.
         "type": in_bucket if tokenizer.library == "huggingface" else tokenizer.type,
         "model": in_bucket if tokenizer.library == "sentencepiece" else None,
-        "vocab_file": GPT2_VOCAB if gpt2 else None,
-        "merge_file": GPT2_MERGES if gpt2 else None,
+        "vocab_file": f"{gpt2}/{versions.GPT2_VOCAB_FILE}" if files else None,
+        "merge_file": f"{gpt2}/{versions.GPT2_MERGES_FILE}" if files else None,
         "delimiter": None,
     }
 
@@ -232,7 +241,7 @@ def nemo1_config(run: RunSpec, paths: RunPaths, machine: MachineType) -> dict[st
             "bias_activation_fusion": True,
             "bias_dropout_add_fusion": True,
             "masked_softmax_fusion": True,
-            "tokenizer": tokenizer_settings(run.tokenizer, paths.data_mount),
+            "tokenizer": tokenizer_settings(run.tokenizer, paths.data_mount, paths.gpt2_dir),
             "native_amp_init_scale": 4294967296,
             "native_amp_growth_interval": 1000,
             "hysteresis": 2,
@@ -321,7 +330,7 @@ def nemo2_settings(run: RunSpec, paths: RunPaths, machine: MachineType) -> dict[
     spec, s = run.spec, run.settings
     if spec.recipe.framework is not Framework.NEMO2 or spec.recipe.factory is None:
         raise ValueError(f"{spec.name} is not a NeMo 2 model with a recipe factory in the catalog")
-    tokenizer = tokenizer_settings(run.tokenizer, paths.data_mount)
+    tokenizer = tokenizer_settings(run.tokenizer, paths.data_mount, paths.gpt2_dir)
     return {
         "runName": run.name,
         "factory": spec.recipe.factory,

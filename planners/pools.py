@@ -29,6 +29,12 @@ class PoolFacts:
     min_nodes: int
     # The reservation it consumes (capacity type reservation).
     reservation: str | None = None
+    # A pool of an existing cluster (config.existing): the labels that select its nodes (None:
+    # the GKE node pool label of `name`), the keys of its taints beyond GKE's GPU taint, and
+    # whether its nodes carry GKE's topology labels.
+    node_labels: dict[str, str] | None = None
+    taint_keys: tuple[str, ...] = ()
+    topology_labels: bool | None = None
 
     @property
     def machine(self) -> MachineType:
@@ -38,6 +44,8 @@ class PoolFacts:
     def has_topology_labels(self) -> bool:
         """GKE labels A3 nodes with block/subblock/host only when they come from compact
         placement or a (dense) reservation."""
+        if self.topology_labels is not None:
+            return self.topology_labels
         return self.compact or self.capacity_type is CapacityType.RESERVATION
 
     @property

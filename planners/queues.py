@@ -48,23 +48,39 @@ class Flavor:
     # Runs are placed by topology: the nodes carry GKE's block/subblock/host labels and exist
     # (or are provisioned through a ProvisioningRequest) when Kueue admits.
     topology: bool
-    # Why a run asking for topology cannot have it on this pool (planners.pools.PoolFacts).
-    topology_problem: str | None
     # Nodes come from queued provisioning: admission waits for a ProvisioningRequest.
     queued: bool
+    # Why a run asking for topology cannot have it on this pool (planners.pools.PoolFacts).
+    # Defaulted: stack outputs drop null values, and a later stack must still read the flavor.
+    topology_problem: str | None = None
+    # An existing cluster's pool: the labels that select its nodes, and its other taints' keys.
+    existing_node_labels: dict[str, str] | None = None
+    taint_keys: tuple[str, ...] = ()
 
     @property
     def machine(self) -> MachineType:
         return machine_type(self.machine_type)
 
     @property
+    def selector(self) -> dict[str, str]:
+        """The node selector of the pool's pods: Kueue offers a job only the flavors whose node
+        labels it allows, so the job is admitted on its own pool's quota."""
+        if self.existing_node_labels is not None:
+            return dict(self.existing_node_labels)
+        return node_pool_selector(self.pool)
+
+    @property
     def node_labels(self) -> dict[str, str]:
+        if self.existing_node_labels is not None:
+            return dict(self.existing_node_labels)
         return {ACCELERATOR_LABEL: self.machine.gke_accelerator, **node_pool_selector(self.pool)}
 
     @property
     def tolerations(self) -> list[dict[str, str]]:
         taints = [GPU_TAINT, QUEUED_TAINT] if self.queued else [GPU_TAINT]
-        return [taint.toleration() for taint in taints]
+        return [taint.toleration() for taint in taints] + [
+            {"key": key, "operator": "Exists"} for key in self.taint_keys if key != GPU_TAINT.key
+        ]
 
     @property
     def spec(self) -> dict[str, Any]:
@@ -88,6 +104,8 @@ def plan_flavor(pool: PoolFacts) -> Flavor:
         topology=pool.topology_problem is None,
         topology_problem=pool.topology_problem,
         queued=pool.queued,
+        existing_node_labels=pool.node_labels,
+        taint_keys=pool.taint_keys,
     )
     return replace(flavor, name=versioned_name(pool.name, flavor.spec))
 

@@ -89,7 +89,9 @@ _NOT_ON_DEMAND = {
 
 def _pool_line(pool: PoolFacts, region: str) -> PoolLine:
     price = pricing.on_demand_usd_per_hour(pool.machine_type, region)
-    if pool.capacity_type is not CapacityType.ON_DEMAND:
+    if pool.node_labels is not None:
+        note, total = "an existing cluster's nodes: not priced", None
+    elif pool.capacity_type is not CapacityType.ON_DEMAND:
         note, total = _NOT_ON_DEMAND[pool.capacity_type], None
     elif price is None:
         note, total = f"no price for {pool.machine_type} in {region} in the table", None

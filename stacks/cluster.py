@@ -277,6 +277,8 @@ def from_upstream(facts: ClusterFacts, kubeconfig: pulumi.Output[str]) -> Cluste
     provider = k8s.Provider(
         "cluster-k8s",
         kubeconfig=kubeconfig,
-        cluster_identifier=f"projects/{facts.project}/locations/{facts.location}/clusters/{facts.name}",
+        cluster_identifier=(
+            f"projects/{facts.project}/locations/{facts.location}/clusters/{facts.name}" if facts.gke else facts.name
+        ),
     )
     return ClusterOutputs(facts=facts, kubeconfig=kubeconfig, provider=provider, primary_network=facts.primary_network)

@@ -10,6 +10,7 @@ program is refused with a message instead of being misread.
 from __future__ import annotations
 
 from config.base import Model
+from facts.kubernetes import node_pool_selector
 from planners.networks import GpuNetworkPlan
 from planners.pools import PoolFacts
 from planners.queues import Flavor
@@ -32,6 +33,16 @@ class ClusterFacts(Model):
     gpu_pools: tuple[PoolFacts, ...]
     # The resiliency supervisor's CPU pool, when the stack has one.
     supervisor_pool: str | None = None
+    # False: an existing cluster (config.existing), reached by kubeconfig, with no Google Cloud
+    # resource of this program; its controllers run on the nodes these labels select.
+    gke: bool = True
+    system_node_labels: dict[str, str] | None = None
+
+    @property
+    def system_selector(self) -> dict[str, str]:
+        if self.system_node_labels is not None:
+            return dict(self.system_node_labels)
+        return node_pool_selector(self.system_pool)
 
 
 class PlatformFacts(Model):
@@ -58,6 +69,8 @@ class PlatformFacts(Model):
     checkpoint_mount: str
     # Whether the platform runs the resiliency supervisor (runs with resiliency.supervisor need it).
     supervisor: bool = False
+    # False: on an existing cluster, whose claims come from a StorageClass, not Cloud Storage.
+    gke: bool = True
 
     @property
     def flavors_by_pool(self) -> dict[str, Flavor]:

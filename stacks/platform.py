@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pulumi
+import pulumi_kubernetes as k8s
 
 from components.gpudirect import GpuNetworkObjects, GpuNetworkObjectsArgs, NcclPluginInstaller, NcclPluginInstallerArgs
 from components.monitoring import GpuMonitoring, GpuMonitoringArgs
@@ -35,9 +36,12 @@ from components.storage import (
     BucketVolumeArgs,
     SharedFilesystem,
     SharedFilesystemArgs,
+    StorageClaims,
+    StorageClaimsArgs,
 )
 from components.tensorboard import TensorBoard, TensorBoardArgs
 from components.workspace import TrainingWorkspace, TrainingWorkspaceArgs
+from config.existing import ExistingClusterConfig
 from config.loader import ConfigError
 from config.stack import StackConfig
 from facts import versions
@@ -72,6 +76,7 @@ class PlatformOutputs:
 def platform_facts(cfg: StackConfig, cluster: ClusterFacts) -> PlatformFacts:
     prefix = f"{cluster.project}-{cluster.name}"
     storage = cfg.storage
+    buckets = cluster.gke
     return PlatformFacts(
         namespace=cfg.namespace,
         service_account=TRAINING_ACCOUNT,
@@ -84,14 +89,22 @@ def platform_facts(cfg: StackConfig, cluster: ClusterFacts) -> PlatformFacts:
         shared_claim="shared",
         shared_mount=SHARED_MOUNT,
         experiments_dir=EXPERIMENTS_DIR,
-        data_bucket=storage.data_bucket.name or f"{prefix}-data",
+        # On an existing cluster the data and checkpoints live on claims of its StorageClass.
+        data_bucket=(storage.data_bucket.name or f"{prefix}-data") if buckets else "",
         data_claim="data",
         data_mount=DATA_MOUNT,
-        checkpoint_bucket=storage.checkpoint_bucket.name or f"{prefix}-ckpt",
+        checkpoint_bucket=(storage.checkpoint_bucket.name or f"{prefix}-ckpt") if buckets else "",
         checkpoint_claim="checkpoints",
         checkpoint_mount=CHECKPOINT_MOUNT,
         supervisor=cfg.resiliency.enabled,
+        gke=cluster.gke,
     )
+
+
+def _existing(cfg: StackConfig) -> ExistingClusterConfig:
+    if cfg.existing_cluster is None:
+        raise ValueError("the platform is on an existing cluster, but existingCluster is unset")
+    return cfg.existing_cluster
 
 
 def check_platform(cfg: StackConfig, cluster: ClusterFacts) -> None:
@@ -115,6 +128,8 @@ class PlatformLayer(pulumi.ComponentResource):
     TYPE = "nemo:platform:PlatformLayer"
 
     run_dependencies: list[pulumi.Resource]
+    # The shared file system's claim (TensorBoard reads the logs on it).
+    shared_claim: k8s.core.v1.PersistentVolumeClaim
     tensorboard: TensorBoard | None
     dashboard: pulumi.Output[str] | None = None
 
@@ -122,23 +137,53 @@ class PlatformLayer(pulumi.ComponentResource):
         super().__init__(self.TYPE, name, None, opts)
         cfg, cluster, facts = args.config, args.cluster, args.facts
         child = pulumi.ResourceOptions(parent=self)
-        system = node_pool_selector(cluster.facts.system_pool)
-        protect = cluster.facts.production
+        gke = cluster.facts.gke
 
         workspace = TrainingWorkspace(
             f"{name}-workspace",
             TrainingWorkspaceArgs(
-                project=cluster.facts.project,
+                # Workload Identity principals exist on GKE only.
+                project=cluster.facts.project if gke else None,
                 workload_pool=cluster.facts.workload_pool,
                 namespace=facts.namespace,
                 service_accounts=(facts.service_account, facts.data_prep_service_account),
             ),
             opts=child,
         )
+        self.run_dependencies = list(workspace.accounts)
+        if gke:
+            self._gke_parts(name, cfg=cfg, cluster=cluster, facts=facts, workspace=workspace, labels=args.labels)
+        else:
+            claims = StorageClaims(
+                f"{name}-storage",
+                StorageClaimsArgs(
+                    namespace=workspace.namespace,
+                    storage_class=_existing(cfg).storage_class,
+                    size_gib=_existing(cfg).storage_gib,
+                    claim_names=(facts.shared_claim, facts.data_claim, facts.checkpoint_claim),
+                ),
+                opts=child,
+            )
+            self.run_dependencies += claims.claims
+            self.shared_claim = claims.claims[0]
+        self._kubernetes_parts(name, cfg=cfg, cluster=cluster, facts=facts, workspace=workspace, labels=args.labels)
+        self.register_outputs({})
+
+    def _gke_parts(
+        self,
+        name: str,
+        *,
+        cfg: StackConfig,
+        cluster: ClusterOutputs,
+        facts: PlatformFacts,
+        workspace: TrainingWorkspace,
+        labels: Mapping[str, str],
+    ) -> None:
+        """GPUDirect objects and plugins, Filestore and the buckets: what only GKE has."""
+        child = pulumi.ResourceOptions(parent=self)
+        protect = cluster.facts.production
         training = workspace.principals[facts.service_account]
         data_prep = workspace.principals[facts.data_prep_service_account]
-        self.run_dependencies = list(workspace.accounts)
-
         machines = [p.machine for p in cluster.facts.gpu_pools]
         stacks = {m.gpudirect: GPUDIRECT_STACKS[m.gpudirect] for m in machines if m.gpudirect in GPUDIRECT_STACKS}
         if cluster.facts.gpu_networks and any(stack.pod_networks for stack in stacks.values()):
@@ -171,7 +216,7 @@ class PlatformLayer(pulumi.ComponentResource):
                 namespace=workspace.namespace,
                 claim_name=facts.shared_claim,
                 protect=protect,
-                labels=args.labels,
+                labels=labels,
             ),
             opts=child,
         )
@@ -190,7 +235,7 @@ class PlatformLayer(pulumi.ComponentResource):
                     mount_options=DATA_MOUNT_OPTIONS,
                     grants=[(READ, training), (READ_WRITE, data_prep)],
                     protect=protect,
-                    labels=args.labels,
+                    labels=labels,
                 ),
                 opts=child,
             ),
@@ -207,12 +252,27 @@ class PlatformLayer(pulumi.ComponentResource):
                     mount_options=CHECKPOINT_MOUNT_OPTIONS,
                     grants=[(READ_WRITE, training)],
                     protect=protect,
-                    labels=args.labels,
+                    labels=labels,
                 ),
                 opts=child,
             ),
         ]
         self.run_dependencies += [shared.claim, *(b.claim for b in buckets)]
+        self.shared_claim = shared.claim
+
+    def _kubernetes_parts(
+        self,
+        name: str,
+        *,
+        cfg: StackConfig,
+        cluster: ClusterOutputs,
+        facts: PlatformFacts,
+        workspace: TrainingWorkspace,
+        labels: Mapping[str, str],
+    ) -> None:
+        """Kueue and JobSet, the queues, the supervisor, monitoring and TensorBoard."""
+        child = pulumi.ResourceOptions(parent=self)
+        system = cluster.facts.system_selector
 
         jobset = JobSetController(
             f"{name}-jobset",
@@ -266,7 +326,7 @@ class PlatformLayer(pulumi.ComponentResource):
             )
 
         alerts = cfg.monitoring.alerts
-        if cfg.monitoring.dashboard or alerts.enabled:
+        if cluster.facts.gke and (cfg.monitoring.dashboard or alerts.enabled):
             pools = cluster.facts.gpu_pools
             monitoring = GpuMonitoring(
                 f"{name}-monitoring",
@@ -278,7 +338,7 @@ class PlatformLayer(pulumi.ComponentResource):
                     alerts=gpu_alerts(cluster.facts.name, pools) if alerts.enabled else (),
                     notification_channels=alerts.notification_channels,
                     email=alerts.email,
-                    labels=args.labels,
+                    labels=labels,
                 ),
                 opts=child,
             )
@@ -290,18 +350,17 @@ class PlatformLayer(pulumi.ComponentResource):
                 f"{name}-tensorboard",
                 TensorBoardArgs(
                     namespace=workspace.namespace,
-                    claim=shared.claim,
+                    claim=self.shared_claim,
                     mount_path=facts.shared_mount,
                     log_dir=facts.experiments_dir,
                     node_selector=system,
                     cpu_millicores=cfg.tensorboard.cpu_millicores,
                     memory_mib=cfg.tensorboard.memory_mib,
                     vertex_ai=(cluster.facts.project, cluster.facts.region) if cfg.tensorboard.vertex_ai else None,
-                    labels=args.labels,
+                    labels=labels,
                 ),
                 opts=child,
             )
-        self.register_outputs({})
 
 
 def build(

@@ -11,7 +11,7 @@ import pulumi_gcp as gcp
 from config.loader import ConfigError, misspelt_keys, parse_stack_config
 from config.stack import Layer, StackConfig
 from planners.summary import plan_summary
-from stacks import bootstrap, cluster, platform, training
+from stacks import bootstrap, cluster, existing, platform, training
 from stacks.contract import ClusterFacts, PlatformFacts
 from stacks.upstream import Upstream
 
@@ -59,9 +59,12 @@ def deploy(cfg: StackConfig) -> dict[str, Any]:
         return bootstrap.build(cfg, labels, pulumi.ResourceOptions(providers={"gcp": gcp_provider(cfg)}))
 
     upstream = Upstream(cfg.upstream_stack_name) if cfg.upstream_stack_name else None
-    cluster_facts = (
-        cluster.cluster_facts(cfg) if cfg.deploys(Layer.CLUSTER) else _need(upstream).facts("cluster", ClusterFacts)
-    )
+    if cfg.existing_cluster is not None:
+        cluster_facts = existing.cluster_facts(cfg.existing_cluster, cfg.production)
+    elif cfg.deploys(Layer.CLUSTER):
+        cluster_facts = cluster.cluster_facts(cfg)
+    else:
+        cluster_facts = _need(upstream).facts("cluster", ClusterFacts)
     if cfg.deploys(Layer.PLATFORM):
         platform.check_platform(cfg, cluster_facts)
     platform_facts = (
@@ -77,9 +80,14 @@ def deploy(cfg: StackConfig) -> dict[str, Any]:
         cluster_facts.project, cluster_facts.region, cluster_facts.zone, cluster_facts.gpu_pools, runs
     )
 
-    opts = pulumi.ResourceOptions(providers={"gcp": gcp_provider(cfg)})
+    # A stack on an existing cluster has no Google Cloud resource, so no Google Cloud provider.
+    gke = cfg.existing_cluster is None and cluster_facts.gke
+    opts = pulumi.ResourceOptions(providers={"gcp": gcp_provider(cfg)} if gke else {})
     exports: dict[str, Any] = {}
-    if cfg.deploys(Layer.CLUSTER):
+    if cfg.existing_cluster is not None:
+        cluster_outputs = existing.connect(cfg.existing_cluster, cluster_facts)
+        exports.update(cluster=cluster_facts.to_plain(), kubeconfig=cluster_outputs.kubeconfig)
+    elif cfg.deploys(Layer.CLUSTER):
         cluster_outputs, cluster_exports = cluster.build(cfg, cluster_facts, labels, opts)
         exports.update(cluster_exports)
     else:

@@ -21,7 +21,7 @@ from config.training import DataPrepConfig, NcclTestConfig, RunConfig, Tokenizer
 from facts import versions
 from facts.errors import RuleError
 from facts.kubernetes import COMPLETION_INDEX_LABEL, FABRIC_CHECK_LABEL, RUN_LABEL, TRAINING_CONTAINER
-from facts.machines import MachineType
+from facts.machines import GpuDirect, MachineType
 from planners import nemo
 from planners.fabric import NcclTestSpec, check_nccl_test
 from planners.gpudirect import PodNetworking, pod_networking
@@ -75,11 +75,17 @@ def run_spec(run: RunConfig, platform: PlatformFacts) -> RunSpec:
 
 def run_networking(run: RunSpec, machine: MachineType, cluster: ClusterFacts) -> PodNetworking:
     """The pool's pod networking; on the host network for a supervised run."""
-    return pod_networking(machine.gpudirect, cluster.gpu_networks, machine.gpus, run.resiliency.supervisor)
+    return pod_networking(flavour(machine, cluster), cluster.gpu_networks, machine.gpus, run.resiliency.supervisor)
+
+
+def flavour(machine: MachineType, cluster: ClusterFacts) -> GpuDirect:
+    """The machine's GPUDirect wiring on GKE; elsewhere none of GKE's networks or plugins exist,
+    so NCCL uses the pod network."""
+    return machine.gpudirect if cluster.gke else GpuDirect.NONE
 
 
 def run_paths(run: RunSpec, platform: PlatformFacts) -> nemo.RunPaths:
-    return nemo.run_paths(run, platform.experiments_dir, platform.checkpoint_mount, platform.data_mount)
+    return nemo.run_paths(run, platform.experiments_dir, platform.checkpoint_mount, platform.data_mount, platform.gke)
 
 
 def data_prep_spec(job: DataPrepConfig, platform: PlatformFacts) -> DataPrepSpec:
@@ -113,6 +119,12 @@ def check_runs(cfg: StackConfig, cluster: ClusterFacts, platform: PlatformFacts)
         run = run_spec(run_config, platform)
         try:
             check_run(run, flavors, platform.priority_classes, platform.supervisor)
+            if not platform.gke and run.resiliency.local_checkpoint_interval_steps:
+                raise RuleError(
+                    "resiliency.localCheckpointIntervalSteps",
+                    run.resiliency.local_checkpoint_interval_steps,
+                    "needs GKE's ephemeral local SSD path on the nodes; the target is an existing cluster",
+                )
             machine = flavors[run.pool].machine
             networking = run_networking(run, machine, cluster)
             nemo.check_env(run, nemo.platform_env(run, machine, networking, run_paths(run, platform)))
@@ -158,6 +170,7 @@ class TrainingLayer(pulumi.ComponentResource):
             data_mount=platform.data_mount,
             checkpoint_claim=platform.checkpoint_claim,
             checkpoint_mount=platform.checkpoint_mount,
+            gke=platform.gke,
         )
         after = args.platform.run_dependencies
         required = {run.fabric_check for run in cfg.training.runs if run.fabric_check}
@@ -175,7 +188,9 @@ class TrainingLayer(pulumi.ComponentResource):
                         local_queue=platform.local_queue,
                         priority=platform.default_priority_class,
                         service_account=platform.service_account,
-                        networking=pod_networking(machine.gpudirect, cluster.facts.gpu_networks, machine.gpus),
+                        networking=pod_networking(
+                            flavour(machine, cluster.facts), cluster.facts.gpu_networks, machine.gpus
+                        ),
                         shared_claim=platform.shared_claim,
                         shared_mount=platform.shared_mount,
                         results_dir=f"{platform.experiments_dir}/{test.name}/nccl",
@@ -215,6 +230,7 @@ class TrainingLayer(pulumi.ComponentResource):
                 f"{name}-{job.name}",
                 DataPreparationArgs(
                     job=data_prep_spec(job, platform),
+                    flavor=flavors[job.pool or platform.flavors[0].pool],
                     namespace=platform.namespace,
                     local_queue=platform.local_queue,
                     service_account=platform.data_prep_service_account,

@@ -26,7 +26,10 @@ def markdown(stack: str, summary: Mapping[str, Any] | None, warnings: Sequence[L
         lines += [f"> **warning** ({w.resource_name}): {w.message}" for w in warnings] + [""]
     if summary is None:
         return "\n".join([*lines, "This stack creates no GPU capacity.", ""])
-    lines += [f"Project `{summary['project']}`, region `{summary['region']}`, zone `{summary['zone']}`.", ""]
+    if summary["region"]:
+        lines += [f"Project `{summary['project']}`, region `{summary['region']}`, zone `{summary['zone']}`.", ""]
+    else:
+        lines += ["An existing cluster: the stack describes its pools and creates none.", ""]
     lines += [
         "| Pool | Machine | Nodes | GPUs | Capacity | Reservation | Per hour, all nodes up |",
         "|---|---|---:|---:|---|---|---|",

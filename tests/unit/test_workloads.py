@@ -110,6 +110,7 @@ def test_data_preparation_is_a_suspended_queued_job_writing_to_the_data_bucket()
     job = data_prep_job(
         DataPreparationArgs(
             job=DataPrepSpec("wiki", "raw/wiki.jsonl", "datasets/wiki/wiki", "text", GPT2, 16, "p"),
+            flavor=flavor("a3-highgpu-8g"),
             namespace="nemo",
             local_queue="q",
             service_account="prep",

@@ -1,0 +1,179 @@
+"""A stack on an existing cluster (examples/Pulumi.existing.yaml): no Google Cloud resource or
+provider, flavors and pods that select the described nodes, claims of the cluster's StorageClass,
+and everything else as on GKE, validated the same."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from facts.kubernetes import GPU_TAINT, KUEUE_API, TOPOLOGY_LABELS
+from planners import nemo
+from tests.conftest import flavors_by_pool, issue_for, rejected
+from tests.test_training import container, env, jobset, pod, workload_files
+from tools.runner import load_stack_values, run_stack, stack_with
+
+POOL_LABELS = {"cloud.google.com/gke-nodepool": "a3-ultra-pool"}
+
+
+def existing(**changes: Any) -> dict[str, Any]:
+    values = load_stack_values("existing")
+    cluster = copy.deepcopy(values["nemo-gke:existingCluster"])
+    cluster.update(changes)
+    return stack_with("existing", existingCluster=cluster)
+
+
+def test_an_existing_cluster_stack_creates_no_google_cloud_resource(render: Any) -> None:
+    run = render("existing")
+    types = {r.type for r in run.resources}
+    assert types, "the stack registers the platform and its run"
+    assert not [t for t in types if t.startswith(("gcp:", "pulumi:providers:gcp"))], types
+    (provider,) = run.of_type("pulumi:providers:kubernetes")
+    assert provider.inputs["context"] == "team-a3ultra"
+    assert provider.inputs["kubeconfig"].endswith("/.kube/config") and "~" not in provider.inputs["kubeconfig"]
+
+
+def test_flavors_and_pods_select_the_described_nodes_and_tolerate_their_taints(render: Any) -> None:
+    """Kueue offers a run only the flavor whose node labels its pods' selector allows
+    (planners.queues): both are the pool's labels, not GKE's node pool label of its name."""
+    run = render("existing")
+    (flavor,) = flavors_by_pool_labels(run)
+    assert flavor["spec"]["nodeLabels"] == POOL_LABELS
+    assert GPU_TAINT.toleration() in flavor["spec"]["tolerations"]
+    # Its nodes carry GKE's topology labels and all exist: runs are placed by topology.
+    assert flavor["spec"]["topologyName"].startswith("gke-default-")
+    _, manifest = jobset(run)
+    spec = pod(manifest)["spec"]
+    assert spec["nodeSelector"] == POOL_LABELS
+    assert GPU_TAINT.toleration() in spec["tolerations"]
+    annotations = pod(manifest)["metadata"]["annotations"]
+    assert annotations["kueue.x-k8s.io/podset-preferred-topology"] == TOPOLOGY_LABELS["block"]
+    # No Cloud Storage FUSE, no GKE multi-networking, no GPUDirect plugin: NCCL on the pod network.
+    assert not [k for k in annotations if k.startswith(("gke-gcsfuse/", "networking.gke.io/", "devices.gke.io/"))]
+    assert spec["initContainers"] == [] and not spec.get("hostNetwork")
+    variables = env(manifest)
+    assert variables["NCCL_SOCKET_IFNAME"] == "eth0"
+    assert not [k for k in variables if k in ("NCCL_NET", "NCCL_INIT_SCRIPT", "NCCL_PLUGIN_PATH")]
+    assert not [v for v in spec["volumes"] if "csi" in v]
+    settings = workload_files(run, "llama31-8b")[nemo.NEMO2_SETTINGS]
+    assert '"/data/tokenizers/gpt2/gpt2-vocab.json"' in settings
+    assert container(manifest)["resources"]["limits"]["nvidia.com/gpu"] == 8
+
+
+def flavors_by_pool_labels(run: Any) -> list[dict[str, Any]]:
+    return [run.manifest(f) for f in run.of_type(f"kubernetes:{KUEUE_API}:ResourceFlavor")]
+
+
+def test_extra_taints_are_tolerated_by_flavor_and_pods(render: Any) -> None:
+    pools = copy.deepcopy(load_stack_values("existing")["nemo-gke:existingCluster"]["gpuPools"])
+    pools[0]["taints"].append({"key": "team.example.com/reserved", "effect": "NoSchedule"})
+    run = render("existing", values=existing(gpuPools=pools))
+    extra = {"key": "team.example.com/reserved", "operator": "Exists"}
+    (flavor,) = flavors_by_pool_labels(run)
+    assert extra in flavor["spec"]["tolerations"]
+    assert extra in pod(jobset(run)[1])["spec"]["tolerations"]
+
+
+def test_the_claims_come_from_the_cluster_s_storage_class(render: Any) -> None:
+    run = render("existing")
+    claims = {
+        run.manifest(c)["metadata"]["name"]: run.manifest(c)
+        for c in run.of_type("kubernetes:core/v1:PersistentVolumeClaim")
+    }
+    assert set(claims) == {"shared", "data", "checkpoints"}
+    for claim in claims.values():
+        assert claim["spec"]["storageClassName"] == "standard-rwx"
+        assert claim["spec"]["accessModes"] == ["ReadWriteMany"]
+    assert not run.of_type("kubernetes:core/v1:PersistentVolume")
+
+
+def test_controllers_run_on_the_untainted_linux_nodes(render: Any) -> None:
+    run = render("existing")
+    releases = [r for r in run.resources if r.type == "kubernetes:helm.sh/v3:Release"]
+    assert releases
+    for deployment in run.of_type("kubernetes:apps/v1:Deployment"):
+        assert run.manifest(deployment)["spec"]["template"]["spec"]["nodeSelector"] == {"kubernetes.io/os": "linux"}
+
+
+def test_a_run_only_stack_reads_an_existing_cluster_stack() -> None:
+    """The cluster facts travel through the stack outputs like a GKE stack's: a run-only stack
+    on top of `existing` gets the same selectors and no Google Cloud provider."""
+    values = stack_with(
+        "existing",
+        layers=["training"],
+        upstreamStack="organization/nemo-gke/existing",
+        training={"runs": [{"name": "second", "model": "llama3.1-8b", "nodes": 2, "steps": 10}]},
+    )
+    del values["nemo-gke:existingCluster"]
+    run = run_stack("existing", values=values)
+    assert not [r for r in run.resources if r.type.startswith(("gcp:", "pulumi:providers:gcp"))]
+    _, manifest = jobset(run)
+    assert pod(manifest)["spec"]["nodeSelector"] == POOL_LABELS
+
+
+@pytest.mark.parametrize(
+    ("values", "key", "words"),
+    [
+        (stack_with("existing", layers=["cluster", "platform", "training"]), "layers", "starts at platform"),
+        (existing(kubeconfig="apiVersion: v1"), "existingCluster.kubeconfig", "exactly one"),
+        (stack_with("existing", resiliency={"enabled": True}), "resiliency.enabled", "off with existingCluster"),
+        (existing(storageClass="Standard_RWX"), "existingCluster.storageClass", "DNS label"),
+    ],
+)
+def test_contradicting_settings_are_refused(values: dict[str, Any], key: str, words: str) -> None:
+    assert words in issue_for(rejected(values, "existing"), key)
+
+
+@pytest.mark.parametrize(
+    ("pool", "key", "words"),
+    [
+        ({"machineType": "p5.48xlarge"}, "machineType", "not in the catalog"),
+        ({"nodeLabels": {}}, "nodeLabels", "at least one label"),
+        ({"nodeLabels": {"bad key!": "x"}}, "nodeLabels.bad key!", "Kubernetes label key"),
+    ],
+)
+def test_bad_pools_are_refused(pool: dict[str, Any], key: str, words: str) -> None:
+    pools = copy.deepcopy(load_stack_values("existing")["nemo-gke:existingCluster"]["gpuPools"])
+    pools[0].update(pool)
+    message = issue_for(rejected(existing(gpuPools=pools), "existing"), f"existingCluster.gpuPools[0].{key}")
+    assert words in message
+
+
+def test_a_run_larger_than_the_described_pool_is_refused_before_anything_is_registered() -> None:
+    training = copy.deepcopy(load_stack_values("existing")["nemo-gke:training"])
+    training["runs"][0]["nodes"] = 5
+    message = issue_for(rejected(stack_with("existing", training=training), "existing"), "training.runs[0].nodes")
+    assert "holds at most 4 nodes" in message
+
+
+def test_local_checkpoints_need_gke_s_node_ssd() -> None:
+    training = copy.deepcopy(load_stack_values("existing")["nemo-gke:training"])
+    training["runs"][0].update(
+        checkpoint={"intervalSteps": 10}, resiliency={"faultTolerance": True, "localCheckpointIntervalSteps": 5}
+    )
+    key = "training.runs[0].resiliency.localCheckpointIntervalSteps"
+    assert "existing cluster" in issue_for(rejected(stack_with("existing", training=training), "existing"), key)
+
+
+def test_gke_stacks_keep_their_selectors(render: Any) -> None:
+    """The existing-cluster path leaves GKE pools alone: GKE's node pool label and accelerator."""
+    flavors = flavors_by_pool(render("dev"))
+    for pool, flavor in flavors.items():
+        assert flavor["spec"]["nodeLabels"]["cloud.google.com/gke-nodepool"] == pool
+        assert "cloud.google.com/gke-accelerator" in flavor["spec"]["nodeLabels"]
+
+
+def test_a_run_only_stack_reads_an_upstream_whose_flavors_are_placed_by_topology() -> None:
+    """Stack outputs drop null values: a flavor without a topology problem (topologyProblem:
+    null) must still read back (planners.queues.Flavor defaults it). a3ultra's reservation pool
+    is such a flavor; the run-only stack on top of it failed before the default."""
+    values = stack_with(
+        "a3ultra",
+        layers=["training"],
+        upstreamStack="organization/nemo-gke/a3ultra",
+        training={"runs": [{"name": "second", "model": "llama3.1-8b", "nodes": 2, "steps": 10}]},
+    )
+    run = run_stack("a3ultra", values=values)
+    assert len([r for r in run.resources if r.type.endswith(":JobSet")]) == 1
