@@ -7,7 +7,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: install crds render test lint typecheck unit docs identities bench integration-tools clean
+.PHONY: install crds render test lint typecheck unit docs identities bench integration-tools integration clean
 
 install: $(VENV)/.installed crds
 
@@ -52,6 +52,12 @@ bench: install
 ## Build the integration lane's Kubernetes-side binaries from Go modules (cached by version).
 integration-tools:
 	integration/build-tools.sh
+
+## The integration lane: build the tools (cached), then a loopback control plane, kwok nodes
+## shaped like the `existing` stack's pools, the pinned Kueue and JobSet managers, and the
+## stack's objects admitted by the real Kueue. Prints each phase's time.
+integration: install integration-tools
+	$(BIN)/python -m tools.lane smoke --stack existing
 
 clean:
 	rm -rf build $(VENV) .pytest_cache .mypy_cache .ruff_cache
