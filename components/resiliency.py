@@ -21,7 +21,14 @@ import pulumi_kubernetes as k8s
 
 from facts import resiliency, versions
 from facts.errors import require, require_no_problem
-from facts.kubernetes import GPU_TAINT, IMPENDING_TERMINATION_TOLERATION, PART_OF, dns_label_problem
+from facts.kubernetes import (
+    GPU_TAINT,
+    IMPENDING_TERMINATION_TOLERATION,
+    PART_OF,
+    RUN_REPLICATED_JOB,
+    TRAINING_CONTAINER,
+    dns_label_problem,
+)
 
 NAME = "supervisor"
 CONFIG_MAP = f"{NAME}-endpoints"
@@ -63,10 +70,29 @@ def _labels(component: str) -> dict[str, str]:
     return {"app.kubernetes.io/name": f"{NAME}-{component}", **PART_OF}
 
 
+# Keys the chart always renders and the recipe leaves empty: the supervisor reads its whole
+# configuration from the environment (SupervisorConfig.from_environment), so they are kept.
+_UNSET_KEYS = (
+    "NUM_NODES_PER_DP",
+    "NUM_DP_REPLICAS",
+    "MAX_IN_JOB_RESTARTS",
+    "MAX_WORKLOAD_RESTARTS",
+    "ENABLE_WORKLOAD_SCALING",
+    "POD_TERMINATION_THRESHOLD_S",
+    "JOBSET_DOWNTIME_THRESHOLD_S",
+    "ENABLE_FAULT_INJECTION",
+    "FAULT_INJECTION_PERIOD_S",
+)
+
+
 def endpoint_config(args: SupervisorArgs) -> dict[str, str]:
-    """The chart's `endpoint-config` ConfigMap: where each service listens, and the recipe's
-    supervisor settings. Workload scaling and fault injection stay off (the recipe leaves them unset)."""
+    """The chart's `endpoint-config` ConfigMap: where each service listens, the recipe's
+    supervisor settings, and this platform's job and container names (the recipe's are its
+    defaults). Workload scaling and fault injection stay off (the recipe leaves them empty)."""
     return {
+        **dict.fromkeys(_UNSET_KEYS, ""),
+        "REPLICATED_JOB_NAME": RUN_REPLICATED_JOB,
+        "WORKLOAD_CONTAINER_NAME": TRAINING_CONTAINER,
         **{s.address_key: f"{NAME}-{s.name}:{s.port}" for s in resiliency.SERVICES},
         "HOST_DAEMON_PORT": str(resiliency.HOST_DAEMON_PORT),
         "HEARTBEAT_POLLING_PERIOD_S": str(args.heartbeat_polling_period_seconds),

@@ -224,6 +224,13 @@ def check_resiliency(run: RunSpec, machine: MachineType, supervisor: bool) -> No
     local = r.local_checkpoint_interval_steps
     if local is None:
         return
+    if r.supervisor:
+        raise RuleError(
+            "resiliency.localCheckpointIntervalSteps",
+            local,
+            "cannot go with supervisor: the supervisor's image has NeMo 24.12, and NeMo's local checkpoints "
+            "(nemo/lightning/pytorch/local_ckpt.py) arrived in NeMo 2.3; the recipe does them with its own script",
+        )
     if not run.checkpoint:
         raise RuleError(
             "resiliency.localCheckpointIntervalSteps", local, "needs checkpoint.enabled: restarts compare both kinds"

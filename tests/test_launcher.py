@@ -231,6 +231,7 @@ for attempt, steps in ((0, range(0, 12)), (1, range(10, 20))):
 # Stand-in resiliency launcher (a Python script, as in the recipe's image): records its arguments.
 RESILIENCY_LAUNCHER = """import os, sys
 open(os.path.join(os.environ["RECORD"], "launcher.args"), "w").write("\\n".join(sys.argv[1:]) + "\\n")
+open(os.path.join(os.environ["RECORD"], "node-rank"), "w").write(os.environ.get("NODE_RANK", "unset"))
 """
 
 
@@ -245,6 +246,7 @@ def test_fault_tolerant_runs_start_under_ft_launcher_with_their_heartbeats(works
         FT_PARAM_INITIAL_RANK_HEARTBEAT_TIMEOUT="720",
         FT_PARAM_RANK_HEARTBEAT_TIMEOUT="300",
         MAX_IN_JOB_RESTARTS="2",
+        JOBSET_NAME="run-abc123",
     )
     result = launch(workspace, "--yes")
     assert result.returncode == 0, result.stderr
@@ -254,6 +256,9 @@ def test_fault_tolerant_runs_start_under_ft_launcher_with_their_heartbeats(works
         "--ft-param-rank_heartbeat_timeout=300",
         "--max-restarts=2",
     ]
+    # It rendezvouses through c10d at an endpoint only (launcher.py: --master-addr is ignored).
+    for flag in ("--rdzv-backend=c10d", "--rdzv-endpoint=run-workers-0-0.run:6002", "--rdzv-id=run-abc123"):
+        assert flag in args, flag
     assert "--nnodes=2" in args and args[-2:] == [workspace["NEMO_ENTRYPOINT"], "--yes"]
 
 
@@ -288,6 +293,7 @@ def test_supervised_runs_start_under_the_recipe_s_launcher_with_their_own_names(
     ):
         assert flag in args, flag
     assert args[-2:] == [workspace["NEMO_ENTRYPOINT"], "--yes"]
+    assert (Path(workspace["RECORD"]) / "node-rank").read_text() == "0"
 
 
 def nemo_env() -> dict[str, str]:

@@ -112,6 +112,17 @@ def test_every_address_in_the_endpoint_config_is_a_service_of_the_supervisor() -
         if m["kind"] == "Deployment"
     }
     config = endpoint_config(supervisor_args())
+    # Every key the chart renders (resilient-training.yaml), set or empty as the recipe leaves it.
+    chart_keys = {
+        "SENSOR_ADDRESS", "ACTUATOR_ADDRESS", "CONTROLLER_ADDRESS", "HOST_DAEMON_PORT",
+        "HEARTBEAT_POLLING_PERIOD_S", "HEARTBEAT_TIMEOUT_S", "WORKERS_PER_HOST", "JOB_NAMESPACE",
+        "NUM_NODES_PER_DP", "NUM_DP_REPLICAS", "MAX_IN_JOB_RESTARTS", "MAX_WORKLOAD_RESTARTS",
+        "ENABLE_WORKLOAD_SCALING", "PROJECT", "POD_TERMINATION_THRESHOLD_S", "JOBSET_DOWNTIME_THRESHOLD_S",
+        "REPLICATED_JOB_NAME", "WORKLOAD_CONTAINER_NAME", "ENABLE_FAULT_INJECTION", "FAULT_INJECTION_PERIOD_S",
+        "WORKLOAD_NAMESPACE", "GLOG_logtostderr", "GLOG_v",
+    }  # fmt: skip
+    assert set(config) == chart_keys
+    assert (config["REPLICATED_JOB_NAME"], config["WORKLOAD_CONTAINER_NAME"]) == ("workers", "nemo")
     for service in resiliency.SERVICES:
         host, port = config[service.address_key].split(":")
         assert services[host] == int(port) == listening[host]
@@ -229,17 +240,41 @@ def test_a_supervised_run_starts_under_the_resiliency_launcher_on_the_host_netwo
         "720",
         "720",
     )
+    assert not [v for v in spec["volumes"] if v["name"] == "local-checkpoints"]
+    settings = json.loads(workload_files(run, "llama31-405b")[nemo.NEMO2_SETTINGS])
+    assert settings["resiliency"] == {
+        "faultTolerance": True,
+        "asyncCheckpoint": True,
+        "localCheckpointDir": None,
+        "localCheckpointInterval": None,
+    }
+    assert settings["checkpointInterval"] == 25
+
+
+def test_local_checkpoints_sit_on_the_node_ssd_and_outlive_the_pod(render: Any) -> None:
+    """A fault-tolerant run (NVRx's ft_launcher, NeMo 25.07's local checkpoints) keeps them on
+    the node's ephemeral SSD through a hostPath, as the recipe mounts it, so a pod re-created on
+    the same node finds them; an emptyDir would go with the pod."""
+    values = with_run(
+        "a3ultra",
+        None,
+        resiliency={"faultTolerance": True, "asyncCheckpoint": True, "localCheckpointIntervalSteps": 5},
+    )
+    run = render("a3ultra", values=values)
+    _, manifest = jobset(run)
+    spec, main = pod(manifest)["spec"], container(manifest)
+    assert env(manifest)["RUN_LAUNCHER"] == nemo.Launcher.FAULT_TOLERANT
+    assert main["image"] == "nvcr.io/nvidia/nemo:25.07"
     (local,) = [v for v in spec["volumes"] if v["name"] == "local-checkpoints"]
     assert local["hostPath"] == {"path": "/mnt/stateful_partition/kube-ephemeral-ssd", "type": "Directory"}
     assert {"name": "local-checkpoints", "mountPath": resiliency.LOCAL_CHECKPOINT_MOUNT} in main["volumeMounts"]
-    settings = json.loads(workload_files(render("a3ultra"), "llama31-405b")[nemo.NEMO2_SETTINGS])
+    settings = json.loads(workload_files(run, "llama31-405b")[nemo.NEMO2_SETTINGS])
     assert settings["resiliency"] == {
         "faultTolerance": True,
         "asyncCheckpoint": True,
         "localCheckpointDir": f"{resiliency.LOCAL_CHECKPOINT_MOUNT}/llama31-405b",
         "localCheckpointInterval": 5,
     }
-    assert settings["checkpointInterval"] == 25
 
 
 def test_runs_without_resiliency_settings_stay_plain_torchrun(render: Any) -> None:
@@ -291,6 +326,14 @@ def with_run(stack: str, platform: dict[str, Any] | None = None, **run: Any) -> 
             {"checkpoint": {"enabled": False}, "resiliency": {"localCheckpointIntervalSteps": 5}},
             "resiliency.localCheckpointIntervalSteps",
             "needs checkpoint.enabled",
+        ),
+        # The supervisor's image predates NeMo's local checkpoints.
+        (
+            "a3ultra",
+            None,
+            {"resiliency": {"supervisor": True, "localCheckpointIntervalSteps": 5}},
+            "resiliency.localCheckpointIntervalSteps",
+            "cannot go with supervisor",
         ),
         # The supervisor needs the platform's, and host-network pods.
         ("a3ultra", {"enabled": False}, {}, "resiliency.supervisor", "set resiliency.enabled: true"),

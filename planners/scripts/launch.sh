@@ -80,8 +80,12 @@ rendezvous=(--nproc-per-node="${GPUS_PER_NODE}" --nnodes="${NNODES}" --node-rank
   --master-addr="${MASTER_ADDR}" --master-port="${MASTER_PORT}")
 case "${RUN_LAUNCHER:-torchrun}" in
   torchrun) launch=(torchrun "${rendezvous[@]}") ;;
-  ft) launch=(ft_launcher "${heartbeats[@]}" "${rendezvous[@]}") ;;
+  # ft_launcher rendezvouses through c10d only, at --rdzv-endpoint (it ignores --master-addr).
+  ft) launch=(ft_launcher "${heartbeats[@]}" "${rendezvous[@]}" --rdzv-backend=c10d
+      --rdzv-endpoint="${MASTER_ADDR}:${MASTER_PORT}" --rdzv-id="${JOBSET_NAME}") ;;
   supervisor)
+    # Newer resiliency launchers read the node's rank from NODE_RANK.
+    export NODE_RANK="${node}"
     # Workload scaling off: one data-parallel group of all nodes, never fewer.
     launch=(python3 "${RESILIENCY_LAUNCHER}" --use-supervisor "${heartbeats[@]}" "${rendezvous[@]}"
       --rdzv-id="${JOBSET_NAME}" --host-daemon-port="${HOST_DAEMON_PORT}"

@@ -22,10 +22,7 @@ from nemo.collections.llm.recipes.tp_overlap_configs import userbuffers
 from nemo.collections.nlp.modules.common.tokenizer_utils import get_nmt_tokenizer
 from nemo.lightning.pytorch.callbacks.megatron_comm_overlap import MegatronCommOverlapCallback
 from nemo.lightning.pytorch.callbacks.nsys import NsysCallback
-from nemo.lightning.pytorch.local_ckpt import update_trainer_local_checkpoint_io
 from nemo.utils.loggers.dllogger import DLLogger
-from nvidia_resiliency_ext.ptl_resiliency import FaultToleranceCallback
-from nvidia_resiliency_ext.ptl_resiliency.local_checkpoint_callback import LocalCheckpointCallback
 
 with open(os.environ["NEMO_RUN_SETTINGS"]) as settings_file:
     SETTINGS = json.load(settings_file)
@@ -77,6 +74,9 @@ def pretrain_with_local_checkpoints(trainer, **kwargs):
     """llm.pretrain with NeMo's local checkpoint I/O on the trainer: each node keeps its own
     state on local SSD, replicated to peers; a restart resumes from the newest of the local and
     persistent checkpoints (nemo/lightning/pytorch/local_ckpt.py)."""
+    # Imported only where asked for: NeMo has local checkpoints from 2.3 (25.04 images) on.
+    from nemo.lightning.pytorch.local_ckpt import update_trainer_local_checkpoint_io  # noqa: PLC0415
+
     update_trainer_local_checkpoint_io(trainer, RESILIENCY["localCheckpointDir"], _checkpoint_step)
     return llm.pretrain(trainer=trainer, **kwargs)
 
@@ -138,10 +138,16 @@ def recipe():
     if RESILIENCY["faultTolerance"]:
         # What NeMo's FaultTolerancePlugin adds (nemo/lightning/run/plugins.py); restarts are
         # the launcher's, so no autoresume.
+        from nvidia_resiliency_ext.ptl_resiliency import FaultToleranceCallback  # noqa: PLC0415
+
         trainer.callbacks.append(
             run.Config(FaultToleranceCallback, autoresume=False, calculate_timeouts=True, exp_dir=SETTINGS["logDir"])
         )
     if RESILIENCY["localCheckpointDir"]:
+        from nvidia_resiliency_ext.ptl_resiliency.local_checkpoint_callback import (  # noqa: PLC0415
+            LocalCheckpointCallback,
+        )
+
         trainer.callbacks.append(
             run.Config(LocalCheckpointCallback, every_n_train_steps=RESILIENCY["localCheckpointInterval"])
         )
