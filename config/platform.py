@@ -66,6 +66,11 @@ class StorageConfig(Model):
 class KueueConfig(Model):
     """Queueing and all-or-nothing admission."""
 
+    install: bool = Field(
+        True,
+        description="Install the pinned Kueue and JobSet releases. false: both are on the cluster already "
+        "(serving kueue.x-k8s.io/v1beta2 and jobset.x-k8s.io/v1alpha2); the program creates only its queues.",
+    )
     cluster_queue: str = Field("a3-queue", description="ClusterQueue name.")
     local_queue: str = Field("a3-queue", description="LocalQueue name in the training namespace: runs submit here.")
     wait_for_pods_ready_timeout_seconds: int = Field(

@@ -274,22 +274,34 @@ class PlatformLayer(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         system = cluster.facts.system_selector
 
-        jobset = JobSetController(
-            f"{name}-jobset",
-            JobSetControllerArgs(node_selector=system, crd=crd_manifest(versions.JOBSET_CRDS, versions.JOBSET_CRD)),
-            opts=child,
-        )
-        kueue = KueueController(
-            f"{name}-kueue",
-            KueueControllerArgs(
-                node_selector=system,
-                wait_for_pods_ready_timeout_seconds=cfg.kueue.wait_for_pods_ready_timeout_seconds,
-                requeue_limit=cfg.kueue.requeue_limit,
-                nodes=sum(p.max_nodes for p in cluster.facts.gpu_pools),
-            ),
-            # JobSet first: Kueue enables its JobSet integration at start-up.
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[jobset]),
-        )
+        ready: list[pulumi.Resource] = []
+        if cfg.kueue.install:
+            jobset = JobSetController(
+                f"{name}-jobset",
+                JobSetControllerArgs(node_selector=system, crd=crd_manifest(versions.JOBSET_CRDS, versions.JOBSET_CRD)),
+                opts=child,
+            )
+            kueue = KueueController(
+                f"{name}-kueue",
+                KueueControllerArgs(
+                    node_selector=system,
+                    wait_for_pods_ready_timeout_seconds=cfg.kueue.wait_for_pods_ready_timeout_seconds,
+                    requeue_limit=cfg.kueue.requeue_limit,
+                    nodes=sum(p.max_nodes for p in cluster.facts.gpu_pools),
+                ),
+                # JobSet first: Kueue enables its JobSet integration at start-up.
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[jobset]),
+            )
+            ready.append(kueue.ready)
+        else:
+            # v1beta2 is served from Kueue 0.15 on (kueue CHANGELOG/CHANGELOG-0.15.md, "Expose the
+            # v1beta2 API for CRD serving"). The cluster's CRDs are not read: a warning, not a check.
+            pulumi.log.warn(
+                "kueue.install is false: the cluster's Kueue must serve kueue.x-k8s.io/v1beta2 (Kueue 0.15 or later; "
+                f"this program is tested with {versions.KUEUE.version}) and its JobSet jobset.x-k8s.io/v1alpha2 "
+                f"(tested with {versions.JOBSET.version}), with waitForPodsReady and the jobset integration on",
+                resource=self,
+            )
         queues = KueueQueues(
             f"{name}-queues",
             KueueQueuesArgs(
@@ -298,7 +310,7 @@ class PlatformLayer(pulumi.ComponentResource):
                 local_queue=facts.local_queue,
                 namespace=workspace.namespace,
                 preemption=cfg.kueue.preemption,
-                after=[kueue.ready],
+                after=ready,
             ),
             opts=child,
         )
