@@ -25,7 +25,9 @@ from facts.kubernetes import (
     KUEUE_API,
     KUEUE_NAMESPACE,
     PRIORITY_VALUES,
+    cpu_quantity,
     dns_label_problem,
+    mib_quantity,
 )
 from facts.versions import HelmChart
 from planners.queues import TOPOLOGY, TOPOLOGY_SPEC, Flavor
@@ -290,9 +292,9 @@ def cluster_queue_spec(flavors: Sequence[Flavor], namespace: str, preemption: st
                     {
                         "name": f.name,
                         "resources": [
-                            {"name": GPU_RESOURCE, "nominalQuota": f.gpus},
-                            {"name": "cpu", "nominalQuota": f"{f.cpu_millicores}m"},
-                            {"name": "memory", "nominalQuota": f"{f.memory_mib}Mi"},
+                            {"name": GPU_RESOURCE, "nominalQuota": str(f.gpus)},
+                            {"name": "cpu", "nominalQuota": cpu_quantity(f.cpu_millicores)},
+                            {"name": "memory", "nominalQuota": mib_quantity(f.memory_mib)},
                         ],
                     }
                     for f in flavors

@@ -18,7 +18,7 @@ import pulumi_kubernetes as k8s
 from facts.errors import require, require_no_problem
 from facts.gcp import FilestoreTier, bucket_name_problem, filestore_capacity_problem, resource_name_problem
 from facts.gke import GCSFUSE_CSI_DRIVER, GCSFUSE_HOST_NETWORK_KSA
-from facts.kubernetes import dns_label_problem
+from facts.kubernetes import dns_label_problem, gib_quantity
 
 FILESTORE_CSI_DRIVER = "filestore.csi.storage.gke.io"
 # Nominal size of a bucket-backed volume: Kubernetes wants one, Cloud Storage ignores it.
@@ -124,7 +124,7 @@ class SharedFilesystem(pulumi.ComponentResource):
             f"{name}-volume",
             metadata={"name": pulumi.Output.concat(args.namespace, "-", args.claim_name)},
             spec={
-                "capacity": {"storage": f"{args.capacity_gib}Gi"},
+                "capacity": {"storage": gib_quantity(args.capacity_gib)},
                 "accessModes": ["ReadWriteMany"],
                 "persistentVolumeReclaimPolicy": "Retain",
                 "storageClassName": "",
@@ -143,7 +143,7 @@ class SharedFilesystem(pulumi.ComponentResource):
             namespace=args.namespace,
             claim_name=args.claim_name,
             volume=volume,
-            size=f"{args.capacity_gib}Gi",
+            size=gib_quantity(args.capacity_gib),
             parent=self,
         )
         self.claim_name = self.claim.metadata.name
@@ -278,7 +278,7 @@ class StorageClaims(pulumi.ComponentResource):
                 spec={
                     "accessModes": ["ReadWriteMany"],
                     "storageClassName": args.storage_class,
-                    "resources": {"requests": {"storage": f"{args.size_gib}Gi"}},
+                    "resources": {"requests": {"storage": gib_quantity(args.size_gib)}},
                 },
                 # A claim of a provisioner binds when its first pod starts, on some classes.
                 opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),

@@ -11,6 +11,7 @@ import pulumi_kubernetes as k8s
 
 from facts import versions
 from facts.errors import require
+from facts.kubernetes import cpu_quantity, mib_quantity
 
 PORT = 6006
 
@@ -73,8 +74,11 @@ class TensorBoard(pulumi.ComponentResource):
                                 "ports": [{"name": "http", "containerPort": PORT}],
                                 "readinessProbe": {"httpGet": {"path": "/", "port": PORT}, "periodSeconds": 10},
                                 "resources": {
-                                    "requests": {"cpu": f"{args.cpu_millicores}m", "memory": f"{args.memory_mib}Mi"},
-                                    "limits": {"memory": f"{args.memory_mib}Mi"},
+                                    "requests": {
+                                        "cpu": cpu_quantity(args.cpu_millicores),
+                                        "memory": mib_quantity(args.memory_mib),
+                                    },
+                                    "limits": {"memory": mib_quantity(args.memory_mib)},
                                 },
                                 "securityContext": {
                                     "allowPrivilegeEscalation": False,

@@ -42,6 +42,9 @@ from facts.kubernetes import (
     RUN_LABEL,
     RUN_REPLICATED_JOB,
     TRAINING_CONTAINER,
+    cpu_quantity,
+    gib_quantity,
+    mib_quantity,
     versioned_name,
 )
 from facts.machines import MachineType, training_pod_requests
@@ -146,8 +149,8 @@ def gpu_container(name: str, image: str, machine: MachineType, net: PodNetworkin
         "image": image,
         **fields,
         "resources": {
-            "requests": {"cpu": f"{cpu}m", "memory": f"{memory}Mi", GPU_RESOURCE: machine.gpus},
-            "limits": {GPU_RESOURCE: machine.gpus},
+            "requests": {"cpu": cpu_quantity(cpu), "memory": mib_quantity(memory), GPU_RESOURCE: str(machine.gpus)},
+            "limits": {GPU_RESOURCE: str(machine.gpus)},
         },
     }
     container["volumeMounts"] = [*container.get("volumeMounts", []), *net.mounts]
@@ -185,7 +188,9 @@ def gpu_jobset(
         "nodeSelector": flavor.selector,
         "tolerations": tolerations(flavor),
         "terminationGracePeriodSeconds": 30,
-        "initContainers": net.init_containers,
+        # An empty list is dropped by the API server (omitempty): written, it would read back
+        # as a change after every refresh.
+        **({"initContainers": net.init_containers} if net.init_containers else {}),
         "containers": [container],
         "volumes": [*volumes, *net.volumes],
     }
@@ -269,7 +274,7 @@ def run_jobset(args: TrainingRunArgs, config_map: str, files: Sequence[str]) -> 
                 "items": [{"key": name, "path": nemo.file_path(name)} for name in files],
             },
         },
-        {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{shm_gib}Gi"}},
+        {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": gib_quantity(shm_gib)}},
         # Ephemeral storage sits on the node's local NVMe SSDs.
         {"name": "local-ssd", "emptyDir": {}},
         *args.volumes.volumes(),
@@ -394,7 +399,7 @@ def data_prep_job(args: DataPreparationArgs) -> dict[str, Any]:
                             "command": ["bash", "-c", script],
                             "env": _env(nemo.OFFLINE_ENV),
                             "resources": {
-                                "requests": {"cpu": f"{job.workers + 2}", "memory": f"{4 * job.workers + 16}Gi"},
+                                "requests": {"cpu": str(job.workers + 2), "memory": gib_quantity(4 * job.workers + 16)},
                             },
                             "volumeMounts": [*args.volumes.mounts(data_read_only=False), *tokenizer_mounts],
                         }

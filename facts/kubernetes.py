@@ -41,6 +41,33 @@ def label_key_problem(key: str) -> str | None:
     return None
 
 
+# Quantities as the API server writes them back. Core objects, and custom ones that a webhook
+# decodes (JobSet, Kueue), come back in canonical form: the largest binary suffix that keeps
+# the value whole, whole cores without "m", counts as strings (k8s.io/apimachinery
+# pkg/api/resource/quantity.go CanonicalizeBytes). Written otherwise, a refresh reads them back
+# changed and the next `up` proposes to patch them, a JobSet's pod template included.
+_BINARY_SUFFIXES = (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
+
+
+def bytes_quantity(size: int) -> str:
+    for suffix, unit in _BINARY_SUFFIXES:
+        if size % unit == 0:
+            return f"{size // unit}{suffix}"
+    return str(size)
+
+
+def mib_quantity(mib: int) -> str:
+    return bytes_quantity(mib * 2**20)
+
+
+def gib_quantity(gib: int) -> str:
+    return bytes_quantity(gib * 2**30)
+
+
+def cpu_quantity(millicores: int) -> str:
+    return str(millicores // 1000) if millicores % 1000 == 0 else f"{millicores}m"
+
+
 # Objects whose defining fields cannot change in place (Kueue's CEL rules on a ResourceFlavor or
 # Topology, a JobSet's pod template) carry a digest of those fields in their name: a change is a
 # new object beside the old one (create it, move what refers to it, delete the old), never a

@@ -66,6 +66,17 @@ def rejected(values: Mapping[str, Any], stack: str = "dev") -> ConfigError:
     return failure.value.error
 
 
+def millicores(quantity: str) -> int:
+    """A CPU quantity as the program writes it (`215`, `1500m`) in millicores."""
+    return int(quantity[:-1]) if quantity.endswith("m") else int(quantity) * 1000
+
+
+def mebibytes(quantity: str) -> int:
+    """A memory quantity as the program writes it (`2822Gi`, `1536Mi`) in MiB."""
+    units = {"Mi": 1, "Gi": 1024, "Ti": 1024**2, "Pi": 1024**3}
+    return int(quantity[:-2]) * units[quantity[-2:]]
+
+
 def issue_for(error: ConfigError, key: str) -> str:
     """The message of the issue about `key` (the full nemo-gke key); fails if there is none."""
     for issue in error.issues:

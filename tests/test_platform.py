@@ -10,7 +10,7 @@ import pytest
 
 from facts import versions
 from facts.machines import allocatable_memory_mib, allocatable_millicores, machine_type
-from tests.conftest import MODES, flavors_by_pool, gpu_pools
+from tests.conftest import MODES, flavors_by_pool, gpu_pools, mebibytes, millicores
 from tools import crds
 from tools.mocks import RecordedResource
 from tools.runner import StackRun, stack_with
@@ -246,7 +246,7 @@ def test_the_gpu_quota_equals_the_pools_gpus(render: Any, stack: str, gpus: int)
     (group,) = queue["resourceGroups"]
     assert group["coveredResources"] == ["nvidia.com/gpu", "cpu", "memory"]
     quotas = [{r["name"]: r["nominalQuota"] for r in f["resources"]} for f in group["flavors"]]
-    assert sum(q["nvidia.com/gpu"] for q in quotas) == gpus
+    assert sum(int(q["nvidia.com/gpu"]) for q in quotas) == gpus
     flavors = flavors_by_pool(run)
     assert sorted(flavors) == sorted(p.inputs["name"] for p in gpu_pools(run))
     assert sorted(f["name"] for f in group["flavors"]) == sorted(f["metadata"]["name"] for f in flavors.values())
@@ -256,8 +256,8 @@ def test_cpu_and_memory_quotas_are_the_pools_allocatable_capacity(render: Any) -
     queue = manifest(render("dev"), f"{KUEUE}:ClusterQueue")["spec"]
     quota = {r["name"]: r["nominalQuota"] for r in queue["resourceGroups"][0]["flavors"][0]["resources"]}
     machine = machine_type("a3-highgpu-8g")
-    assert quota["cpu"] == f"{2 * allocatable_millicores(machine.vcpus)}m"
-    assert quota["memory"] == f"{2 * allocatable_memory_mib(machine.memory_gib)}Mi"
+    assert millicores(quota["cpu"]) == 2 * allocatable_millicores(machine.vcpus)
+    assert mebibytes(quota["memory"]) == 2 * allocatable_memory_mib(machine.memory_gib)
 
 
 def test_flavors_select_their_pool_tolerate_gpus_and_use_the_gke_topology(render: Any) -> None:
@@ -377,7 +377,7 @@ def test_tensorboard_runs_on_the_system_pool_and_reads_the_training_logs(render:
     assert pod["nodeSelector"] == {"cloud.google.com/gke-nodepool": "system"}
     assert container["image"] == versions.TENSORBOARD.ref
     assert "--logdir=/nfs/nemo-experiments" in container["command"]
-    assert container["resources"]["requests"] == {"cpu": "500m", "memory": "2048Mi"}
+    assert container["resources"]["requests"] == {"cpu": "500m", "memory": "2Gi"}
     assert pod["volumes"][0]["persistentVolumeClaim"] == {"claimName": "shared", "readOnly": True}
     service = manifest(run, "kubernetes:core/v1:Service", "tensorboard")["spec"]
     assert service["type"] == "ClusterIP" and service["ports"][0]["port"] == 6006

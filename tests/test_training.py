@@ -16,7 +16,7 @@ from facts.kubernetes import RUN_LABEL, versioned_name
 from facts.machines import machine_type, training_pod_requests
 from facts.models import MODELS, Framework
 from planners import nemo
-from tests.conftest import MODES, flavors_by_pool, issue_for, rejected
+from tests.conftest import MODES, flavors_by_pool, issue_for, mebibytes, millicores, rejected
 from tools.mocks import RecordedResource
 from tools.runner import StackFailed, StackRun, load_stack_values, run_stack, stack_with
 
@@ -143,15 +143,15 @@ def test_gpu_cpu_and_memory_requests_fit_the_pools_quota(
     requests = container(manifest)["resources"]["requests"]
     gpus = machine_type(machine).gpus
     cpu, memory = training_pod_requests(machine_type(machine))
-    assert container(manifest)["resources"]["limits"]["nvidia.com/gpu"] == requests["nvidia.com/gpu"] == gpus
-    assert (requests["cpu"], requests["memory"]) == (f"{cpu}m", f"{memory}Mi")
+    assert container(manifest)["resources"]["limits"]["nvidia.com/gpu"] == requests["nvidia.com/gpu"] == str(gpus)
+    assert (millicores(requests["cpu"]), mebibytes(requests["memory"])) == (cpu, memory)
     queue = run.manifest(run.one("kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue"))["spec"]
     flavor_name = flavors_by_pool(run)[pool]["metadata"]["name"]
     flavor = next(f for f in queue["resourceGroups"][0]["flavors"] if f["name"] == flavor_name)
     quota = {r["name"]: r["nominalQuota"] for r in flavor["resources"]}
-    assert nodes * gpus <= quota["nvidia.com/gpu"]
-    assert nodes * cpu <= int(quota["cpu"].removesuffix("m"))
-    assert nodes * memory <= int(quota["memory"].removesuffix("Mi"))
+    assert nodes * gpus <= int(quota["nvidia.com/gpu"])
+    assert nodes * cpu <= millicores(quota["cpu"])
+    assert nodes * memory <= mebibytes(quota["memory"])
 
 
 def queued_workloads(run: StackRun) -> list[tuple[RecordedResource, dict[str, Any], list[dict[str, Any]]]]:
@@ -341,7 +341,7 @@ def test_rdma_pods_attach_the_gvnic_and_eight_rdma_nics_with_gib(render: Any) ->
     assert [i["network"] for i in interfaces] == ["default", "gvnic-1", *(f"rdma-{i}" for i in range(8))]
     assert [i["interfaceName"] for i in interfaces] == [f"eth{i}" for i in range(10)]
     assert {i["network"] for i in interfaces[1:]} == network_names(run)
-    assert pod(manifest)["spec"]["initContainers"] == []
+    assert "initContainers" not in pod(manifest)["spec"]
     variables = env(manifest)
     assert variables["NCCL_NET"] == "gIB"
     assert variables["NCCL_INIT_SCRIPT"] == "/usr/local/gib/scripts/set_nccl_env.sh"
@@ -355,7 +355,7 @@ def test_small_shapes_run_without_gpudirect(render: Any) -> None:
     _, manifest = jobset(render("a3high-small"), "llama31-8b")
     annotations = pod(manifest)["metadata"]["annotations"]
     assert not [a for a in annotations if a.startswith(("networking.gke.io", "devices.gke.io"))]
-    assert pod(manifest)["spec"]["initContainers"] == []
+    assert "initContainers" not in pod(manifest)["spec"]
     assert env(manifest)["NCCL_SOCKET_IFNAME"] == "eth0"
     assert "kueue.x-k8s.io/podset-preferred-topology" not in annotations  # Spot pool: no topology labels
 

@@ -3,7 +3,8 @@ nodes on loopback, from the binaries `integration/build-tools.sh` builds, with t
 pinned Kueue and JobSet modules installed.
 
     python -m tools.lane smoke [--stack existing]   start, check, stop; print each phase's time
-    python -m tools.lane up --dir DIR               start and leave running (pids in DIR/pids)
+    python -m tools.lane up --dir DIR [--stack S]   start, then hold until interrupted (by hand:
+                                                    DIR/admin.kubeconfig reaches the cluster)
     python -m tools.lane down --dir DIR             stop what `up` started
 
 Every process listens on 127.0.0.1 only and is stopped by its process id. The nodes are shaped
@@ -625,17 +626,41 @@ def smoke(stack: str) -> int:
             shutil.rmtree(workdir, ignore_errors=True)
 
 
+def up(stack: str, workdir: Path) -> int:
+    """Start the lane and hold it (the stack's claims bind to local volumes) until interrupted."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    lane = Lane(workdir)
+    try:
+        api = control_plane(lane)
+        simulated_nodes(lane, api, stack)
+        install_crds(lane, api)
+        controllers(lane, api, lane_kueue_config(stack))
+        for manifest in claim_volumes(stack_objects(stack)):
+            api.create(api_path(manifest), manifest)
+        print(f"lane: up; KUBECONFIG={workdir / 'admin.kubeconfig'} (context lane); interrupt to stop", flush=True)
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+        while True:
+            lane.check_alive()
+            time.sleep(2)
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        lane.stop()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.lane", description=__doc__.split("\n\n")[0])
-    parser.add_argument("command", choices=["smoke", "down"])
+    parser.add_argument("command", choices=["smoke", "up", "down"])
     parser.add_argument("--stack", default="existing", help="stack whose GPU pools the nodes imitate")
     parser.add_argument("--dir", type=Path, help="down: the work directory of a lane")
     args = parser.parse_args(argv)
+    if args.command in ("up", "down") and args.dir is None:
+        parser.error(f"{args.command} needs --dir")
     if args.command == "down":
-        if args.dir is None:
-            parser.error("down needs --dir")
         stop_pids(args.dir)
         return 0
+    if args.command == "up":
+        return up(args.stack, args.dir)
     return smoke(args.stack)
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from components.scheduling import PROVISIONING_CHECK, cluster_queue_spec
 from facts.gke import DWS_CAPACITY, CapacityType
-from facts.kubernetes import KUEUE_API, TOPOLOGY_NAME, versioned_name
+from facts.kubernetes import KUEUE_API, TOPOLOGY_NAME, cpu_quantity, mib_quantity, versioned_name
 from facts.machines import MACHINE_TYPES, allocatable_memory_mib, allocatable_millicores, machine_type
 from planners.pools import PoolFacts
 from planners.queues import TOPOLOGY, TOPOLOGY_SPEC, Flavor, plan_flavor, plan_flavors
@@ -95,11 +95,11 @@ def test_the_cluster_queue_covers_gpus_cpu_and_memory_with_each_flavor_s_quota()
     assert group["coveredResources"] == ["nvidia.com/gpu", "cpu", "memory"]
     quotas = {f["name"]: {r["name"]: r["nominalQuota"] for r in f["resources"]} for f in group["flavors"]}
     assert quotas[flavors[0].name] == {
-        "nvidia.com/gpu": 256,
-        "cpu": f"{flavors[0].cpu_millicores}m",
-        "memory": f"{flavors[0].memory_mib}Mi",
+        "nvidia.com/gpu": "256",
+        "cpu": cpu_quantity(flavors[0].cpu_millicores),
+        "memory": mib_quantity(flavors[0].memory_mib),
     }
-    assert quotas[flavors[1].name]["nvidia.com/gpu"] == 2
+    assert quotas[flavors[1].name]["nvidia.com/gpu"] == "2"
     assert "admissionChecksStrategy" not in spec
 
 

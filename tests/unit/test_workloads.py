@@ -19,6 +19,7 @@ from planners.networks import plan_gpu_networks
 from planners.pools import PoolFacts
 from planners.queues import Flavor, plan_flavor
 from planners.runs import DataPrepSpec, RunSpec, Tokenizer
+from tests.conftest import mebibytes, millicores
 
 VOLUMES = Volumes("shared", "/nfs", "data", "/data", "checkpoints", "/checkpoints")
 GPT2 = Tokenizer("megatron", "GPT2BPETokenizer")
@@ -66,9 +67,9 @@ def test_a_run_is_one_suspended_queued_pod_per_node_that_fits_its_node(machine: 
     (container,) = pod(jobset)["spec"]["containers"]
     assert container["name"] == "nemo"
     requests = container["resources"]["requests"]
-    assert requests["nvidia.com/gpu"] == container["resources"]["limits"]["nvidia.com/gpu"] == m.gpus
-    assert int(requests["cpu"].removesuffix("m")) < allocatable_millicores(m.vcpus)
-    assert int(requests["memory"].removesuffix("Mi")) < allocatable_memory_mib(m.memory_gib)
+    assert requests["nvidia.com/gpu"] == container["resources"]["limits"]["nvidia.com/gpu"] == str(m.gpus)
+    assert millicores(requests["cpu"]) < allocatable_millicores(m.vcpus)
+    assert mebibytes(requests["memory"]) < allocatable_memory_mib(m.memory_gib)
     env = {e["name"]: e.get("value") for e in container["env"]}
     assert (env["NNODES"], env["GPUS_PER_NODE"]) == ("2", str(m.gpus))
     assert env["MASTER_ADDR"] == "$(JOBSET_NAME)-workers-0-0.$(JOBSET_NAME)"
@@ -95,7 +96,7 @@ def test_variables_that_name_the_jobset_refer_to_a_variable_defined_before_them(
 def test_each_machine_gets_its_gpudirect_wiring_and_only_that(machine: str) -> None:
     spec = pod(jobset_for(machine))
     annotations, flavour = spec["metadata"]["annotations"], MACHINE_TYPES[machine].gpudirect
-    sidecars = [c["name"] for c in spec["spec"]["initContainers"]]
+    sidecars = [c["name"] for c in spec["spec"].get("initContainers", [])]
     interfaces = json.loads(annotations.get("networking.gke.io/interfaces", "[]"))
     expected = {
         GpuDirect.NONE: ([], 0, False),
