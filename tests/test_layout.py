@@ -57,19 +57,31 @@ def test_runtime_requirements_are_pinned() -> None:
 def test_ci_runs_the_readme_test_command() -> None:
     script = ROOT / ".ci" / "run"
     assert os.access(script, os.X_OK)
-    assert "make test" in script.read_text()
+    assert "make test\n" in script.read_text() and "make integration\n" in script.read_text()
     assert "set -euo pipefail" in script.read_text()
     makefile = (ROOT / "Makefile").read_text()
     assert re.search(r"^STACK \?= dev$", makefile, flags=re.MULTILINE)
-    for target in ("render:", "test:", "lint:", "typecheck:", "unit:", "bench:", "identities:", "crds:"):
+    for target in (
+        "render:",
+        "test:",
+        "lint:",
+        "typecheck:",
+        "unit:",
+        "bench:",
+        "identities:",
+        "crds:",
+        "integration:",
+    ):
         assert target in makefile
     # The CRDs are fetched first: the program applies one and the tests validate against them.
     assert re.search(r"^install: .* crds$", makefile, flags=re.MULTILINE)
     assert re.search(r"^test: install ", makefile, flags=re.MULTILINE)
 
 
-def test_the_readme_starts_with_the_two_commands_for_a_fresh_machine() -> None:
+def test_the_readme_starts_with_the_commands_for_a_fresh_machine() -> None:
+    """The render, the test command CI runs, then the integration lane CI runs after it."""
     readme = (ROOT / "README.md").read_text()
     first_code = re.search(r"```(?:sh|bash|console)?\n(.*?)```", readme, flags=re.DOTALL)
     assert first_code is not None
-    assert first_code.group(1).split() == ["make", "render", "make", "test"]
+    commands = [line.split("#")[0].split() for line in first_code.group(1).splitlines()]
+    assert commands == [["make", "render"], ["make", "test"], ["make", "integration"]]

@@ -208,31 +208,33 @@ class Lane:
         self.processes.clear()
 
 
-def stop_pids(workdir: Path) -> None:
-    """Stop every process `up` recorded, newest first, by its process group."""
+def stop_pids(workdir: Path, grace: float = 10.0) -> None:
+    """Stop every process the lane recorded: SIGTERM to each process group at once, SIGKILL to
+    whatever still runs after `grace` seconds."""
     pids = workdir / "pids"
     if not pids.exists():
         return
-    for line in reversed(pids.read_text().splitlines()):
-        pid = int(line.split()[1])
-        try:
+    groups = [int(line.split()[1]) for line in pids.read_text().splitlines()]
+    for pid in groups:
+        with suppress(ProcessLookupError):
             os.killpg(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            continue
-        for _ in range(50):
-            try:
-                os.kill(pid, 0)
-                time.sleep(0.1)
-            except ProcessLookupError:
-                break
-        else:
-            with_suppressed_kill(pid)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and any(_running(pid) for pid in groups):
+        time.sleep(0.2)
+    for pid in groups:
+        with suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
     pids.unlink()
 
 
-def with_suppressed_kill(pid: int) -> None:
-    with suppress(ProcessLookupError):
-        os.killpg(pid, signal.SIGKILL)
+def _running(pid: int) -> bool:
+    with suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def control_plane(lane: Lane) -> Api:
@@ -626,10 +628,16 @@ def smoke(stack: str) -> int:
             shutil.rmtree(workdir, ignore_errors=True)
 
 
+def _interrupted(*_: object) -> None:
+    raise KeyboardInterrupt
+
+
 def up(stack: str, workdir: Path) -> int:
     """Start the lane and hold it (the stack's claims bind to local volumes) until interrupted."""
     workdir.mkdir(parents=True, exist_ok=True)
     lane = Lane(workdir)
+    # SIGTERM stops the lane like ^C does: through the `finally` below.
+    signal.signal(signal.SIGTERM, _interrupted)
     try:
         api = control_plane(lane)
         simulated_nodes(lane, api, stack)
@@ -638,7 +646,6 @@ def up(stack: str, workdir: Path) -> int:
         for manifest in claim_volumes(stack_objects(stack)):
             api.create(api_path(manifest), manifest)
         print(f"lane: up; KUBECONFIG={workdir / 'admin.kubeconfig'} (context lane); interrupt to stop", flush=True)
-        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
         while True:
             lane.check_alive()
             time.sleep(2)
