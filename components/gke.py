@@ -23,6 +23,19 @@ CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 CONTROLLER_PORTS = ["8082", "9443"]
 
 
+def node_identity(service_account: pulumi.Input[str], labels: Mapping[str, str]) -> dict[str, Any]:
+    """What every node pool of the cluster shares: COS, the node service account with
+    Workload Identity's metadata server, shielded boot, the stack's labels."""
+    return {
+        "image_type": "COS_CONTAINERD",
+        "service_account": service_account,
+        "oauth_scopes": [CLOUD_PLATFORM_SCOPE],
+        "workload_metadata_config": {"mode": "GKE_METADATA"},
+        "shielded_instance_config": {"enable_secure_boot": True, "enable_integrity_monitoring": True},
+        "resource_labels": dict(labels),
+    }
+
+
 def require_version(version: str | None, minimum: str, channel: str) -> str:
     """`version` if it is at least `minimum`; a clear error otherwise."""
     if not version:
@@ -222,13 +235,8 @@ class Cluster(pulumi.ComponentResource):
             management={"auto_repair": True, "auto_upgrade": True},
             node_config={
                 "machine_type": args.system_pool.machine_type,
-                "image_type": "COS_CONTAINERD",
                 "boot_disk": {"disk_type": "pd-balanced", "size_gb": args.system_pool.disk_size_gb},
-                "service_account": args.node_service_account,
-                "oauth_scopes": [CLOUD_PLATFORM_SCOPE],
-                "workload_metadata_config": {"mode": "GKE_METADATA"},
-                "shielded_instance_config": {"enable_secure_boot": True, "enable_integrity_monitoring": True},
-                "resource_labels": dict(args.labels),
+                **node_identity(args.node_service_account, args.labels),
             },
             opts=pulumi.ResourceOptions(parent=cluster, delete_before_replace=True),
         )
@@ -355,7 +363,7 @@ class GpuNodePool(pulumi.ComponentResource):
             ),
             node_config={
                 "machine_type": machine.name,
-                "image_type": "COS_CONTAINERD",
+                **node_identity(args.node_service_account, args.labels),
                 "boot_disk": {"disk_type": plan.boot_disk_type, "size_gb": spec.disk_size_gb},
                 "guest_accelerators": [
                     {
@@ -366,13 +374,8 @@ class GpuNodePool(pulumi.ComponentResource):
                 ],
                 "gvnic": {"enabled": True},
                 "ephemeral_storage_local_ssd_config": {"local_ssd_count": machine.local_ssds},
-                "service_account": args.node_service_account,
-                "oauth_scopes": [CLOUD_PLATFORM_SCOPE],
-                "workload_metadata_config": {"mode": "GKE_METADATA"},
-                "shielded_instance_config": {"enable_secure_boot": True, "enable_integrity_monitoring": True},
                 # GKE taints GPU nodes itself; declaring the same taint keeps the plan clean.
                 "taints": list(plan.taints),
-                "resource_labels": dict(args.labels),
                 "spot": True if plan.spot else None,
                 "flex_start": True if plan.flex_start else None,
                 "max_run_duration": plan.max_run_duration,
@@ -429,13 +432,8 @@ class CpuNodePool(pulumi.ComponentResource):
             management={"auto_repair": True, "auto_upgrade": True},
             node_config={
                 "machine_type": args.machine_type,
-                "image_type": "COS_CONTAINERD",
                 "boot_disk": {"disk_type": "pd-balanced", "size_gb": 100},
-                "service_account": args.node_service_account,
-                "oauth_scopes": [CLOUD_PLATFORM_SCOPE],
-                "workload_metadata_config": {"mode": "GKE_METADATA"},
-                "shielded_instance_config": {"enable_secure_boot": True, "enable_integrity_monitoring": True},
-                "resource_labels": dict(args.labels),
+                **node_identity(args.node_service_account, args.labels),
             },
             opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
         )
