@@ -91,27 +91,17 @@ def gpu_dashboard(cluster: str, namespace: str, pools: Sequence[PoolFacts]) -> d
     ]
     for field in DASHBOARD_METRICS:
         metric = DCGM[field]
-        filter_ = dcgm_filter(field, cluster)
-        widgets.append(
-            _chart(
-                f"{metric.title}, per GPU model",
-                filter_,
-                aligner="ALIGN_MEAN",
-                reducer="REDUCE_MEAN",
-                group_by=[f'metric.label."{MODEL_LABEL}"'],
-                unit=metric.unit,
+        for per, label in (("GPU model", MODEL_LABEL), ("node", HOSTNAME_LABEL)):
+            widgets.append(
+                _chart(
+                    f"{metric.title}, per {per}",
+                    dcgm_filter(field, cluster),
+                    aligner="ALIGN_MEAN",
+                    reducer="REDUCE_MEAN",
+                    group_by=[f'metric.label."{label}"'],
+                    unit=metric.unit,
+                )
             )
-        )
-        widgets.append(
-            _chart(
-                f"{metric.title}, per node",
-                filter_,
-                aligner="ALIGN_MEAN",
-                reducer="REDUCE_MEAN",
-                group_by=[f'metric.label."{HOSTNAME_LABEL}"'],
-                unit=metric.unit,
-            )
-        )
     widgets.append(
         _chart(
             "Training container restarts",
