@@ -59,7 +59,7 @@ GPU_TOLERATIONS = [GPU_TAINT.toleration(), IMPENDING_TERMINATION_TOLERATION]
 
 def tolerations(flavor: Flavor) -> list[dict[str, str]]:
     """GPU pods tolerate the GPU taint, GKE's reclaim notice, and an existing pool's own taints."""
-    return GPU_TOLERATIONS + [{"key": key, "operator": "Exists"} for key in flavor.taint_keys if key != GPU_TAINT.key]
+    return GPU_TOLERATIONS + flavor.pool_tolerations
 
 
 MAX_SHARED_MEMORY_GIB = 256

@@ -15,10 +15,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-SUPERVISOR_CHART = "AI-Hypercomputer/gpu-recipes:src/helm-charts/resiliency/supervisor-chart@226cd3a"
-RECIPE = "AI-Hypercomputer/gpu-recipes:training/a3ultra/llama31_405b/nemo-gke-resiliency/nemo2412/recipe@61b3f8a"
-LAUNCHER = "AI-Hypercomputer/gpu-recipes:src/launchers/grl-nemo-20-launcher-a3u.sh@25dac48"
-
 # The recipe's CPU pool for the supervisor: "2 × e2-standard-8", "in the same zone as the A3
 # Ultra node pool" (RECIPE README.md).
 SUPERVISOR_POOL = "supervisor"
@@ -79,18 +75,14 @@ SUPERVISOR_RULES = (
 # The resiliency launcher in the recipe's image: torchrun-compatible, plus NVRx fault tolerance
 # and the supervisor (LAUNCHER; values.yaml configPath /workspace/resiliency/workload).
 RESILIENCY_LAUNCHER = "/workspace/resiliency/launcher.py"
-# NVIDIA Resiliency Extension's torchrun-compatible launcher with in-job restarts and rank
-# heartbeats (nvidia-resiliency-ext 0.4.1 entry point `ft_launcher`), in the NeMo images.
-FT_LAUNCHER = "ft_launcher"
 # values.yaml: FT_PARAM_INITIAL_RANK_HEARTBEAT_TIMEOUT and FT_PARAM_RANK_HEARTBEAT_TIMEOUT.
 INITIAL_HEARTBEAT_TIMEOUT_SECONDS = 720
 RANK_HEARTBEAT_TIMEOUT_SECONDS = 720
 # values.yaml: CONTAINER_TERMINATION_THRESHOLD_S and WORKLOAD_DOWNTIME_THRESHOLD_S.
 CONTAINER_TERMINATION_THRESHOLD_SECONDS = 60
 WORKLOAD_DOWNTIME_THRESHOLD_SECONDS = 180
-# values.yaml defaultArguments: --persistent-ckpt-interval=25 --local-ckpt-interval=5. (The
-# README's prose says "every 20 steps"; the values are what the recipe runs.)
-PERSISTENT_CHECKPOINT_INTERVAL = 25
+# values.yaml defaultArguments: --local-ckpt-interval=5 (and --persistent-ckpt-interval=25, what
+# examples/Pulumi.a3ultra.yaml sets; the README's prose says "every 20 steps").
 LOCAL_CHECKPOINT_INTERVAL = 5
 
 # Local checkpoints live on the node's ephemeral local SSD through a hostPath, as the recipe

@@ -427,7 +427,7 @@ class Launcher:
 
 def resiliency_env(run: RunSpec) -> dict[str, str]:
     """What launch.sh needs to start the run's launcher (the resiliency recipe's launcher
-    variables, facts.resiliency.LAUNCHER). Workload scaling stays off: the NeMo script keeps
+    variables: gpu-recipes src/launchers/grl-nemo-20-launcher-a3u.sh). Workload scaling stays off: the NeMo script keeps
     its data-parallel size, so every replica of the run is always needed."""
     r = run.resiliency
     if not r.heartbeats:

@@ -72,15 +72,18 @@ class Flavor:
     @property
     def node_labels(self) -> dict[str, str]:
         if self.existing_node_labels is not None:
-            return dict(self.existing_node_labels)
-        return {ACCELERATOR_LABEL: self.machine.gke_accelerator, **node_pool_selector(self.pool)}
+            return self.selector
+        return {ACCELERATOR_LABEL: self.machine.gke_accelerator, **self.selector}
+
+    @property
+    def pool_tolerations(self) -> list[dict[str, str]]:
+        """Tolerations of an existing pool's own taints (any value, any effect)."""
+        return [{"key": key, "operator": "Exists"} for key in self.taint_keys if key != GPU_TAINT.key]
 
     @property
     def tolerations(self) -> list[dict[str, str]]:
         taints = [GPU_TAINT, QUEUED_TAINT] if self.queued else [GPU_TAINT]
-        return [taint.toleration() for taint in taints] + [
-            {"key": key, "operator": "Exists"} for key in self.taint_keys if key != GPU_TAINT.key
-        ]
+        return [taint.toleration() for taint in taints] + self.pool_tolerations
 
     @property
     def spec(self) -> dict[str, Any]:

@@ -152,7 +152,7 @@ class PlatformLayer(pulumi.ComponentResource):
         )
         self.run_dependencies = list(workspace.accounts)
         if gke:
-            self._gke_parts(name, cfg=cfg, cluster=cluster, facts=facts, workspace=workspace, labels=args.labels)
+            self._gke_parts(name, args, workspace)
         else:
             claims = StorageClaims(
                 f"{name}-storage",
@@ -166,20 +166,12 @@ class PlatformLayer(pulumi.ComponentResource):
             )
             self.run_dependencies += claims.claims
             self.shared_claim = claims.claims[0]
-        self._kubernetes_parts(name, cfg=cfg, cluster=cluster, facts=facts, workspace=workspace, labels=args.labels)
+        self._kubernetes_parts(name, args, workspace)
         self.register_outputs({})
 
-    def _gke_parts(
-        self,
-        name: str,
-        *,
-        cfg: StackConfig,
-        cluster: ClusterOutputs,
-        facts: PlatformFacts,
-        workspace: TrainingWorkspace,
-        labels: Mapping[str, str],
-    ) -> None:
+    def _gke_parts(self, name: str, args: PlatformLayerArgs, workspace: TrainingWorkspace) -> None:
         """GPUDirect objects and plugins, Filestore and the buckets: what only GKE has."""
+        cfg, cluster, facts, labels = args.config, args.cluster, args.facts, args.labels
         child = pulumi.ResourceOptions(parent=self)
         protect = cluster.facts.production
         training = workspace.principals[facts.service_account]
@@ -260,17 +252,9 @@ class PlatformLayer(pulumi.ComponentResource):
         self.run_dependencies += [shared.claim, *(b.claim for b in buckets)]
         self.shared_claim = shared.claim
 
-    def _kubernetes_parts(
-        self,
-        name: str,
-        *,
-        cfg: StackConfig,
-        cluster: ClusterOutputs,
-        facts: PlatformFacts,
-        workspace: TrainingWorkspace,
-        labels: Mapping[str, str],
-    ) -> None:
+    def _kubernetes_parts(self, name: str, args: PlatformLayerArgs, workspace: TrainingWorkspace) -> None:
         """Kueue and JobSet, the queues, the supervisor, monitoring and TensorBoard."""
+        cfg, cluster, facts, labels = args.config, args.cluster, args.facts, args.labels
         child = pulumi.ResourceOptions(parent=self)
         system = cluster.facts.system_selector
 

@@ -225,12 +225,13 @@ class TrainingLayer(pulumi.ComponentResource):
                 )
             )
         self.data_prep = []
-        for job in cfg.training.data_prep:
+        for job_config in cfg.training.data_prep:
+            job = data_prep_spec(job_config, platform)
             prep = DataPreparation(
                 f"{name}-{job.name}",
                 DataPreparationArgs(
-                    job=data_prep_spec(job, platform),
-                    flavor=flavors[job.pool or platform.flavors[0].pool],
+                    job=job,
+                    flavor=flavors[job.pool],
                     namespace=platform.namespace,
                     local_queue=platform.local_queue,
                     service_account=platform.data_prep_service_account,

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from facts import versions
 from tools.lane import api_path, node_manifests
+from tools.runner import run_stack
 
 INTEGRATION = Path(__file__).parent.parent / "integration"
 
@@ -55,7 +56,7 @@ def test_objects_go_to_their_collections() -> None:
 def test_the_simulated_nodes_are_the_stack_s_pools() -> None:
     """kwok's nodes carry what the flavors select and what the runs request: the existing
     stack's 4 a3-ultra nodes with its labels, the GPU taint and 8 GPUs, and one system node."""
-    nodes = node_manifests("existing")
+    nodes = node_manifests(run_stack("existing"))
     gpu = [n for n in nodes if "nvidia.com/gpu" in n["status"]["allocatable"]]
     assert len(gpu) == 4 and len(nodes) == 5
     for node in gpu:

@@ -41,7 +41,7 @@ from facts import versions
 from facts.kubernetes import ACCELERATOR_LABEL, GPU_RESOURCE, GPU_TAINT, HOSTNAME_LABEL, TOPOLOGY_LABELS, TopologyLevel
 from facts.machines import allocatable_memory_mib, allocatable_millicores, machine_type
 from tools import crds
-from tools.runner import run_stack
+from tools.runner import StackRun, run_stack
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = Path(os.environ.get("NEMO_GKE_CACHE", Path.home() / ".cache" / "nemo-gke"))
@@ -291,9 +291,9 @@ def control_plane(lane: Lane) -> Api:
 # --------------------------------------------------------------------------- nodes
 
 
-def node_manifests(stack: str) -> list[dict[str, Any]]:
+def node_manifests(run: StackRun) -> list[dict[str, Any]]:
     """One Node per node of each GPU pool of the stack, as GKE would label and taint it."""
-    exports = run_stack(stack).exports
+    exports = run.exports
     nodes = []
     for pool in exports["cluster"]["gpuPools"]:
         machine = machine_type(pool["machineType"])
@@ -358,8 +358,8 @@ def kwok_stages(workdir: Path) -> Path:
     return target
 
 
-def simulated_nodes(lane: Lane, api: Api, stack: str) -> int:
-    nodes = node_manifests(stack)
+def simulated_nodes(lane: Lane, api: Api, run: StackRun) -> int:
+    nodes = node_manifests(run)
     with lane.phase(f"kwok and {len(nodes)} nodes"):
         lane.start("kwok", [
             str(binary("kwok")), "--kubeconfig", str(lane.workdir / "admin.kubeconfig"),
@@ -527,8 +527,7 @@ def api_path(manifest: Mapping[str, Any]) -> str:
     return f"{base}{scope}/{_plural(manifest['kind'])}"
 
 
-def stack_objects(stack: str) -> list[dict[str, Any]]:
-    run = run_stack(stack)
+def stack_objects(run: StackRun) -> list[dict[str, Any]]:
     by_kind: dict[str, list[dict[str, Any]]] = {kind: [] for kind in APPLIED_KINDS}
     for resource in run.resources:
         kind = resource.type.rsplit(":", 1)[-1]
@@ -573,12 +572,12 @@ def placed(api: Api, namespace: str, jobset: str, pods_wanted: int) -> bool:
     return len(nodes) == pods_wanted and all(nodes)
 
 
-def admit_runs(lane: Lane, api: Api, stack: str) -> list[str]:
+def admit_runs(lane: Lane, api: Api, run: StackRun) -> list[str]:
     """Apply the stack's objects; every run's Workload must be admitted with a topology
     assignment where its flavor has one, and its pods bound to the simulated nodes."""
-    objects = stack_objects(stack)
+    objects = stack_objects(run)
     jobsets = [m for m in objects if m["kind"] == "JobSet"]
-    with lane.phase(f"{len(objects)} objects of stack {stack} applied"):
+    with lane.phase(f"{len(objects)} objects of the stack applied"):
         for manifest in [*claim_volumes(objects), *objects]:
             api.create(api_path(manifest), manifest)
     admitted = []
@@ -599,25 +598,27 @@ def admit_runs(lane: Lane, api: Api, stack: str) -> list[str]:
 # --------------------------------------------------------------------------- commands
 
 
-def lane_kueue_config(stack: str) -> dict[str, Any]:
+def lane_kueue_config(run: StackRun) -> dict[str, Any]:
     """The Kueue configuration the program gives its Helm release for the stack."""
-    run = run_stack(stack)
     (release,) = [r for r in run.resources if r.type == "kubernetes:helm.sh/v3:Release" and "kueue" in r.name]
     config: dict[str, Any] = yaml.safe_load(release.inputs["values"]["managerConfig"]["controllerManagerConfigYaml"])
     return config
 
 
 def smoke(stack: str) -> int:
+    # The stack is run once under the mocks: its pools shape the nodes, its Kueue settings the
+    # controller, its objects are what the lane applies.
+    run = run_stack(stack)
     workdir = Path(tempfile.mkdtemp(prefix="nemo-gke-lane-"))
     lane = Lane(workdir)
     started = time.monotonic()
     try:
         api = control_plane(lane)
-        nodes = simulated_nodes(lane, api, stack)
+        nodes = simulated_nodes(lane, api, run)
         count = install_crds(lane, api)
-        controllers(lane, api, lane_kueue_config(stack))
+        controllers(lane, api, lane_kueue_config(run))
         print(f"lane: ready in {time.monotonic() - started:.1f} s: {nodes} nodes, {count} CRDs ({workdir})")
-        for line in admit_runs(lane, api, stack):
+        for line in admit_runs(lane, api, run):
             print(f"lane: {line}")
         lane.check_alive()
         return 0
@@ -634,16 +635,17 @@ def _interrupted(*_: object) -> None:
 
 def up(stack: str, workdir: Path) -> int:
     """Start the lane and hold it (the stack's claims bind to local volumes) until interrupted."""
+    run = run_stack(stack)
     workdir.mkdir(parents=True, exist_ok=True)
     lane = Lane(workdir)
     # SIGTERM stops the lane like ^C does: through the `finally` below.
     signal.signal(signal.SIGTERM, _interrupted)
     try:
         api = control_plane(lane)
-        simulated_nodes(lane, api, stack)
+        simulated_nodes(lane, api, run)
         install_crds(lane, api)
-        controllers(lane, api, lane_kueue_config(stack))
-        for manifest in claim_volumes(stack_objects(stack)):
+        controllers(lane, api, lane_kueue_config(run))
+        for manifest in claim_volumes(stack_objects(run)):
             api.create(api_path(manifest), manifest)
         print(f"lane: up; KUBECONFIG={workdir / 'admin.kubeconfig'} (context lane); interrupt to stop", flush=True)
         while True:

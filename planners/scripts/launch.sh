@@ -8,7 +8,8 @@
 #   NCCL_PLUGIN_PATH    the NCCL network plugin's library directories (a:b), added to the linker cache
 #   DATASET_SOURCE, DATASET_TARGET                    copy the dataset to local SSD when set
 #   NSYS_START_STEP     wrap the run in Nsight Systems when set
-#   RUN_LAUNCHER        torchrun (unset), ft (NVRx ft_launcher: rank heartbeats, in-job restarts)
+#   RUN_LAUNCHER        torchrun (unset), ft (ft_launcher, the nvidia-resiliency-ext entry point in
+#                       the NeMo images: rank heartbeats, in-job restarts)
 #                       or supervisor (the resiliency recipe's launcher, reporting to the host
 #                       daemon): FT_PARAM_*_HEARTBEAT_TIMEOUT MAX_IN_JOB_RESTARTS, and for the
 #                       supervisor RESILIENCY_LAUNCHER HOST_DAEMON_PORT MAX_WORKLOAD_RESTARTS
