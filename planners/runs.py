@@ -112,9 +112,11 @@ def _flavor(pool: str, flavors: Mapping[str, Flavor]) -> Flavor:
     return flavors[pool]
 
 
-def check_run(run: RunSpec, flavors: Mapping[str, Flavor], priorities: Sequence[str], supervisor: bool = False) -> None:
+def check_run(
+    run: RunSpec, flavors: Mapping[str, Flavor], priorities: Sequence[str], supervisor: bool = False, gke: bool = True
+) -> None:
     """Raise RuleError (key relative to the run) if the run cannot work on its pool. `supervisor`:
-    whether the platform runs the resiliency supervisor."""
+    whether the platform runs the resiliency supervisor; `gke`: whether the cluster is GKE."""
     flavor, spec, s = _flavor(run.pool, flavors), run.spec, run.settings
     machine, arch, pool = flavor.machine, spec.architecture, run.pool
     gpus = run.nodes * machine.gpus
@@ -166,7 +168,7 @@ def check_run(run: RunSpec, flavors: Mapping[str, Flavor], priorities: Sequence[
         raise RuleError("topology.mode", run.topology_mode, f"pool {pool} {flavor.topology_problem}; use 'none'")
     if run.priority not in priorities:
         raise RuleError("priority", run.priority, f"is not a priority class of the platform: {', '.join(priorities)}")
-    check_resiliency(run, machine, supervisor)
+    check_resiliency(run, machine, supervisor, gke)
     problem = untested_image(run, machine)
     if problem and run.image is None:
         tested = [name for name, spec in MODELS.items() if spec.recipe.image.ref in _validated(machine)]
@@ -197,7 +199,7 @@ def local_ssd_bytes(machine: MachineType) -> int:
 SUPERVISED_FLAVOURS = frozenset({GpuDirect.NONE, GpuDirect.TCPXO, GpuDirect.RDMA})
 
 
-def check_resiliency(run: RunSpec, machine: MachineType, supervisor: bool) -> None:
+def check_resiliency(run: RunSpec, machine: MachineType, supervisor: bool, gke: bool = True) -> None:
     """The run's resiliency settings against its model, its checkpoints and the node's SSD."""
     r, steps = run.resiliency, run.settings.steps
     if not r.enabled:
@@ -224,6 +226,12 @@ def check_resiliency(run: RunSpec, machine: MachineType, supervisor: bool) -> No
     local = r.local_checkpoint_interval_steps
     if local is None:
         return
+    if not gke:
+        raise RuleError(
+            "resiliency.localCheckpointIntervalSteps",
+            local,
+            "needs GKE's ephemeral local SSD path on the nodes; the target is an existing cluster",
+        )
     if r.supervisor:
         raise RuleError(
             "resiliency.localCheckpointIntervalSteps",

@@ -118,13 +118,7 @@ def check_runs(cfg: StackConfig, cluster: ClusterFacts, platform: PlatformFacts)
     for i, run_config in enumerate(cfg.training.runs):
         run = run_spec(run_config, platform)
         try:
-            check_run(run, flavors, platform.priority_classes, platform.supervisor)
-            if not platform.gke and run.resiliency.local_checkpoint_interval_steps:
-                raise RuleError(
-                    "resiliency.localCheckpointIntervalSteps",
-                    run.resiliency.local_checkpoint_interval_steps,
-                    "needs GKE's ephemeral local SSD path on the nodes; the target is an existing cluster",
-                )
+            check_run(run, flavors, platform.priority_classes, platform.supervisor, platform.gke)
             machine = flavors[run.pool].machine
             networking = run_networking(run, machine, cluster)
             nemo.check_env(run, nemo.platform_env(run, machine, networking, run_paths(run, platform)))
