@@ -7,7 +7,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: install crds render test lint typecheck unit docs identities bench integration-tools integration clean
+.PHONY: install crds render test lint typecheck unit docs identities bench integration-tools integration integration-engine clean
 
 install: $(VENV)/.installed crds
 
@@ -55,9 +55,16 @@ integration-tools:
 
 ## The integration lane: build the tools (cached), then a loopback control plane, kwok nodes
 ## shaped like the `existing` stack's pools, the pinned Kueue and JobSet managers, and the
-## stack's objects admitted by the real Kueue. Prints each phase's time.
+## stack's objects admitted by the real Kueue. Then the six real-engine scenarios where a Pulumi
+## CLI and kubernetes provider are at hand (PULUMI_BIN_DIR), else the reason they are skipped.
+## Prints each phase's time.
 integration: install integration-tools
 	$(BIN)/python -m tools.lane smoke --stack existing
+	$(BIN)/python -m tools.engine --if-available
+
+## The real-engine scenarios alone; fails when the Pulumi binaries are absent.
+integration-engine: install integration-tools
+	$(BIN)/python -m tools.engine
 
 clean:
 	rm -rf build $(VENV) .pytest_cache .mypy_cache .ruff_cache

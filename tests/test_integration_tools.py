@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 from facts import versions
+from facts.project import qualified_stack_name
+from tools import engine
 from tools.lane import api_path, node_manifests
 from tools.runner import run_stack
 
@@ -64,3 +67,32 @@ def test_the_simulated_nodes_are_the_stack_s_pools() -> None:
         assert node["status"]["allocatable"]["nvidia.com/gpu"] == "8"
         assert node["spec"]["taints"][0]["key"] == "nvidia.com/gpu"
         assert "cloud.google.com/gce-topology-block" in node["metadata"]["labels"]
+
+
+def test_the_engine_scenarios_say_why_they_are_skipped(tmp_path: Path, capsys: Any) -> None:
+    """Without a Pulumi CLI and kubernetes provider, `make integration` says why the real-engine
+    scenarios did not run (exit 0); `make integration-engine` fails (exit 2)."""
+    (tmp_path / "pulumi").write_text("")
+    assert engine.main(["--bin", str(tmp_path), "--if-available"]) == 0
+    said = capsys.readouterr().err
+    assert said.startswith("engine: scenarios skipped: no pulumi and pulumi-resource-kubernetes in")
+    assert "pulumi-kubernetes/provider/v4" in said
+    assert engine.main(["--bin", str(tmp_path)]) == 2
+
+
+def test_the_engine_stacks_run_on_the_lane(tmp_path: Path) -> None:
+    """The shipped `existing` stack, pointed at the lane's kubeconfig, leaves Kueue and JobSet
+    to the lane's processes and still emits its run; the run-only stack reads it as upstream."""
+    values = engine.lane_values(tmp_path / "admin.kubeconfig")
+    first = run_stack(engine.FIRST, values=values)
+    assert not first.of_type("kubernetes:helm.sh/v3:Release")
+    assert [r.inputs["kind"] for r in first.of_type("kubernetes:jobset.x-k8s.io/v1alpha2:JobSet")] == ["JobSet"]
+    provider = first.one("pulumi:providers:kubernetes")
+    assert provider.inputs["context"] == "lane"
+    second = run_stack(
+        engine.RUN_ONLY,
+        values=engine.run_only_values(values),
+        upstream={qualified_stack_name(engine.FIRST): first.exports},
+    )
+    assert len(second.of_type("kubernetes:jobset.x-k8s.io/v1alpha2:JobSet")) == 1
+    assert not second.of_type("kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue")

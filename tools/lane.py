@@ -137,7 +137,8 @@ class Api:
     def request(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
         data = None if body is None else json.dumps(body).encode()
         request = urllib.request.Request(self.server + path, data=data, method=method)
-        request.add_header("Content-Type", "application/json")
+        kind = "application/merge-patch+json" if method == "PATCH" else "application/json"
+        request.add_header("Content-Type", kind)
         try:
             with urllib.request.urlopen(request, context=self._context(), timeout=30) as response:
                 text = response.read().decode()
@@ -345,26 +346,28 @@ def node_manifests(run: StackRun) -> list[dict[str, Any]]:
     return nodes
 
 
-def kwok_stages(workdir: Path) -> Path:
-    """kwok's own "fast" node and pod stages, from its module (nothing of it is committed)."""
+def kwok_stages(workdir: Path, pods_complete: bool) -> Path:
+    """kwok's own "fast" node and pod stages, from its module (nothing of it is committed).
+    Without `pods_complete`, a Job's pods stay Running until someone marks them Succeeded."""
     module = Path(os.environ.get("GOMODCACHE", CACHE / "go" / "mod")) / f"sigs.k8s.io/kwok@{_pins()['KWOK_VERSION']}"
+    pod_stages = sorted((module / "kustomize/stage/pod/fast").glob("pod-*.yaml"))
     stages = [
         module / "kustomize/stage/node/fast/node-initialize.yaml",
         module / "kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
-        *sorted((module / "kustomize/stage/pod/fast").glob("pod-*.yaml")),
+        *(p for p in pod_stages if pods_complete or p.name != "pod-complete.yaml"),
     ]
     target = workdir / "kwok-stages.yaml"
     target.write_text("\n---\n".join(p.read_text() for p in stages))
     return target
 
 
-def simulated_nodes(lane: Lane, api: Api, run: StackRun) -> int:
+def simulated_nodes(lane: Lane, api: Api, run: StackRun, pods_complete: bool = True) -> int:
     nodes = node_manifests(run)
     with lane.phase(f"kwok and {len(nodes)} nodes"):
         lane.start("kwok", [
             str(binary("kwok")), "--kubeconfig", str(lane.workdir / "admin.kubeconfig"),
             "--manage-all-nodes=false", f"--manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION}=fake",
-            "--config", str(kwok_stages(lane.workdir)), "--server-address", f"{LOCALHOST}:{free_port()}",
+            "--config", str(kwok_stages(lane.workdir, pods_complete)), "--server-address", f"{LOCALHOST}:{free_port()}",
         ])  # fmt: skip
         for node in nodes:
             api.create("/api/v1/nodes", node)
@@ -605,27 +608,33 @@ def lane_kueue_config(run: StackRun) -> dict[str, Any]:
     return config
 
 
+def start(lane: Lane, run: StackRun, *, pods_complete: bool = True) -> Api:
+    """The control plane, nodes shaped like the stack's pools, the CRDs and the managers, the
+    latter configured as the stack configures Kueue."""
+    started = time.monotonic()
+    api = control_plane(lane)
+    nodes = simulated_nodes(lane, api, run, pods_complete)
+    count = install_crds(lane, api)
+    controllers(lane, api, lane_kueue_config(run))
+    print(f"lane: ready in {time.monotonic() - started:.1f} s: {nodes} nodes, {count} CRDs ({lane.workdir})")
+    return api
+
+
 def smoke(stack: str) -> int:
     # The stack is run once under the mocks: its pools shape the nodes, its Kueue settings the
     # controller, its objects are what the lane applies.
     run = run_stack(stack)
     workdir = Path(tempfile.mkdtemp(prefix="nemo-gke-lane-"))
     lane = Lane(workdir)
-    started = time.monotonic()
     try:
-        api = control_plane(lane)
-        nodes = simulated_nodes(lane, api, run)
-        count = install_crds(lane, api)
-        controllers(lane, api, lane_kueue_config(run))
-        print(f"lane: ready in {time.monotonic() - started:.1f} s: {nodes} nodes, {count} CRDs ({workdir})")
+        api = start(lane, run)
         for line in admit_runs(lane, api, run):
             print(f"lane: {line}")
         lane.check_alive()
         return 0
     finally:
         lane.stop()
-        leftover = [p for p in lane.processes.values() if p.poll() is None]
-        if not leftover and not os.environ.get("LANE_KEEP"):
+        if not os.environ.get("LANE_KEEP"):
             shutil.rmtree(workdir, ignore_errors=True)
 
 
@@ -641,10 +650,7 @@ def up(stack: str, workdir: Path) -> int:
     # SIGTERM stops the lane like ^C does: through the `finally` below.
     signal.signal(signal.SIGTERM, _interrupted)
     try:
-        api = control_plane(lane)
-        simulated_nodes(lane, api, run)
-        install_crds(lane, api)
-        controllers(lane, api, lane_kueue_config(run))
+        api = start(lane, run)
         for manifest in claim_volumes(stack_objects(run)):
             api.create(api_path(manifest), manifest)
         print(f"lane: up; KUBECONFIG={workdir / 'admin.kubeconfig'} (context lane); interrupt to stop", flush=True)
