@@ -10,10 +10,14 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from config.existing import ExistingClusterConfig
+from config.loader import ConfigError
+from facts.errors import RuleError
 from facts.gke import CapacityType
+from planners.controller_api import controller_api_problems, crd_names
 from planners.pools import PoolFacts
 from stacks.cluster import ClusterOutputs
 from stacks.contract import ClusterFacts
+from stacks.kubeapi import ClusterUnreadable, CrdReader, Kubeconfig
 
 
 def cluster_facts(cfg: ExistingClusterConfig, production: bool) -> ClusterFacts:
@@ -58,3 +62,19 @@ def connect(cfg: ExistingClusterConfig, facts: ClusterFacts) -> ClusterOutputs:
     )
     provider = k8s.Provider("existing-k8s", kubeconfig=kubeconfig, context=cfg.context)
     return ClusterOutputs(facts=facts, kubeconfig=kubeconfig, provider=provider, primary_network="")
+
+
+def check_controllers(cfg: ExistingClusterConfig, read_crds: CrdReader) -> None:
+    """`kueue.install: false`: the cluster's own Kueue and JobSet must take the program's objects
+    (planners.controller_api). Their CRDs are read before anything is registered; a missing or
+    older release stops the program with one line per kind."""
+    try:
+        crds = read_crds(Kubeconfig(cfg.kubeconfig, cfg.kubeconfig_path, cfg.context), crd_names())
+    except ClusterUnreadable as error:
+        if error.key:
+            raise ConfigError.of([RuleError(f"existingCluster.{error.key}", cfg.kubeconfig_path, str(error))]) from None
+        why = f"the cluster's CRDs could not be read to check kueue.install = false: {error}"
+        raise ConfigError.of([RuleError("existingCluster.name", cfg.name, why)]) from None
+    problems = controller_api_problems(crds)
+    if problems:
+        raise ConfigError.of([RuleError("kueue.install", False, problem) for problem in problems])

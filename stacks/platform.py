@@ -277,9 +277,10 @@ class PlatformLayer(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[jobset]),
             )
             ready.append(kueue.ready)
-        else:
-            # v1beta2 is served from Kueue 0.15 on (kueue CHANGELOG/CHANGELOG-0.15.md, "Expose the
-            # v1beta2 API for CRD serving"). The cluster's CRDs are not read: a warning, not a check.
+        elif cluster.facts.gke:
+            # An existing cluster's CRDs were checked (stacks.existing.check_controllers); one this
+            # program creates cannot be read at preview. v1beta2 is served from Kueue 0.15 on (kueue
+            # CHANGELOG/CHANGELOG-0.15.md, "Expose the v1beta2 API for CRD serving").
             pulumi.log.warn(
                 "kueue.install is false: the cluster's Kueue must serve kueue.x-k8s.io/v1beta2 (Kueue 0.15 or later; "
                 f"this program is tested with {versions.KUEUE.version}) and its JobSet jobset.x-k8s.io/v1alpha2 "

@@ -13,6 +13,8 @@ from config.stack import Layer, StackConfig
 from planners.summary import plan_summary
 from stacks import bootstrap, cluster, existing, platform, training
 from stacks.contract import ClusterFacts, PlatformFacts
+from stacks.kubeapi import CrdReader
+from stacks.kubeapi import read_crds as read_cluster_crds
 from stacks.upstream import Upstream
 
 
@@ -26,13 +28,14 @@ def stack_config_values() -> dict[str, str]:
     return {str(key): str(value) for key, value in pulumi.runtime.get_config_env().items()}
 
 
-def run() -> None:
+def run(read_crds: CrdReader = read_cluster_crds) -> None:
+    """The program. `read_crds` reads an existing cluster's CRDs (the render passes a stand-in)."""
     values = stack_config_values()
     for warning in misspelt_keys(values):
         pulumi.log.warn(warning)
     try:
         cfg = parse_stack_config(values, pulumi.get_stack())
-        exports = deploy(cfg)
+        exports = deploy(cfg, read_crds)
     except ConfigError as error:
         raise InvalidStackConfig(error.issues) from None
     for key, value in exports.items():
@@ -51,7 +54,7 @@ def gcp_provider(cfg: StackConfig) -> gcp.Provider:
     return gcp.Provider("gcp", project=cfg.project, region=cfg.region, zone=cfg.zone, default_labels=stack_labels(cfg))
 
 
-def deploy(cfg: StackConfig) -> dict[str, Any]:
+def deploy(cfg: StackConfig, read_crds: CrdReader) -> dict[str, Any]:
     """Create the stack's layers; everything that can be checked is checked before the first
     resource is registered, including runs against an upstream environment."""
     labels = stack_labels(cfg)
@@ -67,6 +70,8 @@ def deploy(cfg: StackConfig) -> dict[str, Any]:
         cluster_facts = _need(upstream).facts("cluster", ClusterFacts)
     if cfg.deploys(Layer.PLATFORM):
         platform.check_platform(cfg, cluster_facts)
+        if cfg.existing_cluster is not None and not cfg.kueue.install:
+            existing.check_controllers(cfg.existing_cluster, read_crds)
     platform_facts = (
         platform.platform_facts(cfg, cluster_facts)
         if cfg.deploys(Layer.PLATFORM)

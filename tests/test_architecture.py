@@ -19,7 +19,8 @@ ALLOWED: dict[str, set[str]] = {
     "config": {"facts", "config", "pydantic"},
     "planners": {"facts", "planners"},
     "components": {"facts", "planners", "components", *PULUMI},
-    "stacks": {"facts", "config", "planners", "components", "stacks", "pydantic", *PULUMI},
+    # yaml: an existing cluster's kubeconfig (stacks.kubeapi).
+    "stacks": {"facts", "config", "planners", "components", "stacks", "pydantic", "yaml", *PULUMI},
     "analysis": {"facts", "analysis", "matplotlib"},
     "tools": {
         "facts", "config", "planners", "components", "stacks", "tools", "analysis", "pydantic", "pydantic_core",

@@ -38,8 +38,11 @@ from typing import Any
 import yaml
 
 from facts import versions
+from facts.controller_api import CONTROLLER_KINDS
 from facts.kubernetes import ACCELERATOR_LABEL, GPU_RESOURCE, GPU_TAINT, HOSTNAME_LABEL, TOPOLOGY_LABELS, TopologyLevel
 from facts.machines import allocatable_memory_mib, allocatable_millicores, machine_type
+from planners.controller_api import controller_api_problems, crd_names
+from stacks.kubeapi import Kubeconfig, read_crds
 from tools import crds
 from tools.runner import StackRun, run_stack
 
@@ -614,10 +617,22 @@ def start(lane: Lane, run: StackRun, *, pods_complete: bool = True) -> Api:
     started = time.monotonic()
     api = control_plane(lane)
     nodes = simulated_nodes(lane, api, run, pods_complete)
+    before = controller_api_check(lane)
     count = install_crds(lane, api)
+    after = controller_api_check(lane)
+    if len(before) != len(CONTROLLER_KINDS) or after:
+        raise RuntimeError(f"the program's CRD check: before the CRDs {before}; after {after}")
+    print(f"lane: the program's CRD check: {len(before)} kinds refused before the CRDs, none after")
     controllers(lane, api, lane_kueue_config(run))
     print(f"lane: ready in {time.monotonic() - started:.1f} s: {nodes} nodes, {count} CRDs ({lane.workdir})")
     return api
+
+
+def controller_api_check(lane: Lane) -> list[str]:
+    """What the program's check of an existing cluster's Kueue and JobSet says of the lane, read
+    with the program's own reader through the lane's kubeconfig."""
+    kubeconfig = Kubeconfig(None, str(lane.workdir / "admin.kubeconfig"), "lane")
+    return controller_api_problems(read_crds(kubeconfig, crd_names()))
 
 
 def smoke(stack: str) -> int:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,8 +19,11 @@ import yaml
 from pulumi.output import Unknown
 from pulumi.runtime import settings
 
+from facts import installed
+from facts.controller_api import CONTROLLER_KINDS
 from facts.project import PROJECT, qualified_stack_name
 from stacks import program
+from stacks.kubeapi import CrdReader, Kubeconfig
 from tools.mocks import LogWarning, RecordedResource, RecordingEngine, RecordingMocks, RecordingMonitor
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -234,18 +237,42 @@ def _config_environment(values: Mapping[str, Any], secrets: list[str]) -> Iterat
                 os.environ[name] = value
 
 
+def pinned_crds() -> dict[str, Any]:
+    """The CRDs of the kinds the program writes as the pinned releases define them: what an
+    existing cluster running those releases returns (stacks.kubeapi.read_crds)."""
+    found: dict[str, Any] = {}
+    for kind in CONTROLLER_KINDS:
+        schema = installed.record(kind.module)["schemas"][f"{kind.api} {kind.kind}"]
+        version = {"name": kind.version, "served": True, "schema": {"openAPIV3Schema": schema}}
+        found[kind.crd_name] = {"metadata": {"name": kind.crd_name}, "spec": {"versions": [version]}}
+    return found
+
+
+def crd_reader(crds: Mapping[str, Any]) -> CrdReader:
+    """A stand-in for the cluster's API server that answers with `crds`."""
+
+    def read(kubeconfig: Kubeconfig, names: Sequence[str]) -> dict[str, Any]:
+        return {name: crds.get(name) for name in names}
+
+    return read
+
+
 def run_stack(
     stack: str,
     *,
     values: Mapping[str, Any] | None = None,
     preview: bool = False,
     upstream: Mapping[str, Mapping[str, Any]] | None = None,
+    read_crds: CrdReader | None = None,
 ) -> StackRun:
     """Run the program for `stack` (its file's config, or `values`) and record everything.
 
     `upstream` maps referenced stack names to their outputs; when omitted and the stack names an
     upstream stack, that stack is run first (from its own file) and its exports are used.
+    `read_crds` answers for an existing cluster's API server (default: a cluster that runs the
+    pinned releases).
     """
+    reader = read_crds or crd_reader(pinned_crds())
     config_values = dict(values) if values is not None else load_stack_values(stack)
     if upstream is None:
         upstream = _upstream_exports(config_values)
@@ -263,7 +290,7 @@ def run_stack(
 
     @pulumi.runtime.test  # type: ignore[untyped-decorator]
     def body() -> pulumi.Output[Any]:
-        program.run()
+        program.run(reader)
         root = settings.get_root_resource()
         outputs: dict[str, Any] = dict(getattr(root, "outputs", {}) or {})
 

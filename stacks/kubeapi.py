@@ -1,0 +1,172 @@
+"""Read CustomResourceDefinitions from a cluster the program did not create, before anything is
+registered: the kubeconfig's cluster, CA and credentials, as kubectl would use them.
+
+Credentials: client certificates, bearer tokens (`token`, `tokenFile`) and exec plugins
+(client.authentication.k8s.io ExecCredential: gke-gcloud-auth-plugin, `oci ce cluster
+generate-token`, `aws eks get-token`). The legacy `auth-provider` entries are not supported.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import ssl
+import subprocess
+import tempfile
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"
+TIMEOUT_S = 20
+
+
+@dataclass(frozen=True)
+class Kubeconfig:
+    """Where a kubeconfig is: its contents, or a file (relative paths inside it are read
+    against the file's folder, as kubectl reads them); and the context to use."""
+
+    contents: str | None
+    path: str | None
+    context: str | None
+
+
+# What a reader returns: each CRD name mapped to the CRD, or to None where the cluster has none.
+CrdReader = Callable[[Kubeconfig, Sequence[str]], dict[str, Any]]
+
+
+class ClusterUnreadable(Exception):
+    """The cluster could not be asked: one line saying why. `key` is the existingCluster key at
+    fault, where one is."""
+
+    def __init__(self, message: str, key: str = "") -> None:
+        super().__init__(message)
+        self.key = key
+
+
+def _named(entries: Sequence[Mapping[str, Any]] | None, name: str | None, what: str) -> Mapping[str, Any]:
+    for entry in entries or ():
+        if entry.get("name") == name:
+            return entry
+    raise ClusterUnreadable(f"the kubeconfig has no {what} {name!r}")
+
+
+def _file(base: Path | None, path: str) -> str:
+    """A path of the kubeconfig, relative to the kubeconfig's folder as kubectl reads it."""
+    expanded = Path(os.path.expanduser(path))
+    return str(expanded if expanded.is_absolute() or base is None else base / expanded)
+
+
+def _exec_credential(spec: Mapping[str, Any], base: Path | None) -> Mapping[str, Any]:
+    info = {"apiVersion": spec.get("apiVersion", ""), "kind": "ExecCredential", "spec": {"interactive": False}}
+    env = {**os.environ, "KUBERNETES_EXEC_INFO": json.dumps(info)}
+    env.update({e["name"]: e["value"] for e in spec.get("env") or ()})
+    command = [spec["command"], *(spec.get("args") or ())]
+    try:
+        done = subprocess.run(command, env=env, cwd=base, capture_output=True, text=True, check=True, timeout=60)
+    except (OSError, subprocess.SubprocessError) as error:
+        raise ClusterUnreadable(f"the kubeconfig's credential plugin {spec['command']!r} failed: {error}") from None
+    status: Mapping[str, Any] = json.loads(done.stdout).get("status", {})
+    return status
+
+
+class _Client:
+    def __init__(self, kubeconfig: str, context: str | None, base: Path | None) -> None:
+        try:
+            config = yaml.safe_load(kubeconfig) or {}
+        except yaml.YAMLError as error:
+            raise ClusterUnreadable(f"the kubeconfig is not YAML: {error}") from None
+        name = context or config.get("current-context")
+        chosen = _named(config.get("contexts"), name, "context")["context"]
+        cluster = _named(config.get("clusters"), chosen.get("cluster"), "cluster")["cluster"]
+        user = _named(config.get("users"), chosen["user"], "user")["user"] if chosen.get("user") else {}
+        self.headers: dict[str, str] = {"Accept": "application/json"}
+        self._folder = tempfile.TemporaryDirectory(prefix="nemo-gke-kubeconfig-")
+        try:
+            self.server = str(cluster["server"]).rstrip("/")
+            self.context = self._tls(cluster, user, base)
+        except (KeyError, ValueError, OSError) as error:
+            self.close()
+            raise ClusterUnreadable(f"context {name!r} of the kubeconfig cannot be used: {error!r}") from None
+
+    def _tls(self, cluster: Mapping[str, Any], user: Mapping[str, Any], base: Path | None) -> ssl.SSLContext:
+        if cluster.get("insecure-skip-tls-verify"):
+            context = ssl.create_default_context()
+            context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+        elif "certificate-authority-data" in cluster:
+            ca = base64.b64decode(cluster["certificate-authority-data"]).decode()
+            context = ssl.create_default_context(cadata=ca)
+        elif "certificate-authority" in cluster:
+            context = ssl.create_default_context(cafile=_file(base, cluster["certificate-authority"]))
+        else:
+            context = ssl.create_default_context()
+        if "auth-provider" in user:
+            raise ClusterUnreadable("the kubeconfig's user has an auth-provider, which is not supported: use exec")
+        credential: Mapping[str, Any] = dict(user)
+        if "exec" in user:
+            status = _exec_credential(user["exec"], base)
+            credential = {
+                "token": status.get("token"),
+                "client-certificate-data": _b64(status.get("clientCertificateData")),
+                "client-key-data": _b64(status.get("clientKeyData")),
+            }
+        token = credential.get("token") or (
+            Path(_file(base, credential["tokenFile"])).read_text().strip() if credential.get("tokenFile") else None
+        )
+        if token:
+            self.headers["Authorization"] = f"Bearer {token}"
+        certificate = self._pem(credential, "client-certificate", base)
+        key = self._pem(credential, "client-key", base)
+        if certificate and key:
+            context.load_cert_chain(certificate, key)
+        return context
+
+    def _pem(self, user: Mapping[str, Any], name: str, base: Path | None) -> str | None:
+        if user.get(f"{name}-data"):
+            path = Path(self._folder.name) / name
+            path.write_bytes(base64.b64decode(user[f"{name}-data"]))
+            return str(path)
+        return _file(base, user[name]) if user.get(name) else None
+
+    def close(self) -> None:
+        """Remove the credentials written for the TLS context."""
+        self._folder.cleanup()
+
+    def get(self, path: str) -> Any:
+        request = urllib.request.Request(self.server + path, headers=self.headers)
+        try:
+            with urllib.request.urlopen(request, context=self.context, timeout=TIMEOUT_S) as response:
+                return json.loads(response.read())
+        except urllib.error.HTTPError as error:
+            if error.code == 404:
+                return None
+            raise ClusterUnreadable(f"GET {self.server}{path}: {error.code} {error.reason}") from None
+        except (OSError, ssl.SSLError) as error:
+            raise ClusterUnreadable(f"cannot reach {self.server}: {error}") from None
+
+
+def _b64(pem: str | None) -> str | None:
+    return base64.b64encode(pem.encode()).decode() if pem else None
+
+
+def read_crds(kubeconfig: Kubeconfig, names: Sequence[str]) -> dict[str, Any]:
+    """Each CRD of `names` as the cluster returns it, or None where it has none."""
+    if kubeconfig.contents is not None:
+        text, base = kubeconfig.contents, None
+    else:
+        path = Path(os.path.expanduser(str(kubeconfig.path)))
+        try:
+            text, base = path.read_text(), path.parent
+        except OSError as error:
+            raise ClusterUnreadable(f"cannot be read: {error}", "kubeconfigPath") from None
+    client = _Client(text, kubeconfig.context, base)
+    try:
+        return {name: client.get(CRD_PATH + name) for name in names}
+    finally:
+        client.close()
