@@ -137,7 +137,7 @@ class Engine:
             (root / "bin" / "pulumi").symlink_to(self.bin_dir / "pulumi")
         return auto.PulumiCommand(root=str(root), skip_version_check=True)
 
-    def versions(self) -> str:
+    def cli_version(self) -> str:
         cli = subprocess.run(
             [str(self.bin_dir / "pulumi"), "version"], check=True, capture_output=True, text=True
         ).stdout
@@ -394,7 +394,7 @@ def scenarios(bin_dir: Path) -> int:
     lane = lanes.Lane(engine_dir / "lane")
     lane.workdir.mkdir()
     engine = Engine(engine_dir, bin_dir)
-    print(f"engine: {engine.versions()}, provider {bin_dir / BINARIES[1]}", flush=True)
+    print(f"engine: {engine.cli_version()}, provider {bin_dir / BINARIES[1]}", flush=True)
     values = lane_values(lane.workdir / "admin.kubeconfig")
     # The program under the mocks: the shipped stack's pools shape the nodes and its Kueue
     # settings the controller; the lane's variant names the objects the scenarios look for.
