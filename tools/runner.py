@@ -240,12 +240,19 @@ def _config_environment(values: Mapping[str, Any], secrets: list[str]) -> Iterat
 def pinned_crds() -> dict[str, Any]:
     """The CRDs of the kinds the program writes as the pinned releases define them: what an
     existing cluster running those releases returns (stacks.kubeapi.read_crds)."""
+    schemas = {m.module: installed.record(m)["schemas"] for m in {kind.module for kind in CONTROLLER_KINDS}}
     found: dict[str, Any] = {}
     for kind in CONTROLLER_KINDS:
-        schema = installed.record(kind.module)["schemas"][f"{kind.api} {kind.kind}"]
+        schema = schemas[kind.module.module][f"{kind.api} {kind.kind}"]
         version = {"name": kind.version, "served": True, "schema": {"openAPIV3Schema": schema}}
         found[kind.crd_name] = {"metadata": {"name": kind.crd_name}, "spec": {"versions": [version]}}
     return found
+
+
+def read_pinned_crds(kubeconfig: Kubeconfig, names: Sequence[str]) -> dict[str, Any]:
+    """A stand-in for an existing cluster that runs the pinned releases. The records are read
+    only when the program asks, not for every stack that is run."""
+    return crd_reader(pinned_crds())(kubeconfig, names)
 
 
 def crd_reader(crds: Mapping[str, Any]) -> CrdReader:
@@ -272,7 +279,7 @@ def run_stack(
     `read_crds` answers for an existing cluster's API server (default: a cluster that runs the
     pinned releases).
     """
-    reader = read_crds or crd_reader(pinned_crds())
+    reader = read_crds or read_pinned_crds
     config_values = dict(values) if values is not None else load_stack_values(stack)
     if upstream is None:
         upstream = _upstream_exports(config_values)
