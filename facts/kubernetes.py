@@ -179,6 +179,8 @@ COMPLETION_INDEX_LABEL = COMPLETION_INDEX_ANNOTATION
 RESTART_ATTEMPT_LABEL = "jobset.sigs.k8s.io/restart-attempt"
 # sigs.k8s.io/jobset api/jobset/v1alpha2/jobset_types.go JobSetNameKey, on every pod of a JobSet.
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+# The same file's JobSetUIDKey: tells a JobSet's pods from those of an earlier one of its name.
+JOBSET_UID_LABEL = "jobset.sigs.k8s.io/jobset-uid"
 
 # A run is one JobSet, `<run>-<digest of its definition>` (versioned_name), with one replicated
 # job whose pods are `<jobset>-workers-0-<node>`, reachable as `<pod>.<jobset>`.

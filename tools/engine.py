@@ -17,6 +17,7 @@ scheduler then did on the cluster; the first one that fails stops the lane with 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import shutil
@@ -31,7 +32,8 @@ from typing import Any
 
 from pulumi import automation as auto
 
-from facts.kubernetes import TOPOLOGY_LABELS, TopologyLevel
+from facts.controller_api import CONTROLLER_KINDS
+from facts.kubernetes import JOBSET_API, TOPOLOGY_LABELS, TopologyLevel
 from facts.project import PROJECT
 from stacks import program
 from tools import lane as lanes
@@ -44,10 +46,9 @@ FIRST, RUN_ONLY = "existing", "run-only"
 DESTROY_BOUND_S = 120.0
 # What the program creates at cluster scope; the rest lives in its namespaces.
 CLUSTER_KINDS = {
-    "ClusterQueue": "/apis/kueue.x-k8s.io/v1beta2/clusterqueues",
-    "ResourceFlavor": "/apis/kueue.x-k8s.io/v1beta2/resourceflavors",
-    "Topology": "/apis/kueue.x-k8s.io/v1beta2/topologies",
-    "WorkloadPriorityClass": "/apis/kueue.x-k8s.io/v1beta2/workloadpriorityclasses",
+    k.kind: f"/apis/{k.api}/{k.plural}"
+    for k in CONTROLLER_KINDS
+    if k.kind in ("ClusterQueue", "ResourceFlavor", "Topology", "WorkloadPriorityClass")
 }
 
 
@@ -167,52 +168,31 @@ class Cluster:
         return list(listing["items"])
 
     def jobset(self, name: str) -> dict[str, Any]:
-        path = f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{self.namespace}/jobsets/{name}"
+        path = f"/apis/{JOBSET_API}/namespaces/{self.namespace}/jobsets/{name}"
         status, found = self.api.request("GET", path)
         expect(status == 200, f"JobSet {name}: {status}")
         return dict(found)
 
-    def workload(self, jobset: str) -> dict[str, Any] | None:
-        """The Workload of the JobSet now named `jobset` (not of one it replaced)."""
-        uid = self.jobset(jobset)["metadata"]["uid"]
-        found = [
-            w
-            for w in self.items(f"/apis/kueue.x-k8s.io/v1beta2/namespaces/{self.namespace}/workloads")
-            if any(o["uid"] == uid for o in w["metadata"].get("ownerReferences", []))
-        ]
-        return found[0] if found else None
-
-    def pods(self, jobset: str) -> list[dict[str, Any]]:
-        uid = self.jobset(jobset)["metadata"]["uid"]
-        return self.items(f"/api/v1/namespaces/{self.namespace}/pods?labelSelector=jobset.sigs.k8s.io/jobset-uid={uid}")
-
-    def placed(self, jobset: str, pods: int) -> bool:
-        workload = self.workload(jobset)
-        if workload is None or not lanes._has_condition(workload, "Admitted"):
-            return False
-        nodes = [p["spec"].get("nodeName") for p in self.pods(jobset)]
-        return len(nodes) == pods and all(nodes)
-
     def admitted(self, jobset: str, pods: int, timeout: float = 120.0) -> str:
         """Wait until the run's Workload is admitted and every pod bound; the assignment must
         carry a topology and the pods sit in one block, as the flavor's TAS asks."""
-        lanes.wait_for(f"run {jobset} admitted and placed", lambda: self.placed(jobset, pods), timeout)
-        workload = self.workload(jobset)
+        placed = functools.partial(lanes.placed, self.api, self.namespace, jobset, pods)
+        lanes.wait_for(f"run {jobset} admitted and placed", placed, timeout)
+        workload, found = lanes.jobset_run(self.api, self.namespace, jobset)
         if workload is None:
             raise ScenarioFailed(f"run {jobset}: its Workload is gone")
         assignment = workload["status"]["admission"]["podSetAssignments"][0]
         expect(bool(assignment.get("topologyAssignment")), f"run {jobset}: admitted without a topology assignment")
         expect(self.jobset(jobset)["spec"].get("suspend") is False, f"JobSet {jobset} is still suspended")
         block = TOPOLOGY_LABELS[TopologyLevel.BLOCK]
-        nodes = {p["spec"]["nodeName"] for p in self.pods(jobset)}
-        blocks = {self.node_labels(n).get(block) for n in nodes}
+        blocks = {self.node_labels(p["spec"]["nodeName"]).get(block) for p in found}
         expect(len(blocks) == 1, f"run {jobset}: pods spread over blocks {sorted(map(str, blocks))}")
         flavors = sorted(set(assignment["flavors"].values()))
         where = f"{pods} pods in {blocks.pop()}"
         return f"{jobset} admitted on flavor {', '.join(flavors)} with a topology assignment, {where}"
 
     def jobsets(self) -> list[str]:
-        path = f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{self.namespace}/jobsets"
+        path = f"/apis/{JOBSET_API}/namespaces/{self.namespace}/jobsets"
         return sorted(j["metadata"]["name"] for j in self.items(path))
 
     def node_labels(self, name: str) -> dict[str, str]:
@@ -222,20 +202,21 @@ class Cluster:
     def finish(self, jobset: str) -> None:
         """End the run as its workers would: every pod Succeeded; then the Job, the JobSet and
         the Workload finish through their controllers."""
-        for pod in self.pods(jobset):
+        _, pods = lanes.jobset_run(self.api, self.namespace, jobset)
+        for pod in pods:
             path = f"/api/v1/namespaces/{self.namespace}/pods/{pod['metadata']['name']}/status"
             status, answer = self.api.request("PATCH", path, {"status": {"phase": "Succeeded"}})
             expect(status == 200, f"PATCH {path}: {status} {answer}")
 
         def finished() -> bool:
-            workload = self.workload(jobset)
-            return workload is not None and lanes._has_condition(workload, "Finished")
+            workload, _ = lanes.jobset_run(self.api, self.namespace, jobset)
+            return workload is not None and lanes.has_condition(workload, "Finished")
 
         lanes.wait_for(f"run {jobset} finished", finished, timeout=60)
 
     def active_queues(self) -> list[str]:
         queues = self.items(CLUSTER_KINDS["ClusterQueue"])
-        return [q["metadata"]["name"] for q in queues if lanes._has_condition(q, "Active")]
+        return [q["metadata"]["name"] for q in queues if lanes.has_condition(q, "Active")]
 
     def leftovers(self) -> list[str]:
         """The program's objects still on the API server: cluster-scoped Kueue objects, and its
@@ -257,15 +238,18 @@ class Scenarios:
     values: dict[str, Any]
     mock_run: StackRun
 
+    def run_jobset(self) -> dict[str, Any]:
+        """The first stack's one JobSet as the program writes it for the current values."""
+        (jobset,) = [m for m in lanes.stack_objects(self.mock_run) if m["kind"] == "JobSet"]
+        return jobset
+
     @property
     def run_name(self) -> str:
-        (jobset,) = [m for m in lanes.stack_objects(self.mock_run) if m["kind"] == "JobSet"]
-        return str(jobset["metadata"]["name"])
+        return str(self.run_jobset()["metadata"]["name"])
 
     @property
     def run_pods(self) -> int:
-        (jobset,) = [m for m in lanes.stack_objects(self.mock_run) if m["kind"] == "JobSet"]
-        return int(jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["parallelism"])
+        return int(self.run_jobset()["spec"]["replicatedJobs"][0]["template"]["spec"]["parallelism"])
 
     def first(self, values: Mapping[str, Any] | None = None) -> auto.Stack:
         return self.engine.stack(FIRST, values or self.values)

@@ -39,7 +39,17 @@ import yaml
 
 from facts import versions
 from facts.controller_api import CONTROLLER_KINDS
-from facts.kubernetes import ACCELERATOR_LABEL, GPU_RESOURCE, GPU_TAINT, HOSTNAME_LABEL, TOPOLOGY_LABELS, TopologyLevel
+from facts.kubernetes import (
+    ACCELERATOR_LABEL,
+    GPU_RESOURCE,
+    GPU_TAINT,
+    HOSTNAME_LABEL,
+    JOBSET_API,
+    JOBSET_UID_LABEL,
+    KUEUE_API,
+    TOPOLOGY_LABELS,
+    TopologyLevel,
+)  # fmt: skip
 from facts.machines import allocatable_memory_mib, allocatable_millicores, machine_type
 from planners.controller_api import controller_api_problems, crd_names
 from stacks.kubeapi import Kubeconfig, read_crds
@@ -156,7 +166,7 @@ class Api:
             raise RuntimeError(f"POST {path}: {status} {answer}")
 
 
-def _has_condition(obj: Mapping[str, Any], kind: str) -> bool:
+def has_condition(obj: Mapping[str, Any], kind: str) -> bool:
     conditions = (obj.get("status") or {}).get("conditions") or []
     return any(c["type"] == kind and c["status"] == "True" for c in conditions)
 
@@ -378,7 +388,7 @@ def simulated_nodes(lane: Lane, api: Api, run: StackRun, pods_complete: bool = T
         def all_ready() -> bool:
             lane.check_alive()
             _, listing = api.request("GET", "/api/v1/nodes")
-            return sum(_has_condition(n, "Ready") for n in listing["items"]) == len(nodes)
+            return sum(has_condition(n, "Ready") for n in listing["items"]) == len(nodes)
 
         wait_for("the simulated nodes", all_ready)
     return len(nodes)
@@ -409,7 +419,7 @@ def install_crds(lane: Lane, api: Api) -> int:
 
         def established() -> bool:
             _, listing = api.request("GET", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions")
-            done = {c["metadata"]["name"] for c in listing["items"] if _has_condition(c, "Established")}
+            done = {c["metadata"]["name"] for c in listing["items"] if has_condition(c, "Established")}
             return {m["metadata"]["name"] for m in manifests} <= done
 
         wait_for("the CRDs", established)
@@ -566,16 +576,24 @@ def claim_volumes(objects: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return found
 
 
+def jobset_run(api: Api, namespace: str, name: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """The Workload and pods of the JobSet now named `name`, matched by its uid, not those of an
+    earlier JobSet of the same name; (None, []) while there is no such JobSet."""
+    status, jobset = api.request("GET", f"/apis/{JOBSET_API}/namespaces/{namespace}/jobsets/{name}")
+    if status != 200:
+        return None, []
+    uid = jobset["metadata"]["uid"]
+    _, workloads = api.request("GET", f"/apis/{KUEUE_API}/namespaces/{namespace}/workloads")
+    owned = (w for w in workloads["items"] if any(o["uid"] == uid for o in w["metadata"].get("ownerReferences", [])))
+    _, pods = api.request("GET", f"/api/v1/namespaces/{namespace}/pods?labelSelector={JOBSET_UID_LABEL}={uid}")
+    return next(owned, None), list(pods["items"])
+
+
 def placed(api: Api, namespace: str, jobset: str, pods_wanted: int) -> bool:
     """The JobSet's Workload is admitted and every one of its pods is bound to a node."""
-    _, workloads = api.request("GET", f"/apis/kueue.x-k8s.io/v1beta2/namespaces/{namespace}/workloads")
-    mine = [w for w in workloads.get("items", []) if jobset in w["metadata"]["name"]]
-    if not mine or not _has_condition(mine[0], "Admitted"):
-        return False
-    selector = f"jobset.sigs.k8s.io/jobset-name={jobset}"
-    _, pods = api.request("GET", f"/api/v1/namespaces/{namespace}/pods?labelSelector={selector}")
-    nodes = [p["spec"].get("nodeName") for p in pods.get("items", [])]
-    return len(nodes) == pods_wanted and all(nodes)
+    workload, pods = jobset_run(api, namespace, jobset)
+    nodes = [p["spec"].get("nodeName") for p in pods]
+    return workload is not None and has_condition(workload, "Admitted") and len(nodes) == pods_wanted and all(nodes)
 
 
 def admit_runs(lane: Lane, api: Api, run: StackRun) -> list[str]:
@@ -593,8 +611,9 @@ def admit_runs(lane: Lane, api: Api, run: StackRun) -> list[str]:
         with lane.phase(f"run {name} admitted and placed"):
             check = functools.partial(placed, api, namespace, name, parallelism)
             wait_for(f"run {name}", lambda check=check: lane.alive() and check(), timeout=180)
-        _, workloads = api.request("GET", f"/apis/kueue.x-k8s.io/v1beta2/namespaces/{namespace}/workloads")
-        (workload,) = [w for w in workloads["items"] if name in w["metadata"]["name"]]
+        workload, _ = jobset_run(api, namespace, name)
+        if workload is None:
+            raise RuntimeError(f"run {name}: its Workload is gone")
         assignment = workload["status"]["admission"]["podSetAssignments"][0]
         topology = "with a topology assignment" if assignment.get("topologyAssignment") else "without topology"
         admitted.append(f"{name}: admitted on {assignment['flavors']}, {topology}")
