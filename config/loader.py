@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import types
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Union, get_args, get_origin
@@ -56,7 +57,7 @@ def unwrap_annotation(annotation: Any) -> Any:
         origin = get_origin(annotation)
         if origin is Annotated:
             annotation = get_args(annotation)[0]
-        elif origin in (Union, tuple, list, dict) or str(origin) == "types.UnionType":
+        elif origin in (Union, types.UnionType, tuple, list, dict):
             args = [a for a in get_args(annotation) if a is not type(None) and a is not Ellipsis]
             annotation = args[-1] if args else None
         else:

@@ -89,8 +89,13 @@ def test_the_dev_stack_sets_only_what_a_user_must_choose_plus_the_walkthrough_ru
             "capacityGib",
         ),
         ({"kueue": {"queue": "a3-queue"}}, "kueue.queue", "clusterQueue"),
+        (
+            {"existingCluster": {"name": "x", "kubeconfigPath": "k", "storageClass": "s", "gpuPool": []}},
+            "existingCluster.gpuPool",
+            "gpuPools",
+        ),
     ],
-    ids=["top-level", "network", "pool", "capacity", "filestore", "kueue"],
+    ids=["top-level", "network", "pool", "capacity", "filestore", "kueue", "optional-object"],
 )
 def test_an_unknown_key_at_any_level_is_rejected(overrides: dict[str, Any], key: str, expected: str) -> None:
     message = issue_for(rejected(stack_with("dev", **overrides)), key)
