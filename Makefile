@@ -54,12 +54,14 @@ integration-tools:
 	integration/build-tools.sh
 
 ## The integration lane: build the tools (cached), then a loopback control plane, kwok nodes
-## shaped like the `existing` stack's pools, the pinned Kueue and JobSet managers, and the
-## stack's objects admitted by the real Kueue. Then the six real-engine scenarios where a Pulumi
-## CLI and kubernetes provider are at hand (PULUMI_BIN_DIR), else the reason they are skipped.
-## Prints each phase's time.
+## shaped like a stack's pools, the pinned Kueue and JobSet managers, and the stack's objects
+## admitted by the real Kueue: `existing` (a catalog machine, placed by topology), then
+## `existing-oke` (a machine outside the catalog, no topology). Then the six real-engine
+## scenarios where a Pulumi CLI and kubernetes provider are at hand (PULUMI_BIN_DIR), else the
+## reason they are skipped. Prints each phase's time.
 integration: install integration-tools
 	$(BIN)/python -m tools.lane smoke --stack existing
+	$(BIN)/python -m tools.lane smoke --stack existing-oke
 	$(BIN)/python -m tools.engine --if-available
 
 ## The real-engine scenarios alone; fails when the Pulumi binaries are absent.

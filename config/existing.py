@@ -6,6 +6,7 @@ cluster through a kubeconfig, and learns its GPU nodes from the pools described 
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from pydantic import Field, model_validator
@@ -13,7 +14,18 @@ from pydantic import Field, model_validator
 from config.base import Model, check_name
 from facts.errors import RuleError
 from facts.kubernetes import dns_label_problem, label_key_problem
-from facts.machines import MACHINE_TYPES
+from facts.machines import (
+    ACCELERATORS,
+    MACHINE_TYPES,
+    NODE_RESERVE_MEMORY_MIB,
+    NODE_RESERVE_MILLICORES,
+    OtherMachine,
+)
+
+# The four keys that describe a machine outside the catalog, all or none.
+_OTHER_MACHINE_KEYS = ("gpusPerNode", "accelerator", "allocatableCpus", "allocatableMemoryGib")
+# A machine's name outside the catalog: what a cloud calls it (OKE's BM.GPU.H100.8).
+_MACHINE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 
 
 class TaintConfig(Model):
@@ -33,7 +45,36 @@ class ExistingPoolConfig(Model):
     """GPU nodes of the cluster that runs may use: Kueue gets a flavor and a quota for them."""
 
     name: str = Field(description="Name of the pool here (its Kueue flavor and the runs' `pool`).")
-    machine_type: str = Field(description="A machine type of the catalog: GPUs, CPUs and memory per node.")
+    machine_type: str = Field(
+        description="A machine type of the catalog (GPUs, CPUs and memory per node); or, with gpusPerNode, the "
+        "name of a machine outside it, such as OKE's BM.GPU.H100.8."
+    )
+    gpus_per_node: int | None = Field(
+        None,
+        ge=1,
+        le=16,
+        description="A machine outside the catalog: its GPUs per node (the nvidia.com/gpu each node offers). "
+        "Goes with accelerator, allocatableCpus and allocatableMemoryGib.",
+    )
+    accelerator: str | None = Field(
+        None,
+        description=f"A machine outside the catalog: its GPU model, one of {', '.join(ACCELERATORS)} (peak "
+        "throughput, memory, FP8).",
+    )
+    allocatable_cpus: int | None = Field(
+        None,
+        ge=1,
+        le=4096,
+        description="A machine outside the catalog: CPUs a node leaves to pods "
+        "(`kubectl get node <node> -o jsonpath='{.status.allocatable.cpu}'`, whole cores).",
+    )
+    allocatable_memory_gib: int | None = Field(
+        None,
+        ge=1,
+        le=65536,
+        description="A machine outside the catalog: memory a node leaves to pods, in GiB "
+        "(`.status.allocatable.memory`, rounded down).",
+    )
     nodes: int = Field(ge=1, le=1000, description="Nodes of the pool the queue may use.")
     node_labels: dict[str, str] = Field(
         description="Labels that select the pool's nodes (e.g. cloud.google.com/gke-nodepool: a3-ultra)."
@@ -48,10 +89,7 @@ class ExistingPoolConfig(Model):
     @model_validator(mode="after")
     def _check(self) -> ExistingPoolConfig:
         check_name("name", self.name, 40)
-        if self.machine_type not in MACHINE_TYPES:
-            raise RuleError(
-                "machineType", self.machine_type, f"is not in the catalog; known: {', '.join(MACHINE_TYPES)}"
-            )
+        self._check_machine()
         if not self.node_labels:
             raise RuleError("nodeLabels", {}, "must select the pool's nodes with at least one label")
         for key in self.node_labels:
@@ -59,6 +97,51 @@ class ExistingPoolConfig(Model):
             if problem:
                 raise RuleError(f"nodeLabels.{key}", key, problem)
         return self
+
+    def _check_machine(self) -> None:
+        described = dict(zip(_OTHER_MACHINE_KEYS, self._other_machine_values(), strict=True))
+        given = [key for key, value in described.items() if value is not None]
+        if self.machine_type in MACHINE_TYPES:
+            if given:
+                why = f"must be unset: the catalog describes {self.machine_type}'s nodes"
+                raise RuleError(given[0], described[given[0]], why)
+            return
+        if not given:
+            raise RuleError(
+                "machineType",
+                self.machine_type,
+                f"is not in the catalog (known: {', '.join(MACHINE_TYPES)}); for a machine outside it, "
+                f"set {', '.join(_OTHER_MACHINE_KEYS)}",
+            )
+        for key, value in described.items():
+            if value is None:
+                why = f"is required for {self.machine_type}, a machine outside the catalog (with {', '.join(given)})"
+                raise RuleError(key, None, why)
+        if not _MACHINE_NAME.match(self.machine_type):
+            raise RuleError("machineType", self.machine_type, "must be 1-63 letters, digits, '.', '_' or '-'")
+        if self.accelerator not in ACCELERATORS:
+            raise RuleError("accelerator", self.accelerator, f"must be one of {', '.join(ACCELERATORS)}")
+        # The training pod takes a whole node but what the node's agents and the pod's sidecars need.
+        reserve_cpus, reserve_gib = NODE_RESERVE_MILLICORES // 1000, NODE_RESERVE_MEMORY_MIB // 1024
+        for key, value, reserve, unit in (
+            ("allocatableCpus", self.allocatable_cpus, reserve_cpus, "CPUs"),
+            ("allocatableMemoryGib", self.allocatable_memory_gib, reserve_gib, "GiB"),
+        ):
+            if value is not None and value <= reserve:
+                why = f"must exceed {reserve}: {reserve} {unit} stay free for the node's agents, the pod gets the rest"
+                raise RuleError(key, value, why)
+
+    def _other_machine_values(self) -> tuple[int | str | None, ...]:
+        return (self.gpus_per_node, self.accelerator, self.allocatable_cpus, self.allocatable_memory_gib)
+
+    @property
+    def other_machine(self) -> OtherMachine | None:
+        """The machine outside the catalog the pool describes; None for a catalog machine."""
+        gpus, accelerator = self.gpus_per_node, self.accelerator
+        cpus, gib = self.allocatable_cpus, self.allocatable_memory_gib
+        if gpus is None or accelerator is None or cpus is None or gib is None:
+            return None
+        return OtherMachine(self.machine_type, gpus, accelerator, cpus * 1000, gib * 1024)
 
 
 class ExistingClusterConfig(Model):

@@ -242,6 +242,16 @@ class MachineType:
     # Zones where the machine type is offered, as far as the cited sources show.
     zones: frozenset[str]
     sources: Mapping[str, str]
+    # CPU (millicores) and memory (MiB) a node leaves to pods as its kubelet reports them
+    # (`status.allocatable`), for a machine outside the catalog; None: GKE's reservations apply.
+    reported_allocatable: tuple[int, int] | None = None
+
+    @property
+    def allocatable(self) -> tuple[int, int]:
+        """CPU (millicores) and memory (MiB) a node of this machine leaves to pods."""
+        if self.reported_allocatable is not None:
+            return self.reported_allocatable
+        return allocatable_millicores(self.vcpus), allocatable_memory_mib(self.memory_gib)
 
     @property
     def additional_networks(self) -> int:
@@ -493,8 +503,46 @@ MACHINE_TYPES: Mapping[str, MachineType] = {
 
 # Fields every machine record must cite a source for (the tests check this).
 SOURCED_MACHINE_FIELDS = tuple(
-    f.name for f in fields(MachineType) if f.name not in {"name", "accelerator", "extra_gvnics", "sources"}
+    f.name
+    for f in fields(MachineType)
+    if f.name not in {"name", "accelerator", "extra_gvnics", "sources", "reported_allocatable"}
 )
+
+
+@dataclass(frozen=True)
+class OtherMachine:
+    """A GPU machine outside the catalog, as an existing cluster's nodes describe it (OKE's
+    BM.GPU.H100.8, a DGX H100): its GPUs, and the CPU and memory its kubelet leaves to pods.
+    It has no GKE fact: no GPUDirect flavour (NCCL uses the pod network), no local SSD, no zone."""
+
+    name: str
+    gpus: int
+    # A GPU model of the catalog (ACCELERATORS): its peak throughput and memory.
+    accelerator: str
+    allocatable_millicores: int
+    allocatable_memory_mib: int
+
+    @property
+    def machine(self) -> MachineType:
+        return MachineType(
+            name=self.name,
+            accelerator=ACCELERATORS[self.accelerator],
+            gpus=self.gpus,
+            gke_accelerator="",
+            vcpus=self.allocatable_millicores // 1000,
+            memory_gib=self.allocatable_memory_mib // 1024,
+            local_ssds=0,
+            gpudirect=GpuDirect.NONE,
+            gpu_nics=0,
+            extra_gvnics=0,
+            mtu=None,
+            boot_disk_types=(),
+            min_gke_version="",
+            compact_with_flex_start=False,
+            zones=frozenset(),
+            sources={},
+            reported_allocatable=(self.allocatable_millicores, self.allocatable_memory_mib),
+        )
 
 
 def machine_type(name: str) -> MachineType:
@@ -544,6 +592,7 @@ NODE_RESERVE_MEMORY_MIB = 64 * 1024
 
 def training_pod_requests(machine: MachineType) -> tuple[int, int]:
     """CPU (millicores) and memory (MiB) one training pod requests on a whole node."""
-    cpu = allocatable_millicores(machine.vcpus) - NODE_RESERVE_MILLICORES
-    memory = allocatable_memory_mib(machine.memory_gib) - NODE_RESERVE_MEMORY_MIB
+    millicores, mib = machine.allocatable
+    cpu = millicores - NODE_RESERVE_MILLICORES
+    memory = mib - NODE_RESERVE_MEMORY_MIB
     return cpu // 1000 * 1000, memory // 1024 * 1024

@@ -10,7 +10,7 @@ from facts.errors import RuleError, require
 from facts.gcp import region_of_zone, reservation_path, scoped_name
 from facts.gke import DWS_CAPACITY, CapacityType, compact_placement_problem
 from facts.kubernetes import GPU_TAINT
-from facts.machines import MachineType, machine_type
+from facts.machines import MachineType, OtherMachine, machine_type
 from facts.project import is_placeholder
 
 
@@ -35,9 +35,13 @@ class PoolFacts:
     node_labels: dict[str, str] | None = None
     taint_keys: tuple[str, ...] = ()
     topology_labels: bool | None = None
+    # An existing cluster's machine outside the catalog (`machine_type` is then its name).
+    other_machine: OtherMachine | None = None
 
     @property
     def machine(self) -> MachineType:
+        if self.other_machine is not None:
+            return self.other_machine.machine
         return machine_type(self.machine_type)
 
     @property

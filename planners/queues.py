@@ -26,7 +26,7 @@ from facts.kubernetes import (
     node_pool_selector,
     versioned_name,
 )
-from facts.machines import MachineType, allocatable_memory_mib, allocatable_millicores, machine_type
+from facts.machines import MachineType, OtherMachine, machine_type
 from planners.pools import PoolFacts
 
 # The Kueue Topology every topology-aware flavor names.
@@ -56,9 +56,12 @@ class Flavor:
     # An existing cluster's pool: the labels that select its nodes, and its other taints' keys.
     existing_node_labels: dict[str, str] | None = None
     taint_keys: tuple[str, ...] = ()
+    other_machine: OtherMachine | None = None
 
     @property
     def machine(self) -> MachineType:
+        if self.other_machine is not None:
+            return self.other_machine.machine
         return machine_type(self.machine_type)
 
     @property
@@ -96,19 +99,21 @@ class Flavor:
 
 def plan_flavor(pool: PoolFacts) -> Flavor:
     machine = pool.machine
+    millicores, mib = machine.allocatable
     flavor = Flavor(
         name=pool.name,
         pool=pool.name,
         machine_type=pool.machine_type,
         nodes=pool.max_nodes,
         gpus=machine.gpus * pool.max_nodes,
-        cpu_millicores=allocatable_millicores(machine.vcpus) * pool.max_nodes,
-        memory_mib=allocatable_memory_mib(machine.memory_gib) * pool.max_nodes,
+        cpu_millicores=millicores * pool.max_nodes,
+        memory_mib=mib * pool.max_nodes,
         topology=pool.topology_problem is None,
         topology_problem=pool.topology_problem,
         queued=pool.queued,
         existing_node_labels=pool.node_labels,
         taint_keys=pool.taint_keys,
+        other_machine=pool.other_machine,
     )
     return replace(flavor, name=versioned_name(pool.name, flavor.spec))
 

@@ -45,6 +45,7 @@ def cluster_facts(cfg: ExistingClusterConfig, production: bool) -> ClusterFacts:
                 node_labels=dict(pool.node_labels),
                 taint_keys=tuple(t.key for t in pool.taints),
                 topology_labels=pool.topology_labels,
+                other_machine=pool.other_machine,
             )
             for pool in cfg.gpu_pools
         ),

@@ -17,7 +17,17 @@ from tools import render as render_cli
 from tools import runner as program
 from tools.runner import ROOT, stack_names
 
-SHIPPED = ["dev", "bootstrap", "a3mega", "a3ultra", "a3ultra-flex", "a3high-small", "run-llama8b", "existing"]
+SHIPPED = [
+    "dev",
+    "bootstrap",
+    "a3mega",
+    "a3ultra",
+    "a3ultra-flex",
+    "a3high-small",
+    "run-llama8b",
+    "existing",
+    "existing-oke",
+]
 
 
 def test_the_issue_s_example_stacks_are_all_shipped() -> None:

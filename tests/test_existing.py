@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 from facts.kubernetes import GPU_TAINT, KUEUE_API, TOPOLOGY_LABELS
+from facts.machines import NODE_RESERVE_MEMORY_MIB, NODE_RESERVE_MILLICORES
 from planners import nemo
-from tests.conftest import flavors_by_pool, issue_for, rejected
+from tests.conftest import flavors_by_pool, issue_for, mebibytes, millicores, rejected
 from tests.test_training import container, env, jobset, pod, workload_files
 from tools.runner import load_stack_values, run_stack, stack_with
 
@@ -192,3 +193,96 @@ def test_kueue_and_jobset_declared_present_are_not_installed(render: Any) -> Non
     created = render("dev", values=stack_with("dev", kueue={"install": False}))
     said = [w.message for w in created.warnings]
     assert any("kueue.x-k8s.io/v1beta2" in m and "jobset.x-k8s.io/v1alpha2" in m for m in said)
+
+
+# --------------------------------------------------------------------------- machines outside the catalog
+
+OKE_POOL_LABELS = {"node.kubernetes.io/instance-type": "BM.GPU.H100.8", "nvidia.com/gpu": "true"}
+
+
+def oke_pool(**changes: Any) -> dict[str, Any]:
+    (pool,) = copy.deepcopy(load_stack_values("existing-oke")["nemo-gke:existingCluster"]["gpuPools"])
+    pool.update(changes)
+    return {key: value for key, value in pool.items() if value is not None}
+
+
+def oke(**pool_changes: Any) -> dict[str, Any]:
+    cluster = copy.deepcopy(load_stack_values("existing-oke")["nemo-gke:existingCluster"])
+    cluster["gpuPools"] = [oke_pool(**pool_changes)]
+    return stack_with("existing-oke", existingCluster=cluster)
+
+
+def test_a_pool_outside_the_catalog_is_sized_by_what_its_nodes_report(render: Any) -> None:
+    """examples/Pulumi.existing-oke.yaml: OKE's BM.GPU.H100.8 is not in the catalog. Its flavor's
+    quota and the pods' requests come from the allocatable CPU and memory the pool declares, its
+    GPUs from gpusPerNode; its nodes have no GKE topology labels, so runs are not placed by topology."""
+    run = render("existing-oke")
+    (flavor,) = flavors_by_pool_labels(run)
+    assert flavor["spec"]["nodeLabels"] == OKE_POOL_LABELS and "topologyName" not in flavor["spec"]
+    (queue,) = [run.manifest(q) for q in run.of_type(f"kubernetes:{KUEUE_API}:ClusterQueue")]
+    quota = {r["name"]: r["nominalQuota"] for r in queue["spec"]["resourceGroups"][0]["flavors"][0]["resources"]}
+    assert quota == {"nvidia.com/gpu": "16", "cpu": "440", "memory": f"{2 * 1800}Gi"}
+    _, manifest = jobset(run)
+    requests = container(manifest)["resources"]["requests"]
+    reserve_cpu, reserve_gib = NODE_RESERVE_MILLICORES // 1000, NODE_RESERVE_MEMORY_MIB // 1024
+    assert (millicores(requests["cpu"]), mebibytes(requests["memory"])) == (
+        (220 - reserve_cpu) * 1000,
+        (1800 - reserve_gib) * 1024,
+    )
+    assert requests["nvidia.com/gpu"] == "8"
+    annotations = pod(manifest)["metadata"]["annotations"]
+    assert not [k for k in annotations if k.startswith("kueue.x-k8s.io/podset-")]
+    summary = run.exports["summary"]
+    assert [(p["machineType"], p["gpus"]) for p in summary["pools"]] == [("BM.GPU.H100.8", 16)]
+
+
+def test_a_run_is_checked_against_the_machine_the_pool_describes() -> None:
+    """The run planner's rules read the described machine: tensor parallelism must divide its
+    gpusPerNode, and an A100 has no FP8 (facts.machines.ACCELERATORS)."""
+    training = copy.deepcopy(load_stack_values("existing-oke")["nemo-gke:training"])
+    training["runs"][0]["tensorParallel"] = 8
+    values = {**oke(gpusPerNode=4), "nemo-gke:training": training}
+    message = issue_for(rejected(values, "existing-oke"), "training.runs[0].tensorParallel")
+    assert "4 GPUs of a BM.GPU.H100.8 node" in message
+    training["runs"][0].update(tensorParallel=None, fp8=True)
+    del training["runs"][0]["tensorParallel"]
+    values = {**oke(accelerator="a100", machineType="BM.GPU.A100-v2.8"), "nemo-gke:training": training}
+    assert "a100 GPUs have no FP8" in issue_for(rejected(values, "existing-oke"), "training.runs[0].fp8")
+
+
+def test_a_run_only_stack_reads_a_pool_outside_the_catalog_from_its_upstream() -> None:
+    """The described machine travels in the cluster facts (planners.pools.PoolFacts.other_machine):
+    a run-only stack on top sizes its pods from it, not from a catalog lookup of the name."""
+    values = stack_with(
+        "existing-oke",
+        layers=["training"],
+        upstreamStack="organization/nemo-gke/existing-oke",
+        training={"runs": [{"name": "second", "model": "llama3.1-8b", "nodes": 2, "steps": 10}]},
+    )
+    del values["nemo-gke:existingCluster"]
+    _, manifest = jobset(run_stack("existing-oke", values=values))
+    assert pod(manifest)["spec"]["nodeSelector"] == OKE_POOL_LABELS
+    assert millicores(container(manifest)["resources"]["requests"]["cpu"]) == 212_000
+
+
+@pytest.mark.parametrize(
+    ("pool", "key", "words"),
+    [
+        (
+            {"gpusPerNode": None, "accelerator": None, "allocatableCpus": None, "allocatableMemoryGib": None},
+            "machineType",
+            "for a machine outside it, set gpusPerNode, accelerator, allocatableCpus, allocatableMemoryGib",
+        ),
+        ({"allocatableMemoryGib": None}, "allocatableMemoryGib", "is required for BM.GPU.H100.8"),
+        ({"machineType": "a3-ultragpu-8g"}, "gpusPerNode", "the catalog describes a3-ultragpu-8g's nodes"),
+        ({"accelerator": "mi300x"}, "accelerator", "must be one of h100, h200, b200, a100"),
+        ({"allocatableCpus": 8}, "allocatableCpus", "must exceed 8"),
+        ({"allocatableMemoryGib": 64}, "allocatableMemoryGib", "must exceed 64"),
+        ({"gpusPerNode": 17}, "gpusPerNode", "less than or equal to 16"),
+        ({"machineType": "BM GPU"}, "machineType", "letters, digits"),
+    ],
+    ids=["no-description", "incomplete", "catalog-and-described", "gpu-model", "cpus", "memory", "gpus", "name"],
+)
+def test_bad_machines_outside_the_catalog_are_refused(pool: dict[str, Any], key: str, words: str) -> None:
+    message = issue_for(rejected(oke(**pool), "existing-oke"), f"existingCluster.gpuPools[0].{key}")
+    assert words in message

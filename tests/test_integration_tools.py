@@ -69,6 +69,23 @@ def test_the_simulated_nodes_are_the_stack_s_pools() -> None:
         assert "cloud.google.com/gce-topology-block" in node["metadata"]["labels"]
 
 
+def test_the_simulated_nodes_of_a_pool_outside_the_catalog_are_what_it_describes() -> None:
+    """existing-oke: BM.GPU.H100.8 nodes with the described labels, GPUs and allocatable CPU and
+    memory, and no GKE topology label (OKE has none; its runs are not placed by topology)."""
+    gpu = [n for n in node_manifests(run_stack("existing-oke")) if "nvidia.com/gpu" in n["status"]["allocatable"]]
+    assert len(gpu) == 2
+    for node in gpu:
+        labels = node["metadata"]["labels"]
+        assert labels["node.kubernetes.io/instance-type"] == "BM.GPU.H100.8" and labels["nvidia.com/gpu"] == "true"
+        assert not [key for key in labels if key.startswith("cloud.google.com/")]
+        assert node["status"]["allocatable"] == {
+            "cpu": "220000m",
+            "memory": f"{1800 * 1024}Mi",
+            "nvidia.com/gpu": "8",
+            "pods": "110",
+        }
+
+
 def test_the_engine_scenarios_say_why_they_are_skipped(tmp_path: Path, capsys: Any) -> None:
     """Without a Pulumi CLI and kubernetes provider, `make integration` says why the real-engine
     scenarios did not run (exit 0); `make integration-engine` fails (exit 2)."""

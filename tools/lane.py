@@ -40,7 +40,6 @@ import yaml
 from facts import versions
 from facts.controller_api import CONTROLLER_KINDS
 from facts.kubernetes import (
-    ACCELERATOR_LABEL,
     GPU_RESOURCE,
     GPU_TAINT,
     HOSTNAME_LABEL,
@@ -50,8 +49,9 @@ from facts.kubernetes import (
     TOPOLOGY_LABELS,
     TopologyLevel,
 )  # fmt: skip
-from facts.machines import allocatable_memory_mib, allocatable_millicores, machine_type
 from planners.controller_api import controller_api_problems, crd_names
+from planners.queues import plan_flavor
+from stacks.contract import ClusterFacts
 from stacks.kubeapi import Kubeconfig, read_crds
 from tools import crds
 from tools.runner import StackRun, run_stack
@@ -306,29 +306,24 @@ def control_plane(lane: Lane) -> Api:
 
 
 def node_manifests(run: StackRun) -> list[dict[str, Any]]:
-    """One Node per node of each GPU pool of the stack, as GKE would label and taint it."""
-    exports = run.exports
+    """One Node per node of each GPU pool of the stack, labelled, tainted and sized as the
+    cluster facts describe it (GKE's labels for a GKE pool, the described ones for an existing
+    cluster's), with GKE's topology labels where the pool has them."""
     nodes = []
-    for pool in exports["cluster"]["gpuPools"]:
-        machine = machine_type(pool["machineType"])
-        selector = pool.get("nodeLabels") or {"cloud.google.com/gke-nodepool": pool["name"]}
-        for i in range(int(pool["maxNodes"])):
-            name = f"{pool['name']}-{i}"
-            labels = {
-                **selector,
-                ACCELERATOR_LABEL: machine.gke_accelerator,
-                HOSTNAME_LABEL: name,
-                "type": "kwok",
-                TOPOLOGY_LABELS[TopologyLevel.BLOCK]: "block-0",
-                TOPOLOGY_LABELS[TopologyLevel.SUBBLOCK]: f"subblock-{i // 4}",
-                TOPOLOGY_LABELS[TopologyLevel.HOST]: f"host-{i}",
-            }
-            capacity = {
-                "cpu": f"{allocatable_millicores(machine.vcpus)}m",
-                "memory": f"{allocatable_memory_mib(machine.memory_gib)}Mi",
-                GPU_RESOURCE: str(machine.gpus),
-                "pods": "110",
-            }
+    for pool in ClusterFacts.from_plain(run.exports["cluster"]).gpu_pools:
+        machine = pool.machine
+        flavor = plan_flavor(pool)
+        millicores, mib = machine.allocatable
+        for i in range(pool.max_nodes):
+            name = f"{pool.name}-{i}"
+            labels = {**flavor.node_labels, HOSTNAME_LABEL: name, "type": "kwok"}
+            if pool.has_topology_labels:
+                labels |= {
+                    TOPOLOGY_LABELS[TopologyLevel.BLOCK]: "block-0",
+                    TOPOLOGY_LABELS[TopologyLevel.SUBBLOCK]: f"subblock-{i // 4}",
+                    TOPOLOGY_LABELS[TopologyLevel.HOST]: f"host-{i}",
+                }
+            capacity = {"cpu": f"{millicores}m", "memory": f"{mib}Mi", GPU_RESOURCE: str(machine.gpus), "pods": "110"}
             nodes.append(
                 {
                     "apiVersion": "v1",
