@@ -30,7 +30,7 @@ _MACHINE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 
 class TaintConfig(Model):
     key: str = Field(description="Taint key, e.g. nvidia.com/gpu.")
-    value: str = Field("", description="Taint value (pods tolerate any value of the key).")
+    value: str = Field("", description="Taint value: flavors and pods tolerate this key, value and effect.")
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = Field("NoSchedule", description="Effect.")
 
     @model_validator(mode="after")

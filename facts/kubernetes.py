@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from types import MappingProxyType
@@ -98,9 +99,31 @@ class Taint:
         """The taint as GKE's node pool API spells it (`node_config.taints`)."""
         return {"key": self.key, "value": self.value, "effect": _GKE_EFFECTS[self.effect]}
 
+    def for_node(self) -> dict[str, str]:
+        """The taint as a Node's `spec.taints` holds it."""
+        return {"key": self.key, "value": self.value, "effect": self.effect}
+
     def toleration(self) -> dict[str, str]:
         """A pod toleration of this taint, whatever its value."""
         return {"key": self.key, "operator": "Exists", "effect": self.effect}
+
+    def exact_toleration(self) -> dict[str, str]:
+        """A pod toleration of exactly this taint: its key, value and effect."""
+        return {"key": self.key, "operator": "Equal", "value": self.value, "effect": self.effect}
+
+    def tolerated_by(self, tolerations: Iterable[Mapping[str, str]]) -> bool:
+        """Whether one of the tolerations tolerates the taint, as the scheduler and the kubelet
+        decide (k8s.io/api core/v1 toleration.go `ToleratesTaint`): an empty or equal effect, an
+        empty or equal key, and `Exists` or an equal value (an empty operator means `Equal`)."""
+        return any(
+            t.get("effect", "") in ("", self.effect)
+            and t.get("key", "") in ("", self.key)
+            and (
+                t.get("operator") == "Exists"
+                or (t.get("operator", "") in ("", "Equal") and t.get("value", "") == self.value)
+            )
+            for t in tolerations
+        )
 
 
 # GKE taints GPU nodes with this itself when the cluster also has CPU nodes; pools declare it

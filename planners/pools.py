@@ -9,7 +9,7 @@ from typing import Any
 from facts.errors import RuleError, require
 from facts.gcp import region_of_zone, reservation_path, scoped_name
 from facts.gke import DWS_CAPACITY, CapacityType, compact_placement_problem
-from facts.kubernetes import GPU_TAINT
+from facts.kubernetes import GPU_TAINT, QUEUED_TAINT, Taint
 from facts.machines import MachineType, OtherMachine, machine_type
 from facts.project import is_placeholder
 
@@ -30,10 +30,10 @@ class PoolFacts:
     # The reservation it consumes (capacity type reservation).
     reservation: str | None = None
     # A pool of an existing cluster (config.existing): the labels that select its nodes (None:
-    # the GKE node pool label of `name`), the keys of its taints beyond GKE's GPU taint, and
-    # whether its nodes carry GKE's topology labels.
+    # the GKE node pool label of `name`), the taints they carry, and whether they carry GKE's
+    # topology labels.
     node_labels: dict[str, str] | None = None
-    taint_keys: tuple[str, ...] = ()
+    taints: tuple[Taint, ...] = ()
     topology_labels: bool | None = None
     # An existing cluster's machine outside the catalog (`machine_type` is then its name).
     other_machine: OtherMachine | None = None
@@ -43,6 +43,14 @@ class PoolFacts:
         if self.other_machine is not None:
             return self.other_machine.machine
         return machine_type(self.machine_type)
+
+    @property
+    def node_taints(self) -> tuple[Taint, ...]:
+        """The taints the pool's nodes carry: an existing pool's declared ones, else GKE's GPU
+        taint (GKE adds queued provisioning's own)."""
+        if self.node_labels is not None:
+            return self.taints
+        return (GPU_TAINT, QUEUED_TAINT) if self.queued else (GPU_TAINT,)
 
     @property
     def has_topology_labels(self) -> bool:

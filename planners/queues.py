@@ -23,6 +23,7 @@ from facts.kubernetes import (
     QUEUED_TAINT,
     TOPOLOGY_LABELS,
     TOPOLOGY_NAME,
+    Taint,
     node_pool_selector,
     versioned_name,
 )
@@ -53,9 +54,9 @@ class Flavor:
     # Why a run asking for topology cannot have it on this pool (planners.pools.PoolFacts).
     # Defaulted: stack outputs drop null values, and a later stack must still read the flavor.
     topology_problem: str | None = None
-    # An existing cluster's pool: the labels that select its nodes, and its other taints' keys.
+    # An existing cluster's pool: the labels that select its nodes, and the taints they carry.
     existing_node_labels: dict[str, str] | None = None
-    taint_keys: tuple[str, ...] = ()
+    taints: tuple[Taint, ...] = ()
     other_machine: OtherMachine | None = None
 
     @property
@@ -80,8 +81,10 @@ class Flavor:
 
     @property
     def pool_tolerations(self) -> list[dict[str, str]]:
-        """Tolerations of an existing pool's own taints (any value, any effect)."""
-        return [{"key": key, "operator": "Exists"} for key in self.taint_keys if key != GPU_TAINT.key]
+        """Tolerations of exactly the taints an existing pool declares, but those the GPU taint's
+        toleration, which every GPU pod has, already tolerates."""
+        gpu = [GPU_TAINT.toleration()]
+        return [taint.exact_toleration() for taint in self.taints if not taint.tolerated_by(gpu)]
 
     @property
     def tolerations(self) -> list[dict[str, str]]:
@@ -112,7 +115,7 @@ def plan_flavor(pool: PoolFacts) -> Flavor:
         topology_problem=pool.topology_problem,
         queued=pool.queued,
         existing_node_labels=pool.node_labels,
-        taint_keys=pool.taint_keys,
+        taints=pool.taints,
         other_machine=pool.other_machine,
     )
     return replace(flavor, name=versioned_name(pool.name, flavor.spec))

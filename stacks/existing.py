@@ -13,6 +13,7 @@ from config.existing import ExistingClusterConfig
 from config.loader import ConfigError
 from facts.errors import RuleError
 from facts.gke import CapacityType
+from facts.kubernetes import Taint
 from planners.controller_api import controller_api_problems, crd_names
 from planners.pools import PoolFacts
 from stacks.cluster import ClusterOutputs
@@ -43,7 +44,7 @@ def cluster_facts(cfg: ExistingClusterConfig, production: bool) -> ClusterFacts:
                 compact=False,
                 min_nodes=pool.nodes,
                 node_labels=dict(pool.node_labels),
-                taint_keys=tuple(t.key for t in pool.taints),
+                taints=tuple(Taint(t.key, t.value, t.effect) for t in pool.taints),
                 topology_labels=pool.topology_labels,
                 other_machine=pool.other_machine,
             )

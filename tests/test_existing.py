@@ -67,14 +67,26 @@ def flavors_by_pool_labels(run: Any) -> list[dict[str, Any]]:
     return [run.manifest(f) for f in run.of_type(f"kubernetes:{KUEUE_API}:ResourceFlavor")]
 
 
-def test_extra_taints_are_tolerated_by_flavor_and_pods(render: Any) -> None:
+def test_declared_taints_are_tolerated_exactly_by_flavor_and_pods(render: Any) -> None:
+    """A pool's taints are tolerated as declared (key, value and effect), no wider; one that GKE's
+    GPU toleration (nvidia.com/gpu, Exists, NoSchedule) does not cover, such as the same key with
+    NoExecute, gets its own toleration (k8s.io/api core/v1 toleration.go `ToleratesTaint`: a
+    toleration with an effect matches only that effect)."""
     pools = copy.deepcopy(load_stack_values("existing")["nemo-gke:existingCluster"]["gpuPools"])
-    pools[0]["taints"].append({"key": "team.example.com/reserved", "effect": "NoSchedule"})
+    pools[0]["taints"] += [
+        {"key": "team.example.com/reserved", "value": "llm", "effect": "NoSchedule"},
+        {"key": "nvidia.com/gpu", "value": "present", "effect": "NoExecute"},
+    ]
     run = render("existing", values=existing(gpuPools=pools))
-    extra = {"key": "team.example.com/reserved", "operator": "Exists"}
+    own = [
+        {"key": "team.example.com/reserved", "operator": "Equal", "value": "llm", "effect": "NoSchedule"},
+        {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoExecute"},
+    ]
     (flavor,) = flavors_by_pool_labels(run)
-    assert extra in flavor["spec"]["tolerations"]
-    assert extra in pod(jobset(run)[1])["spec"]["tolerations"]
+    assert flavor["spec"]["tolerations"] == [GPU_TAINT.toleration(), *own]
+    tolerations = pod(jobset(run)[1])["spec"]["tolerations"]
+    assert [t for t in tolerations if t.get("operator") == "Equal"] == own
+    assert not [t for t in tolerations if t["key"] == "team.example.com/reserved" and t["operator"] == "Exists"]
 
 
 def test_the_claims_come_from_the_cluster_s_storage_class(render: Any) -> None:

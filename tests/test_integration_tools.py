@@ -65,7 +65,7 @@ def test_the_simulated_nodes_are_the_stack_s_pools() -> None:
     for node in gpu:
         assert node["metadata"]["labels"]["cloud.google.com/gke-nodepool"] == "a3-ultra-pool"
         assert node["status"]["allocatable"]["nvidia.com/gpu"] == "8"
-        assert node["spec"]["taints"][0]["key"] == "nvidia.com/gpu"
+        assert node["spec"]["taints"] == [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
         assert "cloud.google.com/gce-topology-block" in node["metadata"]["labels"]
 
 
@@ -78,6 +78,7 @@ def test_the_simulated_nodes_of_a_pool_outside_the_catalog_are_what_it_describes
         labels = node["metadata"]["labels"]
         assert labels["node.kubernetes.io/instance-type"] == "BM.GPU.H100.8" and labels["nvidia.com/gpu"] == "true"
         assert not [key for key in labels if key.startswith("cloud.google.com/")]
+        assert node["spec"]["taints"] == [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
         assert node["status"]["allocatable"] == {
             "cpu": "220000m",
             "memory": f"{1800 * 1024}Mi",

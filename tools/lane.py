@@ -41,7 +41,6 @@ from facts import versions
 from facts.controller_api import CONTROLLER_KINDS
 from facts.kubernetes import (
     GPU_RESOURCE,
-    GPU_TAINT,
     HOSTNAME_LABEL,
     JOBSET_API,
     JOBSET_UID_LABEL,
@@ -329,7 +328,7 @@ def node_manifests(run: StackRun) -> list[dict[str, Any]]:
                     "apiVersion": "v1",
                     "kind": "Node",
                     "metadata": {"name": name, "labels": labels, "annotations": {KWOK_NODE_ANNOTATION: "fake"}},
-                    "spec": {"taints": [{"key": GPU_TAINT.key, "value": GPU_TAINT.value, "effect": GPU_TAINT.effect}]},
+                    "spec": {"taints": [taint.for_node() for taint in pool.node_taints]},
                     "status": {"capacity": capacity, "allocatable": capacity},
                 }
             )
@@ -510,6 +509,30 @@ def controllers(lane: Lane, api: Api, kueue_config: Mapping[str, Any]) -> None:
             )
 
         wait_for("the JobSet and Kueue managers", ready)
+        # Both managers register their webhooks after they report ready: until then the API
+        # server gets a 404 from them and refuses the object. A server-side dry run of a JobSet
+        # and of a ResourceFlavor passes through both managers' webhooks without storing anything.
+        probe = {"name": "lane-probe"}
+        probes: list[tuple[str, dict[str, Any]]] = [
+            (
+                f"/apis/{JOBSET_API}/namespaces/default/jobsets?dryRun=All",
+                {"apiVersion": JOBSET_API, "kind": "JobSet", "metadata": probe, "spec": {"replicatedJobs": []}},
+            ),
+            (
+                f"/apis/{KUEUE_API}/resourceflavors?dryRun=All",
+                {"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": probe, "spec": {}},
+            ),
+        ]
+
+        def webhooks_answer() -> bool:
+            lane.check_alive()
+            for path, body in probes:
+                status, answer = api.request("POST", path, body)
+                if status == 500 and "failed calling webhook" in str(answer):
+                    return False
+            return True
+
+        wait_for("the JobSet and Kueue webhooks", webhooks_answer)
 
 
 # --------------------------------------------------------------------------- the program's objects

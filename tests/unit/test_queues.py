@@ -9,7 +9,7 @@ import pytest
 
 from components.scheduling import PROVISIONING_CHECK, cluster_queue_spec
 from facts.gke import DWS_CAPACITY, CapacityType
-from facts.kubernetes import KUEUE_API, TOPOLOGY_NAME, cpu_quantity, mib_quantity, versioned_name
+from facts.kubernetes import GPU_TAINT, KUEUE_API, TOPOLOGY_NAME, Taint, cpu_quantity, mib_quantity, versioned_name
 from facts.machines import MACHINE_TYPES, allocatable_memory_mib, allocatable_millicores, machine_type
 from planners.pools import PoolFacts
 from planners.queues import TOPOLOGY, TOPOLOGY_SPEC, Flavor, plan_flavor, plan_flavors
@@ -158,3 +158,31 @@ def test_the_topology_is_named_after_its_levels() -> None:
     assert cel.update_errors(topology, fewer), "the API server refuses new levels under the same name"
     assert versioned_name(TOPOLOGY_NAME, fewer["spec"]) != TOPOLOGY
     assert plan_flavor(_BEFORE).spec["topologyName"] == TOPOLOGY
+
+
+@pytest.mark.parametrize(
+    ("toleration", "tolerated"),
+    [
+        ({"key": "k", "operator": "Exists", "effect": "NoSchedule"}, True),
+        ({"key": "k", "operator": "Exists"}, True),  # no effect: every effect
+        ({"operator": "Exists"}, True),  # no key with Exists: every taint
+        ({"key": "k", "operator": "Equal", "value": "v", "effect": "NoSchedule"}, True),
+        ({"key": "k", "value": "v"}, True),  # no operator means Equal
+        ({"key": "k", "operator": "Equal", "value": "w", "effect": "NoSchedule"}, False),
+        ({"key": "k", "operator": "Exists", "effect": "NoExecute"}, False),
+        ({"key": "other", "operator": "Exists"}, False),
+        ({"key": "k", "operator": "Lt", "value": "v"}, False),
+    ],
+)
+def test_a_taint_is_tolerated_as_the_scheduler_decides(toleration: dict[str, str], tolerated: bool) -> None:
+    """k8s.io/api core/v1 toleration.go `ToleratesTaint`, for the taint k=v:NoSchedule."""
+    assert Taint("k", "v").tolerated_by([toleration]) is tolerated
+
+
+def test_an_existing_pool_s_flavor_tolerates_its_taints_exactly() -> None:
+    """Only what GKE's GPU toleration leaves untolerated gets a toleration of its own, as declared."""
+    taints = (GPU_TAINT, Taint("nvidia.com/gpu", "present", "NoExecute"), Taint("team/x", "", "NoSchedule"))
+    existing = dataclasses.replace(pool("p", "a3-ultragpu-8g", 2), node_labels={"pool": "p"}, taints=taints)
+    flavor = plan_flavor(existing)
+    assert flavor.tolerations == [GPU_TAINT.toleration(), *(t.exact_toleration() for t in taints[1:])]
+    assert all(t.tolerated_by(flavor.tolerations) for t in existing.node_taints)
