@@ -35,7 +35,7 @@ typecheck: install
 	$(BIN)/mypy
 
 unit: install
-	$(BIN)/pytest
+	$(BIN)/pytest --numprocesses=auto --maxprocesses=4
 
 ## Regenerate the configuration table in README.md from the config models.
 docs: install
