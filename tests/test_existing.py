@@ -26,6 +26,18 @@ def existing(**changes: Any) -> dict[str, Any]:
     return stack_with("existing", existingCluster=cluster)
 
 
+def run_only_on(stack: str) -> dict[str, Any]:
+    """A run-only stack reading `stack` through upstreamStack, with one 2-node run."""
+    values = stack_with(
+        stack,
+        layers=["training"],
+        upstreamStack=f"organization/nemo-gke/{stack}",
+        training={"runs": [{"name": "second", "model": "llama3.1-8b", "nodes": 2, "steps": 10}]},
+    )
+    del values["nemo-gke:existingCluster"]
+    return values
+
+
 def test_an_existing_cluster_stack_creates_no_google_cloud_resource(render: Any) -> None:
     run = render("existing")
     types = {r.type for r in run.resources}
@@ -113,14 +125,7 @@ def test_controllers_run_on_the_untainted_linux_nodes(render: Any) -> None:
 def test_a_run_only_stack_reads_an_existing_cluster_stack() -> None:
     """The cluster facts travel through the stack outputs like a GKE stack's: a run-only stack
     on top of `existing` gets the same selectors and no Google Cloud provider."""
-    values = stack_with(
-        "existing",
-        layers=["training"],
-        upstreamStack="organization/nemo-gke/existing",
-        training={"runs": [{"name": "second", "model": "llama3.1-8b", "nodes": 2, "steps": 10}]},
-    )
-    del values["nemo-gke:existingCluster"]
-    run = run_stack("existing", values=values)
+    run = run_stack("existing", values=run_only_on("existing"))
     assert not [r for r in run.resources if r.type.startswith(("gcp:", "pulumi:providers:gcp"))]
     _, manifest = jobset(run)
     assert pod(manifest)["spec"]["nodeSelector"] == POOL_LABELS
@@ -256,8 +261,8 @@ def test_a_run_is_checked_against_the_machine_the_pool_describes() -> None:
     values = {**oke(gpusPerNode=4), "nemo-gke:training": training}
     message = issue_for(rejected(values, "existing-oke"), "training.runs[0].tensorParallel")
     assert "4 GPUs of a BM.GPU.H100.8 node" in message
-    training["runs"][0].update(tensorParallel=None, fp8=True)
     del training["runs"][0]["tensorParallel"]
+    training["runs"][0]["fp8"] = True
     values = {**oke(accelerator="a100", machineType="BM.GPU.A100-v2.8"), "nemo-gke:training": training}
     assert "a100 GPUs have no FP8" in issue_for(rejected(values, "existing-oke"), "training.runs[0].fp8")
 
@@ -265,14 +270,7 @@ def test_a_run_is_checked_against_the_machine_the_pool_describes() -> None:
 def test_a_run_only_stack_reads_a_pool_outside_the_catalog_from_its_upstream() -> None:
     """The described machine travels in the cluster facts (planners.pools.PoolFacts.other_machine):
     a run-only stack on top sizes its pods from it, not from a catalog lookup of the name."""
-    values = stack_with(
-        "existing-oke",
-        layers=["training"],
-        upstreamStack="organization/nemo-gke/existing-oke",
-        training={"runs": [{"name": "second", "model": "llama3.1-8b", "nodes": 2, "steps": 10}]},
-    )
-    del values["nemo-gke:existingCluster"]
-    _, manifest = jobset(run_stack("existing-oke", values=values))
+    _, manifest = jobset(run_stack("existing-oke", values=run_only_on("existing-oke")))
     assert pod(manifest)["spec"]["nodeSelector"] == OKE_POOL_LABELS
     assert millicores(container(manifest)["resources"]["requests"]["cpu"]) == 212_000
 
