@@ -6,14 +6,13 @@ cluster through a kubeconfig, and learns its GPU nodes from the pools described 
 
 from __future__ import annotations
 
-import re
 from typing import Literal
 
 from pydantic import Field, model_validator
 
 from config.base import Model, check_name
 from facts.errors import RuleError
-from facts.kubernetes import dns_label_problem, label_key_problem
+from facts.kubernetes import dns_label_problem, label_key_problem, label_value_problem, labels_problem
 from facts.machines import (
     ACCELERATORS,
     MACHINE_TYPES,
@@ -24,13 +23,15 @@ from facts.machines import (
 
 # The four keys that describe a machine outside the catalog, all or none.
 _OTHER_MACHINE_KEYS = ("gpusPerNode", "accelerator", "allocatableCpus", "allocatableMemoryGib")
-# A machine's name outside the catalog: what a cloud calls it (OKE's BM.GPU.H100.8).
-_MACHINE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 
 
 class TaintConfig(Model):
     key: str = Field(description="Taint key, e.g. nvidia.com/gpu.")
-    value: str = Field("", description="Taint value: flavors and pods tolerate this key, value and effect.")
+    value: str | None = Field(
+        None,
+        description="Taint value: flavors and pods tolerate this key, value and effect. Omitted: any value of "
+        "the key with this effect.",
+    )
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = Field("NoSchedule", description="Effect.")
 
     @model_validator(mode="after")
@@ -38,6 +39,9 @@ class TaintConfig(Model):
         problem = label_key_problem(self.key)
         if problem:
             raise RuleError("key", self.key, problem)
+        problem = label_value_problem(self.value or "")
+        if problem:
+            raise RuleError("value", self.value, problem)
         return self
 
 
@@ -92,10 +96,16 @@ class ExistingPoolConfig(Model):
         self._check_machine()
         if not self.node_labels:
             raise RuleError("nodeLabels", {}, "must select the pool's nodes with at least one label")
-        for key in self.node_labels:
-            problem = label_key_problem(key)
-            if problem:
-                raise RuleError(f"nodeLabels.{key}", key, problem)
+        bad = labels_problem(self.node_labels)
+        if bad:
+            raise RuleError(f"nodeLabels.{bad[0]}", bad[1], bad[2])
+        # A node holds one taint per key and effect (k8s.io/kubernetes pkg/apis/core/validation ValidateTaints).
+        seen = [(t.key, t.effect) for t in self.taints]
+        for i, pair in enumerate(seen):
+            if seen.index(pair) != i:
+                raise RuleError(
+                    f"taints[{i}]", self.taints[i].value, f"taints must be unique by key and effect: {pair}"
+                )
         return self
 
     def _check_machine(self) -> None:
@@ -117,8 +127,10 @@ class ExistingPoolConfig(Model):
             if value is None:
                 why = f"is required for {self.machine_type}, a machine outside the catalog (with {', '.join(given)})"
                 raise RuleError(key, None, why)
-        if not _MACHINE_NAME.match(self.machine_type):
-            raise RuleError("machineType", self.machine_type, "must be 1-63 letters, digits, '.', '_' or '-'")
+        # As nodes label it (node.kubernetes.io/instance-type).
+        problem = label_value_problem(self.machine_type) if self.machine_type else "must not be empty"
+        if problem:
+            raise RuleError("machineType", self.machine_type, problem)
         if self.accelerator not in ACCELERATORS:
             raise RuleError("accelerator", self.accelerator, f"must be one of {', '.join(ACCELERATORS)}")
         # The training pod takes a whole node but what the node's agents and the pod's sidecars need.
@@ -177,4 +189,7 @@ class ExistingClusterConfig(Model):
         problem = dns_label_problem(self.storage_class)
         if problem:
             raise RuleError("storageClass", self.storage_class, problem)
+        bad = labels_problem(self.system_node_labels)
+        if bad:
+            raise RuleError(f"systemNodeLabels.{bad[0]}", bad[1], bad[2])
         return self

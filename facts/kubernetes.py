@@ -42,6 +42,29 @@ def label_key_problem(key: str) -> str | None:
     return None
 
 
+def label_value_problem(value: str) -> str | None:
+    """Label values, and the values of taints and Equal tolerations (which the API server checks
+    as label values: k8s.io/kubernetes pkg/apis/core/validation ValidateTaints, ValidateTolerations)."""
+    if value and (len(value) > 63 or not _LABEL_NAME.match(value)):
+        return (
+            "must be a Kubernetes label value: empty, or 1-63 of A-Z, a-z, 0-9, '-', '_', '.', starting and "
+            "ending with a letter or digit"
+        )
+    return None
+
+
+def labels_problem(labels: Mapping[str, str]) -> tuple[str, str, str] | None:
+    """(key, bad value, why) for the first label whose key or value Kubernetes refuses, or None."""
+    for key, value in labels.items():
+        problem = label_key_problem(key)
+        if problem:
+            return key, key, problem
+        problem = label_value_problem(value)
+        if problem:
+            return key, value, problem
+    return None
+
+
 # Quantities as the API server writes them back. Core objects, and custom ones that a webhook
 # decodes (JobSet, Kueue), come back in canonical form: the largest binary suffix that keeps
 # the value whole, whole cores without "m", counts as strings (k8s.io/apimachinery
@@ -89,26 +112,31 @@ _GKE_EFFECTS = {"NoSchedule": "NO_SCHEDULE", "PreferNoSchedule": "PREFER_NO_SCHE
 
 @dataclass(frozen=True)
 class Taint:
-    """A node taint, in Kubernetes spelling."""
+    """A node taint, in Kubernetes spelling. A value of None: the nodes' value is not known (an
+    existing cluster's taint declared without one), and only Exists tolerates it."""
 
     key: str
-    value: str
+    # Defaulted: stack outputs drop null values, and a later stack must still read the taint.
+    value: str | None = None
     effect: str = "NoSchedule"
 
     def for_node_pool(self) -> dict[str, str]:
         """The taint as GKE's node pool API spells it (`node_config.taints`)."""
-        return {"key": self.key, "value": self.value, "effect": _GKE_EFFECTS[self.effect]}
+        return {"key": self.key, "value": self.value or "", "effect": _GKE_EFFECTS[self.effect]}
 
     def for_node(self) -> dict[str, str]:
         """The taint as a Node's `spec.taints` holds it."""
-        return {"key": self.key, "value": self.value, "effect": self.effect}
+        return {"key": self.key, "value": self.value or "", "effect": self.effect}
 
     def toleration(self) -> dict[str, str]:
         """A pod toleration of this taint, whatever its value."""
         return {"key": self.key, "operator": "Exists", "effect": self.effect}
 
     def exact_toleration(self) -> dict[str, str]:
-        """A pod toleration of exactly this taint: its key, value and effect."""
+        """A pod toleration of exactly this taint: its key, value and effect (any value when the
+        value is not known)."""
+        if self.value is None:
+            return self.toleration()
         return {"key": self.key, "operator": "Equal", "value": self.value, "effect": self.effect}
 
     def tolerated_by(self, tolerations: Iterable[Mapping[str, str]]) -> bool:

@@ -522,6 +522,12 @@ class OtherMachine:
     allocatable_millicores: int
     allocatable_memory_mib: int
 
+    def __post_init__(self) -> None:
+        # Read back from another stack's outputs too: a GPU model this version does not know is
+        # refused there, as a mismatch of versions, not a KeyError later.
+        if self.accelerator not in ACCELERATORS:
+            raise ValueError(f"accelerator {self.accelerator!r} is not one of {', '.join(ACCELERATORS)}")
+
     @property
     def machine(self) -> MachineType:
         return MachineType(

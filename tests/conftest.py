@@ -57,10 +57,13 @@ def render() -> Iterator[Render]:
     yield _render
 
 
-def rejected(values: Mapping[str, Any], stack: str = "dev") -> ConfigError:
-    """Run the program on bad config: it must fail with a ConfigError and register nothing."""
+def rejected(
+    values: Mapping[str, Any], stack: str = "dev", upstream: Mapping[str, Mapping[str, Any]] | None = None
+) -> ConfigError:
+    """Run the program on bad config (or upstream outputs): it must fail with a ConfigError and
+    register nothing."""
     with pytest.raises(StackFailed) as failure:
-        run_stack(stack, values=values)
+        run_stack(stack, values=values, upstream=upstream)
     assert isinstance(failure.value.error, ConfigError), failure.value.error
     assert failure.value.resources == [], [r.urn for r in failure.value.resources]
     return failure.value.error

@@ -101,6 +101,23 @@ def test_declared_taints_are_tolerated_exactly_by_flavor_and_pods(render: Any) -
     assert not [t for t in tolerations if t["key"] == "team.example.com/reserved" and t["operator"] == "Exists"]
 
 
+def test_a_taint_declared_without_a_value_is_tolerated_whatever_its_value(render: Any) -> None:
+    """A taint without `value` says nothing of the nodes' value: it is tolerated with Exists on
+    its key and effect, as it was before taints were tolerated exactly; a node taint without a
+    value is also valid Kubernetes (`kubectl taint nodes n key:NoSchedule`)."""
+    pools = copy.deepcopy(load_stack_values("existing")["nemo-gke:existingCluster"]["gpuPools"])
+    pools[0]["taints"].append({"key": "team.example.com/reserved", "effect": "NoExecute"})
+    run = render("existing", values=existing(gpuPools=pools))
+    any_value = {"key": "team.example.com/reserved", "operator": "Exists", "effect": "NoExecute"}
+    (flavor,) = flavors_by_pool_labels(run)
+    assert any_value in flavor["spec"]["tolerations"]
+    assert any_value in pod(jobset(run)[1])["spec"]["tolerations"]
+    # Stack outputs drop the null value; a run-only stack on top still reads the taint.
+    upstream = {"organization/nemo-gke/existing": run.exports}
+    on_top = run_stack("existing", values=run_only_on("existing"), upstream=upstream)
+    assert any_value in pod(jobset(on_top)[1])["spec"]["tolerations"]
+
+
 def test_the_claims_come_from_the_cluster_s_storage_class(render: Any) -> None:
     run = render("existing")
     claims = {
@@ -138,6 +155,11 @@ def test_a_run_only_stack_reads_an_existing_cluster_stack() -> None:
         (existing(kubeconfig="apiVersion: v1"), "existingCluster.kubeconfig", "exactly one"),
         (stack_with("existing", resiliency={"enabled": True}), "resiliency.enabled", "off with existingCluster"),
         (existing(storageClass="Standard_RWX"), "existingCluster.storageClass", "DNS label"),
+        (
+            existing(systemNodeLabels={"kubernetes.io/os": "linux os"}),
+            "existingCluster.systemNodeLabels.kubernetes.io/os",
+            "Kubernetes label value",
+        ),
     ],
 )
 def test_contradicting_settings_are_refused(values: dict[str, Any], key: str, words: str) -> None:
@@ -150,6 +172,14 @@ def test_contradicting_settings_are_refused(values: dict[str, Any], key: str, wo
         ({"machineType": "p5.48xlarge"}, "machineType", "not in the catalog"),
         ({"nodeLabels": {}}, "nodeLabels", "at least one label"),
         ({"nodeLabels": {"bad key!": "x"}}, "nodeLabels.bad key!", "Kubernetes label key"),
+        ({"nodeLabels": {"pool": "a3 ultra"}}, "nodeLabels.pool", "Kubernetes label value"),
+        ({"taints": [{"key": "k", "value": "bad value!"}]}, "taints[0].value", "Kubernetes label value"),
+        ({"taints": [{"key": "k", "value": "x" * 64}]}, "taints[0].value", "Kubernetes label value"),
+        (
+            {"taints": [{"key": "k", "value": "a"}, {"key": "k", "value": "b"}]},
+            "taints[1]",
+            "unique by key and effect",
+        ),
     ],
 )
 def test_bad_pools_are_refused(pool: dict[str, Any], key: str, words: str) -> None:
@@ -289,10 +319,31 @@ def test_a_run_only_stack_reads_a_pool_outside_the_catalog_from_its_upstream() -
         ({"allocatableCpus": 8}, "allocatableCpus", "must exceed 8"),
         ({"allocatableMemoryGib": 64}, "allocatableMemoryGib", "must exceed 64"),
         ({"gpusPerNode": 17}, "gpusPerNode", "less than or equal to 16"),
-        ({"machineType": "BM GPU"}, "machineType", "letters, digits"),
+        ({"machineType": "BM GPU"}, "machineType", "Kubernetes label value"),
+        ({"machineType": "BM.GPU."}, "machineType", "Kubernetes label value"),
     ],
-    ids=["no-description", "incomplete", "catalog-and-described", "gpu-model", "cpus", "memory", "gpus", "name"],
+    ids=[
+        "no-description",
+        "incomplete",
+        "catalog-and-described",
+        "gpu-model",
+        "cpus",
+        "memory",
+        "gpus",
+        "name",
+        "name-end",
+    ],
 )
 def test_bad_machines_outside_the_catalog_are_refused(pool: dict[str, Any], key: str, words: str) -> None:
     message = issue_for(rejected(oke(**pool), "existing-oke"), f"existingCluster.gpuPools[0].{key}")
     assert words in message
+
+
+def test_a_described_machine_this_version_does_not_know_is_refused_in_an_upstream_stack() -> None:
+    """An upstream stack of a newer version may describe a GPU model this one lacks: the run-only
+    stack says to update it (stacks.upstream), with no traceback from a catalog lookup."""
+    upstream = copy.deepcopy(run_stack("existing-oke").exports)
+    upstream["cluster"]["gpuPools"][0]["otherMachine"]["accelerator"] = "gb300"
+    error = rejected(run_only_on("existing-oke"), "existing-oke", {"organization/nemo-gke/existing-oke": upstream})
+    message = issue_for(error, "upstreamStack")
+    assert "gpuPools.0.otherMachine" in message and "update that stack" in message
