@@ -101,6 +101,18 @@ def _issue(error: Mapping[str, Any]) -> ConfigIssue:
     return ConfigIssue(key=_join(loc), value=error.get("input"), message=message)
 
 
+def _causes(errors: list[Any]) -> list[Any]:
+    """The errors, less a list's length check that failed only because items inside it were
+    refused: pydantic counts a refused item out, so one bad pool would also read "at least 1
+    item, not 0"."""
+    locations = [tuple(e["loc"]) for e in errors]
+
+    def refused_inside(loc: tuple[Any, ...]) -> bool:
+        return any(len(other) > len(loc) and other[: len(loc)] == loc for other in locations)
+
+    return [e for e in errors if not (e["type"] == "too_short" and refused_inside(tuple(e["loc"])))]
+
+
 def _decode(value: str) -> Any:
     """Pulumi hands structured values to programs as JSON strings, scalars as plain strings."""
     try:
@@ -140,7 +152,7 @@ def parse_stack_config(raw: Mapping[str, str], stack: str) -> StackConfig:
         # JSON mode: strict types, with JSON arrays accepted for tuples and strings for enums.
         return StackConfig.from_plain(data)
     except ValidationError as exc:
-        issues = [_issue(e) for e in exc.errors()]
+        issues = [_issue(e) for e in _causes(exc.errors())]
         raise ConfigError(issues if named else [_blame_the_stack_name(i, stack) for i in issues]) from None
 
 

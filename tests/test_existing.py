@@ -185,8 +185,10 @@ def test_contradicting_settings_are_refused(values: dict[str, Any], key: str, wo
 def test_bad_pools_are_refused(pool: dict[str, Any], key: str, words: str) -> None:
     pools = copy.deepcopy(load_stack_values("existing")["nemo-gke:existingCluster"]["gpuPools"])
     pools[0].update(pool)
-    message = issue_for(rejected(existing(gpuPools=pools), "existing"), f"existingCluster.gpuPools[0].{key}")
-    assert words in message
+    error = rejected(existing(gpuPools=pools), "existing")
+    assert words in issue_for(error, f"existingCluster.gpuPools[0].{key}")
+    # One line: the bad item, not also the list it leaves "shorter than 1 item".
+    assert len(error.issues) == 1, [str(i) for i in error.issues]
 
 
 def test_a_run_larger_than_the_described_pool_is_refused_before_anything_is_registered() -> None:
