@@ -18,7 +18,7 @@ import pulumi_kubernetes as k8s
 from facts.errors import require, require_no_problem
 from facts.gcp import FilestoreTier, bucket_name_problem, filestore_capacity_problem, resource_name_problem
 from facts.gke import GCSFUSE_CSI_DRIVER, GCSFUSE_HOST_NETWORK_KSA
-from facts.kubernetes import dns_label_problem, gib_quantity
+from facts.kubernetes import dns_label_problem, dns_subdomain_problem, gib_quantity
 
 FILESTORE_CSI_DRIVER = "filestore.csi.storage.gke.io"
 # Nominal size of a bucket-backed volume: Kubernetes wants one, Cloud Storage ignores it.
@@ -249,18 +249,28 @@ class BucketVolume(pulumi.ComponentResource):
 
 @dataclass(frozen=True)
 class StorageClaimsArgs:
-    """Claims of an existing cluster's ReadWriteMany StorageClass, in place of Filestore and the
-    buckets (config.existing)."""
+    """The platform's claims on an existing cluster, in place of Filestore and the buckets
+    (config.existing): new claims of a ReadWriteMany StorageClass, or claims it has already."""
 
     namespace: pulumi.Input[str]
-    storage_class: str
-    size_gib: int
+    # Every claim, in the platform's order (shared, data, checkpoints); only existing ones repeat.
     claim_names: Sequence[str]
+    # Those of them the cluster has: read, never created or deleted.
+    existing: Sequence[str]
+    # The class of the others; None only when every claim exists.
+    storage_class: str | None
+    size_gib: int
 
     def __post_init__(self) -> None:
-        require_no_problem(dns_label_problem(self.storage_class), "storage_class", self.storage_class)
         for claim in self.claim_names:
-            require_no_problem(dns_label_problem(claim), "claim_names", claim)
+            require_no_problem(dns_subdomain_problem(claim), "claim_names", claim)
+        for claim in self.existing:
+            require(claim in self.claim_names, "existing", claim, "must be one of claim_names")
+        created = [claim for claim in self.claim_names if claim not in self.existing]
+        require(len(created) == len(set(created)), "claim_names", created, "names each claim to create once")
+        if set(self.claim_names) - set(self.existing):
+            require(self.storage_class is not None, "storage_class", None, "is needed to create a claim")
+            require_no_problem(dns_label_problem(str(self.storage_class)), "storage_class", self.storage_class)
         require(self.size_gib >= 1, "size_gib", self.size_gib, "must be at least 1")
 
 
@@ -271,18 +281,30 @@ class StorageClaims(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: StorageClaimsArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(self.TYPE, name, None, opts)
-        self.claims = [
-            k8s.core.v1.PersistentVolumeClaim(
-                f"{name}-{claim}",
-                metadata={"name": claim, "namespace": args.namespace},
-                spec={
-                    "accessModes": ["ReadWriteMany"],
-                    "storageClassName": args.storage_class,
-                    "resources": {"requests": {"storage": gib_quantity(args.size_gib)}},
-                },
-                # A claim of a provisioner binds when its first pod starts, on some classes.
-                opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
+        self.claims = []
+        # One existing claim may serve several purposes (data and checkpoints on one share).
+        for claim in dict.fromkeys(args.claim_names):
+            if claim in args.existing:
+                # A read: `pulumi preview` stops with "not found" if the claim is missing.
+                self.claims.append(
+                    k8s.core.v1.PersistentVolumeClaim.get(
+                        f"{name}-{claim}-existing",
+                        pulumi.Output.concat(args.namespace, "/", claim),
+                        opts=pulumi.ResourceOptions(parent=self),
+                    )
+                )
+                continue
+            self.claims.append(
+                k8s.core.v1.PersistentVolumeClaim(
+                    f"{name}-{claim}",
+                    metadata={"name": claim, "namespace": args.namespace},
+                    spec={
+                        "accessModes": ["ReadWriteMany"],
+                        "storageClassName": args.storage_class,
+                        "resources": {"requests": {"storage": gib_quantity(args.size_gib)}},
+                    },
+                    # A claim of a provisioner binds when its first pod starts, on some classes.
+                    opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
+                )
             )
-            for claim in args.claim_names
-        ]
         self.register_outputs({"claims": [c.metadata.name for c in self.claims]})

@@ -22,6 +22,8 @@ class TrainingWorkspaceArgs:
     namespace: str
     # Kubernetes service accounts to create, one per kind of workload.
     service_accounts: Sequence[str]
+    # The namespace exists on the cluster (config.existing): read, never created or deleted.
+    namespace_exists: bool = False
 
     def __post_init__(self) -> None:
         for key, name in (("namespace", self.namespace), *(("service_accounts", a) for a in self.service_accounts)):
@@ -41,10 +43,17 @@ class TrainingWorkspace(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: TrainingWorkspaceArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(self.TYPE, name, None, opts)
-        namespace = k8s.core.v1.Namespace(
-            f"{name}-namespace",
-            metadata={"name": args.namespace, "labels": dict(PART_OF)},
-            opts=pulumi.ResourceOptions(parent=self),
+        namespace = (
+            # A read: `pulumi preview` stops with "not found" if the namespace is missing.
+            k8s.core.v1.Namespace.get(
+                f"{name}-namespace-existing", args.namespace, opts=pulumi.ResourceOptions(parent=self)
+            )
+            if args.namespace_exists
+            else k8s.core.v1.Namespace(
+                f"{name}-namespace",
+                metadata={"name": args.namespace, "labels": dict(PART_OF)},
+                opts=pulumi.ResourceOptions(parent=self),
+            )
         )
         self.accounts, self.principals = [], {}
         for account_name in args.service_accounts:

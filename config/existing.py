@@ -12,7 +12,13 @@ from pydantic import Field, model_validator
 
 from config.base import Model, check_name
 from facts.errors import RuleError
-from facts.kubernetes import dns_label_problem, label_key_problem, label_value_problem, labels_problem
+from facts.kubernetes import (
+    dns_label_problem,
+    dns_subdomain_problem,
+    label_key_problem,
+    label_value_problem,
+    labels_problem,
+)
 from facts.machines import (
     ACCELERATORS,
     MACHINE_TYPES,
@@ -156,6 +162,34 @@ class ExistingPoolConfig(Model):
         return OtherMachine(self.machine_type, gpus, accelerator, cpus * 1000, gib * 1024)
 
 
+class ExistingClaimsConfig(Model):
+    """ReadWriteMany claims the cluster has already in the stack's namespace: the program reads
+    them (a missing one stops `pulumi preview`) and neither creates nor deletes them."""
+
+    shared: str | None = Field(None, description="Claim of the shared file system: experiments and logs.")
+    data: str | None = Field(None, description="Claim of the training data (and tokenizers/gpt2/).")
+    checkpoints: str | None = Field(None, description="Claim the runs write checkpoints to.")
+
+    @model_validator(mode="after")
+    def _check(self) -> ExistingClaimsConfig:
+        for key, name in self.given.items():
+            problem = dns_subdomain_problem(name)
+            if problem:
+                raise RuleError(key, name, problem)
+        return self
+
+    @property
+    def given(self) -> dict[str, str]:
+        """The claims given, by purpose."""
+        named = {"shared": self.shared, "data": self.data, "checkpoints": self.checkpoints}
+        return {purpose: name for purpose, name in named.items() if name is not None}
+
+    @property
+    def names(self) -> dict[str, str]:
+        """Every claim's name by purpose: the one given, else the purpose (a claim the program creates)."""
+        return {purpose: self.given.get(purpose, purpose) for purpose in ("shared", "data", "checkpoints")}
+
+
 class ExistingClusterConfig(Model):
     """The cluster to use: how to reach it and which of its nodes are GPU pools."""
 
@@ -172,10 +206,21 @@ class ExistingClusterConfig(Model):
         description="Labels of the nodes Kueue, JobSet and TensorBoard run on (GPU nodes are tainted, so any "
         "untainted Linux node by default).",
     )
-    storage_class: str = Field(
-        description="A ReadWriteMany StorageClass of the cluster: the shared, data and checkpoint claims use it."
+    namespace_exists: bool = Field(
+        False,
+        description="The stack's `namespace` exists on the cluster already: the program reads it and neither "
+        "creates nor deletes it. Needed for `claims`.",
     )
-    storage_gib: int = Field(1024, ge=1, le=1_000_000, description="Size of each of the three claims.")
+    claims: ExistingClaimsConfig = Field(
+        default_factory=ExistingClaimsConfig,
+        description="Existing claims to use in place of new ones of `storageClass`.",
+    )
+    storage_class: str | None = Field(
+        None,
+        description="A ReadWriteMany StorageClass of the cluster: the shared, data and checkpoint claims not given "
+        "in `claims` are created of it.",
+    )
+    storage_gib: int = Field(1024, ge=1, le=1_000_000, description="Size of each claim created.")
 
     @model_validator(mode="after")
     def _check(self) -> ExistingClusterConfig:
@@ -186,7 +231,19 @@ class ExistingClusterConfig(Model):
         for i, name in enumerate(names):
             if names.index(name) != i:
                 raise RuleError(f"gpuPools[{i}].name", name, "must be unique")
-        problem = dns_label_problem(self.storage_class)
+        given = self.claims.given
+        if given and not self.namespace_exists:
+            key, name = next(iter(given.items()))
+            why = "is a claim in the stack's namespace, which the program creates: set namespaceExists where it exists"
+            raise RuleError(f"claims.{key}", name, why)
+        created = [name for purpose, name in self.claims.names.items() if purpose not in given]
+        for key, name in given.items():
+            if name in created:
+                raise RuleError(f"claims.{key}", name, f"is the name of the {name} claim the program creates")
+        if created and self.storage_class is None:
+            why = f"is required to create the claims not given in claims: {', '.join(created)}"
+            raise RuleError("storageClass", None, why)
+        problem = dns_label_problem(self.storage_class) if self.storage_class is not None else None
         if problem:
             raise RuleError("storageClass", self.storage_class, problem)
         bad = labels_problem(self.system_node_labels)

@@ -31,6 +31,13 @@ _LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
+def dns_subdomain_problem(value: str) -> str | None:
+    """Names of most objects, claims included (the same page, "DNS Subdomain Names")."""
+    if len(value) > 253 or not _DNS_SUBDOMAIN.match(value):
+        return "must be a DNS subdomain: 1-253 of a-z, 0-9, '-' and '.', starting and ending with a letter or digit"
+    return None
+
+
 def label_key_problem(key: str) -> str | None:
     prefix, _, name = key.rpartition("/")
     if (

@@ -41,7 +41,7 @@ from components.storage import (
 )
 from components.tensorboard import TensorBoard, TensorBoardArgs
 from components.workspace import TrainingWorkspace, TrainingWorkspaceArgs
-from config.existing import ExistingClusterConfig
+from config.existing import ExistingClaimsConfig, ExistingClusterConfig
 from config.loader import ConfigError
 from config.stack import StackConfig
 from facts import versions
@@ -77,6 +77,8 @@ def platform_facts(cfg: StackConfig, cluster: ClusterFacts) -> PlatformFacts:
     prefix = f"{cluster.project}-{cluster.name}"
     storage = cfg.storage
     buckets = cluster.gke
+    # An existing cluster's own claims, where the config names them.
+    claims = ExistingClaimsConfig().names if cluster.gke else _existing(cfg).claims.names
     return PlatformFacts(
         namespace=cfg.namespace,
         service_account=TRAINING_ACCOUNT,
@@ -86,15 +88,15 @@ def platform_facts(cfg: StackConfig, cluster: ClusterFacts) -> PlatformFacts:
         priority_classes=tuple(p.value for p in PRIORITY_VALUES),
         default_priority_class=DEFAULT_PRIORITY.value,
         flavors=plan_flavors(cluster.gpu_pools),
-        shared_claim="shared",
+        shared_claim=claims["shared"],
         shared_mount=SHARED_MOUNT,
         experiments_dir=EXPERIMENTS_DIR,
         # On an existing cluster the data and checkpoints live on claims of its StorageClass.
         data_bucket=(storage.data_bucket.name or f"{prefix}-data") if buckets else "",
-        data_claim="data",
+        data_claim=claims["data"],
         data_mount=DATA_MOUNT,
         checkpoint_bucket=(storage.checkpoint_bucket.name or f"{prefix}-ckpt") if buckets else "",
-        checkpoint_claim="checkpoints",
+        checkpoint_claim=claims["checkpoints"],
         checkpoint_mount=CHECKPOINT_MOUNT,
         supervisor=cfg.resiliency.enabled,
         gke=cluster.gke,
@@ -147,6 +149,7 @@ class PlatformLayer(pulumi.ComponentResource):
                 workload_pool=cluster.facts.workload_pool,
                 namespace=facts.namespace,
                 service_accounts=(facts.service_account, facts.data_prep_service_account),
+                namespace_exists=not gke and _existing(cfg).namespace_exists,
             ),
             opts=child,
         )
@@ -154,13 +157,15 @@ class PlatformLayer(pulumi.ComponentResource):
         if gke:
             self._gke_parts(name, args, workspace)
         else:
+            existing = _existing(cfg)
             claims = StorageClaims(
                 f"{name}-storage",
                 StorageClaimsArgs(
                     namespace=workspace.namespace,
-                    storage_class=_existing(cfg).storage_class,
-                    size_gib=_existing(cfg).storage_gib,
                     claim_names=(facts.shared_claim, facts.data_claim, facts.checkpoint_claim),
+                    existing=tuple(existing.claims.given.values()),
+                    storage_class=existing.storage_class,
+                    size_gib=existing.storage_gib,
                 ),
                 opts=child,
             )

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from facts.kubernetes import GPU_TAINT, KUEUE_API, TOPOLOGY_LABELS
+from facts.kubernetes import GPU_TAINT, JOBSET_API, KUEUE_API, TOPOLOGY_LABELS
 from facts.machines import NODE_RESERVE_MEMORY_MIB, NODE_RESERVE_MILLICORES
 from planners import nemo
 from tests.conftest import flavors_by_pool, issue_for, mebibytes, millicores, rejected
@@ -349,3 +349,75 @@ def test_a_described_machine_this_version_does_not_know_is_refused_in_an_upstrea
     error = rejected(run_only_on("existing-oke"), "existing-oke", {"organization/nemo-gke/existing-oke": upstream})
     message = issue_for(error, "upstreamStack")
     assert "gpuPools.0.otherMachine" in message and "update that stack" in message
+
+
+# --------------------------------------------------------------------------- an existing namespace and claims
+
+FSS = {"shared": "fss-shared", "data": "fss-data", "checkpoints": "fss-data"}
+
+
+def reads(run: Any, typ: str) -> list[str]:
+    return [r.read_id for r in run.of_type(typ) if r.read]
+
+
+def claims_mounted(pod_template: dict[str, Any]) -> dict[str, str]:
+    volumes = pod_template["spec"]["volumes"]
+    return {v["name"]: v["persistentVolumeClaim"]["claimName"] for v in volumes if "persistentVolumeClaim" in v}
+
+
+def test_existing_claims_in_an_existing_namespace_are_read_not_created(render: Any) -> None:
+    """namespaceExists and claims: the namespace and the named claims are reads (`Resource.get`):
+    `pulumi preview` stops on a missing one, and `pulumi destroy` deletes neither. Runs and
+    TensorBoard mount the named claims; one claim may hold both data and checkpoints."""
+    values = existing(namespaceExists=True, claims=FSS)
+    del values["nemo-gke:existingCluster"]["storageClass"]
+    run = render("existing", values=values)
+    assert reads(run, "kubernetes:core/v1:Namespace") == ["nemo"]
+    created = [
+        run.manifest(r)["metadata"]["name"] for r in run.custom_resources if r.type == "kubernetes:core/v1:Namespace"
+    ]
+    assert "nemo" not in created and created, "Kueue's and JobSet's namespaces are still the program's"
+    assert sorted(reads(run, "kubernetes:core/v1:PersistentVolumeClaim")) == ["nemo/fss-data", "nemo/fss-shared"]
+    assert not [r for r in run.custom_resources if r.type == "kubernetes:core/v1:PersistentVolumeClaim"]
+    _, manifest = jobset(run)
+    assert claims_mounted(pod(manifest)) == {"shared": "fss-shared", "data": "fss-data", "checkpoints": "fss-data"}
+    (tensorboard,) = [run.manifest(d) for d in run.of_type("kubernetes:apps/v1:Deployment") if "tensorboard" in d.name]
+    assert list(claims_mounted(tensorboard["spec"]["template"]).values()) == ["fss-shared"]
+    (jobset_resource,) = run.of_type(f"kubernetes:{JOBSET_API}:JobSet")
+    for claim in [r for r in run.of_type("kubernetes:core/v1:PersistentVolumeClaim") if r.read]:
+        assert run.depends_on(jobset_resource, claim), "a run waits for the reads of its claims"
+
+
+def test_a_claim_not_given_is_created_of_the_storage_class(render: Any) -> None:
+    run = render("existing", values=existing(namespaceExists=True, claims={"data": "fss-data"}))
+    created = [c for c in run.custom_resources if c.type == "kubernetes:core/v1:PersistentVolumeClaim"]
+    assert sorted(run.manifest(c)["metadata"]["name"] for c in created) == ["checkpoints", "shared"]
+    assert reads(run, "kubernetes:core/v1:PersistentVolumeClaim") == ["nemo/fss-data"]
+
+
+@pytest.mark.parametrize(
+    ("changes", "key", "words"),
+    [
+        ({"claims": {"data": "fss-data"}}, "claims.data", "set namespaceExists"),
+        (
+            {"namespaceExists": True, "claims": {"data": "shared"}},
+            "claims.data",
+            "the shared claim the program creates",
+        ),
+        ({"namespaceExists": True, "claims": {"data": "FSS_data"}}, "claims.data", "DNS subdomain"),
+        (
+            {"namespaceExists": True, "claims": {"data": "fss-data"}, "storageClass": None},
+            "storageClass",
+            "shared, checkpoints",
+        ),
+    ],
+    ids=["claims-in-a-new-namespace", "name-of-a-created-claim", "bad-name", "no-class-for-the-rest"],
+)
+def test_bad_claim_settings_are_refused(changes: dict[str, Any], key: str, words: str) -> None:
+    values = existing(**changes)
+    cluster = values["nemo-gke:existingCluster"]
+    for name in [k for k, v in changes.items() if v is None]:
+        del cluster[name]
+    error = rejected(values, "existing")
+    assert words in issue_for(error, f"existingCluster.{key}")
+    assert len(error.issues) == 1, [str(i) for i in error.issues]

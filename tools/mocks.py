@@ -49,6 +49,8 @@ class RecordedResource:
     replace_on_changes: list[str] = field(default_factory=list)
     custom_timeouts: dict[str, str] = field(default_factory=dict)
     read: bool = False
+    # The ID a read names (`Resource.get`): <namespace>/<name> for a namespaced Kubernetes object.
+    read_id: str = ""
     # Alias specs as the SDK sends them: {"urn": ...} or name/type/parentUrn/noParent.
     aliases: list[dict[str, Any]] = field(default_factory=list)
 
@@ -170,6 +172,11 @@ class RecordingMocks(pulumi.runtime.Mocks):
                 "outputs": dict(self._stack(name)),
                 "secretOutputNames": ["kubeconfig"],
             }
+        if args.resource_id and args.typ.startswith("kubernetes:"):
+            # A read of an existing object (`Resource.get`): its live state names it, even at preview.
+            namespace, _, name = args.resource_id.rpartition("/")
+            metadata = {"name": name, **({"namespace": namespace} if namespace else {})}
+            return args.resource_id, {"metadata": metadata}
         state = dict(args.inputs)
         rid, computed = _computed(args.typ, args.name, args.inputs, self.project)
         if self.preview:
@@ -242,6 +249,7 @@ class RecordingMonitor(MockMonitor):
                     if timeouts and getattr(timeouts, kind)
                 },
                 read=read,
+                read_id=getattr(request, "id", "") if read else "",
                 aliases=[_alias(alias) for alias in getattr(request, "aliases", [])],
             )
         )
