@@ -75,9 +75,10 @@ class Volumes:
     data_mount: str
     checkpoint_claim: str
     checkpoint_mount: str
-    # GKE: bucket claims through Cloud Storage FUSE (pods carry its annotations), the GPT-2
-    # files on their own FUSE volume. Off GKE: plain claims, the GPT-2 files in the data claim.
+    # GKE: the GPT-2 files on their own Cloud Storage FUSE volume. Off GKE: in the data claim.
     gke: bool = True
+    # Claims of Cloud Storage FUSE: the pods carry the annotations of its sidecar.
+    cloud_storage_fuse: bool = True
 
     def volumes(self) -> list[dict[str, Any]]:
         return [
@@ -114,8 +115,8 @@ class TrainingRunArgs:
 
 
 def fuse_annotations(volumes: Volumes) -> dict[str, str]:
-    """GKE's Cloud Storage FUSE sidecar injection, where the claims are buckets."""
-    return dict(GCSFUSE_POD_ANNOTATIONS) if volumes.gke else {}
+    """GKE's Cloud Storage FUSE sidecar injection, where claims are buckets."""
+    return dict(GCSFUSE_POD_ANNOTATIONS) if volumes.cloud_storage_fuse else {}
 
 
 def _env(values: Mapping[str, str]) -> list[dict[str, Any]]:

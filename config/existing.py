@@ -169,6 +169,12 @@ class ExistingClaimsConfig(Model):
     shared: str | None = Field(None, description="Claim of the shared file system: experiments and logs.")
     data: str | None = Field(None, description="Claim of the training data (and tokenizers/gpt2/).")
     checkpoints: str | None = Field(None, description="Claim the runs write checkpoints to.")
+    cloud_storage_fuse: bool = Field(
+        False,
+        description="Claims given here are Cloud Storage buckets of GKE's FUSE driver: pods carry the annotation its "
+        "webhook injects the sidecar for. The buckets' IAM roles must be granted to the namespace's training and "
+        "data-prep service accounts.",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> ExistingClaimsConfig:
@@ -176,6 +182,10 @@ class ExistingClaimsConfig(Model):
             problem = dns_subdomain_problem(name)
             if problem:
                 raise RuleError(key, name, problem)
+        if self.cloud_storage_fuse and not self.given:
+            raise RuleError(
+                "cloudStorageFuse", True, "names no claim: give the bucket claims (shared, data, checkpoints)"
+            )
         return self
 
     @property

@@ -69,8 +69,10 @@ class PlatformFacts(Model):
     checkpoint_mount: str
     # Whether the platform runs the resiliency supervisor (runs with resiliency.supervisor need it).
     supervisor: bool = False
-    # False: on an existing cluster, whose claims come from a StorageClass, not Cloud Storage.
+    # False: on an existing cluster, whose claims come from a StorageClass or are its own.
     gke: bool = True
+    # Pods mount Cloud Storage FUSE claims: on GKE, or an existing cluster's own bucket claims.
+    cloud_storage_fuse: bool = True
 
     @property
     def flavors_by_pool(self) -> dict[str, Flavor]:

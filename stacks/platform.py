@@ -100,6 +100,7 @@ def platform_facts(cfg: StackConfig, cluster: ClusterFacts) -> PlatformFacts:
         checkpoint_mount=CHECKPOINT_MOUNT,
         supervisor=cfg.resiliency.enabled,
         gke=cluster.gke,
+        cloud_storage_fuse=cluster.gke or _existing(cfg).claims.cloud_storage_fuse,
     )
 
 

@@ -165,6 +165,7 @@ class TrainingLayer(pulumi.ComponentResource):
             checkpoint_claim=platform.checkpoint_claim,
             checkpoint_mount=platform.checkpoint_mount,
             gke=platform.gke,
+            cloud_storage_fuse=platform.cloud_storage_fuse,
         )
         after = args.platform.run_dependencies
         required = {run.fabric_check for run in cfg.training.runs if run.fabric_check}

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from facts.gke import GCSFUSE_POD_ANNOTATIONS
 from facts.kubernetes import GPU_TAINT, JOBSET_API, KUEUE_API, TOPOLOGY_LABELS
 from facts.machines import NODE_RESERVE_MEMORY_MIB, NODE_RESERVE_MILLICORES
 from planners import nemo
@@ -421,3 +422,25 @@ def test_bad_claim_settings_are_refused(changes: dict[str, Any], key: str, words
     error = rejected(values, "existing")
     assert words in issue_for(error, f"existingCluster.{key}")
     assert len(error.issues) == 1, [str(i) for i in error.issues]
+
+
+def test_existing_cloud_storage_claims_get_the_fuse_sidecar(render: Any) -> None:
+    """Claims of GKE's Cloud Storage FUSE driver mount only in pods its webhook gave the sidecar,
+    which it does for the `gke-gcsfuse/volumes` annotation (facts.gke.GCSFUSE_POD_ANNOTATIONS); the
+    GPT-2 files stay in the data claim. A run-only stack on top reads this from the platform."""
+    claims = {**FSS, "cloudStorageFuse": True}
+    values = existing(namespaceExists=True, claims=claims)
+    run = render("existing", values=values)
+    annotations = pod(jobset(run)[1])["metadata"]["annotations"]
+    assert {k: annotations.get(k) for k in GCSFUSE_POD_ANNOTATIONS} == dict(GCSFUSE_POD_ANNOTATIONS)
+    assert '"/data/tokenizers/gpt2/gpt2-vocab.json"' in workload_files(run, "llama31-8b")[nemo.NEMO2_SETTINGS]
+    upstream = {"organization/nemo-gke/existing": run.exports}
+    on_top = run_stack("existing", values=run_only_on("existing"), upstream=upstream)
+    assert "gke-gcsfuse/volumes" in pod(jobset(on_top)[1])["metadata"]["annotations"]
+    plain = render("existing", values=existing(namespaceExists=True, claims=FSS))
+    assert "gke-gcsfuse/volumes" not in pod(jobset(plain)[1])["metadata"]["annotations"]
+
+
+def test_cloud_storage_fuse_needs_claims_of_the_cluster() -> None:
+    error = rejected(existing(claims={"cloudStorageFuse": True}), "existing")
+    assert "names no claim" in issue_for(error, "existingCluster.claims.cloudStorageFuse")
