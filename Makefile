@@ -56,7 +56,7 @@ integration-tools:
 ## The integration lane: build the tools (cached), then a loopback control plane, kwok nodes
 ## shaped like a stack's pools, the pinned Kueue and JobSet managers, and the stack's objects
 ## admitted by the real Kueue: `existing` (a catalog machine, placed by topology), then
-## `existing-oke` (a machine outside the catalog, no topology). Then the six real-engine
+## `existing-oke` (a machine outside the catalog, no topology). Then the seven real-engine
 ## scenarios where a Pulumi CLI and kubernetes provider are at hand (PULUMI_BIN_DIR), else the
 ## reason they are skipped. Prints each phase's time.
 integration: install integration-tools

@@ -114,3 +114,6 @@ def test_the_engine_stacks_run_on_the_lane(tmp_path: Path) -> None:
     )
     assert len(second.of_type("kubernetes:jobset.x-k8s.io/v1alpha2:JobSet")) == 1
     assert not second.of_type("kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue")
+    claims = {"shared": "s", "data": "d", "checkpoints": "d"}
+    own = run_stack(engine.OWN_CLAIMS, values=engine.own_claims_values(values, "team", claims))
+    assert sorted(r.read_id for r in own.resources if r.read) == ["team", "team/d", "team/s"]

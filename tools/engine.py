@@ -1,7 +1,7 @@
 """The integration lane's scenarios under the real Pulumi engine: the Pulumi CLI and the
-kubernetes provider drive the `existing` stack (platform and training) and a run-only stack on
-top of it against the lane's cluster, through the Automation API, with a local file backend and
-a passphrase secrets provider.
+kubernetes provider drive the `existing` stack (platform and training), a run-only stack on top
+of it, and the same stack in a namespace and on claims the cluster has, against the lane's
+cluster, through the Automation API, with a local file backend and a passphrase secrets provider.
 
     python -m tools.engine [--bin DIR] [--if-available]
 
@@ -41,7 +41,7 @@ from tools.runner import StackRun, load_stack_values, run_stack, to_pulumi_confi
 
 BIN_DIR = lanes.CACHE / "integration" / "pulumi"
 BINARIES = ("pulumi", "pulumi-resource-kubernetes")
-FIRST, RUN_ONLY = "existing", "run-only"
+FIRST, RUN_ONLY, OWN_CLAIMS = "existing", "run-only", "own-claims"
 # `pulumi destroy` of the platform and its run, with no manual step: measured at 7 to 8 s here.
 DESTROY_BOUND_S = 120.0
 # What the program creates at cluster scope; the rest lives in its namespaces.
@@ -88,6 +88,16 @@ def run_only_values(first: Mapping[str, Any]) -> dict[str, Any]:
         f"{PROJECT}:upstreamStack": FIRST,
         f"{PROJECT}:training": {"runs": [{"name": "second", "model": "llama3.1-8b", "nodes": 2, "steps": 10}]},
     }
+
+
+def own_claims_values(first: Mapping[str, Any], namespace: str, claims: Mapping[str, str]) -> dict[str, Any]:
+    """The first stack in a namespace the cluster has, with the cluster's own claims."""
+    values = json.loads(json.dumps(first))
+    values[f"{PROJECT}:namespace"] = namespace
+    cluster = values[f"{PROJECT}:existingCluster"]
+    del cluster["storageClass"]
+    cluster.update(namespaceExists=True, claims=dict(claims))
+    return dict(values)
 
 
 # --------------------------------------------------------------------------- the engine
@@ -360,8 +370,56 @@ class Scenarios:
         lanes.wait_for("the namespace gone", lambda: not self.cluster.leftovers(), timeout=60)
         return f"destroy: {changes(result.summary.resource_changes)} in {took:.1f} s; nothing of the program left"
 
+    def scenario_7(self) -> str:
+        """The cluster's own namespace and claims (existingCluster.namespaceExists, claims): a
+        missing claim stops `preview`; `up` reads them and its run is admitted on them; a refresh
+        finds nothing to change; `destroy` leaves the namespace and the claims where they were."""
+        namespace, names = "llm-team", {"shared": "team-shared", "data": "team-data", "checkpoints": "team-data"}
+        claims = [
+            {
+                "apiVersion": "v1",
+                "kind": "PersistentVolumeClaim",
+                "metadata": {"name": name, "namespace": namespace},
+                "spec": {
+                    "accessModes": ["ReadWriteMany"],
+                    "storageClassName": "team-rwx",
+                    "resources": {"requests": {"storage": "1Gi"}},
+                },
+            }
+            for name in sorted(set(names.values()))
+        ]
+        self.cluster.api.create(
+            "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+        )
+        for manifest in [*lanes.claim_volumes(claims), *claims]:
+            self.cluster.api.create(lanes.api_path(manifest), manifest)
+        values = own_claims_values(self.values, namespace, {**names, "data": "team-missing"})
+        try:
+            self.engine.stack(OWN_CLAIMS, values).preview()
+        except auto.CommandError as error:
+            missing = next((line.strip() for line in str(error).splitlines() if "does not exist" in line), "")
+            expect(f"'{namespace}/team-missing' does not exist" in missing, f"a missing claim:\n{_tail(error)}")
+        else:
+            raise ScenarioFailed("a preview naming a missing claim passed")
+        stack = self.engine.stack(OWN_CLAIMS, own_claims_values(self.values, namespace, names))
+        made = changes(stack.up().summary.resource_changes)
+        own = Cluster(self.cluster.api, namespace)
+        (run,) = own.jobsets()
+        placed = own.admitted(run, self.run_pods)
+        unchanged = self.no_changes(stack, "running")
+        own.finish(run)
+        removed = changes(stack.destroy().summary.resource_changes)
+        stack.workspace.remove_stack(OWN_CLAIMS)
+        expect(self.cluster.api.request("GET", f"/api/v1/namespaces/{namespace}")[0] == 200, "the namespace is gone")
+        left = sorted(
+            c["metadata"]["name"] for c in own.items(f"/api/v1/namespaces/{namespace}/persistentvolumeclaims")
+        )
+        expect(left == sorted(set(names.values())), f"the claims after destroy: {left}")
+        kept = "the namespace and claims kept"
+        return f"missing claim: {missing}; up: {made}; {placed}; {unchanged}; destroy: {removed}; {kept}"
+
     def run(self) -> None:
-        for number in (1, 2, 4, 3, 6, 5):
+        for number in (1, 2, 4, 3, 6, 5, 7):
             step: Callable[[], str] = getattr(self, f"scenario_{number}")
             started = time.monotonic()
             outcome = step()
@@ -391,7 +449,7 @@ def scenarios(bin_dir: Path) -> int:
         namespace = next(m["metadata"]["name"] for m in lanes.stack_objects(mock_run) if m["kind"] == "Namespace")
         Scenarios(engine, Cluster(api, namespace), values, mock_run).run()
         lane.check_alive()
-        print(f"engine: six scenarios passed in {time.monotonic() - started:.1f} s", flush=True)
+        print(f"engine: seven scenarios passed in {time.monotonic() - started:.1f} s", flush=True)
         return 0
     except ScenarioFailed as failure:
         print(f"engine: FAILED: {failure}", file=sys.stderr)
