@@ -14,6 +14,11 @@ from facts.machines import MachineType, OtherMachine, machine_type
 from facts.project import is_placeholder
 
 
+def gke_gpu_taints(queued: bool) -> tuple[Taint, ...]:
+    """The taints GKE's GPU nodes carry: its GPU taint, and queued provisioning's own."""
+    return (GPU_TAINT, QUEUED_TAINT) if queued else (GPU_TAINT,)
+
+
 @dataclass(frozen=True)
 class PoolFacts:
     """A GPU pool as later layers know it (the cluster layer's `gpuPools` output)."""
@@ -46,11 +51,10 @@ class PoolFacts:
 
     @property
     def node_taints(self) -> tuple[Taint, ...]:
-        """The taints the pool's nodes carry: an existing pool's declared ones, else GKE's GPU
-        taint (GKE adds queued provisioning's own)."""
+        """The taints the pool's nodes carry: an existing pool's declared ones, else GKE's."""
         if self.node_labels is not None:
             return self.taints
-        return (GPU_TAINT, QUEUED_TAINT) if self.queued else (GPU_TAINT,)
+        return gke_gpu_taints(self.queued)
 
     @property
     def has_topology_labels(self) -> bool:

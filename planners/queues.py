@@ -20,7 +20,6 @@ from typing import Any
 from facts.kubernetes import (
     ACCELERATOR_LABEL,
     GPU_TAINT,
-    QUEUED_TAINT,
     TOPOLOGY_LABELS,
     TOPOLOGY_NAME,
     Taint,
@@ -28,7 +27,7 @@ from facts.kubernetes import (
     versioned_name,
 )
 from facts.machines import MachineType, OtherMachine, machine_type
-from planners.pools import PoolFacts
+from planners.pools import PoolFacts, gke_gpu_taints
 
 # The Kueue Topology every topology-aware flavor names.
 TOPOLOGY_SPEC: dict[str, Any] = {"levels": [{"nodeLabel": label} for label in TOPOLOGY_LABELS.values()]}
@@ -88,8 +87,7 @@ class Flavor:
 
     @property
     def tolerations(self) -> list[dict[str, str]]:
-        taints = [GPU_TAINT, QUEUED_TAINT] if self.queued else [GPU_TAINT]
-        return [taint.toleration() for taint in taints] + self.pool_tolerations
+        return [taint.toleration() for taint in gke_gpu_taints(self.queued)] + self.pool_tolerations
 
     @property
     def spec(self) -> dict[str, Any]:
