@@ -53,13 +53,15 @@ bench: install
 integration-tools:
 	integration/build-tools.sh
 
-## The integration lane: build the tools (cached), then a loopback control plane, kwok nodes
+## The integration lane: build the tools (cached); stack files read by tools.stackfile and by the Pulumi
+## CLI's own config reader, compared on a corpus; then a loopback control plane, kwok nodes
 ## shaped like a stack's pools, the pinned Kueue and JobSet managers, and the stack's objects
 ## admitted by the real Kueue: `existing` (a catalog machine, placed by topology), then
 ## `existing-oke` (a machine outside the catalog, no topology). Then the seven real-engine
 ## scenarios where a Pulumi CLI and kubernetes provider are at hand (PULUMI_BIN_DIR), else the
 ## reason they are skipped. Prints each phase's time.
 integration: install integration-tools
+	$(BIN)/python -m tools.stackfile_check
 	$(BIN)/python -m tools.lane smoke --stack existing
 	$(BIN)/python -m tools.lane smoke --stack existing-oke
 	$(BIN)/python -m tools.engine --if-available

@@ -13,6 +13,7 @@ from pydantic.alias_generators import to_camel
 
 from facts.errors import RuleError
 from facts.gcp import resource_name_problem
+from facts.pulumi_cli import rfc3339_of_go_time
 
 _RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$")
 
@@ -57,6 +58,13 @@ def parse_cidr(key: str, value: str) -> ipaddress.IPv4Network:
 def parse_timestamp(key: str, value: str, example: str) -> datetime:
     """An RFC 3339 timestamp with its offset, as GKE's maintenance policy takes it."""
     if not _RFC3339.match(value):
+        written = rfc3339_of_go_time(value)
+        if written is not None:
+            raise RuleError(
+                key,
+                value,
+                f"is how the Pulumi CLI passes on an unquoted timestamp: quote it in the stack file ('{written}')",
+            )
         raise RuleError(key, value, f"must be an RFC 3339 timestamp such as {example}")
     return datetime.fromisoformat(value)
 

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ValidationError
 from config.stack import StackConfig
 from facts.errors import RuleError
 from facts.project import PROJECT
+from facts.pulumi_cli import YAML_11_BOOLEANS
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,9 @@ def _issue(error: Mapping[str, Any]) -> ConfigIssue:
         return ConfigIssue(key=_join(loc), value=None, message=f"unknown key{known}")
     if error["type"] == "missing":
         return ConfigIssue(key=_join(loc), value=None, message="is required")
+    if error["type"] == "bool_type" and error.get("input") in YAML_11_BOOLEANS:
+        message = "must be true or false: the Pulumi CLI reads YAML 1.2, in which this word is text"
+        return ConfigIssue(key=_join(loc), value=error["input"], message=message)
     message = error["msg"].removeprefix("Value error, ")
     return ConfigIssue(key=_join(loc), value=error.get("input"), message=message)
 

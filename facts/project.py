@@ -7,6 +7,18 @@ import re
 # The project name in Pulumi.yaml, and the namespace of every config key (`nemo-gke:zone`).
 PROJECT = "nemo-gke"
 
+# pulumi/pulumi sdk/go/common/tokens/stack_name.go ParseStackName.
+_STACK_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
+
+
+def stack_name_problem(name: str) -> str | None:
+    if _STACK_NAME.match(name):
+        return None
+    if not name or len(name) > 100:
+        return "must be 1 to 100 characters"
+    return "may only contain alphanumeric, hyphens, underscores, or periods"
+
+
 # A stack reference: `<org>/<project>/<stack>`, or a bare stack name of this project.
 _STACK_REFERENCE = re.compile(r"^([^/\s]+/[^/\s]+/)?[A-Za-z0-9._-]+$")
 

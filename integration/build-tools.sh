@@ -42,6 +42,7 @@ pinned() {  # pinned WRAPPER MODULE VERSION: the wrapper's go.mod requires MODUL
 }
 pinned etcd go.etcd.io/etcd/server/v3 "$ETCD_VERSION"
 pinned kubernetes k8s.io/kubernetes "$KUBERNETES_VERSION"
+pinned pulumi-config github.com/pulumi/pulumi/sdk/v3 "$PULUMI_SDK_VERSION"
 k8s_version() {  # the version the API server reports (Kueue and the Pulumi provider read it)
   local v=${KUBERNETES_VERSION#v} pkg=k8s.io/component-base/version
   echo "-X $pkg.gitVersion=$KUBERNETES_VERSION -X $pkg.gitMajor=${v%%.*} -X $pkg.gitMinor=$(echo "$v" | cut -d. -f2)"
@@ -53,6 +54,7 @@ want kueue && step kueue "$KUEUE_VERSION" install_module sigs.k8s.io/kueue "$KUE
 want jobset && step jobset "$JOBSET_VERSION" install_module sigs.k8s.io/jobset "$JOBSET_VERSION" .
 want kwok && step kwok "$KWOK_VERSION" install_module sigs.k8s.io/kwok "$KWOK_VERSION" ./cmd/kwok
 want etcd && step etcd "$ETCD_VERSION" wrapper etcd . ""
+want pulumi-config && step pulumi-config "$PULUMI_SDK_VERSION" wrapper pulumi-config . ""
 for component in kube-apiserver kube-controller-manager kube-scheduler; do
   want "$component" && step "$component" "$KUBERNETES_VERSION" wrapper kubernetes "k8s.io/kubernetes/cmd/$component" "$(k8s_version)"
 done

@@ -6,3 +6,6 @@ KWOK_VERSION=v0.8.0
 # wrapper modules under integration/wrappers pin the same versions (build-tools.sh checks).
 KUBERNETES_VERSION=v1.36.3
 ETCD_VERSION=v3.6.16
+# The Pulumi CLI's config reader (its sdk module at the CLI version the engine scenarios use): the lane
+# compares tools/stackfile.py with it (integration/wrappers/pulumi-config pins the same version).
+PULUMI_SDK_VERSION=v3.259.0

@@ -37,7 +37,8 @@ from facts.kubernetes import JOBSET_API, TOPOLOGY_LABELS, TopologyLevel
 from facts.project import PROJECT
 from stacks import program
 from tools import lane as lanes
-from tools.runner import StackRun, load_stack_values, run_stack, to_pulumi_config
+from tools.runner import StackRun, load_stack_values, run_stack
+from tools.stackfile import to_pulumi_config
 
 BIN_DIR = lanes.CACHE / "integration" / "pulumi"
 BINARIES = ("pulumi", "pulumi-resource-kubernetes")

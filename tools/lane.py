@@ -75,6 +75,7 @@ def binary(name: str) -> Path:
         "kwok": pins["KWOK_VERSION"],
         "kueue": pins["KUEUE_VERSION"],
         "jobset": pins["JOBSET_VERSION"],
+        "pulumi-config": pins["PULUMI_SDK_VERSION"],
     }.get(name, pins["KUBERNETES_VERSION"])
     path = BIN / f"{name}-{version}"
     if not path.exists():

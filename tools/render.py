@@ -1,4 +1,5 @@
-"""Render a stack offline: `python -m tools.render --stack dev` (`make render`).
+"""Render a stack offline: `python -m tools.render --stack dev` (`make render`), or any stack file
+with `--file PATH`.
 
 Runs the whole program under the mocks (no credentials, no Pulumi CLI, no network),
 validates everything against the real schemas, prints the program's warnings, and writes
@@ -9,7 +10,10 @@ validates everything against the real schemas, prints the program's warnings, an
 - `gcp-resources.json`: the GCP resources with their inputs;
 - `helm-releases.json`: the Helm releases (chart, version, values);
 - `outputs.json`: the stack outputs, secrets masked;
-- `summary.md`: the go/no-go summary (warnings, pools, runs, estimated cost), also printed.
+- `summary.md`: the go/no-go summary (warnings, pools, runs, estimated cost), also printed, last.
+
+The folder also lists what the render wrote (`.rendered-files`): the next render removes those files
+and nothing else, and refuses a folder that holds anything it did not write.
 
 Custom resources (Kueue, JobSet, GKE networking) are validated against the CRDs `make install`
 caches, CEL rules included; without that cache the render stops and says how to fill it.
@@ -22,7 +26,6 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import shutil
 import sys
 from collections import Counter
 from pathlib import Path
@@ -32,10 +35,12 @@ import yaml
 
 from config.loader import ConfigError
 from facts.installed import NotInstalled
+from facts.project import stack_name_problem
 from tools import crds
 from tools.mocks import RecordedResource
-from tools.runner import ROOT, StackFailed, StackFileError, StackRun, run_stack
+from tools.runner import ROOT, StackFailed, StackRun, run_stack
 from tools.schemas import resource_errors
+from tools.stackfile import StackFileError
 from tools.summary import markdown
 
 
@@ -134,26 +139,68 @@ def ordered(manifests: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [readable(m) for m in sorted(manifests, key=key)]
 
 
+# Lists the files a render wrote into its folder: the next render removes those and nothing else.
+WRITTEN = ".rendered-files"
+
+
+class OutputFolderError(ValueError):
+    """An --out folder the render may not write into, or cannot."""
+
+
+def clear(out: Path) -> None:
+    """Remove what an earlier render wrote into `out` (as its list says); refuse a folder holding
+    anything else, so that a render never deletes what it did not write."""
+    if out.exists() and not out.is_dir():
+        raise OutputFolderError(f"--out: {out} is a file, not a folder")
+    if not out.exists():
+        return
+    listed = out / WRITTEN
+    if not listed.is_file():
+        if any(out.iterdir()):
+            raise OutputFolderError(
+                f"--out: {out} holds files a render did not write (or a render older than this list, "
+                f"{WRITTEN}): remove them, or choose another --out"
+            )
+        return
+    root = out.resolve()
+    for line in listed.read_text().splitlines():
+        path = (out / line).resolve()
+        if line and path.is_relative_to(root) and path != root and path.is_file():
+            path.unlink()
+    listed.unlink()
+    for folder in sorted((p for p in out.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
+        if not any(folder.iterdir()):
+            folder.rmdir()
+
+
 def write(run: StackRun, out: Path) -> None:
-    if out.exists():
-        shutil.rmtree(out)
-    kube = out / "kubernetes"
-    kube.mkdir(parents=True)
+    clear(out)
+    (out / "kubernetes").mkdir(parents=True, exist_ok=True)  # kubectl apply -f takes it even empty
+    written: list[Path] = []
+
+    def put(relative: str, text: str) -> None:
+        path = out / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        written.append(Path(relative))
+
     for i, manifest in enumerate(ordered([run.manifest(r) for r in run.kubernetes_objects]), start=1):
         name = manifest["metadata"]["name"]
-        (kube / f"{i:03d}-{manifest.get('kind', 'object').lower()}-{name}.yaml").write_text(
-            yaml.dump(manifest, Dumper=_Dumper, sort_keys=False)
+        put(
+            f"kubernetes/{i:03d}-{manifest.get('kind', 'object').lower()}-{name}.yaml",
+            yaml.dump(manifest, Dumper=_Dumper, sort_keys=False),
         )
 
     def record(r: RecordedResource) -> dict[str, Any]:
         return {"type": r.type, "name": r.name, "urn": r.urn, "parent": r.parent, "inputs": run.manifest(r)}
 
-    (out / "gcp-resources.json").write_text(json.dumps([record(r) for r in run.gcp_resources], indent=2) + "\n")
+    put("gcp-resources.json", json.dumps([record(r) for r in run.gcp_resources], indent=2) + "\n")
     releases = [r for r in run.custom_resources if r.type.startswith("kubernetes:helm.sh/")]
-    (out / "helm-releases.json").write_text(json.dumps([record(r) for r in releases], indent=2) + "\n")
+    put("helm-releases.json", json.dumps([record(r) for r in releases], indent=2) + "\n")
     outputs = {k: ("[secret]" if k in run.secret_exports else v) for k, v in run.exports.items()}
-    (out / "outputs.json").write_text(json.dumps(outputs, indent=2) + "\n")
-    (out / "summary.md").write_text(go_no_go(run))
+    put("outputs.json", json.dumps(outputs, indent=2) + "\n")
+    put("summary.md", go_no_go(run))
+    (out / WRITTEN).write_text("".join(f"{path.as_posix()}\n" for path in written))
 
 
 def go_no_go(run: StackRun) -> str:
@@ -162,12 +209,20 @@ def go_no_go(run: StackRun) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--stack", default="dev", help="stack name: Pulumi.<stack>.yaml at the root or in examples/")
+    parser.add_argument("--stack", help="stack name: Pulumi.<stack>.yaml at the root or in examples/ (default: dev)")
+    parser.add_argument(
+        "--file", type=Path, help="a stack file anywhere; its stack is named by Pulumi.<stack>.yaml unless --stack"
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "build", help="output folder (default: build/)")
     parser.add_argument(
         "--preview", action="store_true", help="render as `pulumi preview` sees it (computed values unknown)"
     )
     args = parser.parse_args(argv)
+    try:
+        stack, file = _stack_and_file(args.stack, args.file)
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
 
     try:
         crds.schemas()  # the program applies a cached CRD, and every custom resource is checked
@@ -175,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {missing}", file=sys.stderr)
         return 1
     try:
-        run = run_stack(args.stack, preview=args.preview)
+        run = run_stack(stack, file=file, preview=args.preview)
     except (FileNotFoundError, StackFileError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -194,15 +249,38 @@ def main(argv: list[str] | None = None) -> int:
     if errors:
         print("schema validation failed:", *errors, sep="\n  ", file=sys.stderr)
         return 1
-    out = args.out / args.stack
-    write(run, out)
+    out = args.out / stack
+    try:
+        write(run, out)
+    except OutputFolderError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except OSError as error:
+        print(f"error: --out: cannot write {error.filename or out}: {error.strerror or error}", file=sys.stderr)
+        return 2
     print(summary(run))
-    for warning in run.warnings:
-        print(f"warning: {warning.resource_name}: {warning.message}")
     print("\n".join(tree(run)))
+    print(f"wrote {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}\n")
     print(go_no_go(run))
-    print(f"wrote {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}")
     return 0
+
+
+def _stack_and_file(stack: str | None, file: Path | None) -> tuple[str, Path | None]:
+    """The stack's name and the file to read (None: the stack's own file at the root or in examples/)."""
+    if file is not None:
+        if not file.is_file():
+            shown = str(file) if str(file).isprintable() else repr(str(file))
+            raise ValueError(f"--file: {shown} is not a file")
+        name = file.name
+        if stack is None:
+            if not (name.startswith("Pulumi.") and name.endswith(".yaml") and len(name) > len("Pulumi..yaml")):
+                raise ValueError(f"--file: {name} is not named Pulumi.<stack>.yaml; name the stack with --stack")
+            stack = name[len("Pulumi.") : -len(".yaml")]
+    stack = "dev" if stack is None else stack
+    problem = stack_name_problem(stack)
+    if problem:
+        raise ValueError(f"--stack: {stack!r} {problem}")
+    return stack, file
 
 
 if __name__ == "__main__":

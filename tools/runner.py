@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pulumi
-import yaml
 from pulumi.output import Unknown
 from pulumi.runtime import settings
 
@@ -25,6 +24,7 @@ from facts.project import PROJECT, qualified_stack_name
 from stacks import program
 from stacks.kubeapi import CrdReader, Kubeconfig
 from tools.mocks import LogWarning, RecordedResource, RecordingEngine, RecordingMocks, RecordingMonitor
+from tools.stackfile import StackFile, holds_secret, read_stack_file, to_pulumi_config
 
 ROOT = Path(__file__).resolve().parents[1]
 # The key Pulumi marks special values (secrets, assets) with on the wire.
@@ -33,9 +33,10 @@ SECRET_SENTINEL = "4dabf18193072939515e22adb298388d"
 UNKNOWN = "(known after apply)"
 
 
-def stack_file(stack: str) -> Path:
-    """`Pulumi.<stack>.yaml` at the project root, else under examples/."""
-    for folder in (ROOT, ROOT / "examples"):
+def stack_file(stack: str, beside: Path | None = None) -> Path:
+    """`Pulumi.<stack>.yaml` in `beside` (the folder of a stack file given by path), else at the
+    project root, else under examples/."""
+    for folder in (*([beside] if beside else []), ROOT, ROOT / "examples"):
         path = folder / f"Pulumi.{stack}.yaml"
         if path.exists():
             return path
@@ -48,61 +49,14 @@ def stack_names() -> list[str]:
     return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in files)
 
 
-# What stands in for an encrypted (`secure:`) value: render cannot decrypt it, the program gets
-# an opaque secret.
-SECRET_STAND_IN = "[secret]"
-
-
-class StackFileError(ValueError):
-    """A stack file that is not YAML, not a mapping, or has a key twice: one line, file and line."""
-
-
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """SafeLoader that refuses a key given twice in a mapping, as the Pulumi CLI's YAML parser does."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            if key in seen:
-                raise StackFileError(f"line {key_node.start_mark.line + 1}: {key!r} is given twice")
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)
+def load_stack_file(path: Path) -> StackFile:
+    """A stack file's config as the Pulumi CLI hands it to the program (tools.stackfile)."""
+    return read_stack_file(path, PROJECT)
 
 
 def load_stack_values(stack: str) -> dict[str, Any]:
-    """The `config:` block of a stack file, with structured values as YAML gave them and every
-    `secure:` value replaced by SECRET_STAND_IN, which the run marks secret."""
-    path = stack_file(stack)
-    try:
-        document = yaml.load(path.read_text(), Loader=_UniqueKeyLoader) or {}
-    except StackFileError as error:
-        raise StackFileError(f"{path.name}: {error}") from None
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f":{mark.line + 1}" if mark is not None else ""
-        problem = getattr(error, "problem", None) or str(error).splitlines()[0]
-        raise StackFileError(f"{path.name}{where}: not YAML: {problem}") from None
-    config = document.get("config") if isinstance(document, dict) else None
-    if not isinstance(document, dict) or not isinstance(config or {}, dict):
-        raise StackFileError(f"{path.name}: must be a YAML mapping with a `config:` mapping of keys to values")
-    return {
-        key: SECRET_STAND_IN if isinstance(value, dict) and set(value) == {"secure"} else value
-        for key, value in (config or {}).items()
-    }
-
-
-def to_pulumi_config(values: Mapping[str, Any]) -> dict[str, str]:
-    """What the Pulumi CLI hands a program: scalars as strings, objects and lists as JSON."""
-    out: dict[str, str] = {}
-    for key, value in values.items():
-        if isinstance(value, str):
-            out[key] = value
-        elif isinstance(value, bool):
-            out[key] = "true" if value else "false"
-        else:
-            out[key] = json.dumps(value)
-    return out
+    """The config values of `Pulumi.<stack>.yaml`, JSON-shaped, `secure:` values stood in for."""
+    return load_stack_file(stack_file(stack)).values
 
 
 def _plain(value: Any) -> Any:
@@ -268,27 +222,35 @@ def run_stack(
     stack: str,
     *,
     values: Mapping[str, Any] | None = None,
+    file: Path | None = None,
     preview: bool = False,
     upstream: Mapping[str, Mapping[str, Any]] | None = None,
     read_crds: CrdReader | None = None,
 ) -> StackRun:
-    """Run the program for `stack` (its file's config, or `values`) and record everything.
+    """Run the program for `stack` (the config of `file`, else of its own stack file, else `values`)
+    and record everything; what the stack file says other than it seems is a warning of the run.
 
     `upstream` maps referenced stack names to their outputs; when omitted and the stack names an
-    upstream stack, that stack is run first (from its own file) and its exports are used.
+    upstream stack, that stack is run first (from its own file, looked for beside `file` first) and
+    its exports are used.
     `read_crds` answers for an existing cluster's API server (default: a cluster that runs the
     pinned releases).
     """
     reader = read_crds or read_pinned_crds
-    config_values = dict(values) if values is not None else load_stack_values(stack)
+    advice: tuple[str, ...] = ()
+    if values is None:
+        loaded = load_stack_file(file or stack_file(stack))
+        values, advice = loaded.values, loaded.advice
+    config_values = dict(values)
     if upstream is None:
-        upstream = _upstream_exports(config_values)
+        upstream = _upstream_exports(config_values, file.parent if file else None)
     project = str(config_values.get(f"{PROJECT}:project", "unset-project"))
     mocks = RecordingMocks(project=project, preview=preview, upstream=upstream)
     monitor = RecordingMonitor(mocks)
     settings.ROOT.set(None)
     pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=preview, monitor=monitor)
     engine = RecordingEngine()
+    engine.warnings.extend(LogWarning(urn="", message=line) for line in advice)
     settings.SETTINGS.engine = engine
 
     run = StackRun(
@@ -311,7 +273,7 @@ def run_stack(
         return pulumi.Output.from_input(collect())
 
     try:
-        secrets = sorted(key for key, value in config_values.items() if value == SECRET_STAND_IN)
+        secrets = sorted(key for key, value in config_values.items() if holds_secret(value))
         with _config_environment(config_values, secrets):
             body()
     except Exception as error:
@@ -319,14 +281,14 @@ def run_stack(
     return run
 
 
-def _upstream_exports(values: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+def _upstream_exports(values: Mapping[str, Any], beside: Path | None) -> dict[str, dict[str, Any]]:
     """Exports of the stack this one references, produced by running that stack's own file."""
     reference = values.get(f"{PROJECT}:upstreamStack")
     if not isinstance(reference, str):
         return {}
     full_name = qualified_stack_name(reference)
     upstream_stack = full_name.rsplit("/", 1)[-1]
-    upstream_run = run_stack(upstream_stack)
+    upstream_run = run_stack(upstream_stack, file=stack_file(upstream_stack, beside))
     return {full_name: upstream_run.exports}
 
 
