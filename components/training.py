@@ -108,6 +108,9 @@ class TrainingRunArgs:
     volumes: Volumes
     # What the JobSet waits for (and is deleted before): its queue, claims, identity, networks.
     after: Sequence[pulumi.Resource] = ()
+    # The run's `env` holds encrypted values: it goes into a Secret the container reads
+    # (`<run>-env`), never into the JobSet or the state as text.
+    secret_env: bool = False
 
     def __post_init__(self) -> None:
         require(self.run.pool == self.flavor.pool, "flavor", self.flavor.pool, f"is the run's pool {self.run.pool}")
@@ -121,6 +124,15 @@ def fuse_annotations(volumes: Volumes) -> dict[str, str]:
 
 def _env(values: Mapping[str, str]) -> list[dict[str, Any]]:
     return [{"name": k, "value": v} for k, v in values.items()]
+
+
+def _from_secret(secret: str, names: Sequence[str]) -> list[dict[str, Any]]:
+    return [{"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": name}}} for name in names]
+
+
+def env_secret_name(run: RunSpec) -> str:
+    """The Secret holding a run's encrypted `env`: one per run, kept across versions of its JobSet."""
+    return f"{run.name}-env"
 
 
 def _field(name: str, path: str) -> dict[str, Any]:
@@ -235,6 +247,17 @@ def gpu_jobset(
     }
 
 
+def run_env(args: TrainingRunArgs) -> list[dict[str, Any]]:
+    """The training container's environment: the platform's, then the run's `env` (as text, or
+    read from the run's Secret where it holds encrypted values), which may replace the platform's."""
+    run = args.run
+    platform = nemo.platform_env(run, args.flavor.machine, args.networking, args.paths)
+    if not args.secret_env:
+        return field_env({**platform, **run.env})
+    kept = {name: value for name, value in platform.items() if name not in run.env}
+    return [*field_env(kept), *_from_secret(env_secret_name(run), list(run.env))]
+
+
 def run_jobset(args: TrainingRunArgs, config_map: str, files: Sequence[str]) -> dict[str, Any]:
     """The run's JobSet, unnamed: suspended until Kueue admits all of it, one pod per node.
     `files` are the keys of the ConfigMap `config_map`, each placed at nemo.file_path."""
@@ -248,7 +271,7 @@ def run_jobset(args: TrainingRunArgs, config_map: str, files: Sequence[str]) -> 
         net,
         command=["bash", f"{nemo.WORKLOAD_DIR}/{nemo.LAUNCHER}"],
         args=nemo.entrypoint(run.spec)[1],
-        env=field_env({**nemo.platform_env(run, machine, net, args.paths), **run.env}),
+        env=run_env(args),
         volumeMounts=[
             {"name": "workload", "mountPath": nemo.WORKLOAD_DIR},
             {"name": "shm", "mountPath": "/dev/shm"},
@@ -329,12 +352,26 @@ class TrainingRun(pulumi.ComponentResource):
             data=files,
             opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.after)),
         )
+        env: list[pulumi.Resource] = []
+        if args.secret_env and run.env:
+            env.append(
+                k8s.core.v1.Secret(
+                    f"{name}-env",
+                    metadata={
+                        "name": env_secret_name(run),
+                        "namespace": args.namespace,
+                        "labels": {RUN_LABEL: run.name},
+                    },
+                    string_data=pulumi.Output.secret(dict(run.env)),
+                    opts=pulumi.ResourceOptions(parent=self),
+                )
+            )
         jobset = named(run.name, run_jobset(args, config_name, list(files)))
         resource = KubernetesObject(
             f"{name}-jobset",
             jobset,
             opts=pulumi.ResourceOptions.merge(
-                REPLACE_JOB, pulumi.ResourceOptions(parent=self, depends_on=[config_map, *args.after])
+                REPLACE_JOB, pulumi.ResourceOptions(parent=self, depends_on=[config_map, *env, *args.after])
             ),
         )
         for advice in run_advice(run, args.flavor.machine):

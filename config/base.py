@@ -49,10 +49,26 @@ def check_name(key: str, value: str, max_length: int) -> None:
 
 
 def parse_cidr(key: str, value: str) -> ipaddress.IPv4Network:
+    """An IPv4 range in CIDR notation, its prefix length written: GKE takes authorized networks "in
+    CIDR notation" (https://cloud.google.com/kubernetes-engine/docs/reference/rest/v1/projects.locations.clusters#cidrblock),
+    and an address alone would otherwise read as a /32 nobody wrote."""
+    if "/" not in value:
+        example = f"{value}/32" if _is_address(value) else "203.0.113.7/32"
+        raise RuleError(
+            key, value, f"must be an IPv4 range in CIDR notation, with its prefix length, such as {example}"
+        )
     try:
         return ipaddress.IPv4Network(value, strict=True)
     except ValueError as exc:
         raise RuleError(key, value, f"must be an IPv4 CIDR range such as 10.0.0.0/20 ({exc})") from None
+
+
+def _is_address(value: str) -> bool:
+    try:
+        ipaddress.IPv4Address(value)
+    except ValueError:
+        return False
+    return True
 
 
 def parse_timestamp(key: str, value: str, example: str) -> datetime:

@@ -18,6 +18,7 @@ from facts.gke import (
     default_compact,
 )
 from facts.machines import MACHINE_TYPES, MachineType, machine_type
+from facts.project import PROJECT
 
 
 class NetworkConfig(Model):
@@ -55,7 +56,7 @@ class NetworkConfig(Model):
 
 class AuthorizedNetwork(Model):
     cidr: str = Field(description="CIDR allowed to reach the control plane, e.g. your office egress range.")
-    display_name: str = Field(description="Label shown in the console.")
+    display_name: str | None = Field(None, description="Label shown in the console. Default: the CIDR.")
 
     @model_validator(mode="after")
     def _check(self) -> AuthorizedNetwork:
@@ -105,8 +106,8 @@ class ClusterConfig(Model):
     )
     master_authorized_networks: tuple[AuthorizedNetwork, ...] = Field(
         (),
-        description="Ranges allowed to reach the public control-plane endpoint. Empty: any address (with IAM). "
-        "Must include where `pulumi up` runs.",
+        description="Ranges allowed to reach the public control-plane endpoint. Empty: any address (with IAM), "
+        "which the program warns about. Must include where `pulumi up` runs.",
     )
     maintenance_window: MaintenanceWindow = Field(
         default_factory=MaintenanceWindow, description="When GKE may upgrade."
@@ -121,6 +122,17 @@ class ClusterConfig(Model):
         "drains a training node to upgrade it; control-plane patches still happen. Upgrade nodes between "
         "campaigns. false: nodes auto-upgrade in the maintenance window.",
     )
+
+    @property
+    def control_plane_advice(self) -> str | None:
+        """A warning when any address may reach the control plane: the default, or a /0 range."""
+        if self.master_authorized_networks and all(not n.cidr.endswith("/0") for n in self.master_authorized_networks):
+            return None
+        return (
+            "the cluster's control plane accepts connections from any address (IAM still applies); allow only "
+            "yours and where `pulumi up` runs: `pulumi config set --path "
+            f"'{PROJECT}:cluster.masterAuthorizedNetworks[0].cidr' <your egress address>/32`"
+        )
 
     @model_validator(mode="after")
     def _check(self) -> ClusterConfig:

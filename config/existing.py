@@ -21,6 +21,7 @@ from facts.kubernetes import (
 )
 from facts.machines import (
     ACCELERATORS,
+    GPUS_PER_NODE,
     MACHINE_TYPES,
     NODE_RESERVE_MEMORY_MIB,
     NODE_RESERVE_MILLICORES,
@@ -62,7 +63,7 @@ class ExistingPoolConfig(Model):
     gpus_per_node: int | None = Field(
         None,
         ge=1,
-        le=16,
+        le=max(GPUS_PER_NODE),
         description="A machine outside the catalog: its GPUs per node (the nvidia.com/gpu each node offers). "
         "Goes with accelerator, allocatableCpus and allocatableMemoryGib.",
     )
@@ -139,6 +140,9 @@ class ExistingPoolConfig(Model):
             raise RuleError("machineType", self.machine_type, problem)
         if self.accelerator not in ACCELERATORS:
             raise RuleError("accelerator", self.accelerator, f"must be one of {', '.join(ACCELERATORS)}")
+        if self.gpus_per_node not in GPUS_PER_NODE:
+            why = f"must be one of {', '.join(map(str, GPUS_PER_NODE))}: GPU machines hold no other count"
+            raise RuleError("gpusPerNode", self.gpus_per_node, why)
         # The training pod takes a whole node but what the node's agents and the pod's sidecars need.
         reserve_cpus, reserve_gib = NODE_RESERVE_MILLICORES // 1000, NODE_RESERVE_MEMORY_MIB // 1024
         for key, value, reserve, unit in (

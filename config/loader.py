@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 import types
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -15,10 +16,13 @@ from typing import Annotated, Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
-from config.stack import StackConfig
+from config.stack import ENVIRONMENT_LAYERS, Layer, StackConfig
 from facts.errors import RuleError
 from facts.project import PROJECT
-from facts.pulumi_cli import YAML_11_BOOLEANS
+from facts.pulumi_cli import SECRET_STAND_IN, YAML_11_BOOLEANS
+
+# Longest value a message shows whole; longer ones are cut and their length given.
+MAX_SHOWN_VALUE = 80
 
 
 @dataclass(frozen=True)
@@ -28,8 +32,23 @@ class ConfigIssue:
     message: str
 
     def __str__(self) -> str:
-        shown = "" if self.value is None else f" = {json.dumps(self.value, default=str)}"
-        return f"{PROJECT}:{self.key}{shown}: {self.message}"
+        return f"{PROJECT}:{visible(self.key)}{shown_value(self.value)}: {self.message}"
+
+
+def visible(text: str) -> str:
+    """`text` with every character that prints as nothing (a zero-width space, a control) escaped."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
+
+
+def shown_value(value: Any) -> str:
+    """` = <value as JSON>`, cut after MAX_SHOWN_VALUE characters; "" for no value."""
+    if value is None:
+        return ""
+    text = json.dumps(value, default=str)
+    if len(text) > MAX_SHOWN_VALUE:
+        size = len(value) if isinstance(value, str) else len(text)
+        text = f"{text[:MAX_SHOWN_VALUE]}… ({size} characters)"
+    return f" = {text}"
 
 
 class ConfigError(ValueError):
@@ -98,6 +117,10 @@ def _issue(error: Mapping[str, Any]) -> ConfigIssue:
         return ConfigIssue(key=_join(loc), value=None, message=f"unknown key{known}")
     if error["type"] == "missing":
         return ConfigIssue(key=_join(loc), value=None, message="is required")
+    if error["type"] == "too_long":
+        ctx = error.get("ctx", {})
+        message = f"has {ctx.get('actual_length')} entries; at most {ctx.get('max_length')} are allowed"
+        return ConfigIssue(key=_join(loc), value=None, message=message)
     if error["type"] == "bool_type" and error.get("input") in YAML_11_BOOLEANS:
         message = "must be true or false: the Pulumi CLI reads YAML 1.2, in which this word is text"
         return ConfigIssue(key=_join(loc), value=error["input"], message=message)
@@ -125,6 +148,12 @@ def _decode(value: str) -> Any:
         return value
 
 
+def _creates_cluster(data: Mapping[str, Any]) -> bool:
+    """Whether the raw config deploys the cluster layer (the default layers do)."""
+    layers = data.get("layers", [layer.value for layer in ENVIRONMENT_LAYERS])
+    return isinstance(layers, list) and Layer.CLUSTER.value in layers and "existingCluster" not in data
+
+
 def default_cluster_name(stack: str) -> str:
     return f"nemo-{stack}"
 
@@ -150,7 +179,7 @@ def parse_stack_config(raw: Mapping[str, str], stack: str) -> StackConfig:
     named = isinstance(cluster, dict) and "name" in cluster
     if isinstance(cluster, dict) and not named:
         data["cluster"] = {**cluster, "name": default_cluster_name(stack)}
-    elif cluster is None:
+    elif cluster is None and _creates_cluster(data):
         data["cluster"] = {"name": default_cluster_name(stack)}
     try:
         # JSON mode: strict types, with JSON arrays accepted for tuples and strings for enums.
@@ -160,14 +189,55 @@ def parse_stack_config(raw: Mapping[str, str], stack: str) -> StackConfig:
         raise ConfigError(issues if named else [_blame_the_stack_name(i, stack) for i in issues]) from None
 
 
-def misspelt_keys(raw: Mapping[str, str]) -> list[str]:
-    """Warnings for keys under a namespace that looks like this project's but is not (`nemo-gk:zone`):
-    Pulumi hands them to the program, which would otherwise ignore them without a word."""
+def without_secrets(error: ConfigError, secret_keys: Iterable[str]) -> list[ConfigIssue]:
+    """The error's issues, with the value of any issue under a secret key (full keys, as
+    PULUMI_CONFIG_SECRET_KEYS lists them) hidden: a message never shows a secret."""
+    secret = set(secret_keys)
+
+    def masked(issue: ConfigIssue) -> ConfigIssue:
+        top = re.split(r"[.\[]", issue.key, maxsplit=1)[0]
+        if issue.value is None or f"{PROJECT}:{top}" not in secret:
+            return issue
+        return ConfigIssue(key=issue.key, value=SECRET_STAND_IN, message=issue.message)
+
+    return [masked(issue) for issue in error.issues]
+
+
+# Namespaces whose keys the program may be handed without reading them: Pulumi's own settings.
+PULUMI_NAMESPACE = "pulumi"
+
+# Keys of providers this program never configures from stack config (its providers are explicit),
+# and the key of this project that does what the user meant.
+PROVIDER_KEYS_READ_ELSEWHERE = {
+    "gcp:project": f"{PROJECT}:project",
+    "gcp:region": f"{PROJECT}:region",
+    "gcp:zone": f"{PROJECT}:zone",
+    "kubernetes:kubeconfig": f"{PROJECT}:existingCluster.kubeconfig",
+    "kubernetes:context": f"{PROJECT}:existingCluster.context",
+}
+
+
+def unread_keys(raw: Mapping[str, str]) -> list[str]:
+    """Warnings for keys the program is handed but never reads: Pulumi would otherwise ignore them
+    without a word. Keys of Pulumi itself (`pulumi:*`) are the engine's."""
     warnings = []
     for key in sorted(raw):
         namespace, _, name = key.partition(":")
-        if namespace != PROJECT and difflib.get_close_matches(namespace.lower(), [PROJECT], n=1, cutoff=0.75):
+        if namespace in (PROJECT, PULUMI_NAMESPACE):
+            continue
+        shown = visible(key)
+        if difflib.get_close_matches(namespace.lower(), [PROJECT], n=1, cutoff=0.75):
             warnings.append(
-                f"config key {key!r} is ignored: its namespace is not {PROJECT}; did you mean {PROJECT}:{name}?"
+                f"config key {shown!r} is ignored: its namespace is not {PROJECT}; did you mean {PROJECT}:{name}?"
+            )
+        elif key in PROVIDER_KEYS_READ_ELSEWHERE:
+            warnings.append(
+                f"config key {shown!r} is ignored: this program's {namespace} provider takes its settings from "
+                f"{PROVIDER_KEYS_READ_ELSEWHERE[key]}"
+            )
+        else:
+            warnings.append(
+                f"config key {shown!r} is ignored: this program reads only {PROJECT}:* keys (its {namespace} "
+                "resources, if any, take their settings from those)"
             )
     return warnings

@@ -24,6 +24,7 @@ from facts import resiliency
 from facts.errors import RuleError
 from facts.gcp import (
     GPU_SUBNETS,
+    MAX_LABELS,
     SUBNET_RESERVED_ADDRESSES,
     gpu_subnet_prefix,
     is_region,
@@ -35,7 +36,7 @@ from facts.gcp import (
 )
 from facts.kubernetes import RESERVED_NAMESPACES
 from facts.machines import GpuDirect, MachineType
-from facts.project import PROJECT, qualified_stack_name, stack_reference_problem
+from facts.project import PROGRAM_LABELS, PROJECT, qualified_stack_name, stack_reference_problem
 
 
 class Layer(StrEnum):
@@ -48,11 +49,45 @@ class Layer(StrEnum):
 # The environment layers in the order they build on each other.
 ENVIRONMENT_LAYERS = (Layer.CLUSTER, Layer.PLATFORM, Layer.TRAINING)
 
+# The layers that read each top-level key (keys read by every stack are absent): a stack that sets a
+# key none of its layers reads is refused. Project, region, zone, production and the namespace are
+# also what a later layer's stack reads from its upstream; it may repeat them, checked equal.
+_KEY_READERS: dict[str, tuple[Layer, ...]] = {
+    "bootstrap": (Layer.BOOTSTRAP,),
+    "network": (Layer.CLUSTER,),
+    "cluster": (Layer.CLUSTER,),
+    "systemPool": (Layer.CLUSTER,),
+    "gpuPools": (Layer.CLUSTER,),
+    "labels": (Layer.BOOTSTRAP, Layer.CLUSTER, Layer.PLATFORM),
+    "storage": (Layer.PLATFORM,),
+    "kueue": (Layer.PLATFORM,),
+    "tensorboard": (Layer.PLATFORM,),
+    "gpudirect": (Layer.PLATFORM,),
+    "monitoring": (Layer.PLATFORM,),
+    "existingCluster": (Layer.PLATFORM,),
+    "resiliency": (Layer.CLUSTER, Layer.PLATFORM),
+    "training": (Layer.TRAINING,),
+}
+
+# Keys that configure Google Cloud resources or GKE: an existingCluster stack refuses them.
+_GKE_ONLY_KEYS = frozenset(
+    {"project", "region", "zone", "production", "labels", "storage", "gpudirect", "monitoring", "resiliency"}
+)
+_INSTEAD = {
+    "storage": ": its claims come from existingCluster.storageClass and existingCluster.claims",
+    "resiliency": ": the resiliency supervisor is GKE's",
+    "monitoring": ": the dashboard and alerts are Cloud Monitoring's",
+}
+
 
 class StackConfig(Model):
     """Everything a stack file may set under `nemo-gke:`."""
 
-    project: str = Field(description="GCP project ID. The one value every stack must set.")
+    project: str | None = Field(
+        None,
+        description="GCP project ID: required where the stack creates the bootstrap or the cluster layer; a later "
+        "layer's stack takes its upstream's; an existingCluster stack has none.",
+    )
     region: str = Field("us-central1", description="Region of the network, the cluster and regional resources.")
     zone: str = Field("us-central1-c", description="Zone of the GPU pools (and of a zonal cluster).")
     production: bool = Field(
@@ -95,6 +130,17 @@ class StackConfig(Model):
     training: TrainingConfig = Field(default_factory=TrainingConfig, description="Runs and data preparation.")
 
     @property
+    def gcp_project(self) -> str:
+        if self.project is None:
+            raise ValueError("project is unset: StackConfig requires it where a layer reads it")
+        return self.project
+
+    @property
+    def given(self) -> frozenset[str]:
+        """The top-level keys the stack file sets (as written, camelCase)."""
+        return frozenset(type(self).model_fields[name].alias or name for name in self.model_fields_set)
+
+    @property
     def cluster_name(self) -> str:
         if self.cluster.name is None:
             raise ValueError("cluster.name is unset: read the config with config.loader.parse_stack_config")
@@ -120,12 +166,22 @@ class StackConfig(Model):
 
     @model_validator(mode="after")
     def _check(self) -> StackConfig:
-        self._check_location()
         self._check_layers()
+        self._check_keys_read()
+        if self.deploys(Layer.BOOTSTRAP) or self.deploys(Layer.CLUSTER):
+            self._check_location()
         for key, value in self.labels.items():
-            for checked, problem in ((key, label_key_problem(key)), (value, label_value_problem(value))):
-                if problem:
-                    raise RuleError(f"labels.{key}", checked, problem)
+            problem = label_key_problem(key) or label_value_problem(value)
+            if key in PROGRAM_LABELS:
+                problem = "is a label the program sets on every resource itself"
+            if problem:
+                raise RuleError(f"labels.{key}", value, problem)
+        if len(self.labels) > MAX_LABELS - 2:
+            raise RuleError(
+                "labels",
+                len(self.labels),
+                f"a Google Cloud resource holds {MAX_LABELS} labels, 2 of them the program's",
+            )
         self._check_pools()
         self._check_resiliency()
         check_name("namespace", self.namespace, 63)
@@ -135,8 +191,31 @@ class StackConfig(Model):
             )
         return self
 
+    def _check_keys_read(self) -> None:
+        """Every key the stack sets is read by a layer it deploys: one no layer reads is refused by
+        name, never ignored."""
+        given, layers = self.given, list(self.layers)
+        for key in sorted(given):
+            readers = _KEY_READERS.get(key)
+            if readers is not None and not any(self.deploys(layer) for layer in readers):
+                names = " or ".join(layer.value for layer in readers)
+                raise RuleError(
+                    key,
+                    None,
+                    f"is read by the {names} layer, which this stack does not deploy (layers: "
+                    f"{', '.join(layer.value for layer in layers)})",
+                )
+        if self.existing_cluster is not None:
+            for key in sorted(given & _GKE_ONLY_KEYS):
+                why = "applies to Google Cloud resources, and an existingCluster stack creates none"
+                raise RuleError(key, None, why + _INSTEAD.get(key, ""))
+        elif self.project is None and (self.deploys(Layer.BOOTSTRAP) or self.deploys(Layer.CLUSTER)):
+            raise RuleError(
+                "project", None, f"is required: set it with `pulumi config set {PROJECT}:project <your project ID>`"
+            )
+
     def _check_location(self) -> None:
-        problem = project_id_problem(self.project)
+        problem = project_id_problem(self.project) if self.project is not None else None
         if problem:
             raise RuleError(
                 "project", self.project, f"{problem}; set it with `pulumi config set {PROJECT}:project <id>`"
@@ -181,6 +260,13 @@ class StackConfig(Model):
                 if used:
                     raise RuleError(key, True, "is a GKE or Google Cloud feature: off with existingCluster")
             return
+        if layers[0] is Layer.CLUSTER and not self.kueue.install and Layer.PLATFORM in layers:
+            raise RuleError(
+                "kueue.install",
+                False,
+                "this stack creates the cluster, so nothing else could have installed Kueue and JobSet on it: leave "
+                "it true",
+            )
         if layers[0] is Layer.CLUSTER and self.upstream_stack is not None:
             raise RuleError(
                 "upstreamStack", self.upstream_stack, "must be unset when this stack deploys the cluster layer"

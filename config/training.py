@@ -10,7 +10,14 @@ from pydantic import Field, model_validator
 from config.base import Model, check_name, to_snake
 from facts import resiliency
 from facts.errors import RuleError
-from facts.kubernetes import MAX_RUN_NAME, MAX_RUN_NODES, Priority, TopologyLevel
+from facts.kubernetes import (
+    MAX_ENV_STRING_BYTES,
+    MAX_RUN_NAME,
+    MAX_RUN_NODES,
+    Priority,
+    TopologyLevel,
+    env_string_bytes,
+)
 from facts.models import MODELS, ModelSpec, RunSettings, model_spec
 
 _OVERRIDE_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
@@ -238,9 +245,19 @@ class RunConfig(Model):
         for key in self.overrides:
             if not _OVERRIDE_KEY.match(key):
                 raise RuleError(f"overrides.{key}", key, "must be a dotted key such as model.optim.lr")
-        for key in self.env:
+        for key, value in self.env.items():
             if not _ENV_NAME.match(key):
-                raise RuleError(f"env.{key}", key, "must be an environment variable name")
+                raise RuleError(
+                    f"env.{key}", value, "the name must be an environment variable name: [A-Za-z_][A-Za-z0-9_]*"
+                )
+            size = env_string_bytes(key, value)
+            if size > MAX_ENV_STRING_BYTES:
+                raise RuleError(
+                    f"env.{key}",
+                    value,
+                    f"is {size} bytes as NAME=value; a process's environment takes at most {MAX_ENV_STRING_BYTES} "
+                    "per variable (Linux MAX_ARG_STRLEN): put large values in the data bucket",
+                )
         for i, key in enumerate(self.allow_env_overrides):
             if key not in self.env:
                 raise RuleError(f"allowEnvOverrides[{i}]", key, "names no variable of env")
@@ -289,19 +306,35 @@ class NcclTestConfig(Model):
         return self
 
 
+# The most runs, data-preparation jobs or fabric checks one stack holds. Each is a JobSet or Job
+# with its ConfigMap in the stack's state, and every `pulumi up` reads them all back: more belong in
+# more stacks (a stack per run is the pattern; docs/user-guide.md).
+MAX_JOBS_PER_STACK = 100
+
+
 class TrainingConfig(Model):
-    runs: tuple[RunConfig, ...] = Field((), description="Pretraining runs of this stack.")
-    data_prep: tuple[DataPrepConfig, ...] = Field((), description="Tokenization jobs of this stack.")
+    runs: tuple[RunConfig, ...] = Field(
+        (), max_length=MAX_JOBS_PER_STACK, description="Pretraining runs of this stack."
+    )
+    data_prep: tuple[DataPrepConfig, ...] = Field(
+        (), max_length=MAX_JOBS_PER_STACK, description="Tokenization jobs of this stack."
+    )
     nccl_tests: tuple[NcclTestConfig, ...] = Field(
-        (), description="Fabric checks (nccl-tests JobSets) of this stack; a run may require one to pass first."
+        (),
+        max_length=MAX_JOBS_PER_STACK,
+        description="Fabric checks (nccl-tests JobSets) of this stack; a run may require one to pass first.",
     )
 
     @model_validator(mode="after")
     def _check(self) -> TrainingConfig:
-        for label, items in (("runs", self.runs), ("dataPrep", self.data_prep), ("ncclTests", self.nccl_tests)):
-            names = [i.name for i in items]
+        for label, names in (
+            ("runs", [run.name for run in self.runs]),
+            ("dataPrep", [job.name for job in self.data_prep]),
+            ("ncclTests", [test.name for test in self.nccl_tests]),
+        ):
+            first: dict[str, int] = {}
             for i, name in enumerate(names):
-                if names.index(name) != i:
+                if first.setdefault(name, i) != i:
                     raise RuleError(f"{label}[{i}].name", name, "must be unique")
         runs = {run.name for run in self.runs}
         checks = {test.name for test in self.nccl_tests}

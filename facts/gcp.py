@@ -78,6 +78,10 @@ def region_of_zone(value: str) -> str | None:
     return match.group("region") if match else None
 
 
+# "Each resource can have up to 64 labels." https://cloud.google.com/resource-manager/docs/labels-overview
+MAX_LABELS = 64
+
+
 def label_key_problem(key: str) -> str | None:
     return None if _LABEL_KEY.match(key) else "label keys are 1-63 of a-z, 0-9, '_', '-', starting with a letter"
 

@@ -61,11 +61,11 @@ def label_value_problem(value: str) -> str | None:
 
 
 def labels_problem(labels: Mapping[str, str]) -> tuple[str, str, str] | None:
-    """(key, bad value, why) for the first label whose key or value Kubernetes refuses, or None."""
+    """(key, its value, why) for the first label whose key or value Kubernetes refuses, or None."""
     for key, value in labels.items():
         problem = label_key_problem(key)
         if problem:
-            return key, key, problem
+            return key, value, problem
         problem = label_value_problem(value)
         if problem:
             return key, value, problem
@@ -224,6 +224,26 @@ RESERVED_NAMESPACES = frozenset({"default", "kube-public", SYSTEM_NAMESPACE, KUE
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 JOBSET_API = "jobset.x-k8s.io/v1alpha2"
 NETWORKING_API = "networking.gke.io/v1"
+
+# --------------------------------------------------------------------------- container environment
+
+# The longest string execve takes into a process's environment, `NAME=value` and its NUL: 32 pages
+# of 4 KiB (torvalds/linux include/uapi/linux/binfmts.h MAX_ARG_STRLEN). A longer variable fails the
+# container's start with "argument list too long".
+MAX_ENV_STRING_BYTES = 32 * 4096
+
+# Words that mark an environment variable as a credential (HF_TOKEN, WANDB_API_KEY, ...): its value
+# belongs in a secret, never in a stack file or a pod spec as text.
+SECRET_ENV_WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD")
+
+
+def looks_secret(name: str) -> bool:
+    return any(word in name.upper() for word in SECRET_ENV_WORDS)
+
+
+def env_string_bytes(name: str, value: str) -> int:
+    return len(f"{name}={value}".encode()) + 1
+
 
 # --------------------------------------------------------------------------- labels on workloads
 

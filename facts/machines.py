@@ -509,6 +509,12 @@ SOURCED_MACHINE_FIELDS = tuple(
 )
 
 
+# GPUs a node of any GPU machine holds: Google Cloud's GPU machines hold 1, 2, 4, 8 or 16
+# (https://cloud.google.com/compute/docs/gpus), as do other clouds' (OCI BM.GPU.H100.8 and VM.GPU.A10.1/2,
+# AWS p5.48xlarge and g6.xlarge). Another count is a typo.
+GPUS_PER_NODE = (1, 2, 4, 8, 16)
+
+
 @dataclass(frozen=True)
 class OtherMachine:
     """A GPU machine outside the catalog, as an existing cluster's nodes describe it (OKE's

@@ -36,6 +36,11 @@ def qualified_stack_name(reference: str) -> str:
     return reference if "/" in reference else f"organization/{PROJECT}/{reference}"
 
 
+# Labels the program puts on every labelled Google Cloud resource of a stack, beside the stack's own.
+MANAGED_BY_LABEL = "managed-by"
+STACK_LABEL = "nemo-gke-stack"
+PROGRAM_LABELS = (MANAGED_BY_LABEL, STACK_LABEL)
+
 # Values the shipped stack files leave for the user to replace (`your-gcp-project`).
 PLACEHOLDER_PREFIX = "your-"
 

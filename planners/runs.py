@@ -87,6 +87,9 @@ class RunSpec:
     env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     # Variables of `env` that may replace what the platform sets.
     allow_env_overrides: frozenset[str] = frozenset()
+    # The run's keys its config sets (the others are the model's): a rule between several names
+    # the one the user wrote.
+    given: frozenset[str] = frozenset()
 
     @property
     def spec(self) -> ModelSpec:
@@ -140,10 +143,15 @@ def check_run(
         )
     data_parallel = gpus // s.model_parallel
     if s.global_batch_size % (s.micro_batch_size * data_parallel):
+        # Blame what the user set: the global batch, else the micro batch, else the nodes (the
+        # data-parallel size); each other value is the model's.
+        key = next((k for k in ("globalBatchSize", "microBatchSize") if k in run.given), "nodes")
+        value = {"globalBatchSize": s.global_batch_size, "microBatchSize": s.micro_batch_size}.get(key, run.nodes)
         raise RuleError(
-            "globalBatchSize",
-            s.global_batch_size,
-            f"must be a multiple of micro batch × data-parallel size = {s.micro_batch_size} × {data_parallel}",
+            key,
+            value,
+            f"the global batch size {s.global_batch_size} must be a multiple of micro batch × data-parallel size = "
+            f"{s.micro_batch_size} × {data_parallel} ({gpus} GPUs / model parallel {s.model_parallel})",
         )
     if s.sequence_length > arch.max_positions:
         raise RuleError("sequenceLength", s.sequence_length, f"{spec.name} has {arch.max_positions} positions")
@@ -205,7 +213,7 @@ def check_resiliency(run: RunSpec, machine: MachineType, supervisor: bool, gke: 
     if not r.enabled:
         return
     if run.spec.recipe.framework is not Framework.NEMO2:
-        raise RuleError("resiliency", "set", f"{run.spec.name} runs on NeMo 1; resiliency settings need a NeMo 2 model")
+        raise RuleError("resiliency", None, f"{run.spec.name} runs on NeMo 1; resiliency settings need a NeMo 2 model")
     if r.supervisor and not supervisor:
         raise RuleError("resiliency.supervisor", True, "needs the platform's supervisor: set resiliency.enabled: true")
     if r.supervisor and machine.gpudirect not in SUPERVISED_FLAVOURS:
@@ -216,7 +224,7 @@ def check_resiliency(run: RunSpec, machine: MachineType, supervisor: bool, gke: 
             f"network, and {machine.name}'s {machine.gpudirect.value} pattern runs them off it",
         )
     if r.heartbeats and run.profile is not None:
-        raise RuleError("profile", "set", "Nsight Systems cannot wrap the fault-tolerant launcher (NeMo refuses both)")
+        raise RuleError("profile", None, "Nsight Systems cannot wrap the fault-tolerant launcher (NeMo refuses both)")
     if r.heartbeats and run.checkpoint and run.checkpoint_interval_steps > steps:
         raise RuleError(
             "checkpoint.intervalSteps",
@@ -266,6 +274,13 @@ def check_resiliency(run: RunSpec, machine: MachineType, supervisor: bool, gke: 
 def run_advice(run: RunSpec, machine: MachineType) -> list[str]:
     """What a run the checks let through should still hear about."""
     advice = []
+    steps = run.settings.steps
+    if run.checkpoint and run.checkpoint_interval_steps > steps and not run.resiliency.heartbeats:
+        advice.append(
+            f"run {run.name}: checkpoint.intervalSteps {run.checkpoint_interval_steps} is longer than the run's "
+            f"{steps} steps, so it saves no checkpoint on the way: a restart begins again at step 0; set "
+            f"checkpoint.intervalSteps to at most {steps}"
+        )
     problem = untested_image(run, machine)
     if problem:
         advice.append(f"run {run.name}: {problem}; the image was chosen explicitly, so it runs")

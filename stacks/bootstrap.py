@@ -36,21 +36,21 @@ class BootstrapLayer(pulumi.ComponentResource):
     def __init__(self, name: str, args: BootstrapLayerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(self.TYPE, name, None, opts)
         cfg, boot = args.config, args.config.bootstrap
-        advice = project_advice(cfg.project)
+        advice = project_advice(cfg.gcp_project)
         if advice:
             pulumi.log.warn(advice, resource=self)
         services = ProjectServices(
             f"{name}-services",
-            ProjectServicesArgs(project=cfg.project, services=[*PLATFORM_APIS, *boot.extra_services]),
+            ProjectServicesArgs(project=cfg.gcp_project, services=[*PLATFORM_APIS, *boot.extra_services]),
             opts=pulumi.ResourceOptions(parent=self),
         )
         after_apis = pulumi.ResourceOptions(parent=self, depends_on=[services])
         backend = StateBackend(
             f"{name}-backend",
             StateBackendArgs(
-                project=cfg.project,
+                project=cfg.gcp_project,
                 region=cfg.region,
-                bucket=boot.state_bucket or f"{cfg.project}-pulumi-state",
+                bucket=boot.state_bucket or f"{cfg.gcp_project}-pulumi-state",
                 key_ring=boot.key_ring,
                 crypto_key=boot.crypto_key,
                 key_rotation_days=boot.key_rotation_days,
@@ -63,7 +63,7 @@ class BootstrapLayer(pulumi.ComponentResource):
         registry = ImageRegistry(
             f"{name}-registry",
             ImageRegistryArgs(
-                project=cfg.project, region=cfg.region, repository_id=boot.artifact_repository, labels=args.labels
+                project=cfg.gcp_project, region=cfg.region, repository_id=boot.artifact_repository, labels=args.labels
             ),
             opts=after_apis,
         )

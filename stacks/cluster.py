@@ -71,14 +71,14 @@ def node_pool_spec(cfg: StackConfig, pool: GpuPoolConfig) -> NodePoolSpec:
 def cluster_facts(cfg: StackConfig) -> ClusterFacts:
     location = cfg.region if cfg.cluster.regional else cfg.zone
     return ClusterFacts(
-        project=cfg.project,
+        project=cfg.gcp_project,
         region=cfg.region,
         zone=cfg.zone,
         name=cfg.cluster_name,
         location=location,
         production=cfg.production,
         primary_network=cfg.cluster_name,
-        workload_pool=workload_pool(cfg.project),
+        workload_pool=workload_pool(cfg.gcp_project),
         system_pool=SYSTEM_POOL,
         gpu_networks=plan_gpu_networks(cfg.cluster_name, network_machine(cfg.gpu_machines), cfg.network.gpu_cidr),
         gpu_pools=tuple(node_pool_spec(cfg, p).facts for p in cfg.gpu_pools),
@@ -143,14 +143,14 @@ class ClusterLayer(pulumi.ComponentResource):
         cfg, facts = args.config, args.facts
         child = pulumi.ResourceOptions(parent=self)
         mtu = network_mtu(cfg.gpu_machines)
-        advice = project_advice(cfg.project)
-        if advice:
-            pulumi.log.warn(advice, resource=self)
+        for advice in (project_advice(cfg.gcp_project), cfg.cluster.control_plane_advice):
+            if advice:
+                pulumi.log.warn(advice, resource=self)
 
         nodes = NodeServiceAccount(
             f"{name}-nodes",
             NodeServiceAccountArgs(
-                project=cfg.project,
+                project=cfg.gcp_project,
                 account_id=f"{cfg.cluster_name}-nodes",
                 display_name=f"GKE nodes of {cfg.cluster_name}",
             ),
@@ -175,7 +175,7 @@ class ClusterLayer(pulumi.ComponentResource):
             node_networks = GpuNetworks(
                 f"{name}-gpu-networks",
                 GpuNetworksArgs(
-                    project=cfg.project,
+                    project=cfg.gcp_project,
                     region=cfg.region,
                     zone=cfg.zone,
                     plan=facts.gpu_networks,
@@ -189,7 +189,7 @@ class ClusterLayer(pulumi.ComponentResource):
             f"{name}-gke",
             ClusterArgs(
                 name=cfg.cluster_name,
-                project=cfg.project,
+                project=cfg.gcp_project,
                 location=facts.location,
                 network=primary.network_id,
                 subnetwork=primary.subnet_name,
@@ -208,7 +208,7 @@ class ClusterLayer(pulumi.ComponentResource):
                 node_service_account=nodes.email,
                 maintenance_window=MaintenanceWindow(window.start_time, window.end_time, window.recurrence),
                 authorized_networks=[
-                    AuthorizedNetwork(n.cidr, n.display_name) for n in cfg.cluster.master_authorized_networks
+                    AuthorizedNetwork(n.cidr, n.display_name or n.cidr) for n in cfg.cluster.master_authorized_networks
                 ],
                 maintenance_exclusions=maintenance_exclusions(cfg.cluster),
                 labels=args.labels,
@@ -220,7 +220,7 @@ class ClusterLayer(pulumi.ComponentResource):
                 f"{name}-{pool.name}",
                 GpuNodePoolArgs(
                     spec=node_pool_spec(cfg, pool),
-                    project=cfg.project,
+                    project=cfg.gcp_project,
                     cluster_name=cfg.cluster_name,
                     cluster=self.cluster.id,
                     location=facts.location,
@@ -238,7 +238,7 @@ class ClusterLayer(pulumi.ComponentResource):
                 f"{name}-{facts.supervisor_pool}",
                 CpuNodePoolArgs(
                     name=facts.supervisor_pool,
-                    project=cfg.project,
+                    project=cfg.gcp_project,
                     cluster=self.cluster.id,
                     location=facts.location,
                     zone=supervisor_zone(cfg),

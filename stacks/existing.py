@@ -14,11 +14,20 @@ from config.loader import ConfigError
 from facts.errors import RuleError
 from facts.gke import CapacityType
 from facts.kubernetes import Taint
+from facts.project import PROJECT
+from facts.pulumi_cli import SECRET_STAND_IN
 from planners.controller_api import controller_api_problems, crd_names
 from planners.pools import PoolFacts
 from stacks.cluster import ClusterOutputs
 from stacks.contract import ClusterFacts
-from stacks.kubeapi import ClusterUnreadable, CrdReader, Kubeconfig
+from stacks.kubeapi import (
+    ClusterUnreadable,
+    CrdReader,
+    Kubeconfig,
+    KubeconfigReader,
+    kubeconfig_credentials,
+    kubeconfig_problem,
+)
 
 
 def cluster_facts(cfg: ExistingClusterConfig, production: bool) -> ClusterFacts:
@@ -64,6 +73,32 @@ def connect(cfg: ExistingClusterConfig, facts: ClusterFacts) -> ClusterOutputs:
     )
     provider = k8s.Provider("existing-k8s", kubeconfig=kubeconfig, context=cfg.context)
     return ClusterOutputs(facts=facts, kubeconfig=kubeconfig, provider=provider, primary_network="")
+
+
+def check_kubeconfig(cfg: ExistingClusterConfig, secret: bool, read: KubeconfigReader) -> None:
+    """The stack's kubeconfig is one kubectl could use with its context, before anything is
+    registered; one given inline that holds a credential is an encrypted (`secret`) value."""
+    given = "kubeconfig" if cfg.kubeconfig is not None else "kubeconfigPath"
+    if cfg.kubeconfig == SECRET_STAND_IN:
+        return  # the render cannot decrypt it
+    try:
+        text = read(Kubeconfig(cfg.kubeconfig, cfg.kubeconfig_path, cfg.context))
+    except ClusterUnreadable as error:
+        raise ConfigError.of([RuleError(f"existingCluster.{error.key or given}", None, str(error))]) from None
+    problem = kubeconfig_problem(text, cfg.context)
+    if problem:
+        key, why = problem
+        if key != "context" and cfg.kubeconfig_path is not None:
+            why = f"{cfg.kubeconfig_path} {why}"
+        value = cfg.context if key == "context" else None
+        raise ConfigError.of([RuleError(f"existingCluster.{key or given}", value, why)])
+    held = kubeconfig_credentials(text) if cfg.kubeconfig is not None else []
+    if held and not secret:
+        why = (
+            f"holds a credential ({held[0]}) as plain text: store it encrypted, `pulumi config set --secret --path "
+            f"'{PROJECT}:existingCluster.kubeconfig' \"$(kubectl config view --raw --minify)\"`, or use kubeconfigPath"
+        )
+        raise ConfigError.of([RuleError("existingCluster.kubeconfig", None, why)])
 
 
 def check_controllers(cfg: ExistingClusterConfig, read_crds: CrdReader) -> None:

@@ -151,20 +151,79 @@ class _Client:
             raise ClusterUnreadable(f"cannot reach {self.server}: {error}") from None
 
 
+# Fields of a kubeconfig user that hold a credential outright (client.authentication / clientcmd
+# api v1 AuthInfo): stored in a stack file, they belong in an encrypted value.
+CREDENTIAL_FIELDS = ("token", "client-key-data", "password")
+
+
+# Reads the kubeconfig a stack names: its text, or ClusterUnreadable naming the key at fault. The
+# render stands in for the machine's file.
+KubeconfigReader = Callable[[Kubeconfig], str]
+
+
+def read_kubeconfig(kubeconfig: Kubeconfig) -> str:
+    """The kubeconfig's text: the contents given, or the file (`~` expanded, as kubectl does)."""
+    if kubeconfig.contents is not None:
+        return kubeconfig.contents
+    path = Path(os.path.expanduser(str(kubeconfig.path)))
+    if not path.exists():
+        raise ClusterUnreadable(f"{path} does not exist on the machine running Pulumi", "kubeconfigPath")
+    if not path.is_file():
+        raise ClusterUnreadable(f"{path} is not a file", "kubeconfigPath")
+    try:
+        return path.read_text()
+    except (OSError, UnicodeDecodeError) as error:
+        raise ClusterUnreadable(f"{path} cannot be read: {error}", "kubeconfigPath") from None
+
+
+def kubeconfig_problem(text: str, context: str | None) -> tuple[str, str] | None:
+    """(the key at fault: "context" or "", why) where `text` is no kubeconfig kubectl could use with
+    `context` (default: its current context); None where it is one."""
+    try:
+        config = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark is not None else ""
+        return "", f"is not YAML{where}: {getattr(error, 'problem', None) or error}"
+    if not isinstance(config, dict) or not isinstance(config.get("clusters"), list):
+        return "", "is not a kubeconfig: it has no `clusters` list, as `kubectl config view --raw` writes"
+    name = context or config.get("current-context")
+    if not name:
+        return "context", "is required: the kubeconfig names no current-context"
+    try:
+        chosen = _named(config.get("contexts"), name, "context").get("context") or {}
+    except ClusterUnreadable as error:
+        return "context" if context else "", str(error)
+    try:
+        cluster = _named(config.get("clusters"), chosen.get("cluster"), "cluster").get("cluster") or {}
+    except ClusterUnreadable as error:
+        return "", f"context {name!r}: {error}"
+    return None if cluster.get("server") else ("", f"context {name!r}: its cluster has no server")
+
+
+def kubeconfig_credentials(text: str) -> list[str]:
+    """Where `text` holds a credential outright (`users[0].user.token`, ...)."""
+    try:
+        config = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return []
+    users = config.get("users") if isinstance(config, dict) else None
+    return [
+        f"users[{i}].user.{field}"
+        for i, entry in enumerate(users if isinstance(users, list) else [])
+        for field in CREDENTIAL_FIELDS
+        if isinstance(entry, dict) and isinstance(entry.get("user"), dict) and entry["user"].get(field)
+    ]
+
+
 def _b64(pem: str | None) -> str | None:
     return base64.b64encode(pem.encode()).decode() if pem else None
 
 
 def read_crds(kubeconfig: Kubeconfig, names: Sequence[str]) -> dict[str, Any]:
     """Each CRD of `names` as the cluster returns it, or None where it has none."""
-    if kubeconfig.contents is not None:
-        text, base = kubeconfig.contents, None
-    else:
-        path = Path(os.path.expanduser(str(kubeconfig.path)))
-        try:
-            text, base = path.read_text(), path.parent
-        except OSError as error:
-            raise ClusterUnreadable(f"cannot be read: {error}", "kubeconfigPath") from None
+    text = read_kubeconfig(kubeconfig)
+    base = None if kubeconfig.contents is not None else Path(os.path.expanduser(str(kubeconfig.path))).parent
     client = _Client(text, kubeconfig.context, base)
     try:
         return {name: client.get(CRD_PATH + name) for name in names}

@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import pulumi
 import pulumi_gcp as gcp
 
-from config.loader import ConfigError, misspelt_keys, parse_stack_config
+from config.loader import ConfigError, parse_stack_config, unread_keys, without_secrets
 from config.stack import Layer, StackConfig
+from facts.errors import RuleError
+from facts.project import MANAGED_BY_LABEL, PROJECT, STACK_LABEL
 from planners.summary import plan_summary
 from stacks import bootstrap, cluster, existing, platform, training
 from stacks.contract import ClusterFacts, PlatformFacts
-from stacks.kubeapi import CrdReader
+from stacks.kubeapi import CrdReader, KubeconfigReader
 from stacks.kubeapi import read_crds as read_cluster_crds
+from stacks.kubeapi import read_kubeconfig as read_kubeconfig_file
 from stacks.upstream import Upstream
 
 
@@ -28,16 +33,25 @@ def stack_config_values() -> dict[str, str]:
     return {str(key): str(value) for key, value in pulumi.runtime.get_config_env().items()}
 
 
-def run(read_crds: CrdReader = read_cluster_crds) -> None:
-    """The program. `read_crds` reads an existing cluster's CRDs (the render passes a stand-in)."""
+def stack_secret_keys(values: Mapping[str, str]) -> frozenset[str]:
+    """The keys whose value holds a `secure:` leaf (PULUMI_CONFIG_SECRET_KEYS, as the language host
+    hands them over)."""
+    listed = set(pulumi.runtime.get_config_secret_keys_env())
+    return frozenset(key for key in values if key in listed or pulumi.runtime.is_config_secret(key))
+
+
+def run(read_crds: CrdReader = read_cluster_crds, read_kubeconfig: KubeconfigReader = read_kubeconfig_file) -> None:
+    """The program. `read_crds` reads an existing cluster's CRDs, `read_kubeconfig` the kubeconfig a
+    stack names (the render passes stand-ins for both)."""
     values = stack_config_values()
-    for warning in misspelt_keys(values):
+    for warning in unread_keys(values):
         pulumi.log.warn(warning)
+    secret_keys = stack_secret_keys(values)
     try:
         cfg = parse_stack_config(values, pulumi.get_stack())
-        exports = deploy(cfg, read_crds)
+        exports = deploy(cfg, Access(read_crds, read_kubeconfig, secret_keys))
     except ConfigError as error:
-        raise InvalidStackConfig(error.issues) from None
+        raise InvalidStackConfig(without_secrets(error, secret_keys)) from None
     for key, value in exports.items():
         pulumi.export(key, value)
 
@@ -45,16 +59,53 @@ def run(read_crds: CrdReader = read_cluster_crds) -> None:
 def stack_labels(cfg: StackConfig) -> dict[str, str]:
     """The labels of every labelled GCP resource of the stack, and the GCP provider's defaults."""
     stack = re.sub(r"[^a-z0-9_-]", "-", pulumi.get_stack().lower())[:63]
-    return {**cfg.labels, "managed-by": "pulumi", "nemo-gke-stack": stack}
+    return {**cfg.labels, MANAGED_BY_LABEL: "pulumi", STACK_LABEL: stack}
 
 
-def gcp_provider(cfg: StackConfig) -> gcp.Provider:
-    """One explicit provider per stack: the project and region come from validated config,
-    never from ambient gcloud settings."""
-    return gcp.Provider("gcp", project=cfg.project, region=cfg.region, zone=cfg.zone, default_labels=stack_labels(cfg))
+def gcp_provider(cfg: StackConfig, location: ClusterFacts | None = None) -> gcp.Provider:
+    """One explicit provider per stack: the project and region come from validated config (a
+    later layer's, from its upstream's cluster), never from ambient gcloud settings."""
+    project, region, zone = (
+        (cfg.gcp_project, cfg.region, cfg.zone)
+        if location is None
+        else (location.project, location.region, location.zone)
+    )
+    return gcp.Provider("gcp", project=project, region=region, zone=zone, default_labels=stack_labels(cfg))
 
 
-def deploy(cfg: StackConfig, read_crds: CrdReader) -> dict[str, Any]:
+# Keys a later layer's stack reads from its upstream, and may repeat only with the same value.
+_UPSTREAM_KEYS = ("project", "region", "zone", "production")
+
+
+def check_upstream_keys(cfg: StackConfig, cluster: ClusterFacts, platform: PlatformFacts | None) -> None:
+    """A later layer's stack that repeats its upstream's project, region, zone, production or
+    namespace repeats it exactly: a different value would be ignored."""
+    found = [(key, getattr(cluster, key), getattr(cfg, key)) for key in _UPSTREAM_KEYS]
+    if platform is not None:
+        found.append(("namespace", platform.namespace, cfg.namespace))
+    errors = [
+        RuleError(key, ours, f"must be the upstream stack's {key}, {theirs!r}, or unset: {cfg.upstream_stack} sets it")
+        for key, theirs, ours in found
+        if key in cfg.given and ours != theirs
+    ]
+    if errors:
+        raise ConfigError.of(errors)
+
+
+@dataclass(frozen=True)
+class Access:
+    """What the program reads besides its config: an existing cluster's CRDs and kubeconfig, and
+    which config keys hold encrypted values."""
+
+    read_crds: CrdReader
+    read_kubeconfig: KubeconfigReader
+    secret_keys: frozenset[str] = frozenset()
+
+    def secret(self, key: str) -> bool:
+        return f"{PROJECT}:{key}" in self.secret_keys
+
+
+def deploy(cfg: StackConfig, access: Access) -> dict[str, Any]:
     """Create the stack's layers; everything that can be checked is checked before the first
     resource is registered, including runs against an upstream environment."""
     labels = stack_labels(cfg)
@@ -63,23 +114,25 @@ def deploy(cfg: StackConfig, read_crds: CrdReader) -> dict[str, Any]:
 
     upstream = Upstream(cfg.upstream_stack_name) if cfg.upstream_stack_name else None
     if cfg.existing_cluster is not None:
+        existing.check_kubeconfig(cfg.existing_cluster, access.secret("existingCluster"), access.read_kubeconfig)
         cluster_facts = existing.cluster_facts(cfg.existing_cluster, cfg.production)
     elif cfg.deploys(Layer.CLUSTER):
         cluster_facts = cluster.cluster_facts(cfg)
     else:
         cluster_facts = _need(upstream).facts("cluster", ClusterFacts)
+        check_upstream_keys(cfg, cluster_facts, None)
+    platform_facts: PlatformFacts | None = None
     if cfg.deploys(Layer.PLATFORM):
         platform.check_platform(cfg, cluster_facts)
         if cfg.existing_cluster is not None and not cfg.kueue.install:
-            existing.check_controllers(cfg.existing_cluster, read_crds)
-    platform_facts = (
-        platform.platform_facts(cfg, cluster_facts)
-        if cfg.deploys(Layer.PLATFORM)
-        else _need(upstream).facts("platform", PlatformFacts)
-    )
+            existing.check_controllers(cfg.existing_cluster, access.read_crds)
+        platform_facts = platform.platform_facts(cfg, cluster_facts)
+    elif cfg.deploys(Layer.TRAINING):
+        platform_facts = _need(upstream).facts("platform", PlatformFacts)
+        check_upstream_keys(cfg, cluster_facts, platform_facts)
     runs = []
-    if cfg.deploys(Layer.TRAINING):
-        training.check_runs(cfg, cluster_facts, platform_facts)
+    if cfg.deploys(Layer.TRAINING) and platform_facts is not None:
+        training.check_runs(cfg, cluster_facts, platform_facts, access.secret("training"))
         runs = [training.run_spec(run, platform_facts) for run in cfg.training.runs]
     summary = plan_summary(
         cluster_facts.project, cluster_facts.region, cluster_facts.zone, cluster_facts.gpu_pools, runs
@@ -87,7 +140,7 @@ def deploy(cfg: StackConfig, read_crds: CrdReader) -> dict[str, Any]:
 
     # A stack on an existing cluster has no Google Cloud resource, so no Google Cloud provider.
     gke = cfg.existing_cluster is None and cluster_facts.gke
-    opts = pulumi.ResourceOptions(providers={"gcp": gcp_provider(cfg)} if gke else {})
+    opts = pulumi.ResourceOptions(providers={"gcp": gcp_provider(cfg, cluster_facts)} if gke else {})
     exports: dict[str, Any] = {}
     if cfg.existing_cluster is not None:
         cluster_outputs = existing.connect(cfg.existing_cluster, cluster_facts)
@@ -97,13 +150,14 @@ def deploy(cfg: StackConfig, read_crds: CrdReader) -> dict[str, Any]:
         exports.update(cluster_exports)
     else:
         cluster_outputs = cluster.from_upstream(cluster_facts, _need(upstream).secret("kubeconfig"))
-    if cfg.deploys(Layer.PLATFORM):
-        platform_outputs, platform_exports = platform.build(cfg, cluster_outputs, platform_facts, labels, opts)
-        exports.update(platform_exports)
-    else:
-        platform_outputs = platform.PlatformOutputs(facts=platform_facts)
-    if cfg.deploys(Layer.TRAINING):
-        exports.update(training.build(cfg, cluster_outputs, platform_outputs, opts))
+    if platform_facts is not None:  # none on a stack of the cluster layer alone
+        if cfg.deploys(Layer.PLATFORM):
+            platform_outputs, platform_exports = platform.build(cfg, cluster_outputs, platform_facts, labels, opts)
+            exports.update(platform_exports)
+        else:
+            platform_outputs = platform.PlatformOutputs(facts=platform_facts)
+        if cfg.deploys(Layer.TRAINING):
+            exports.update(training.build(cfg, cluster_outputs, platform_outputs, opts, access.secret("training")))
     exports["summary"] = summary.as_output()
     return exports
 

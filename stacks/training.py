@@ -15,13 +15,15 @@ import pulumi
 from components.fabric import CONTAINER as FABRIC_CONTAINER
 from components.fabric import FabricCheck, FabricCheckArgs
 from components.training import DataPreparation, DataPreparationArgs, TrainingRun, TrainingRunArgs, Volumes
+from config.base import Model, to_snake
 from config.loader import ConfigError
 from config.stack import StackConfig
 from config.training import DataPrepConfig, NcclTestConfig, RunConfig, TokenizerConfig
 from facts import versions
 from facts.errors import RuleError
-from facts.kubernetes import COMPLETION_INDEX_LABEL, FABRIC_CHECK_LABEL, RUN_LABEL, TRAINING_CONTAINER
+from facts.kubernetes import COMPLETION_INDEX_LABEL, FABRIC_CHECK_LABEL, RUN_LABEL, TRAINING_CONTAINER, looks_secret
 from facts.machines import GpuDirect, MachineType
+from facts.project import PROJECT
 from planners import nemo
 from planners.fabric import NcclTestSpec, check_nccl_test
 from planners.gpudirect import PodNetworking, pod_networking
@@ -70,6 +72,7 @@ def run_spec(run: RunConfig, platform: PlatformFacts) -> RunSpec:
         overrides=MappingProxyType(dict(run.overrides)),
         env=MappingProxyType(dict(run.env)),
         allow_env_overrides=frozenset(run.allow_env_overrides),
+        given=frozenset(type(run).model_fields[field].alias or field for field in run.model_fields_set),
     )
 
 
@@ -110,12 +113,24 @@ def nccl_test_spec(test: NcclTestConfig, platform: PlatformFacts) -> NcclTestSpe
     )
 
 
-def check_runs(cfg: StackConfig, cluster: ClusterFacts, platform: PlatformFacts) -> None:
+def check_runs(cfg: StackConfig, cluster: ClusterFacts, platform: PlatformFacts, secret_env: bool = False) -> None:
     """Every run and data-prep job against the environment it targets; called before
-    anything is registered. Raises ConfigError naming every bad key."""
+    anything is registered. Raises ConfigError naming every bad key. `secret_env`: the stack's
+    `training` holds encrypted values, so the runs' `env` goes into Secrets."""
     flavors = platform.flavors_by_pool
     errors: list[RuleError] = []
     for i, run_config in enumerate(cfg.training.runs):
+        if not secret_env:
+            errors.extend(
+                RuleError(
+                    f"training.runs[{i}].env.{name}",
+                    None,
+                    f"looks like a credential and is plain text: store it encrypted, `pulumi config set --secret "
+                    f"--path '{PROJECT}:training.runs[{i}].env.{name}' <value>`",
+                )
+                for name in run_config.env
+                if looks_secret(name)
+            )
         run = run_spec(run_config, platform)
         try:
             check_run(run, flavors, platform.priority_classes, platform.supervisor, platform.gke)
@@ -123,7 +138,7 @@ def check_runs(cfg: StackConfig, cluster: ClusterFacts, platform: PlatformFacts)
             networking = run_networking(run, machine, cluster)
             nemo.check_env(run, nemo.platform_env(run, machine, networking, run_paths(run, platform)))
         except RuleError as error:
-            errors.append(error.under(f"training.runs[{i}]"))
+            errors.append(_as_written(error, run_config).under(f"training.runs[{i}]"))
     for i, job in enumerate(cfg.training.data_prep):
         try:
             check_data_prep(data_prep_spec(job, platform), flavors)
@@ -138,11 +153,24 @@ def check_runs(cfg: StackConfig, cluster: ClusterFacts, platform: PlatformFacts)
         raise ConfigError.of(errors)
 
 
+def _as_written(error: RuleError, run: RunConfig) -> RuleError:
+    """A rule that names a whole part of the run (`resiliency`, `profile`) shows that part as the
+    stack file wrote it."""
+    if error.value is not None:
+        return error
+    part = getattr(run, to_snake(error.key), None) if "." not in error.key else None
+    if not isinstance(part, Model):
+        return error
+    return RuleError(error.key, part.model_dump(by_alias=True, exclude_unset=True, mode="json"), str(error))
+
+
 @dataclass(frozen=True)
 class TrainingLayerArgs:
     config: StackConfig
     cluster: ClusterOutputs
     platform: PlatformOutputs
+    # The stack's `training` holds encrypted values: every run's `env` goes into a Secret.
+    secret_env: bool = False
 
 
 class TrainingLayer(pulumi.ComponentResource):
@@ -215,6 +243,7 @@ class TrainingLayer(pulumi.ComponentResource):
                         paths=run_paths(run, platform),
                         volumes=volumes,
                         after=[*after, *gate],
+                        secret_env=args.secret_env,
                     ),
                     opts=child,
                 )
@@ -240,11 +269,15 @@ class TrainingLayer(pulumi.ComponentResource):
 
 
 def build(
-    cfg: StackConfig, cluster: ClusterOutputs, platform: PlatformOutputs, opts: pulumi.ResourceOptions
+    cfg: StackConfig,
+    cluster: ClusterOutputs,
+    platform: PlatformOutputs,
+    opts: pulumi.ResourceOptions,
+    secret_env: bool = False,
 ) -> dict[str, Any]:
     layer = TrainingLayer(
         "training",
-        TrainingLayerArgs(config=cfg, cluster=cluster, platform=platform),
+        TrainingLayerArgs(config=cfg, cluster=cluster, platform=platform, secret_env=secret_env),
         opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(providers={"kubernetes": cluster.provider})),
     )
     namespace = platform.facts.namespace

@@ -364,13 +364,54 @@ def test_a_zone_that_offers_no_such_machine_is_refused_naming_the_key_the_user_w
     assert "offers no a3-highgpu-8g" in message
 
 
+# A control plane only one address reaches: no warning about it.
+CLOSED = {"masterAuthorizedNetworks": [{"cidr": "203.0.113.7/32"}]}
+
+
 def test_an_unlisted_zone_the_user_vouches_for_is_warned_about(render: Any) -> None:
     pool = {"name": "a3-highgpu", "machineType": "a3-highgpu-8g", "nodeCount": 2, "allowUnlistedZone": True}
-    values = stack_with("dev", project="acme-ml-prod", region="us-west2", zone="us-west2-a", gpuPools=[pool])
+    values = stack_with(
+        "dev", project="acme-ml-prod", region="us-west2", zone="us-west2-a", gpuPools=[pool], cluster=CLOSED
+    )
     (warning,) = render("dev", values=values).warnings
     assert warning.resource_name == "cluster-a3-highgpu"
     assert "the catalog cannot confirm a3-highgpu-8g capacity in us-west2-a" in warning.message
 
 
 def test_a_real_project_in_a_listed_zone_renders_without_a_warning(render: Any) -> None:
-    assert render("dev", values=stack_with("dev", project="acme-ml-prod")).warnings == []
+    assert render("dev", values=stack_with("dev", project="acme-ml-prod", cluster=CLOSED)).warnings == []
+
+
+@pytest.mark.parametrize(
+    "cluster",
+    [{}, {"masterAuthorizedNetworks": [{"cidr": "0.0.0.0/0", "displayName": "everyone"}]}],
+    ids=["default", "all-addresses"],
+)
+def test_a_control_plane_open_to_any_address_is_warned_about_with_the_command_that_closes_it(
+    render: Any, cluster: dict[str, Any]
+) -> None:
+    """GKE's public endpoint takes any address when masterAuthorizedNetworksConfig is unset or
+    holds 0.0.0.0/0 (https://cloud.google.com/kubernetes-engine/docs/how-to/authorized-networks)."""
+    run = render("dev", values=stack_with("dev", project="acme-ml-prod", cluster=cluster))
+    (warning,) = run.warnings
+    assert warning.resource_name == "cluster"
+    assert "accepts connections from any address" in warning.message
+    command = "pulumi config set --path 'nemo-gke:cluster.masterAuthorizedNetworks[0].cidr' <your egress address>/32"
+    assert command in warning.message
+    network = run.one("gcp:container/cluster:Cluster").inputs.get("masterAuthorizedNetworksConfig")
+    assert cluster or network is None
+
+
+def test_the_one_command_closes_it_a_display_name_defaults_to_the_range(render: Any) -> None:
+    run = render("dev", values=stack_with("dev", project="acme-ml-prod", cluster=CLOSED))
+    blocks = run.one("gcp:container/cluster:Cluster").inputs["masterAuthorizedNetworksConfig"]["cidrBlocks"]
+    assert blocks == [{"cidrBlock": "203.0.113.7/32", "displayName": "203.0.113.7/32"}]
+
+
+def test_an_authorized_address_without_its_prefix_length_is_refused(render: Any) -> None:
+    with pytest.raises(StackFailed) as failed:
+        render("dev", values=stack_with("dev", cluster={"masterAuthorizedNetworks": [{"cidr": "203.0.113.7"}]}))
+    assert str(failed.value.error).splitlines()[1:] == [
+        '  nemo-gke:cluster.masterAuthorizedNetworks[0].cidr = "203.0.113.7": must be an IPv4 range in CIDR '
+        "notation, with its prefix length, such as 203.0.113.7/32"
+    ]

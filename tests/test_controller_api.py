@@ -140,7 +140,7 @@ def test_an_unreadable_kubeconfig_names_its_key(tmp_path: Path) -> None:
         run_stack("existing", values=values, read_crds=read_crds)
     (issue,) = failure.value.error.issues  # type: ignore[attr-defined]
     assert issue.key == "existingCluster.kubeconfigPath"
-    assert "cannot be read" in issue.message and failure.value.resources == []
+    assert "does not exist on the machine running Pulumi" in issue.message and failure.value.resources == []
 
 
 # --------------------------------------------------------------------------- the reader
@@ -218,7 +218,7 @@ def test_the_reader_says_why_it_cannot_ask(tmp_path: Path) -> None:
     with pytest.raises(ClusterUnreadable, match="auth-provider") as failure:
         read_crds(Kubeconfig(kubeconfig("https://x", {"auth-provider": {"name": "gcp"}}), None, None), ["x"])
     assert failure.value.key == ""
-    with pytest.raises(ClusterUnreadable, match="cannot be read") as failure:
+    with pytest.raises(ClusterUnreadable, match="does not exist") as failure:
         read_crds(Kubeconfig(None, str(tmp_path / "none"), None), ["x"])
     assert failure.value.key == "kubeconfigPath"
 

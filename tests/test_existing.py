@@ -29,14 +29,11 @@ def existing(**changes: Any) -> dict[str, Any]:
 
 def run_only_on(stack: str) -> dict[str, Any]:
     """A run-only stack reading `stack` through upstreamStack, with one 2-node run."""
-    values = stack_with(
-        stack,
-        layers=["training"],
-        upstreamStack=f"organization/nemo-gke/{stack}",
-        training={"runs": [{"name": "second", "model": "llama3.1-8b", "nodes": 2, "steps": 10}]},
-    )
-    del values["nemo-gke:existingCluster"]
-    return values
+    return {
+        "nemo-gke:layers": ["training"],
+        "nemo-gke:upstreamStack": f"organization/nemo-gke/{stack}",
+        "nemo-gke:training": {"runs": [{"name": "second", "model": "llama3.1-8b", "nodes": 2, "steps": 10}]},
+    }
 
 
 def test_an_existing_cluster_stack_creates_no_google_cloud_resource(render: Any) -> None:
@@ -220,13 +217,7 @@ def test_a_run_only_stack_reads_an_upstream_whose_flavors_are_placed_by_topology
     """Stack outputs drop null values: a flavor without a topology problem (topologyProblem:
     null) must still read back (planners.queues.Flavor defaults it). a3ultra's reservation pool
     is such a flavor; the run-only stack on top of it failed before the default."""
-    values = stack_with(
-        "a3ultra",
-        layers=["training"],
-        upstreamStack="organization/nemo-gke/a3ultra",
-        training={"runs": [{"name": "second", "model": "llama3.1-8b", "nodes": 2, "steps": 10}]},
-    )
-    run = run_stack("a3ultra", values=values)
+    run = run_stack("a3ultra", values=run_only_on("a3ultra"))
     assert len([r for r in run.resources if r.type.endswith(":JobSet")]) == 1
 
 
@@ -240,9 +231,25 @@ def test_kueue_and_jobset_declared_present_are_not_installed(render: Any) -> Non
     assert not run.of_type("kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition")
     assert run.of_type(f"kubernetes:{KUEUE_API}:ClusterQueue") and jobset(run)
     assert not [w for w in run.warnings if "kueue.install" in w.message]
-    created = render("dev", values=stack_with("dev", kueue={"install": False}))
-    said = [w.message for w in created.warnings]
+    dev = {key: value for key, value in load_stack_values("dev").items() if key != "nemo-gke:training"}
+    cluster_only = run_stack("dev", values={**dev, "nemo-gke:layers": ["cluster"]})
+    platform = {
+        "nemo-gke:layers": ["platform", "training"],
+        "nemo-gke:upstreamStack": "organization/nemo-gke/dev",
+        "nemo-gke:kueue": {"install": False},
+    }
+    upstream = {"organization/nemo-gke/dev": cluster_only.exports}
+    said = [w.message for w in run_stack("platform", values=platform, upstream=upstream).warnings]
     assert any("kueue.x-k8s.io/v1beta2" in m and "jobset.x-k8s.io/v1alpha2" in m for m in said)
+
+
+def test_kueue_not_installed_on_a_cluster_the_stack_creates_is_refused() -> None:
+    """Nothing but this stack could install Kueue on a cluster it creates: the queues would wait
+    for CRDs that never come."""
+    assert [str(i) for i in rejected(stack_with("dev", kueue={"install": False})).issues] == [
+        "nemo-gke:kueue.install = false: this stack creates the cluster, so nothing else could have installed "
+        "Kueue and JobSet on it: leave it true"
+    ]
 
 
 # --------------------------------------------------------------------------- machines outside the catalog

@@ -186,9 +186,8 @@ def test_render_reads_a_stack_file_anywhere_and_names_its_stack_from_the_file(
 
 def test_a_run_only_stack_file_finds_its_upstream_beside_it(tmp_path: Path) -> None:
     examples = Path(render_cli.ROOT) / "examples"
-    (tmp_path / "Pulumi.run-llama8b.yaml").write_text((examples / "Pulumi.run-llama8b.yaml").read_text())
-    upstream = (examples / "Pulumi.a3high-small.yaml").read_text()
-    (tmp_path / "Pulumi.a3high-small.yaml").write_text(upstream.replace("your-gcp-project", "beside-project"))
+    for name in ("Pulumi.run-llama8b.yaml", "Pulumi.a3high-small.yaml"):
+        (tmp_path / name).write_text((examples / name).read_text().replace("your-gcp-project", "beside-project"))
     run = run_stack("run-llama8b", file=tmp_path / "Pulumi.run-llama8b.yaml")
     assert run.exports["summary"]["project"] == "beside-project", "the upstream came from the file beside it"
 

@@ -84,7 +84,6 @@ def lane_values(kubeconfig: Path) -> dict[str, Any]:
 
 def run_only_values(first: Mapping[str, Any]) -> dict[str, Any]:
     return {
-        f"{PROJECT}:project": first[f"{PROJECT}:project"],
         f"{PROJECT}:layers": ["training"],
         f"{PROJECT}:upstreamStack": FIRST,
         f"{PROJECT}:training": {"runs": [{"name": "second", "model": "llama3.1-8b", "nodes": 2, "steps": 10}]},

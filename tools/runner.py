@@ -22,7 +22,7 @@ from facts import installed
 from facts.controller_api import CONTROLLER_KINDS
 from facts.project import PROJECT, qualified_stack_name
 from stacks import program
-from stacks.kubeapi import CrdReader, Kubeconfig
+from stacks.kubeapi import CrdReader, Kubeconfig, KubeconfigReader
 from tools.mocks import LogWarning, RecordedResource, RecordingEngine, RecordingMocks, RecordingMonitor
 from tools.stackfile import StackFile, holds_secret, read_stack_file, to_pulumi_config
 
@@ -218,6 +218,24 @@ def crd_reader(crds: Mapping[str, Any]) -> CrdReader:
     return read
 
 
+def stand_in_kubeconfig(kubeconfig: Kubeconfig) -> str:
+    """A stand-in for the machine's kubeconfig file (contents given inline are read as they are):
+    one cluster, and the context the stack names."""
+    if kubeconfig.contents is not None:
+        return kubeconfig.contents
+    context = kubeconfig.context or "stand-in"
+    return json.dumps(
+        {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "stand-in", "cluster": {"server": "https://stand-in.invalid"}}],
+            "contexts": [{"name": context, "context": {"cluster": "stand-in", "user": "stand-in"}}],
+            "users": [{"name": "stand-in", "user": {}}],
+            "current-context": context,
+        }
+    )
+
+
 def run_stack(
     stack: str,
     *,
@@ -226,6 +244,7 @@ def run_stack(
     preview: bool = False,
     upstream: Mapping[str, Mapping[str, Any]] | None = None,
     read_crds: CrdReader | None = None,
+    read_kubeconfig: KubeconfigReader = stand_in_kubeconfig,
 ) -> StackRun:
     """Run the program for `stack` (the config of `file`, else of its own stack file, else `values`)
     and record everything; what the stack file says other than it seems is a warning of the run.
@@ -234,7 +253,8 @@ def run_stack(
     upstream stack, that stack is run first (from its own file, looked for beside `file` first) and
     its exports are used.
     `read_crds` answers for an existing cluster's API server (default: a cluster that runs the
-    pinned releases).
+    pinned releases), `read_kubeconfig` for the machine's kubeconfig file (default: one that has
+    the context the stack names).
     """
     reader = read_crds or read_pinned_crds
     advice: tuple[str, ...] = ()
@@ -259,7 +279,7 @@ def run_stack(
 
     @pulumi.runtime.test  # type: ignore[untyped-decorator]
     def body() -> pulumi.Output[Any]:
-        program.run(reader)
+        program.run(reader, read_kubeconfig)
         root = settings.get_root_resource()
         outputs: dict[str, Any] = dict(getattr(root, "outputs", {}) or {})
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from pydantic.alias_generators import to_camel
 
 from facts.errors import RuleError
 from facts.gke import CapacityType
@@ -23,6 +24,7 @@ def flavor(machine: str, nodes: int = 4, compact: bool = True) -> Flavor:
 
 
 def run(model: str = "llama3.1-8b", nodes: int = 2, **settings: object) -> RunSpec:
+    """A run whose config sets `settings` (the others are the model's)."""
     return RunSpec(
         name="r",
         model=model,
@@ -31,6 +33,7 @@ def run(model: str = "llama3.1-8b", nodes: int = 2, **settings: object) -> RunSp
         settings=model_spec(model).recipe.settings(**settings),  # type: ignore[arg-type]
         tokenizer=Tokenizer("megatron", "GPT2BPETokenizer"),
         priority="nemo-medium",
+        given=frozenset(to_camel(key) for key in settings),
     )
 
 
@@ -70,6 +73,9 @@ def test_every_catalog_recipe_fits_every_eight_gpu_machine_on_enough_nodes(name:
         (flavor("a3-highgpu-8g"), run(tensor_parallel=3), "tensorParallel"),
         (flavor("a3-highgpu-8g"), run("llama3.1-70b", 1), "nodes"),
         (flavor("a3-highgpu-8g"), run(global_batch_size=100), "globalBatchSize"),
+        (flavor("a3-highgpu-8g"), run(micro_batch_size=3), "microBatchSize"),
+        (flavor("a3-highgpu-8g"), run(global_batch_size=100, micro_batch_size=3), "globalBatchSize"),
+        (flavor("a3-highgpu-8g", nodes=8), run(nodes=3), "nodes"),
         (flavor("a3-highgpu-8g"), run(sequence_length=262144), "sequenceLength"),
         (flavor("a3-highgpu-8g"), run("gpt-5b", 2, pipeline_parallel=2, virtual_pipeline=5), "pipelineParallel"),
         (flavor("a3-highgpu-8g"), replace(run(), profile=ProfileWindow(40, 60)), "profile.endStep"),
@@ -78,8 +84,8 @@ def test_every_catalog_recipe_fits_every_eight_gpu_machine_on_enough_nodes(name:
         (flavor("a3-highgpu-8g"), replace(run(), priority="urgent"), "priority"),
         (flavor("a3-megagpu-8g"), run("llama3.1-8b", 1), "model"),
     ],
-    ids=["quota", "tp-in-node", "model-parallel", "batch", "sequence", "layers", "profile", "topology", "pool",
-         "priority", "untested-image"],
+    ids=["quota", "tp-in-node", "model-parallel", "batch", "micro-batch", "both-batches", "data-parallel",
+         "sequence", "layers", "profile", "topology", "pool", "priority", "untested-image"],
 )  # fmt: skip
 def test_each_rule_names_the_key_the_user_wrote(target: Flavor, spec: RunSpec, key: str) -> None:
     assert error_key(spec, target) == key

@@ -1,0 +1,336 @@
+"""Nothing silently ignored, no misleading message: what a new user's stack file gets.
+
+Each refusal is one line naming the key and what is allowed, and nothing is registered
+(tests/conftest.py `rejected`); each piece of advice is one warning. The classes are those a first
+contact with the program meets: keys no deployed layer reads, keys that configure Google Cloud on a
+stack that creates none, credentials in plain text, values the kernel or the API server refuses,
+and messages that must blame the key the user wrote and show its value readably.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from config.training import MAX_JOBS_PER_STACK
+from facts.kubernetes import MAX_ENV_STRING_BYTES
+from facts.pulumi_cli import SECRET_STAND_IN
+from stacks.kubeapi import read_kubeconfig
+from tests.conftest import Render, rejected
+from tools.runner import StackFailed, load_stack_values, run_stack, stack_with
+
+DEV_RUN = load_stack_values("dev")["nemo-gke:training"]["runs"][0]
+EXISTING = load_stack_values("existing")["nemo-gke:existingCluster"]
+
+
+def lines(values: dict[str, Any], stack: str = "dev") -> list[str]:
+    return [str(issue) for issue in rejected(values, stack).issues]
+
+
+def dev_run(**changes: Any) -> dict[str, Any]:
+    return stack_with("dev", training={"runs": [{**DEV_RUN, **changes}]})
+
+
+def existing_cluster(**changes: Any) -> dict[str, Any]:
+    return stack_with("existing", existingCluster={**copy.deepcopy(EXISTING), **changes})
+
+
+def run_only(**keys: Any) -> dict[str, Any]:
+    values = {
+        "nemo-gke:layers": ["training"],
+        "nemo-gke:upstreamStack": "organization/nemo-gke/dev",
+        "nemo-gke:training": {"runs": [{"name": "second", "model": "gpt-5b", "nodes": 2, "steps": 10}]},
+    }
+    return {**values, **{f"nemo-gke:{key}": value for key, value in keys.items()}}
+
+
+# --------------------------------------------------------------------------- keys no layer reads
+
+
+@pytest.mark.parametrize(
+    ("values", "stack", "line"),
+    [
+        (
+            run_only(gpuPools=[{"name": "x", "machineType": "a3-highgpu-8g", "nodeCount": 2}]),
+            "dev",
+            "nemo-gke:gpuPools: is read by the cluster layer, which this stack does not deploy (layers: training)",
+        ),
+        (
+            run_only(storage={"filestore": {"capacityGib": 2048}}),
+            "dev",
+            "nemo-gke:storage: is read by the platform layer, which this stack does not deploy (layers: training)",
+        ),
+        (
+            stack_with("bootstrap", training={"runs": []}),
+            "bootstrap",
+            "nemo-gke:training: is read by the training layer, which this stack does not deploy (layers: bootstrap)",
+        ),
+        (
+            stack_with("dev", layers=["cluster"]),
+            "dev",
+            "nemo-gke:training: is read by the training layer, which this stack does not deploy (layers: cluster)",
+        ),
+    ],
+    ids=["run-only-pools", "run-only-storage", "bootstrap-training", "cluster-only-training"],
+)
+def test_a_key_no_deployed_layer_reads_is_refused_by_name(values: dict[str, Any], stack: str, line: str) -> None:
+    assert lines(values, stack) == [f"{line}"]
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "reason"),
+    [
+        ("gpuPools", [{"name": "x", "machineType": "a3-highgpu-8g", "nodeCount": 2}], "is read by the cluster layer"),
+        ("network", {"nodeCidr": "10.0.0.0/20"}, "is read by the cluster layer"),
+        ("systemPool", {"nodeCount": 2}, "is read by the cluster layer"),
+        ("cluster", {"name": "mine"}, "is read by the cluster layer"),
+        ("project", "acme-ml-prod", "applies to Google Cloud resources, and an existingCluster stack creates none"),
+        ("region", "us-east5", "applies to Google Cloud resources"),
+        ("zone", "us-east5-a", "applies to Google Cloud resources"),
+        ("production", True, "applies to Google Cloud resources"),
+        ("labels", {"team": "ml"}, "applies to Google Cloud resources"),
+        ("storage", {"filestore": {"capacityGib": 2048}}, "existingCluster.storageClass and existingCluster.claims"),
+        ("monitoring", {"dashboard": True}, "the dashboard and alerts are Cloud Monitoring's"),
+        ("gpudirect", {"nriDeviceInjector": False}, "applies to Google Cloud resources"),
+    ],
+)
+def test_every_key_only_a_gke_stack_uses_is_refused_on_an_existing_cluster(key: str, value: Any, reason: str) -> None:
+    (line,) = lines(stack_with("existing", **{key: value}), "existing")
+    assert line.startswith(f"nemo-gke:{key}: ") and reason in line, line
+
+
+def test_an_existing_cluster_stack_needs_no_project_and_a_gke_stack_is_told_how_to_set_one(render: Render) -> None:
+    assert "nemo-gke:project" not in load_stack_values("existing")
+    assert render("existing").exports["summary"]["project"] == ""
+    values = load_stack_values("dev")
+    del values["nemo-gke:project"]
+    assert lines(values) == [
+        "nemo-gke:project: is required: set it with `pulumi config set nemo-gke:project <your project ID>`"
+    ]
+
+
+def test_a_later_layer_repeats_its_upstream_s_keys_exactly() -> None:
+    """The run-only stack reads project, region, zone, production and namespace from its upstream
+    (stacks/upstream.py); a different value would be ignored, so it is refused."""
+    assert lines(run_only(region="us-east5"), "dev") == [
+        "nemo-gke:region = \"us-east5\": must be the upstream stack's region, 'us-central1', or unset: "
+        "organization/nemo-gke/dev sets it"
+    ]
+    assert lines(run_only(namespace="other"), "dev")[0].startswith('nemo-gke:namespace = "other": must be the')
+    assert run_stack("dev", values=run_only(region="us-central1", namespace="nemo")).of_type(
+        "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
+    )
+
+
+def test_keys_of_other_namespaces_are_warned_about_with_the_key_to_use(render: Render) -> None:
+    values = {**load_stack_values("dev"), "gcp:project": "acme-ml-prod", "aws:region": "us-east-1"}
+    said = [w.message for w in render("dev", values=values).warnings]
+    assert (
+        "config key 'gcp:project' is ignored: this program's gcp provider takes its settings from nemo-gke:project"
+        in said
+    )
+    assert (
+        "config key 'aws:region' is ignored: this program reads only nemo-gke:* keys (its aws resources, if any, "
+        "take their settings from those)"
+    ) in said
+
+
+# --------------------------------------------------------------------------- credentials
+
+
+def test_a_credential_in_plain_text_is_refused_with_the_command_that_encrypts_it() -> None:
+    assert lines(dev_run(env={"HF_TOKEN": "hf_abc", "NCCL_DEBUG": "INFO", "wandb_api_key": "k"})) == [
+        "nemo-gke:training.runs[0].env.HF_TOKEN: looks like a credential and is plain text: store it encrypted, "
+        "`pulumi config set --secret --path 'nemo-gke:training.runs[0].env.HF_TOKEN' <value>`",
+        "nemo-gke:training.runs[0].env.wandb_api_key: looks like a credential and is plain text: store it "
+        "encrypted, `pulumi config set --secret --path 'nemo-gke:training.runs[0].env.wandb_api_key' <value>`",
+    ]
+
+
+def test_an_encrypted_env_value_reaches_the_pod_through_a_secret_never_the_jobset(render: Render) -> None:
+    """`pulumi config set --secret --path` writes a nested `secure:` leaf; the CLI then marks the whole
+    `training` key secret (config.Map.SecureKeys), so every env value of every run is treated as one."""
+    run = render("dev", values=dev_run(env={"HF_TOKEN": SECRET_STAND_IN, "NCCL_DEBUG": "INFO"}))
+    secret = run.one("kubernetes:core/v1:Secret", "training-gpt5b-demo-env")
+    assert run.manifest(secret)["metadata"]["name"] == "gpt5b-demo-env"
+    jobset = run.manifest(run.one("kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"))
+    (container,) = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][-1:]
+    env = {e["name"]: e for e in container["env"]}
+    for name in ("HF_TOKEN", "NCCL_DEBUG"):
+        assert env[name] == {"name": name, "valueFrom": {"secretKeyRef": {"name": "gpt5b-demo-env", "key": name}}}
+    assert SECRET_STAND_IN not in json.dumps(jobset)
+    assert run.depends_on(run.one("kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"), secret)
+
+
+def test_a_secret_value_is_never_shown_in_a_message() -> None:
+    values = dev_run(env={"HF_TOKEN": SECRET_STAND_IN, "BAD NAME": "plain but secret"})
+    (line,) = lines(values)
+    assert line.startswith('nemo-gke:training.runs[0].env.BAD NAME = "[secret]": the name must be')
+
+
+def test_an_env_value_the_kernel_cannot_take_is_refused() -> None:
+    big = "x" * MAX_ENV_STRING_BYTES
+    (line,) = lines(dev_run(env={"BIG": big}))
+    assert line.startswith('nemo-gke:training.runs[0].env.BIG = "xxxxxxxxxx')
+    assert line.endswith(
+        f"… ({MAX_ENV_STRING_BYTES} characters): is {MAX_ENV_STRING_BYTES + 5} bytes as NAME=value; a process's "
+        f"environment takes at most {MAX_ENV_STRING_BYTES} per variable (Linux MAX_ARG_STRLEN): put large values "
+        "in the data bucket"
+    )
+
+
+KUBECONFIG = {
+    "apiVersion": "v1",
+    "clusters": [{"name": "c", "cluster": {"server": "https://203.0.113.9"}}],
+    "contexts": [{"name": "team-a3ultra", "context": {"cluster": "c", "user": "u"}}],
+    "users": [{"name": "u", "user": {"token": "eyJhbGciOi"}}],
+    "current-context": "team-a3ultra",
+}
+
+
+def test_an_inline_kubeconfig_holding_a_credential_must_be_encrypted(render: Render) -> None:
+    inline = existing_cluster(kubeconfig=json.dumps(KUBECONFIG), kubeconfigPath=None)
+    assert lines(inline, "existing") == [
+        "nemo-gke:existingCluster.kubeconfig: holds a credential (users[0].user.token) as plain text: store it "
+        "encrypted, `pulumi config set --secret --path 'nemo-gke:existingCluster.kubeconfig' \"$(kubectl config "
+        'view --raw --minify)"`, or use kubeconfigPath'
+    ]
+    assert render("existing", values=existing_cluster(kubeconfig=SECRET_STAND_IN, kubeconfigPath=None))
+
+
+@pytest.mark.parametrize(
+    ("write", "context", "line"),
+    [
+        (
+            None,
+            "team-a3ultra",
+            "nemo-gke:existingCluster.kubeconfigPath: {path} does not exist on the machine running Pulumi",
+        ),
+        ("folder", "team-a3ultra", "nemo-gke:existingCluster.kubeconfigPath: {path} is not a file"),
+        (
+            "clusters: [unclosed\n",
+            "team-a3ultra",
+            "nemo-gke:existingCluster.kubeconfigPath: {path} is not YAML (line 2): expected ',' or ']', but got "
+            "'<stream end>'",
+        ),
+        (
+            "kind: Config\n",
+            "team-a3ultra",
+            "nemo-gke:existingCluster.kubeconfigPath: {path} is not a kubeconfig: it has no `clusters` list, as "
+            "`kubectl config view --raw` writes",
+        ),
+        (
+            json.dumps(KUBECONFIG),
+            "other",
+            "nemo-gke:existingCluster.context = \"other\": the kubeconfig has no context 'other'",
+        ),
+    ],
+    ids=["missing", "folder", "not-yaml", "not-a-kubeconfig", "no-such-context"],
+)
+def test_a_kubeconfig_kubectl_could_not_use_is_refused_before_anything_is_registered(
+    tmp_path: Path, write: str | None, context: str, line: str
+) -> None:
+    path = tmp_path / "kubeconfig"
+    if write == "folder":
+        path.mkdir()
+    elif write is not None:
+        path.write_text(write)
+    values = existing_cluster(kubeconfigPath=str(path), context=context)
+    with pytest.raises(StackFailed) as failure:
+        run_stack("existing", values=values, read_kubeconfig=read_kubeconfig)
+    assert failure.value.resources == []
+    assert [str(i) for i in failure.value.error.issues] == [line.format(path=path)]  # type: ignore[attr-defined]
+
+
+def test_a_usable_kubeconfig_file_is_taken_as_it_is(tmp_path: Path) -> None:
+    path = tmp_path / "kubeconfig"
+    path.write_text(json.dumps(KUBECONFIG))
+    run = run_stack("existing", values=existing_cluster(kubeconfigPath=str(path)), read_kubeconfig=read_kubeconfig)
+    assert run.of_type("kubernetes:jobset.x-k8s.io/v1alpha2:JobSet")
+
+
+# --------------------------------------------------------------------------- readable messages
+
+
+def test_an_invisible_character_in_a_key_is_escaped_and_the_value_shown() -> None:
+    assert lines(dev_run(env={"HF\u200bTOKEN": "abc"})) == [
+        'nemo-gke:training.runs[0].env.HF\\u200bTOKEN = "abc": the name must be an environment variable name: '
+        "[A-Za-z_][A-Za-z0-9_]*"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("labels", "line"),
+    [
+        ({"Team": "ml"}, """nemo-gke:labels.Team = "ml": label keys are 1-63 of a-z, 0-9, '_', '-', starting with """
+                         "a letter"),
+        ({"managed-by": "terraform"}, 'nemo-gke:labels.managed-by = "terraform": is a label the program sets on '
+                                      "every resource itself"),
+        ({f"l{i}": "x" for i in range(63)}, "nemo-gke:labels = 63: a Google Cloud resource holds 64 labels, 2 of them "
+                                            "the program's"),
+    ],
+    ids=["bad-key", "program-s-own", "too-many"],
+)  # fmt: skip
+def test_a_label_is_shown_with_its_value(labels: dict[str, str], line: str) -> None:
+    assert lines(stack_with("dev", labels=labels)) == [line]
+
+
+def test_a_long_value_is_cut_in_the_message() -> None:
+    (line,) = lines(dev_run(name="x" * 5000))
+    assert line.startswith('nemo-gke:training.runs[0].name = "' + "x" * 79 + "… (5000 characters): must be")
+
+
+def test_the_key_the_user_wrote_is_blamed_with_its_value() -> None:
+    assert lines(dev_run(microBatchSize=3)) == [
+        "nemo-gke:training.runs[0].microBatchSize = 3: the global batch size 2048 must be a multiple of micro batch "
+        "× data-parallel size = 3 × 16 (16 GPUs / model parallel 1)"
+    ]
+    assert lines(dev_run(resiliency={"supervisor": True})) == [
+        'nemo-gke:training.runs[0].resiliency = {"supervisor": true}: gpt-5b runs on NeMo 1; resiliency settings '
+        "need a NeMo 2 model"
+    ]
+    pools = copy.deepcopy(load_stack_values("existing-oke")["nemo-gke:existingCluster"]["gpuPools"])
+    pools[0]["gpusPerNode"] = 3
+    values = stack_with(
+        "existing-oke",
+        existingCluster={**load_stack_values("existing-oke")["nemo-gke:existingCluster"], "gpuPools": pools},
+    )
+    assert lines(values, "existing-oke") == [
+        "nemo-gke:existingCluster.gpuPools[0].gpusPerNode = 3: must be one of 1, 2, 4, 8, 16: GPU machines hold no "
+        "other count"
+    ]
+
+
+# --------------------------------------------------------------------------- advice
+
+
+def test_a_checkpoint_interval_longer_than_the_run_is_warned_about(render: Render) -> None:
+    run = render("dev", values=dev_run(checkpoint={"intervalSteps": 100}))
+    said = [w.message for w in run.warnings if "checkpoint.intervalSteps" in w.message]
+    assert said == [
+        "run gpt5b-demo: checkpoint.intervalSteps 100 is longer than the run's 50 steps, so it saves no checkpoint "
+        "on the way: a restart begins again at step 0; set checkpoint.intervalSteps to at most 50"
+    ]
+
+
+def test_ten_thousand_runs_are_refused_at_the_documented_limit_in_bounded_time() -> None:
+    runs = [{**DEV_RUN, "name": f"r{i}"} for i in range(10_000)]
+    started = time.monotonic()
+    assert lines(stack_with("dev", training={"runs": runs})) == [
+        f"nemo-gke:training.runs: has 10000 entries; at most {MAX_JOBS_PER_STACK} are allowed"
+    ]
+    assert time.monotonic() - started < 5, "validation is linear in the number of runs"
+
+
+def test_a_stack_of_the_cluster_layer_alone_renders(render: Render) -> None:
+    """`layers: [cluster]` is a valid stack (config.stack): it once failed looking for an upstream
+    platform it does not need."""
+    values = {key: value for key, value in load_stack_values("dev").items() if key != "nemo-gke:training"}
+    run = render("dev", values={**values, "nemo-gke:layers": ["cluster"]})
+    assert run.of_type("gcp:container/cluster:Cluster") and not run.of_type("kubernetes:helm.sh/v3:Release")
+    assert run.exports["summary"]["runs"] == []
