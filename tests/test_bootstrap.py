@@ -8,6 +8,7 @@ import pytest
 
 from tests.conftest import MODES
 from tools.runner import StackRun, stack_with
+from tools.summary import markdown
 
 REQUIRED_APIS = {
     "file.googleapis.com", "container.googleapis.com", "compute.googleapis.com", "iam.googleapis.com",
@@ -108,3 +109,12 @@ def test_backend_resources_wait_for_the_apis(render: Any, preview: bool) -> None
         s for s in run.of_type("gcp:projects/service:Service") if s.inputs["service"] == "storage.googleapis.com"
     )
     assert run.depends_on(bucket, storage_api)
+
+
+def test_the_bootstrap_has_a_go_no_go_verdict(render: Any) -> None:
+    """A placeholder project stops the bootstrap's `up` as it does any other stack's."""
+    placeholder = render("bootstrap")
+    last = markdown("bootstrap", placeholder.exports["summary"], []).rstrip().splitlines()[-1]
+    assert last.startswith("**Verdict: NO-GO**") and "your-gcp-project" in last
+    real = render("bootstrap", values=stack_with("bootstrap", project="my-project"))
+    assert real.exports["summary"]["noGo"] == []
