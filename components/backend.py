@@ -1,4 +1,15 @@
-"""The self-managed Pulumi backend: a state bucket and a KMS key for stack secrets."""
+"""The self-managed Pulumi backend: a state bucket and a KMS key for stack secrets.
+
+Cloud KMS never deletes a key ring or a key, and the provider's delete of a CryptoKey destroys
+every one of its versions, "rendering the key unusable" and whatever it encrypted irrecoverable
+(pulumi-gcp kms.CryptoKey, from hashicorp/terraform-provider-google
+website/docs/r/kms_crypto_key.html.markdown); a key ring deleted leaves state only, and creating
+it again fails with 409 alreadyExists (hashicorp/terraform-provider-google#1214). So the key ring
+and the key are protected in every stack, production or not, and retained on delete: `pulumi
+destroy --exclude-protected` removes the rest and keeps both in state, so the next `up` finds
+them and creates nothing; a plain `pulumi destroy` stops on them instead of making every other
+stack's secrets unreadable.
+"""
 
 from __future__ import annotations
 
@@ -26,6 +37,7 @@ class StateBackendArgs:
     key_rotation_days: int
     # IAM members (user:, group:, serviceAccount:) who run `pulumi` against this backend.
     operators: Sequence[str]
+    # Production: the state bucket too is protected, and not emptied on destroy.
     protect: bool
     labels: Mapping[str, str] = field(default_factory=dict)
 
@@ -67,12 +79,14 @@ class StateBackend(pulumi.ComponentResource):
             labels=dict(args.labels),
             opts=pulumi.ResourceOptions(parent=self, protect=args.protect),
         )
+        # Every stack's secrets hang on these two: kept through any destroy (module docstring).
+        kept = pulumi.ResourceOptions(protect=True, retain_on_delete=True)
         key_ring = gcp.kms.KeyRing(
             f"{name}-keyring",
             name=args.key_ring,
             project=args.project,
             location=args.region,
-            opts=pulumi.ResourceOptions(parent=self),
+            opts=pulumi.ResourceOptions.merge(kept, pulumi.ResourceOptions(parent=self)),
         )
         key = gcp.kms.CryptoKey(
             f"{name}-key",
@@ -81,8 +95,7 @@ class StateBackend(pulumi.ComponentResource):
             purpose="ENCRYPT_DECRYPT",
             rotation_period=f"{args.key_rotation_days * SECONDS_PER_DAY}s",
             labels=dict(args.labels),
-            # Losing this key loses every stack secret encrypted with it.
-            opts=pulumi.ResourceOptions(parent=key_ring, protect=args.protect),
+            opts=pulumi.ResourceOptions.merge(kept, pulumi.ResourceOptions(parent=key_ring)),
         )
         for i, member in enumerate(args.operators):
             gcp.storage.BucketIAMMember(
@@ -97,7 +110,8 @@ class StateBackend(pulumi.ComponentResource):
                 crypto_key_id=key.id,
                 role="roles/cloudkms.cryptoKeyEncrypterDecrypter",
                 member=member,
-                opts=pulumi.ResourceOptions(parent=key),
+                # Not protected with the key: an operator taken off the list loses access.
+                opts=pulumi.ResourceOptions(parent=key, protect=False),
             )
         self.backend_url = pulumi.Output.concat("gs://", bucket.name)
         self.secrets_provider = pulumi.Output.concat("gcpkms://", key.id)

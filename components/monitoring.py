@@ -12,6 +12,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from facts.errors import require
+from facts.monitoring import PROMQL_DURATION_STEP_S, PROMQL_EVALUATION_STEP_S
 from planners.monitoring import AlertCondition
 
 
@@ -34,6 +35,20 @@ class GpuMonitoringArgs:
                 list(self.notification_channels),
                 "alerts need a channel or an email address",
             )
+        for i, alert in enumerate(self.alerts):
+            require(
+                alert.duration_s >= 0 and alert.duration_s % PROMQL_DURATION_STEP_S == 0,
+                f"alerts[{i}].duration_s",
+                alert.duration_s,
+                "must be a whole number of minutes",
+            )
+            require(
+                alert.evaluation_interval_s > 0 and alert.evaluation_interval_s % PROMQL_EVALUATION_STEP_S == 0,
+                f"alerts[{i}].evaluation_interval_s",
+                alert.evaluation_interval_s,
+                f"must be a positive multiple of {PROMQL_EVALUATION_STEP_S} s",
+            )
+            require(alert.auto_close_s > 0, f"alerts[{i}].auto_close_s", alert.auto_close_s, "must be positive")
         if self.dashboard is not None:
             require("mosaicLayout" in self.dashboard, "dashboard", "layout", "must be a mosaic layout")
 
@@ -69,9 +84,6 @@ class GpuMonitoring(pulumi.ComponentResource):
                 ).name
             )
         for alert in args.alerts:
-            aggregation = {"alignment_period": "60s", "per_series_aligner": alert.aligner}
-            if alert.reducer:
-                aggregation["cross_series_reducer"] = alert.reducer
             gcp.monitoring.AlertPolicy(
                 f"{name}-{alert.name}",
                 project=args.project,
@@ -81,15 +93,17 @@ class GpuMonitoring(pulumi.ComponentResource):
                 conditions=[
                     {
                         "display_name": alert.display_name,
-                        "condition_threshold": {
-                            "filter": alert.filter,
-                            "comparison": alert.comparison,
-                            "threshold_value": alert.threshold,
-                            "duration": alert.duration,
-                            "aggregations": [aggregation],
+                        "condition_prometheus_query_language": {
+                            "query": alert.query,
+                            "duration": f"{alert.duration_s}s",
+                            "evaluation_interval": f"{alert.evaluation_interval_s}s",
+                            # The metrics may have no sample yet (a pool of 0 nodes, a cluster
+                            # still starting): the policy is created all the same.
+                            "disable_metric_validation": True,
                         },
                     }
                 ],
+                alert_strategy={"auto_close": f"{alert.auto_close_s}s"},
                 notification_channels=channels,
                 documentation={"content": alert.documentation, "mime_type": "text/markdown"},
                 user_labels=dict(args.labels),

@@ -8,6 +8,10 @@ GoogleCloudPlatform/ai-on-gke benchmarks/benchmark/tools/locust-load-inference/s
 tgi-dashboard.yaml@1892f977). Field names and kinds: NVIDIA/dcgm-exporter
 etc/dcp-metrics-included.csv (each a gauge: utilisations in % or ratios, memory in MiB, link
 throughput in bytes per second, the last XID seen).
+
+In PromQL a Managed Service for Prometheus series keeps its exporter name, and the labels of its
+`prometheus_target` resource (`cluster`, `location`, `namespace`, ...) are plain labels
+(https://cloud.google.com/monitoring/promql/promql-mapping).
 """
 
 from __future__ import annotations
@@ -32,6 +36,10 @@ class DcgmMetric:
     def metric_type(self) -> str:
         return f"prometheus.googleapis.com/{self.field}/gauge"
 
+    @property
+    def promql_name(self) -> str:
+        return self.field
+
 
 DCGM = MappingProxyType(
     {
@@ -50,6 +58,14 @@ DCGM = MappingProxyType(
     }
 )
 
+# The prometheus_target label naming the GKE cluster a series comes from.
+CLUSTER_LABEL = "cluster"
+
+# The last-XID gauge keeps its value until the driver is reset or the exporter restarts
+# (NVIDIA/dcgm-exporter#500, NVIDIA/DCGM#277), and exporters from 3.3.6-3.4.2 put the code in an
+# `err_code` label (NVIDIA/dcgm-exporter#309), so a new XID may be a new series rather than a new value.
+XID_FIELD = "DCGM_FI_DEV_XID_ERRORS"
+
 # GKE system metric: container restarts (https://cloud.google.com/monitoring/api/metrics_kubernetes).
 RESTART_COUNT = "kubernetes.io/container/restart_count"
 K8S_CONTAINER = "k8s_container"
@@ -59,3 +75,16 @@ K8S_CONTAINER = "k8s_container"
 MOSAIC_COLUMNS = 48
 ALIGNERS = frozenset({"ALIGN_MEAN", "ALIGN_MAX", "ALIGN_DELTA", "ALIGN_RATE", "ALIGN_NONE"})
 REDUCERS = frozenset({"REDUCE_MEAN", "REDUCE_MAX", "REDUCE_SUM", "REDUCE_COUNT", "REDUCE_NONE"})
+
+# Alerting API, PrometheusQueryLanguageCondition (https://cloud.google.com/monitoring/promql/create-promql-alerts,
+# pulumi-gcp AlertPolicyConditionConditionPrometheusQueryLanguageArgs): a policy with a PromQL
+# condition has only that one; `duration` is a whole number of minutes, in seconds;
+# `evaluationInterval` a positive multiple of 30 s. `disableMetricValidation` lets the condition
+# name a metric no sample has created yet: otherwise creating the policy fails with 404 until one
+# arrives (hashicorp/terraform-provider-google#11102, #20491; GoogleCloudPlatform/magic-modules#12438).
+PROMQL_DURATION_STEP_S = 60
+PROMQL_EVALUATION_STEP_S = 30
+# AlertStrategy.autoClose: "if an alert policy that was active has no data for this long, any open
+# incidents will close" (projects.alertPolicies#AlertStrategy; pulumi-gcp AlertPolicyAlertStrategyArgs).
+# Without it an incident whose series went away (a node deleted) stays open.
+AUTO_CLOSE_S = 1800

@@ -1,12 +1,13 @@
-"""On-demand prices of the GPU machines, for the go/no-go summary's estimates only.
+"""On-demand prices of the machines and the Filestore tiers, for the go/no-go summary's estimates only.
 
-Google's pricing pages could not be read where this table was made; its figures come from the
-SkyPilot catalog, which lists each machine's host part (vCPU and memory) and its GPUs on
+Google's machine pricing pages could not be read where this table was made; machine figures come
+from the SkyPilot catalog, which lists each machine's host part (vCPU and memory) and its GPUs on
 separate rows: the price here is their sum. That catalog is not consistent across regions
 (the same H100 costs 4.20 USD/h in us-central1 and 9.80 USD/h in us-east4), so every figure is
 an estimate to size a decision, never a quote. A4 and A3 Ultra may not be sold on demand at
 all (only reserved, Spot or through the Dynamic Workload Scheduler): their figure prices the
-hardware, not an offer.
+hardware, not an offer. The one Filestore figure is the worked example of Google's Filestore
+pricing page, the only region it names; every other tier and region is not priced.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from types import MappingProxyType
 
 SOURCE = "skypilot-org/skypilot-catalog:catalogs/v8/gcp/vms.csv@006059e0 (host row + GPU row), read 2026-11-22"
 
-# USD per node-hour, on demand: (machine type, region) → host part + GPU part.
+# USD per node-hour, on demand: (machine type, region) → host part + GPU part; a CPU machine
+# (the system and supervisor pools' e2 types) has its one row.
 ON_DEMAND_USD_PER_HOUR: Mapping[tuple[str, str], float] = MappingProxyType(
     {
         ("a3-highgpu-8g", "us-central1"): 9.46006 + 33.60609,
@@ -53,10 +55,46 @@ ON_DEMAND_USD_PER_HOUR: Mapping[tuple[str, str], float] = MappingProxyType(
         ("a3-highgpu-4g", "us-east5"): 5.32743 + 44.1354,
         ("a3-highgpu-4g", "europe-west4"): 4.96653 + 50.94206,
         ("a3-highgpu-4g", "asia-northeast1"): 6.07431 + 16.80304,
+        ("e2-standard-4", "us-central1"): 0.13402,
+        ("e2-standard-4", "us-east4"): 0.15094,
+        ("e2-standard-4", "us-east5"): 0.13402,
+        ("e2-standard-4", "europe-west1"): 0.14743,
+        ("e2-standard-4", "europe-west4"): 0.14754,
+        ("e2-standard-4", "asia-northeast1"): 0.17193,
+        ("e2-standard-8", "us-central1"): 0.26805,
+        ("e2-standard-8", "us-east4"): 0.30188,
+        ("e2-standard-8", "us-east5"): 0.26805,
+        ("e2-standard-8", "europe-west1"): 0.29486,
+        ("e2-standard-8", "europe-west4"): 0.29509,
+        ("e2-standard-8", "asia-northeast1"): 0.34386,
     }
+)
+
+FILESTORE_SOURCE = "https://cloud.google.com/filestore/pricing (its pricing example: Basic HDD in us-west1)"
+
+# USD per provisioned GiB-hour: (tier, region). Billed on the capacity provisioned, not used.
+FILESTORE_USD_PER_GIB_HOUR: Mapping[tuple[str, str], float] = MappingProxyType(
+    {
+        ("BASIC_HDD", "us-west1"): 0.000274,
+    }
+)
+
+# What no estimate here includes, whatever the stack.
+NEVER_PRICED = (
+    "the GKE cluster management fee",
+    "boot disks and local SSDs",
+    "Cloud Storage buckets (data, checkpoints, state)",
+    "network egress",
+    "Cloud Monitoring and Cloud Logging ingestion",
+    "Cloud KMS key versions and Artifact Registry storage",
 )
 
 
 def on_demand_usd_per_hour(machine_type: str, region: str) -> float | None:
     """The estimated on-demand price of one node, or None where the table has none."""
     return ON_DEMAND_USD_PER_HOUR.get((machine_type, region))
+
+
+def filestore_usd_per_gib_hour(tier: str, region: str) -> float | None:
+    """The price of one provisioned GiB for an hour, or None where the table has none."""
+    return FILESTORE_USD_PER_GIB_HOUR.get((tier, region))

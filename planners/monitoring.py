@@ -9,6 +9,8 @@ from typing import Any
 
 from facts.kubernetes import TRAINING_CONTAINER
 from facts.monitoring import (
+    AUTO_CLOSE_S,
+    CLUSTER_LABEL,
     DCGM,
     HOSTNAME_LABEL,
     K8S_CONTAINER,
@@ -16,6 +18,7 @@ from facts.monitoring import (
     MOSAIC_COLUMNS,
     PROMETHEUS_TARGET,
     RESTART_COUNT,
+    XID_FIELD,
 )
 from planners.pools import PoolFacts
 
@@ -34,6 +37,15 @@ DASHBOARD_METRICS = (
 ALIGNMENT = "60s"
 _HALF = MOSAIC_COLUMNS // 2
 _HEIGHT = 16
+_TEXT_HEIGHT = 4
+
+
+def _tile(x: int, y: int, width: int, height: int, widget: dict[str, Any]) -> dict[str, Any]:
+    """A mosaic tile without its zero coordinates: the Dashboards API returns proto3 JSON, which
+    leaves out a field at its default, so a written 0 reads back absent and the provider reports
+    a diff on every refresh (hashicorp/terraform-provider-google#16173)."""
+    position = {key: value for key, value in (("xPos", x), ("yPos", y)) if value}
+    return {**position, "width": width, "height": height, "widget": widget}
 
 
 def dcgm_filter(field: str, cluster: str) -> str:
@@ -114,66 +126,80 @@ def gpu_dashboard(cluster: str, namespace: str, pools: Sequence[PoolFacts]) -> d
             unit="1",
         )
     )
-    tiles = []
-    for i, widget in enumerate(widgets):
+    tiles = [
         # The text spans the width; charts go two per row below it.
-        if i == 0:
-            tiles.append({"xPos": 0, "yPos": 0, "width": MOSAIC_COLUMNS, "height": 4, "widget": widget})
-            continue
-        row, column = divmod(i - 1, 2)
-        tiles.append(
-            {"xPos": column * _HALF, "yPos": 4 + row * _HEIGHT, "width": _HALF, "height": _HEIGHT, "widget": widget}
-        )
+        _tile(0, 0, MOSAIC_COLUMNS, _TEXT_HEIGHT, widgets[0]),
+        *(
+            _tile((i % 2) * _HALF, _TEXT_HEIGHT + (i // 2) * _HEIGHT, _HALF, _HEIGHT, widget)
+            for i, widget in enumerate(widgets[1:])
+        ),
+    ]
     return {"displayName": f"GPUs of {cluster}", "mosaicLayout": {"columns": MOSAIC_COLUMNS, "tiles": tiles}}
 
 
 @dataclass(frozen=True)
 class AlertCondition:
-    """One alert policy of one threshold condition, in the pulumi-gcp AlertPolicy's terms."""
+    """One alert policy of one PromQL condition (facts.monitoring: the Alerting API's rules)."""
 
     name: str
     display_name: str
     documentation: str
-    filter: str
-    comparison: str
-    threshold: float
-    duration: str
-    aligner: str
-    reducer: str | None = None
+    query: str
+    # How long the query must hold before an incident opens, in whole minutes.
+    duration_s: int
+    evaluation_interval_s: int = 60
+    # An incident whose condition has had no data this long closes (a node that went away).
+    auto_close_s: int = AUTO_CLOSE_S
+
+
+# A new XID keeps its incident open this long, then it closes unless another one arrives.
+XID_WINDOW_MINUTES = 10
+LOST_DURATION_S = 600
+
+
+def dcgm_series(field: str, cluster: str) -> str:
+    """The PromQL selector of one DCGM metric of one cluster."""
+    return f'{DCGM[field].promql_name}{{{CLUSTER_LABEL}="{cluster}"}}'
 
 
 def gpu_alerts(cluster: str, pools: Sequence[PoolFacts]) -> list[AlertCondition]:
-    """A GPU reporting an XID error, and, where every pool holds a fixed number of nodes, fewer
-    GPUs reporting than the pools have: a node lost. A pool that scales changes size on purpose,
-    and its GPUs would hide another pool's loss in the count, so then there is no such alert."""
+    """A GPU reporting a new XID error, and, where every pool holds a fixed number of nodes, fewer
+    GPUs reporting than the pools have, none at all included: a node lost. A pool that scales
+    changes size on purpose, and its GPUs would hide another pool's loss in the count, so then
+    there is no such alert.
+
+    Both are PromQL conditions, which may name a metric no sample has created yet (a pool of 0
+    nodes has never reported): a threshold condition on such a metric fails to create."""
+    xid = dcgm_series(XID_FIELD, cluster)
     alerts = [
         AlertCondition(
             name="gpu-xid",
             display_name=f"{cluster}: GPU XID error",
-            documentation="A GPU reported an XID error (DCGM_FI_DEV_XID_ERRORS holds the last one). "
-            "Check `kubectl get events --field-selector reason=XIDError` and the node's condition.",
-            filter=dcgm_filter("DCGM_FI_DEV_XID_ERRORS", cluster),
-            comparison="COMPARISON_GT",
-            threshold=0,
-            duration="0s",
-            aligner="ALIGN_MAX",
+            documentation=f"A GPU reported an XID error it had not reported {XID_WINDOW_MINUTES} minutes "
+            f"before ({XID_FIELD} holds the last one; the incident closes {XID_WINDOW_MINUTES} minutes after "
+            "the last new one). Check `kubectl get events --field-selector reason=XIDError` and the node's "
+            "condition.",
+            # The gauge keeps the last XID, so `> 0` alone would stay true until the driver is
+            # reset: only a value (or series) that differs from the one a window earlier counts.
+            query=f"({xid} > 0) unless ({xid} offset {XID_WINDOW_MINUTES}m == {xid})",
+            duration_s=0,
         )
     ]
     fixed = [p for p in pools if p.min_nodes == p.max_nodes > 0]
     if fixed and len(fixed) == len(pools):
         gpus = sum(p.max_nodes * p.machine.gpus for p in fixed)
+        util = dcgm_series("DCGM_FI_DEV_GPU_UTIL", cluster)
         alerts.append(
             AlertCondition(
                 name="gpu-nodes-lost",
                 display_name=f"{cluster}: GPU nodes missing",
                 documentation=f"Fewer than the {gpus} GPUs of the fixed-size pools "
-                f"({', '.join(p.name for p in fixed)}) reported for 10 minutes: a node was lost or is unhealthy.",
-                filter=dcgm_filter("DCGM_FI_DEV_GPU_UTIL", cluster),
-                comparison="COMPARISON_LT",
-                threshold=gpus,
-                duration="600s",
-                aligner="ALIGN_MEAN",
-                reducer="REDUCE_COUNT",
+                f"({', '.join(p.name for p in fixed)}) reported for {LOST_DURATION_S // 60} minutes, "
+                "or none at all: a node was lost or is unhealthy.",
+                # A count of no series is no series, which no comparison sees: absent() answers
+                # when every node is gone.
+                query=f"count({util}) < {gpus} or absent({util})",
+                duration_s=LOST_DURATION_S,
             )
         )
     return alerts

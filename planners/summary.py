@@ -2,18 +2,25 @@
 on demand, decided once here and exported (stack output `summary`) for `make render` to print.
 
 Costs are estimates from facts.pricing, for on-demand capacity only; Spot, reservations and the
-Dynamic Workload Scheduler are priced otherwise and say so. A run's duration is known only where
-its model has a published step time at exactly the run's layout (facts.models.StepTime).
+Dynamic Workload Scheduler are priced otherwise and say so, and whatever has no price is listed
+under `notPriced`, never guessed. A run's duration is known only where its model has a
+published step time at exactly the run's layout (facts.models.StepTime).
+
+The verdict is NO-GO when `up` is bound to fail on a value the user has still to give: the
+project or a pool's reservation left as the shipped files' placeholder. Whatever else the
+program can tell is wrong (a run no pool can admit, a bad value) stops it before the summary
+exists; its warnings are advice and leave the verdict GO.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from facts import pricing
 from facts.gke import CapacityType
+from facts.project import PROJECT, is_placeholder
 from planners.pools import PoolFacts
 from planners.runs import RunSpec
 
@@ -27,6 +34,39 @@ class PoolLine:
     capacity: str
     reservation: str | None
     # USD per hour with every node up, on demand; None where not priced (see `pricing`).
+    usd_per_hour: float | None
+    pricing: str
+
+
+@dataclass(frozen=True)
+class CpuPool:
+    """A CPU node pool of the stack (the system pool, the supervisor's)."""
+
+    name: str
+    machine_type: str
+    # Nodes in the whole cluster.
+    nodes: int
+
+
+@dataclass(frozen=True)
+class Filestore:
+    tier: str
+    capacity_gib: int
+
+
+@dataclass(frozen=True)
+class CpuPoolLine:
+    name: str
+    machine_type: str
+    nodes: int
+    usd_per_hour: float | None
+    pricing: str
+
+
+@dataclass(frozen=True)
+class FilestoreLine:
+    tier: str
+    capacity_gib: int
     usd_per_hour: float | None
     pricing: str
 
@@ -53,11 +93,20 @@ class Summary:
     pools: tuple[PoolLine, ...]
     runs: tuple[RunLine, ...]
     price_source: str
+    cpu_pools: tuple[CpuPoolLine, ...] = ()
+    filestore: FilestoreLine | None = None
+    # Every item without a price, and why; then what no estimate includes.
+    not_priced: tuple[str, ...] = ()
+    # Why `up` would fail; empty: GO.
+    no_go: tuple[str, ...] = ()
 
     @property
     def usd_per_hour(self) -> float | None:
-        """Every priced pool at its maximum size; None when none is priced."""
-        priced = [p.usd_per_hour for p in self.pools if p.usd_per_hour is not None]
+        """Every priced pool at its maximum size, and Filestore; None when nothing is priced."""
+        hourly = [p.usd_per_hour for p in self.pools] + [p.usd_per_hour for p in self.cpu_pools]
+        if self.filestore is not None:
+            hourly.append(self.filestore.usd_per_hour)
+        priced = [usd for usd in hourly if usd is not None]
         return sum(priced) if priced else None
 
     def as_output(self) -> dict[str, Any]:
@@ -94,7 +143,7 @@ def _pool_line(pool: PoolFacts, region: str) -> PoolLine:
     elif pool.capacity_type is not CapacityType.ON_DEMAND:
         note, total = _NOT_ON_DEMAND[pool.capacity_type], None
     elif price is None:
-        note, total = f"no price for {pool.machine_type} in {region} in the table", None
+        note, total = _no_price(pool.machine_type, region), None
     else:
         note, total = f"estimate: {price:.2f} USD per node-hour on demand", price * pool.max_nodes
     return PoolLine(
@@ -129,9 +178,65 @@ def _run_line(run: RunSpec, pool: PoolFacts, region: str, image_pinned: bool) ->
     )
 
 
-def plan_summary(project: str, region: str, zone: str, pools: Sequence[PoolFacts], runs: Sequence[RunSpec]) -> Summary:
+def _cpu_pool_line(pool: CpuPool, region: str) -> CpuPoolLine:
+    price = pricing.on_demand_usd_per_hour(pool.machine_type, region)
+    if price is None:
+        return CpuPoolLine(pool.name, pool.machine_type, pool.nodes, None, _no_price(pool.machine_type, region))
+    note = f"estimate: {price:.4f} USD per node-hour on demand"
+    return CpuPoolLine(pool.name, pool.machine_type, pool.nodes, price * pool.nodes, note)
+
+
+def _filestore_line(filestore: Filestore, region: str) -> FilestoreLine:
+    price = pricing.filestore_usd_per_gib_hour(filestore.tier, region)
+    if price is None:
+        return FilestoreLine(
+            filestore.tier, filestore.capacity_gib, None, _no_price(f"Filestore {filestore.tier}", region)
+        )
+    note = f"estimate: {price:g} USD per provisioned GiB-hour, {pricing.FILESTORE_SOURCE}"
+    return FilestoreLine(filestore.tier, filestore.capacity_gib, price * filestore.capacity_gib, note)
+
+
+def _no_price(item: str, region: str) -> str:
+    return f"no price for {item} in {region} in the table"
+
+
+def _not_priced(summary: Summary) -> tuple[str, ...]:
+    lines = [f"pool {p.name}: {p.pricing}" for p in summary.pools if p.usd_per_hour is None]
+    lines += [f"pool {p.name}: {p.pricing}" for p in summary.cpu_pools if p.usd_per_hour is None]
+    if summary.filestore is not None and summary.filestore.usd_per_hour is None:
+        lines.append(f"Filestore: {summary.filestore.pricing}")
+    for run in summary.runs:
+        if run.hours is None:
+            lines.append(f"run {run.name}: no published step time at its layout, so no duration")
+        elif run.usd is None:
+            lines.append(f"run {run.name}: its pool {run.pool} is not priced")
+    return (*lines, *pricing.NEVER_PRICED)
+
+
+def _no_go(project: str, pools: Sequence[PoolFacts]) -> tuple[str, ...]:
+    reasons = []
+    if is_placeholder(project):
+        reasons.append(f"{PROJECT}:project {project!r} is the shipped files' placeholder")
+    reasons += [
+        f"pool {p.name}: reservation {p.reservation!r} is the example's placeholder"
+        for p in pools
+        if p.reservation is not None and is_placeholder(p.reservation)
+    ]
+    return tuple(reasons)
+
+
+def plan_summary(
+    project: str,
+    region: str,
+    zone: str,
+    pools: Sequence[PoolFacts],
+    runs: Sequence[RunSpec],
+    *,
+    cpu_pools: Sequence[CpuPool] = (),
+    filestore: Filestore | None = None,
+) -> Summary:
     by_name: Mapping[str, PoolFacts] = {p.name: p for p in pools}
-    return Summary(
+    summary = Summary(
         project=project,
         region=region,
         zone=zone,
@@ -139,4 +244,8 @@ def plan_summary(project: str, region: str, zone: str, pools: Sequence[PoolFacts
         # A step time holds for the model's own image only.
         runs=tuple(_run_line(run, by_name[run.pool], region, run.image is None) for run in runs),
         price_source=pricing.SOURCE,
+        cpu_pools=tuple(_cpu_pool_line(pool, region) for pool in cpu_pools),
+        filestore=_filestore_line(filestore, region) if filestore is not None else None,
+        no_go=_no_go(project, pools),
     )
+    return replace(summary, not_priced=_not_priced(summary))

@@ -17,6 +17,7 @@ from components.project import PLATFORM_APIS, ProjectServices, ProjectServicesAr
 from components.registry import ImageRegistry, ImageRegistryArgs
 from config.stack import StackConfig
 from facts.project import project_advice
+from planners.summary import plan_summary
 
 
 @dataclass(frozen=True)
@@ -82,4 +83,6 @@ def build(cfg: StackConfig, labels: Mapping[str, str], opts: pulumi.ResourceOpti
         "loginCommand": pulumi.Output.concat("pulumi login ", layer.backend_url),
         "stackInitCommand": pulumi.Output.concat("pulumi stack init dev --secrets-provider ", layer.secrets_provider),
         "imageRepository": layer.image_repository,
+        # No node pool to price, but the same verdict: a placeholder project stops `up`.
+        "summary": plan_summary(cfg.project, cfg.region, cfg.zone, [], []).as_output(),
     }

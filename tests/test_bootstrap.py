@@ -8,6 +8,7 @@ import pytest
 
 from tests.conftest import MODES
 from tools.runner import StackRun, stack_with
+from tools.summary import markdown
 
 REQUIRED_APIS = {
     "file.googleapis.com", "container.googleapis.com", "compute.googleapis.com", "iam.googleapis.com",
@@ -45,6 +46,24 @@ def test_a_production_bootstrap_protects_the_bucket_and_the_key(render: Any) -> 
     assert run.one("gcp:storage/bucket:Bucket").protect
     assert run.one("gcp:kms/cryptoKey:CryptoKey").protect
     assert run.one("gcp:storage/bucket:Bucket").inputs["forceDestroy"] is False
+
+
+@pytest.mark.parametrize("production", [False, True], ids=["dev", "production"])
+def test_the_key_ring_and_key_outlive_every_destroy(render: Any, production: bool) -> None:
+    """Cloud KMS deletes neither: the provider's CryptoKey delete destroys every version, and
+    with it every stack secret the key encrypted (terraform-provider-google
+    docs/r/kms_crypto_key), and a key ring left behind makes the next create fail with 409
+    (terraform-provider-google#1214). Protected in every stack, so `destroy --exclude-protected`
+    keeps both in state for the next `up`, and retained should they ever be unprotected."""
+    run = render("bootstrap", values=stack_with("bootstrap", production=production))
+    for kind in ("gcp:kms/keyRing:KeyRing", "gcp:kms/cryptoKey:CryptoKey"):
+        resource = run.one(kind)
+        assert resource.protect and resource.retain_on_delete, kind
+    key = run.one("gcp:kms/cryptoKey:CryptoKey")
+    assert "skipInitialVersionCreation" not in key.inputs  # gcpkms:// encrypts with the primary version
+    for grant in run.of_type("gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember"):
+        # Not protected with the key: an operator taken off the list loses access.
+        assert not grant.protect and not grant.retain_on_delete, grant.name
 
 
 def test_the_kms_key_encrypts_stack_secrets_and_rotates(run: StackRun) -> None:
@@ -90,3 +109,12 @@ def test_backend_resources_wait_for_the_apis(render: Any, preview: bool) -> None
         s for s in run.of_type("gcp:projects/service:Service") if s.inputs["service"] == "storage.googleapis.com"
     )
     assert run.depends_on(bucket, storage_api)
+
+
+def test_the_bootstrap_has_a_go_no_go_verdict(render: Any) -> None:
+    """A placeholder project stops the bootstrap's `up` as it does any other stack's."""
+    placeholder = render("bootstrap")
+    last = markdown("bootstrap", placeholder.exports["summary"], []).rstrip().splitlines()[-1]
+    assert last.startswith("**Verdict: NO-GO**") and "your-gcp-project" in last
+    real = render("bootstrap", values=stack_with("bootstrap", project="my-project"))
+    assert real.exports["summary"]["noGo"] == []

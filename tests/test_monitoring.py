@@ -9,7 +9,17 @@ from typing import Any
 
 import pytest
 
-from facts.monitoring import ALIGNERS, DCGM, MOSAIC_COLUMNS, REDUCERS, RESTART_COUNT
+from facts.monitoring import (
+    ALIGNERS,
+    CLUSTER_LABEL,
+    DCGM,
+    MOSAIC_COLUMNS,
+    PROMQL_DURATION_STEP_S,
+    PROMQL_EVALUATION_STEP_S,
+    REDUCERS,
+    RESTART_COUNT,
+    XID_FIELD,
+)
 from tests.conftest import issue_for, rejected
 from tools.runner import StackRun, stack_with
 
@@ -78,12 +88,9 @@ def test_the_layout_is_what_the_dashboards_api_takes(render: Any) -> None:
     assert mosaic["columns"] == MOSAIC_COLUMNS
     cells: set[tuple[int, int]] = set()
     for tile in mosaic["tiles"]:
-        assert tile["xPos"] >= 0 and tile["xPos"] + tile["width"] <= MOSAIC_COLUMNS
-        area = {
-            (x, y)
-            for x in range(tile["xPos"], tile["xPos"] + tile["width"])
-            for y in range(tile["yPos"], tile["yPos"] + tile["height"])
-        }
+        x, y = tile.get("xPos", 0), tile.get("yPos", 0)
+        assert x >= 0 and x + tile["width"] <= MOSAIC_COLUMNS
+        area = {(i, j) for i in range(x, x + tile["width"]) for j in range(y, y + tile["height"])}
         assert not area & cells, "tiles overlap"
         cells |= area
         kinds = set(tile["widget"]) - {"title"}
@@ -92,6 +99,24 @@ def test_the_layout_is_what_the_dashboards_api_takes(render: Any) -> None:
         assert re.fullmatch(r"[1-9][0-9]*s", aggregation["alignmentPeriod"])
         assert aggregation["perSeriesAligner"] in ALIGNERS
         assert aggregation["crossSeriesReducer"] in REDUCERS
+
+
+def proto3_defaults(value: Any, path: str = "") -> list[str]:
+    """Where `value` holds a field at its proto3 default: 0, false, "", [] or {}."""
+    if isinstance(value, dict):
+        found = [f"{path}.{k}" for k, v in value.items() if v in (0, "", [], {}) and v is not None]
+        return found + [p for k, v in value.items() for p in proto3_defaults(v, f"{path}.{k}")]
+    if isinstance(value, list):
+        return [p for i, v in enumerate(value) for p in proto3_defaults(v, f"{path}[{i}]")]
+    return []
+
+
+@pytest.mark.parametrize("stack", ["dev", "a3ultra"])
+def test_the_dashboard_writes_no_field_the_api_reads_back_missing(render: Any, stack: str) -> None:
+    """The Dashboards API answers in proto3 JSON, which leaves out every field at its default
+    (0, false, empty): a zero `xPos` written is absent when read, and the provider reports a
+    diff on every refresh (hashicorp/terraform-provider-google#16173)."""
+    assert proto3_defaults(dashboard(render(stack))) == []
 
 
 def with_alerts(stack: str, **alerts: Any) -> dict[str, Any]:
@@ -103,29 +128,92 @@ def test_alerts_are_off_by_default(render: Any) -> None:
     assert not run.of_type(ALERT) and not run.of_type(CHANNEL)
 
 
+def policies_of(run: StackRun) -> dict[str, dict[str, Any]]:
+    return {p.inputs["displayName"].split(": ", 1)[1]: p.inputs for p in run.of_type(ALERT)}
+
+
+def promql(policy: dict[str, Any]) -> dict[str, Any]:
+    (condition,) = policy["conditions"]
+    query: dict[str, Any] = condition["conditionPrometheusQueryLanguage"]
+    return query
+
+
 def test_alerts_fire_on_xid_errors_and_on_missing_gpus_of_fixed_pools(render: Any) -> None:
-    """a3ultra: one pool of 72 fixed nodes → an XID alert (the last XID above 0) and a GPU count
-    below 576 for 10 minutes; both to the email channel created and the existing one."""
+    """a3ultra: one pool of 72 fixed nodes → an XID alert and a GPU count below 576 (or none)
+    for 10 minutes; both to the email channel created and the existing one."""
     existing = "projects/my-project/notificationChannels/123"
     run = render("a3ultra", values=with_alerts("a3ultra", email="oncall@example.com", notificationChannels=[existing]))
     (channel,) = run.of_type(CHANNEL)
     assert channel.inputs["labels"] == {"email_address": "oncall@example.com"}
-    policies = {p.inputs["displayName"].split(": ", 1)[1]: p.inputs for p in run.of_type(ALERT)}
+    policies = policies_of(run)
     assert set(policies) == {"GPU XID error", "GPU nodes missing"}
-    xid = policies["GPU XID error"]["conditions"][0]["conditionThreshold"]
-    assert "DCGM_FI_DEV_XID_ERRORS" in xid["filter"]
-    assert (xid["comparison"], xid["thresholdValue"]) == ("COMPARISON_GT", 0)
-    lost = policies["GPU nodes missing"]["conditions"][0]["conditionThreshold"]
-    assert (lost["comparison"], lost["thresholdValue"], lost["duration"]) == ("COMPARISON_LT", 576, "600s")
-    assert lost["aggregations"] == [
-        {"alignmentPeriod": "60s", "perSeriesAligner": "ALIGN_MEAN", "crossSeriesReducer": "REDUCE_COUNT"}
-    ]
+    assert XID_FIELD in promql(policies["GPU XID error"])["query"]
+    lost = promql(policies["GPU nodes missing"])
+    assert "< 576" in lost["query"] and lost["duration"] == "600s"
     for policy in policies.values():
         assert len(policy["notificationChannels"]) == 2 and existing in policy["notificationChannels"]
-        (condition,) = policy["conditions"]
-        threshold = condition["conditionThreshold"]
-        check_filter(threshold["filter"], [])
-        assert int(threshold["duration"].rstrip("s")) % 60 == 0
+
+
+# Stacks with alerts on: fixed pools (a3ultra), and pools of 0 nodes that scale up on demand
+# (a3ultra-flex), whose DCGM metrics have no sample when the policies are created.
+ALERT_STACKS = ["a3ultra", "a3ultra-flex"]
+
+
+@pytest.mark.parametrize("stack", ALERT_STACKS)
+def test_the_first_up_creates_the_alerts_before_any_gpu_has_reported(render: Any, stack: str) -> None:
+    """A threshold (or absence) condition on a metric with no sample yet fails to create with
+    404 (hashicorp/terraform-provider-google#11102): a DCGM metric exists once a GPU node has
+    reported, never for a pool of 0 nodes. A PromQL condition with disableMetricValidation is
+    created without the metric (terraform-provider-google#20491)."""
+    run = render(stack, values=with_alerts(stack, email="oncall@example.com"))
+    assert run.of_type(ALERT)
+    for policy in run.of_type(ALERT):
+        (condition,) = policy.inputs["conditions"]
+        assert set(condition) == {"displayName", "conditionPrometheusQueryLanguage"}, policy.name
+        assert condition["conditionPrometheusQueryLanguage"]["disableMetricValidation"] is True, policy.name
+
+
+@pytest.mark.parametrize("stack", ALERT_STACKS)
+def test_the_promql_conditions_are_what_the_alerting_api_takes(render: Any, stack: str) -> None:
+    """One PromQL condition per policy, its duration in whole minutes and its evaluation
+    interval a multiple of 30 s (Cloud Monitoring, create-promql-alerts); every DCGM series it
+    reads is of this environment's cluster, by its PromQL label."""
+    run = render(stack, values=with_alerts(stack, email="oncall@example.com"))
+    cluster = run.exports["cluster"]["name"]
+    for policy in run.of_type(ALERT):
+        query = promql(policy.inputs)
+        assert int(query["duration"].rstrip("s")) % PROMQL_DURATION_STEP_S == 0
+        assert int(query["evaluationInterval"].rstrip("s")) % PROMQL_EVALUATION_STEP_S == 0
+        selectors = re.findall(r"\b(DCGM_FI_[A-Z_]+)(\{[^}]*\})?", query["query"])
+        assert selectors, query["query"]
+        for name, labels in selectors:
+            assert name in DCGM and labels == f'{{{CLUSTER_LABEL}="{cluster}"}}', (name, labels)
+
+
+def test_the_xid_alert_closes_once_no_new_xid_arrives(render: Any) -> None:
+    """DCGM_FI_DEV_XID_ERRORS keeps the last XID until the driver is reset
+    (NVIDIA/dcgm-exporter#500, NVIDIA/DCGM#277): `> 0` alone stays true, and its incident never
+    closes. The condition holds only while the value (or, with the exporter's err_code label, the
+    series) differs from the one a window earlier, and an incident whose node went away closes
+    on the policy's autoClose."""
+    run = render("a3ultra", values=with_alerts("a3ultra", email="oncall@example.com"))
+    xid = policies_of(run)["GPU XID error"]
+    query = promql(xid)["query"]
+    window = re.search(r"offset (\d+)m", query)
+    assert window and " unless " in query, query
+    assert re.search(rf"{XID_FIELD}\{{[^}}]*\}} offset {window[1]}m == {XID_FIELD}", query), query
+    assert int(xid["alertStrategy"]["autoClose"].rstrip("s")) > 0
+
+
+def test_losing_every_gpu_node_fires(render: Any) -> None:
+    """A count of series is no series at all once every node is gone, and no comparison sees
+    it: a threshold never fires on data that stopped (Cloud Monitoring, "Behavior of
+    metric-based alerting policies", partial metric data). The condition also holds when the
+    GPU series are absent (PromQL absent())."""
+    run = render("a3ultra", values=with_alerts("a3ultra", email="oncall@example.com"))
+    query = promql(policies_of(run)["GPU nodes missing"])["query"]
+    counted = re.search(r"count\(([^)]*)\) < \d+", query)
+    assert counted and f" or absent({counted[1]})" in query, query
 
 
 def test_pools_that_scale_get_no_missing_gpu_alert(render: Any) -> None:

@@ -1,6 +1,7 @@
 """The go/no-go summary as Markdown (`build/<stack>/summary.md`, printed by `make render`):
-the program's warnings first, then what the stack asks for and an estimate of what it costs,
-from the stack output `summary` (planners/summary.py decides every figure)."""
+the program's warnings first, each once, then what the stack asks for and an estimate of what
+it costs, what is not priced, and last the verdict, from the stack output `summary`
+(planners/summary.py decides every figure and the verdict)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,12 @@ from typing import Any
 
 from tools.mocks import LogWarning
 
+GO = "**Verdict: GO**"
+NO_GO = "**Verdict: NO-GO**"
+
 
 def _usd(value: float | None, unit: str = "") -> str:
-    return "not priced" if value is None else f"~{value:,.0f} USD{unit}"
+    return "not priced" if value is None else f"~{value:,.2f} USD{unit}" if value < 10 else f"~{value:,.0f} USD{unit}"
 
 
 def _hours(value: float | None) -> str:
@@ -20,17 +24,24 @@ def _hours(value: float | None) -> str:
     return f"{value * 60:.0f} min" if value < 1 else f"{value:.1f} h"
 
 
-def markdown(stack: str, summary: Mapping[str, Any] | None, warnings: Sequence[LogWarning]) -> str:
-    lines = [f"# Go/no-go: stack {stack}", ""]
-    if warnings:
-        lines += [f"> **warning** ({w.resource_name}): {w.message}" for w in warnings] + [""]
-    if summary is None:
-        return "\n".join([*lines, "This stack creates no GPU capacity.", ""])
-    if summary["region"]:
-        lines += [f"Project `{summary['project']}`, region `{summary['region']}`, zone `{summary['zone']}`.", ""]
-    else:
-        lines += ["An existing cluster: the stack describes its pools and creates none.", ""]
-    lines += [
+def warning_lines(warnings: Sequence[LogWarning]) -> list[str]:
+    """Each warning once, in the order first given, with every resource that gave it: the same
+    advice from several resources (or from a stack and the one it references) is one line."""
+    resources: dict[str, list[str]] = {}
+    for warning in warnings:
+        names = resources.setdefault(warning.message, [])
+        if warning.resource_name not in names:
+            names.append(warning.resource_name)
+    return [f"> **warning** ({', '.join(names)}): {message}" for message, names in resources.items()]
+
+
+def verdict(summary: Mapping[str, Any]) -> str:
+    reasons = summary["noGo"]
+    return f"{NO_GO}: {'; '.join(reasons)}." if reasons else f"{GO}: nothing found that stops `pulumi up`."
+
+
+def _pools(summary: Mapping[str, Any]) -> list[str]:
+    lines = [
         "| Pool | Machine | Nodes | GPUs | Capacity | Reservation | Per hour, all nodes up |",
         "|---|---|---:|---:|---|---|---|",
     ]
@@ -39,31 +50,74 @@ def markdown(stack: str, summary: Mapping[str, Any] | None, warnings: Sequence[L
             f"| {pool['name']} | {pool['machineType']} | {pool['nodes']} | {pool['gpus']} | {pool['capacity']} | "
             f"{pool['reservation'] or '-'} | {_usd(pool['usdPerHour'], '/h')} ({pool['pricing']}) |"
         )
-    lines += ["", f"On-demand total with every priced pool at full size: {_usd(summary['usdPerHour'], '/h')}.", ""]
-    if summary["runs"]:
-        lines += [
-            "| Run | Model | Pool | Nodes | GPUs | Steps | Step time | Duration | Cost |",
-            "|---|---|---|---:|---:|---:|---|---|---|",
-        ]
-        for run in summary["runs"]:
-            step = f"{run['stepTimeS']:.1f} s" if run["stepTimeS"] is not None else "unknown"
-            cost = "unknown" if run["hours"] is None else _usd(run["usd"])
-            lines.append(
-                f"| {run['name']} | {run['model']} | {run['pool']} | {run['nodes']} | {run['gpus']} | "
-                f"{run['steps']} | {step} | {_hours(run['hours'])} | {cost} |"
-            )
-        sources = sorted({run["stepTimeSource"] for run in summary["runs"] if run["stepTimeSource"]})
-        if sources:
-            lines += ["", f"Step times are published ones, at the run's exact layout: {', '.join(sources)}."]
+    for pool in summary["cpuPools"]:
+        lines.append(
+            f"| {pool['name']} | {pool['machineType']} | {pool['nodes']} | 0 | onDemand | - | "
+            f"{_usd(pool['usdPerHour'], '/h')} ({pool['pricing']}) |"
+        )
+    filestore = summary["filestore"]
+    if filestore is not None:
         lines += [
             "",
-            "A run without a published step time at its layout has no expected duration: measure one "
-            "with `python -m analysis metrics`.",
+            f"Filestore {filestore['tier']}, {filestore['capacityGib']} GiB: "
+            f"{_usd(filestore['usdPerHour'], '/h')} ({filestore['pricing']}).",
         ]
-    lines += [
+    return lines
+
+
+def _runs(summary: Mapping[str, Any]) -> list[str]:
+    lines = [
+        "| Run | Model | Pool | Nodes | GPUs | Steps | Step time | Duration | Cost |",
+        "|---|---|---|---:|---:|---:|---|---|---|",
+    ]
+    for run in summary["runs"]:
+        step = f"{run['stepTimeS']:.1f} s" if run["stepTimeS"] is not None else "unknown"
+        cost = "unknown" if run["hours"] is None else _usd(run["usd"])
+        lines.append(
+            f"| {run['name']} | {run['model']} | {run['pool']} | {run['nodes']} | {run['gpus']} | "
+            f"{run['steps']} | {step} | {_hours(run['hours'])} | {cost} |"
+        )
+    sources = sorted({run["stepTimeSource"] for run in summary["runs"] if run["stepTimeSource"]})
+    if sources:
+        lines += ["", f"Step times are published ones, at the run's exact layout: {', '.join(sources)}."]
+    return [
+        *lines,
         "",
+        "A run without a published step time at its layout has no expected duration: measure one "
+        "with `python -m analysis metrics`.",
+    ]
+
+
+def markdown(stack: str, summary: Mapping[str, Any] | None, warnings: Sequence[LogWarning]) -> str:
+    lines = [f"# Go/no-go: stack {stack}", ""]
+    if warnings:
+        lines += [*warning_lines(warnings), ""]
+    if summary is None:
+        return "\n".join([*lines, "This stack has no summary: nothing to price or judge.", ""])
+    if summary["region"]:
+        lines += [f"Project `{summary['project']}`, region `{summary['region']}`, zone `{summary['zone']}`.", ""]
+    else:
+        lines += ["An existing cluster: the stack describes its pools and creates none.", ""]
+    if summary["pools"] or summary["cpuPools"] or summary["filestore"]:
+        lines += [
+            *_pools(summary),
+            "",
+            f"On-demand total with every priced pool at full size: {_usd(summary['usdPerHour'], '/h')}.",
+            "",
+        ]
+    else:
+        lines += ["This stack creates no node pool and no file system.", ""]
+    if summary["runs"]:
+        lines += [*_runs(summary), ""]
+    lines += [
         f"Every price is an **estimate** from {summary['priceSource']}, for on-demand capacity: "
         "Spot, reservations and the Dynamic Workload Scheduler are not priced here.",
+        "",
+        "Not priced:",
+        "",
+        *(f"- {item}" for item in summary["notPriced"]),
+        "",
+        verdict(summary),
         "",
     ]
     return "\n".join(lines)

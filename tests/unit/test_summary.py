@@ -11,7 +11,9 @@ from facts.gke import CapacityType
 from facts.models import model_spec
 from planners.pools import PoolFacts
 from planners.runs import RunSpec, Tokenizer
-from planners.summary import plan_summary
+from planners.summary import CpuPool, Filestore, plan_summary
+from tools.mocks import LogWarning
+from tools.summary import markdown, warning_lines
 
 GPT2 = Tokenizer("megatron", "GPT2BPETokenizer")
 
@@ -76,3 +78,114 @@ def test_a_reserved_pool_s_run_has_a_duration_but_no_price() -> None:
     )
     (run,) = summary.runs
     assert run.hours is not None and run.usd is None
+
+
+def test_cpu_pools_and_filestore_are_priced_from_the_table() -> None:
+    """The system pool's e2-standard-4 and a supervisor pool's e2-standard-8 at their catalog
+    rows, Filestore per provisioned GiB-hour, and all of them in the total."""
+    summary = plan_summary(
+        "p",
+        "us-west1",
+        "us-west1-b",
+        [],
+        [],
+        cpu_pools=[CpuPool("system", "e2-standard-4", 3)],
+        filestore=Filestore("BASIC_HDD", 1024),
+    )
+    assert summary.cpu_pools[0].usd_per_hour is None  # the table has no us-west1 e2 row
+    summary = plan_summary(
+        "p",
+        "us-central1",
+        "us-central1-c",
+        [pool("mega", "a3-megagpu-8g", 2)],
+        [],
+        cpu_pools=[CpuPool("system", "e2-standard-4", 3), CpuPool("supervisor", "e2-standard-8", 2)],
+    )
+    system, supervisor = summary.cpu_pools
+    assert system.usd_per_hour == pytest.approx(3 * 0.13402)
+    assert supervisor.usd_per_hour == pytest.approx(2 * 0.26805)
+    gpus = summary.pools[0].usd_per_hour
+    assert gpus is not None and summary.usd_per_hour == pytest.approx(gpus + 3 * 0.13402 + 2 * 0.26805)
+    west = plan_summary("p", "us-west1", "us-west1-b", [], [], filestore=Filestore("BASIC_HDD", 1024))
+    assert west.filestore is not None and west.filestore.usd_per_hour == pytest.approx(1024 * 0.000274)
+    assert pricing.FILESTORE_SOURCE in west.filestore.pricing
+
+
+def test_what_has_no_price_is_listed_never_guessed() -> None:
+    summary = plan_summary(
+        "p",
+        "us-central1",
+        "us-central1-c",
+        [pool("spot", "a3-highgpu-8g", 2, CapacityType.SPOT)],
+        [],
+        cpu_pools=[CpuPool("system", "n2-standard-4", 1)],
+        filestore=Filestore("ZONAL", 1024),
+    )
+    assert summary.usd_per_hour is None
+    assert summary.cpu_pools[0].usd_per_hour is None and summary.filestore is not None
+    assert summary.filestore.usd_per_hour is None
+    listed = summary.not_priced
+    assert any(line.startswith("pool spot: Spot") for line in listed)
+    assert "pool system: no price for n2-standard-4 in us-central1 in the table" in listed
+    assert "Filestore: no price for Filestore ZONAL in us-central1 in the table" in listed
+    assert set(pricing.NEVER_PRICED) <= set(listed)
+    assert summary.as_output()["notPriced"] == list(listed)
+
+
+def test_a_run_without_a_duration_is_listed_as_not_priced() -> None:
+    summary = plan_summary("p", "us-central1", "z", [pool("mega", "a3-megagpu-8g", 32)], [gpt3_run(nodes=16)])
+    assert "run r: no published step time at its layout, so no duration" in summary.not_priced
+
+
+@pytest.mark.parametrize(
+    ("project", "reservation", "reasons"),
+    [
+        ("my-project", "my-reservation", 0),
+        ("your-gcp-project", "my-reservation", 1),
+        ("my-project", "your-reservation", 1),
+        ("your-gcp-project", "your-reservation", 2),
+    ],
+)
+def test_placeholders_left_in_the_stack_make_it_no_go(project: str, reservation: str, reasons: int) -> None:
+    """The project and a pool's reservation must be the user's own: GKE refuses a project or a
+    reservation that does not exist."""
+    held = dataclasses.replace(pool("held", "a3-ultragpu-8g", 4, CapacityType.RESERVATION), reservation=reservation)
+    summary = plan_summary(project, "us-central1", "z", [held], [])
+    assert len(summary.no_go) == reasons
+    assert summary.as_output()["noGo"] == list(summary.no_go)
+
+
+def output(project: str = "my-project") -> dict[str, object]:
+    return plan_summary(
+        project, "us-central1", "us-central1-c", [pool("mega", "a3-megagpu-8g", 2)], [gpt3_run(nodes=2)]
+    ).as_output()
+
+
+def test_the_summary_ends_with_its_verdict() -> None:
+    go = markdown("s", output(), [])
+    assert go.rstrip().splitlines()[-1].startswith("**Verdict: GO**")
+    no_go = markdown("s", output("your-gcp-project"), []).rstrip().splitlines()[-1]
+    assert no_go.startswith("**Verdict: NO-GO**") and "your-gcp-project" in no_go
+
+
+def test_the_summary_lists_what_it_does_not_price() -> None:
+    text = markdown("s", output(), [])
+    listed = text[text.index("Not priced:") :]
+    assert all(f"- {item}" in listed for item in pricing.NEVER_PRICED)
+
+
+def test_each_warning_appears_once_before_the_figures() -> None:
+    """The same advice from two resources is one line naming both; render prints no other copy."""
+    urn = "urn:pulumi:dev::nemo-gke::nemo:gke:GpuNodePool::"
+    warnings = [
+        LogWarning(f"{urn}pool-a", "zone not confirmed"),
+        LogWarning(f"{urn}pool-b", "zone not confirmed"),
+        LogWarning(f"{urn}pool-a", "zone not confirmed"),
+        LogWarning("", "a stack-level warning"),
+    ]
+    assert warning_lines(warnings) == [
+        "> **warning** (pool-a, pool-b): zone not confirmed",
+        "> **warning** (stack): a stack-level warning",
+    ]
+    text = markdown("s", output(), warnings)
+    assert text.count("zone not confirmed") == 1 and text.index("zone not confirmed") < text.index("| Pool")
