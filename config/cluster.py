@@ -124,6 +124,12 @@ class ClusterConfig(Model):
     )
 
     @property
+    def zones(self) -> int:
+        """Zones the system pool spans: a regional cluster's node pools take three zones of the region
+        by default (https://cloud.google.com/kubernetes-engine/docs/concepts/regional-clusters)."""
+        return 3 if self.regional else 1
+
+    @property
     def control_plane_advice(self) -> str | None:
         """A warning when any address may reach the control plane: the default, or a /0 range."""
         if self.master_authorized_networks and all(not n.cidr.endswith("/0") for n in self.master_authorized_networks):

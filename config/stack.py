@@ -355,7 +355,7 @@ class StackConfig(Model):
     def _check_subnets(self) -> None:
         """Every node gets an address in the node subnet, and one in each GPU subnet per GPU NIC;
         GCP keeps four addresses of every subnet."""
-        zones = 3 if self.cluster.regional else 1
+        zones = self.cluster.zones
         # The system pool's nodes in every zone of the cluster, plus one surge node for upgrades.
         nodes = self.system_pool.node_count * zones + 1 + sum(p.max_nodes for p in self.gpu_pools)
         usable = usable_addresses(self.network.node_cidr)

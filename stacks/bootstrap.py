@@ -84,5 +84,5 @@ def build(cfg: StackConfig, labels: Mapping[str, str], opts: pulumi.ResourceOpti
         "stackInitCommand": pulumi.Output.concat("pulumi stack init dev --secrets-provider ", layer.secrets_provider),
         "imageRepository": layer.image_repository,
         # No node pool to price, but the same verdict: a placeholder project stops `up`.
-        "summary": plan_summary(cfg.project, cfg.region, cfg.zone, [], []).as_output(),
+        "summary": plan_summary(cfg.gcp_project, cfg.region, cfg.zone, [], []).as_output(),
     }

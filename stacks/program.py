@@ -14,7 +14,7 @@ from config.loader import ConfigError, parse_stack_config, unread_keys, without_
 from config.stack import Layer, StackConfig
 from facts.errors import RuleError
 from facts.project import MANAGED_BY_LABEL, PROJECT, STACK_LABEL
-from planners.summary import plan_summary
+from planners.summary import CpuPool, Filestore, plan_summary
 from stacks import bootstrap, cluster, existing, platform, training
 from stacks.contract import ClusterFacts, PlatformFacts
 from stacks.kubeapi import CrdReader, KubeconfigReader
@@ -135,7 +135,17 @@ def deploy(cfg: StackConfig, access: Access) -> dict[str, Any]:
         training.check_runs(cfg, cluster_facts, platform_facts, access.secret("training"))
         runs = [training.run_spec(run, platform_facts) for run in cfg.training.runs]
     summary = plan_summary(
-        cluster_facts.project, cluster_facts.region, cluster_facts.zone, cluster_facts.gpu_pools, runs
+        cluster_facts.project,
+        cluster_facts.region,
+        cluster_facts.zone,
+        cluster_facts.gpu_pools,
+        runs,
+        cpu_pools=cpu_pools(cfg) if cfg.deploys(Layer.CLUSTER) else (),
+        filestore=(
+            Filestore(cfg.storage.filestore.tier.value, cfg.storage.filestore.capacity_gib)
+            if cfg.deploys(Layer.PLATFORM) and cluster_facts.gke
+            else None
+        ),
     )
 
     # A stack on an existing cluster has no Google Cloud resource, so no Google Cloud provider.
@@ -160,6 +170,16 @@ def deploy(cfg: StackConfig, access: Access) -> dict[str, Any]:
             exports.update(training.build(cfg, cluster_outputs, platform_outputs, opts, access.secret("training")))
     exports["summary"] = summary.as_output()
     return exports
+
+
+def cpu_pools(cfg: StackConfig) -> list[CpuPool]:
+    """The CPU pools a stack of the cluster layer creates, for the summary's prices."""
+    system = CpuPool("system", cfg.system_pool.machine_type, cfg.system_pool.node_count * cfg.cluster.zones)
+    supervisor = cfg.resiliency.pool
+    return [
+        system,
+        *([CpuPool("supervisor", supervisor.machine_type, supervisor.node_count)] if cfg.resiliency.enabled else []),
+    ]
 
 
 def _need(upstream: Upstream | None) -> Upstream:

@@ -15,7 +15,7 @@ import yaml
 from tests.conftest import MODES
 from tools import render as render_cli
 from tools import runner as program
-from tools.runner import ROOT, stack_names
+from tools.runner import ROOT, stack_names, stack_with
 
 SHIPPED = [
     "dev",
@@ -151,3 +151,18 @@ def test_the_readme_shows_the_dev_summary_as_rendered(tmp_path: Path) -> None:
         "    " + line if line else "" for line in (tmp_path / "dev" / "summary.md").read_text().strip().splitlines()
     )
     assert shown in (Path(__file__).resolve().parents[1] / "README.md").read_text(), "README's summary is stale"
+
+
+def test_the_summary_prices_the_cpu_pools_and_the_filestore_the_stack_creates(render: Any) -> None:
+    """The system pool in every zone of the cluster, the supervisor's pool where resiliency is on,
+    and Filestore where the platform is on GKE; an existing cluster's stack creates none of them."""
+    summary = render("a3ultra").exports["summary"]
+    assert [(p["name"], p["machineType"], p["nodes"]) for p in summary["cpuPools"]] == [
+        ("system", "e2-standard-4", 1),
+        ("supervisor", "e2-standard-8", 2),
+    ]
+    assert (summary["filestore"]["tier"], summary["filestore"]["capacityGib"]) == ("ZONAL", 10240)
+    regional = render("dev", values=stack_with("dev", cluster={"regional": True})).exports["summary"]
+    assert regional["cpuPools"][0]["nodes"] == 3
+    existing = render("existing").exports["summary"]
+    assert existing["cpuPools"] == [] and existing.get("filestore") is None
