@@ -20,6 +20,8 @@ from components.kubernetes import KubernetesObject
 from facts import versions
 from facts.errors import require, require_no_problem
 from facts.kubernetes import (
+    FABRIC_CHECK_PRIORITY,
+    FABRIC_CHECK_PRIORITY_VALUE,
     GPU_RESOURCE,
     JOBSET_NAMESPACE,
     KUEUE_API,
@@ -366,15 +368,19 @@ class KueueQueues(pulumi.ComponentResource):
                     f"flavor-{flavor.pool}", "ResourceFlavor", flavor.name, opts_after(*topology), spec=flavor.spec
                 )
             )
-        for priority, value in PRIORITY_VALUES.items():
+        classes = [
+            *((p.value, value, f"Training runs at {p.name.lower()} priority.") for p, value in PRIORITY_VALUES.items()),
+            (FABRIC_CHECK_PRIORITY, FABRIC_CHECK_PRIORITY_VALUE, "Fabric checks, which come before any training run."),
+        ]
+        for class_name, value, description in classes:
             KubernetesObject(
-                f"{name}-priority-{priority.value}",
+                f"{name}-priority-{class_name}",
                 {
                     "apiVersion": KUEUE_API,
                     "kind": "WorkloadPriorityClass",
-                    "metadata": {"name": priority.value},
+                    "metadata": {"name": class_name},
                     "value": value,
-                    "description": f"Training runs at {priority.name.lower()} priority.",
+                    "description": description,
                 },
                 opts=opts_after(),
             )

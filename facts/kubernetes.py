@@ -294,3 +294,10 @@ class Priority(StrEnum):
 
 PRIORITY_VALUES = MappingProxyType({Priority.LOW: 100, Priority.MEDIUM: 500, Priority.HIGH: 1000})
 DEFAULT_PRIORITY = Priority.MEDIUM
+
+# Fabric checks run above every training priority: a check `pulumi up` waits for, submitted again
+# while the run it gates holds the pool (the check changed), preempts that run instead of queueing
+# behind it for the whole wait (Kueue preempts workloads of lower priority within a ClusterQueue:
+# https://kueue.sigs.k8s.io/docs/concepts/preemption/). Runs cannot ask for it.
+FABRIC_CHECK_PRIORITY = "nemo-fabric-check"
+FABRIC_CHECK_PRIORITY_VALUE = 10 * max(PRIORITY_VALUES.values())

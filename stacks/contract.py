@@ -73,6 +73,9 @@ class PlatformFacts(Model):
     gke: bool = True
     # Pods mount Cloud Storage FUSE claims: on GKE, or an existing cluster's own bucket claims.
     cloud_storage_fuse: bool = True
+    # The ClusterQueue's preemption within it (kueue.preemption): whether a fabric check can take
+    # the pool from a run.
+    preemption: str = "LowerPriority"
 
     @property
     def flavors_by_pool(self) -> dict[str, Flavor]:

@@ -48,7 +48,7 @@ from facts import versions
 from facts.errors import RuleError
 from facts.gcp import REGIONAL_FILESTORE_TIERS
 from facts.installed import crd_manifest
-from facts.kubernetes import DEFAULT_PRIORITY, PRIORITY_VALUES, node_pool_selector
+from facts.kubernetes import DEFAULT_PRIORITY, FABRIC_CHECK_PRIORITY, PRIORITY_VALUES, node_pool_selector
 from facts.machines import GPUDIRECT_STACKS
 from planners.monitoring import gpu_alerts, gpu_dashboard
 from planners.queues import plan_flavors
@@ -85,7 +85,7 @@ def platform_facts(cfg: StackConfig, cluster: ClusterFacts) -> PlatformFacts:
         data_prep_service_account=DATA_PREP_ACCOUNT,
         cluster_queue=cfg.kueue.cluster_queue,
         local_queue=cfg.kueue.local_queue,
-        priority_classes=tuple(p.value for p in PRIORITY_VALUES),
+        priority_classes=(*(p.value for p in PRIORITY_VALUES), FABRIC_CHECK_PRIORITY),
         default_priority_class=DEFAULT_PRIORITY.value,
         flavors=plan_flavors(cluster.gpu_pools),
         shared_claim=claims["shared"],
@@ -101,6 +101,7 @@ def platform_facts(cfg: StackConfig, cluster: ClusterFacts) -> PlatformFacts:
         supervisor=cfg.resiliency.enabled,
         gke=cluster.gke,
         cloud_storage_fuse=cluster.gke or _existing(cfg).claims.cloud_storage_fuse,
+        preemption=cfg.kueue.preemption,
     )
 
 

@@ -21,7 +21,14 @@ from config.stack import StackConfig
 from config.training import DataPrepConfig, NcclTestConfig, RunConfig, TokenizerConfig
 from facts import versions
 from facts.errors import RuleError
-from facts.kubernetes import COMPLETION_INDEX_LABEL, FABRIC_CHECK_LABEL, RUN_LABEL, TRAINING_CONTAINER, looks_secret
+from facts.kubernetes import (
+    COMPLETION_INDEX_LABEL,
+    FABRIC_CHECK_LABEL,
+    FABRIC_CHECK_PRIORITY,
+    RUN_LABEL,
+    TRAINING_CONTAINER,
+    looks_secret,
+)
 from facts.machines import GpuDirect, MachineType
 from facts.project import PROJECT
 from planners import nemo
@@ -131,6 +138,12 @@ def check_runs(cfg: StackConfig, cluster: ClusterFacts, platform: PlatformFacts,
                 for name in run_config.env
                 if looks_secret(name)
             )
+        if run_config.fabric_check and platform.preemption == "Never":
+            why = (
+                "cannot preempt this run once it holds the pool (kueue.preemption is Never): a changed check would "
+                "wait its whole timeout behind the run it gates; set kueue.preemption to LowerPriority"
+            )
+            errors.append(RuleError(f"training.runs[{i}].fabricCheck", run_config.fabric_check, why))
         run = run_spec(run_config, platform)
         try:
             check_run(run, flavors, platform.priority_classes, platform.supervisor, platform.gke)
@@ -209,7 +222,12 @@ class TrainingLayer(pulumi.ComponentResource):
                         flavor=flavors[test.pool],
                         namespace=platform.namespace,
                         local_queue=platform.local_queue,
-                        priority=platform.default_priority_class,
+                        # Above every run (facts.kubernetes); an older platform has no such class.
+                        priority=(
+                            FABRIC_CHECK_PRIORITY
+                            if FABRIC_CHECK_PRIORITY in platform.priority_classes
+                            else platform.default_priority_class
+                        ),
                         service_account=platform.service_account,
                         networking=pod_networking(
                             flavour(machine, cluster.facts), cluster.facts.gpu_networks, machine.gpus

@@ -229,3 +229,31 @@ def test_the_other_nodes_give_up_when_node_0_never_finishes(node: dict[str, str]
     other = {**node, "JOB_COMPLETION_INDEX": "1", "NCCL_TEST_TIMEOUT_S": "1"}
     result = drive(other)
     assert result.returncode == 1 and "node 0 never finished" in result.stderr
+
+
+def test_a_check_comes_before_the_run_it_gates_so_a_changed_check_never_waits_behind_it(render: Render) -> None:
+    """A changed check is a new JobSet `pulumi up` waits for; the run it gates may hold the pool.
+    Kueue admits a workload by preempting lower-priority ones in its ClusterQueue when
+    `withinClusterQueue` is LowerPriority (https://kueue.sigs.k8s.io/docs/concepts/preemption/;
+    kueue apis/kueue/v1beta2 clusterqueue_types.go PreemptionPolicy), so the check's priority class
+    stands above every run's: it takes the pool, passes, and the run is admitted again."""
+    run = render("a3mega")
+    (_, check), (_, gated) = jobsets(run)["fabric"], jobsets(run)["gpt3-175b"]
+    classes = {
+        m["metadata"]["name"]: m["value"]
+        for m in map(run.manifest, run.of_type("kubernetes:kueue.x-k8s.io/v1beta2:WorkloadPriorityClass"))
+    }
+    check_class = check["metadata"]["labels"]["kueue.x-k8s.io/priority-class"]
+    run_classes = [name for name in classes if name != check_class]
+    assert check_class == "nemo-fabric-check" and classes[check_class] > max(classes[c] for c in run_classes)
+    assert gated["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] in run_classes
+    (queue,) = map(run.manifest, run.of_type("kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue"))
+    assert queue["spec"]["preemption"]["withinClusterQueue"] == "LowerPriority"
+
+
+def test_a_gated_run_is_refused_where_the_queue_never_preempts() -> None:
+    values = stack_with(
+        "a3mega", kueue={**load_stack_values("a3mega").get("nemo-gke:kueue", {}), "preemption": "Never"}
+    )
+    message = issue_for(rejected(values, "a3mega"), "training.runs[0].fabricCheck")
+    assert "cannot preempt this run once it holds the pool (kueue.preemption is Never)" in message

@@ -314,7 +314,7 @@ def test_the_local_queue_lives_in_the_training_namespace_with_priorities_and_pre
     priorities = {
         m["metadata"]["name"]: m["value"] for m in map(run.manifest, run.of_type(f"{KUEUE}:WorkloadPriorityClass"))
     }
-    assert priorities == {"nemo-low": 100, "nemo-medium": 500, "nemo-high": 1000}
+    assert priorities == {"nemo-low": 100, "nemo-medium": 500, "nemo-high": 1000, "nemo-fabric-check": 10000}
 
 
 # --------------------------------------------------------------------------- ordering
