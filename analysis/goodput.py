@@ -71,7 +71,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -79,6 +79,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis.errors import AnalysisError
+from analysis.streams import Lines
 
 
 class Event(StrEnum):
@@ -207,18 +208,26 @@ def read_events(path: Path) -> list[GoodputEvent]:
 
 
 def read_event_log(path: Path) -> EventLog:
-    """Events from JSON lines (events or LogEntries) or a JSON array of LogEntries."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise AnalysisError(f"{path} does not exist") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise AnalysisError(f"cannot read {path}: {e}") from None
+    """Events from JSON lines (events or LogEntries) or a JSON array of LogEntries, read
+    within the limits of `analysis.streams`."""
+    with Lines(path, _WHAT, _is_record, strict_utf8=True) as lines:
+        return _event_log(path, lines)
+
+
+_WHAT = "a goodput event log (JSON lines, or a Cloud Logging export of the events)"
+
+
+def _is_record(line: str) -> bool:
+    """A line with an `event` or `event_type` key, JSON-escaped or not."""
+    return '"event' in line
+
+
+def _event_log(path: Path, lines: Iterable[tuple[int, str]]) -> EventLog:
     events: list[GoodputEvent] = []
     skipped = duplicates = 0
     cloud_logging = False
     seen: set[tuple[str, str]] = set()
-    for number, record, unit in _records(path, text):
+    for number, record, unit in _records(path, lines):
         where = f"{path}:{number}" if unit == "line" else f"{path} entry {number}"
         if not isinstance(record, dict):
             raise AnalysisError(f"{where}: an event must be a JSON object")
@@ -249,9 +258,15 @@ def read_event_log(path: Path) -> EventLog:
     return EventLog(path, events, skipped, duplicates, cloud_logging)
 
 
-def _records(path: Path, text: str) -> Iterator[tuple[int, object, str]]:
+def _records(path: Path, lines: Iterable[tuple[int, str]]) -> Iterator[tuple[int, object, str]]:
     """(number, decoded JSON, "line" or "entry") for every record of the file."""
-    if text.lstrip().startswith("["):
+    lines = iter(lines)
+    first = next(((number, line) for number, line in lines if line.strip()), None)
+    if first is None:
+        return
+    lines = itertools.chain([first], lines)
+    if first[1].lstrip().startswith("["):
+        text = _text(lines)
         try:
             entries = json.loads(text)
         except json.JSONDecodeError as e:
@@ -263,7 +278,7 @@ def _records(path: Path, text: str) -> Iterator[tuple[int, object, str]]:
         for number, entry in enumerate(entries, start=1):
             yield number, entry, "entry"
         return
-    for number, line in enumerate(text.split("\n"), start=1):
+    for number, line in lines:
         if not line.strip():
             continue
         try:
@@ -273,6 +288,18 @@ def _records(path: Path, text: str) -> Iterator[tuple[int, object, str]]:
         except RecursionError:
             raise AnalysisError(f"{path}:{number}: JSON nested too deeply to be an event") from None
         yield number, record, "line"
+
+
+def _text(lines: Iterable[tuple[int, str]]) -> str:
+    """The document the numbered lines (cut at carriage returns too) were read from, so that
+    the JSON decoder's line numbers are the file's."""
+    parts: list[str] = []
+    last = 1
+    for number, line in lines:
+        parts.append("\r" if parts and number == last else "\n" * (number - last))
+        parts.append(line)
+        last = number
+    return "".join(parts)
 
 
 def _payload(entry: Mapping[str, Any]) -> dict[str, Any] | None:

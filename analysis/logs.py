@@ -23,16 +23,18 @@ their step. A progress bar redrawing a step with the same values is not a repeat
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from analysis.errors import AnalysisError
+from analysis.streams import Lines
 
 STEP_TIME = "train_step_timing in s"
 LOSS = "reduced_train_loss"
@@ -108,19 +110,21 @@ def read_log(path: Path, window: StepRange | None = None, *, beyond_window: bool
     them where they decode: one that does not (a writer killed mid-line) is listed in
     `unreadable_lines` instead of failing, so a log is refused exactly when it would be
     without `beyond_window`.
+
+    The input is read within the limits of `analysis.streams`: a file, a pipe or a FIFO.
     """
-    # Newlines only: splitlines would also split at tqdm's carriage returns and put error
-    # line numbers out of step with the file.
-    lines = _read_text(path).split("\n")
-    first = next((line for line in lines if line.strip()), None)
-    if first is None:
-        raise AnalysisError(f"{path} is empty")
-    if first.startswith(_DLLOGGER_PREFIX):
-        read = _read_dllogger(path, lines, window, beyond_window)
-        log_format = LogFormat.DLLOGGER
-    else:
-        read = _read_text_log(path, lines, window, beyond_window)
-        log_format = LogFormat.NEMO_TEXT
+    with Lines(path, _WHAT, _is_record) as numbered:
+        lines = iter(numbered)
+        first = next(((number, line) for number, line in lines if line.strip()), None)
+        if first is None:
+            raise AnalysisError(f"{path} is empty")
+        lines = itertools.chain([first], lines)
+        if first[1].startswith(_DLLOGGER_PREFIX):
+            read = _read_dllogger(path, lines, window, beyond_window)
+            log_format = LogFormat.DLLOGGER
+        else:
+            read = _read_text_log(path, lines, window, beyond_window)
+            log_format = LogFormat.NEMO_TEXT
     if read.steps is None:
         raise AnalysisError(
             f"{path} has no training steps: expected DLLogger records (DLLL {{...}}) "
@@ -138,22 +142,19 @@ def read_log(path: Path, window: StepRange | None = None, *, beyond_window: bool
     )
 
 
+_WHAT = f"a training log (DLLogger JSON lines, or NeMo progress lines carrying '{STEP_TIME}')"
+
+
+def _is_record(line: str) -> bool:
+    return line.startswith(_DLLOGGER_PREFIX) or STEP_TIME in line
+
+
 class _Read(NamedTuple):
     records: dict[int, dict[str, float]]
     parameters: dict[str, Any] | None
     steps: StepRange | None
     repeated: set[int]
     unreadable: list[int]
-
-
-def _read_text(path: Path) -> str:
-    try:
-        # Bytes, not read_text: text mode would turn tqdm's carriage returns into newlines.
-        return path.read_bytes().decode("utf-8", errors="replace")
-    except FileNotFoundError:
-        raise AnalysisError(f"{path} does not exist") from None
-    except OSError as e:
-        raise AnalysisError(f"cannot read {path}: {e.strerror or e}") from None
 
 
 def _numeric(data: Mapping[str, Any]) -> dict[str, float]:
@@ -185,7 +186,9 @@ class _Span:
         return None if self.low is None or self.high is None else StepRange(self.low, self.high)
 
 
-def _read_dllogger(path: Path, lines: list[str], window: StepRange | None, beyond_window: bool) -> _Read:
+def _read_dllogger(
+    path: Path, lines: Iterable[tuple[int, str]], window: StepRange | None, beyond_window: bool
+) -> _Read:
     records: dict[int, dict[str, float]] = {}
     parameters: dict[str, Any] | None = None
     span = _Span()
@@ -194,7 +197,7 @@ def _read_dllogger(path: Path, lines: list[str], window: StepRange | None, beyon
     unreadable: list[int] = []
     # The window's bounds as plain ints: this loop runs once per line of a 100 000-step log.
     low, high = (window.start, window.end) if window is not None else (None, None)
-    for number, line in enumerate(lines, start=1):
+    for number, line in lines:
         fast = _DLLOGGER_STEP.match(line)
         outside = False
         if fast:
@@ -267,36 +270,35 @@ def _decode_dllogger(path: Path, number: int, line: str) -> dict[str, Any]:
     return record
 
 
-def _read_text_log(path: Path, lines: list[str], window: StepRange | None, beyond_window: bool) -> _Read:
+def _read_text_log(
+    path: Path, lines: Iterable[tuple[int, str]], window: StepRange | None, beyond_window: bool
+) -> _Read:
     records: dict[int, dict[str, float]] = {}
     span = _Span()
     latest: dict[int, dict[str, float]] = {}  # each step's last update, to tell redraws from repeats
     repeated: set[int] = set()
-    for number, line in enumerate(lines, start=1):
-        if STEP_TIME not in line:
+    # Lines come cut at carriage returns too: each is one update of a tqdm bar redrawn in place.
+    for number, update in lines:
+        if STEP_TIME not in update:
             continue
-        # tqdm redraws with carriage returns, so one physical line can hold many updates.
-        for update in line.split("\r"):
-            if STEP_TIME not in update:
-                continue
-            metrics = _text_metrics(update)
-            if STEP_TIME not in metrics:
-                raise AnalysisError(f"{path}:{number}: cannot read the value of '{STEP_TIME}'")
-            step = _text_step(update, metrics)
-            if step is None:
-                raise AnalysisError(
-                    f"{path}:{number}: '{STEP_TIME}' without a step number (global_step, iteration or n/total counter)"
-                )
-            span.add(step)
-            previous = latest.get(step)
-            latest[step] = metrics
-            keep = window is None or beyond_window or step in window
-            if previous is not None and not _redraw(previous, metrics):
-                repeated.add(step)  # a restarted run's line: the last attempt wins
-                if keep:
-                    records[step] = dict(metrics)
-            elif keep:
-                records.setdefault(step, {}).update(metrics)
+        metrics = _text_metrics(update)
+        if STEP_TIME not in metrics:
+            raise AnalysisError(f"{path}:{number}: cannot read the value of '{STEP_TIME}'")
+        step = _text_step(update, metrics)
+        if step is None:
+            raise AnalysisError(
+                f"{path}:{number}: '{STEP_TIME}' without a step number (global_step, iteration or n/total counter)"
+            )
+        span.add(step)
+        previous = latest.get(step)
+        latest[step] = metrics
+        keep = window is None or beyond_window or step in window
+        if previous is not None and not _redraw(previous, metrics):
+            repeated.add(step)  # a restarted run's line: the last attempt wins
+            if keep:
+                records[step] = dict(metrics)
+        elif keep:
+            records.setdefault(step, {}).update(metrics)
     return _Read(records, None, span.range(), repeated, [])
 
 

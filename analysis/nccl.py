@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis.errors import AnalysisError
+from analysis.streams import Lines
 from facts.machines import MACHINE_TYPES, GpuDirect
 from facts.nccl import BENCHMARKS, PUBLISHED, PublishedRun
 
@@ -207,16 +208,12 @@ class _Layout:
 
 
 def read_nccl_log(path: Path, collective: str | None = None) -> list[NcclTest]:
-    """Every test in the log, checked; `collective` names those the log does not name."""
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        raise AnalysisError(f"{path} does not exist") from None
-    except OSError as e:
-        raise AnalysisError(f"cannot read {path}: {e}") from None
-    if not text.strip():
+    """Every test in the log, checked; `collective` names those the log does not name.
+    The input is read within the limits of `analysis.streams`."""
+    with Lines(path, "nccl-tests output", _is_record) as lines:
+        tests, blank = _parse(path, lines, collective)
+    if blank:
         raise AnalysisError(f"{path} is empty")
-    tests = _parse(path, text.splitlines(), collective)
     if not tests:
         raise AnalysisError(
             f"{path} has no nccl-tests results table (a '#  size  count  type ...' header, rows and "
@@ -225,12 +222,20 @@ def read_nccl_log(path: Path, collective: str | None = None) -> list[NcclTest]:
     return tests
 
 
-def _parse(path: Path, lines: Sequence[str], collective: str | None) -> list[NcclTest]:
+def _is_record(line: str) -> bool:
+    """A table's header or footer: a log shows one at least every `streams.MAX_GAP_BYTES`."""
+    return "busbw" in line or "Avg bus bandwidth" in line
+
+
+def _parse(path: Path, lines: Iterable[tuple[int, str]], collective: str | None) -> tuple[list[NcclTest], bool]:
+    """The tests, and whether the input was blank."""
     tests: list[NcclTest] = []
     preamble = _Preamble()
     table: _Table | None = None
-    for number, raw in enumerate(lines, start=1):
+    blank = True
+    for number, raw in lines:
         where = f"{path}:{number}"
+        blank = blank and not raw.strip()
         content = _content(raw)
         if not content:
             continue
@@ -262,10 +267,12 @@ def _parse(path: Path, lines: Sequence[str], collective: str | None) -> list[Ncc
                 table, preamble = None, _Preamble()
             continue
         if table is None:
-            text = " ".join(content)
-            named = _PROGRAM.findall(text) or _BENCHMARK.findall(text)
-            if named:
-                preamble.mentioned = named[-1]
+            # The substring tests first: the patterns are slow on long lines of other output.
+            if "_perf" in raw or "Benchmark:" in raw:
+                text = " ".join(content)
+                named = _PROGRAM.findall(text) or _BENCHMARK.findall(text)
+                if named:
+                    preamble.mentioned = named[-1]
             continue
         if content[0].isdigit() or _looks_like_a_row(content):
             table.rows.append(_row(where, number, content, table.layout))
@@ -274,7 +281,7 @@ def _parse(path: Path, lines: Sequence[str], collective: str | None) -> list[Ncc
             f"{path}: the results table at line {table.header_line} has no '# Avg bus bandwidth' line after it: "
             "the log is truncated"
         )
-    return tests
+    return tests, blank
 
 
 def _content(line: str) -> list[str]:
