@@ -48,6 +48,16 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _step(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a step number, 0 or more, got {value}")
+    return value
+
+
 def _positive_float(text: str) -> float:
     try:
         value = float(text)
@@ -74,10 +84,20 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _add_window(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--start-step", type=int, default=10, metavar="N", help="first step averaged (default 10)")
+    parser.add_argument("--start-step", type=_step, default=10, metavar="N", help="first step averaged (default 10)")
     parser.add_argument(
-        "--end-step", type=int, default=30, metavar="N", help="last step averaged, inclusive (default 30)"
+        "--end-step", type=_step, default=30, metavar="N", help="last step averaged, inclusive (default 30)"
     )
+
+
+def _window(args: argparse.Namespace) -> StepRange:
+    """The window the options ask for; `average_step_time` checks it lies within the log."""
+    if args.end_step < args.start_step:
+        raise AnalysisError(
+            f"--end-step {args.end_step} is before --start-step {args.start_step}; the window is the steps "
+            "from --start-step to --end-step, both included"
+        )
+    return StepRange(args.start_step, args.end_step)
 
 
 def _add_throughput(parser: argparse.ArgumentParser, *, required: bool) -> None:
@@ -269,7 +289,7 @@ def _json(report: dict[str, Any]) -> str:
 
 
 def _metrics(args: argparse.Namespace) -> tuple[str, list[str], int]:
-    window = StepRange(args.start_step, args.end_step)
+    window = _window(args)
     log = read_log(args.log, window)
     notes = _log_notes(log, window, "averaged")
     result = _run_metrics(args, log, window, notes)
@@ -280,7 +300,7 @@ _MODEL_OPTIONS = ("model", "model_flops_per_sample", "seq_length", "vocab_size")
 
 
 def _plot(args: argparse.Namespace) -> tuple[str, list[str], int]:
-    window = StepRange(args.start_step, args.end_step)
+    window = _window(args)
     throughput = (args.gpus, args.global_batch_size, args.accelerator, args.precision)
     if any(value is not None for value in throughput) and None in throughput:
         raise AnalysisError(

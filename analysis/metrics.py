@@ -117,9 +117,11 @@ def accelerator(name: str) -> Accelerator:
 def average_step_time(log: TrainingLog, window: StepRange) -> tuple[float, int]:
     """Mean step time over the window's steps that logged one, and how many did.
 
-    The one check of a log's step times, shared by `metrics` and `plot`: every step time in
-    the window must be a positive, finite number of seconds, at most `MAX_STEP_TIME_S`.
+    The one check of a log's step times, shared by `metrics` and `plot`: the window must lie
+    within the log's steps, and every step time in it must be a positive, finite number of
+    seconds, at most `MAX_STEP_TIME_S`.
     """
+    check_window(log, window)
     timed = [(step, data[STEP_TIME]) for step, data in log.records.items() if step in window and STEP_TIME in data]
     if not timed:
         has = f"steps {log.steps_in_file}" if log.steps_in_file else "no steps"
@@ -138,6 +140,26 @@ def average_step_time(log: TrainingLog, window: StepRange) -> tuple[float, int]:
         raise AnalysisError(f"{log.path}: the '{STEP_TIME}' of step {step} {problem}")
     times = [seconds for _, seconds in timed]
     return statistics.fmean(times), len(times)
+
+
+def check_window(log: TrainingLog, window: StepRange) -> None:
+    """Refuse a window that reaches outside the log's steps: what it asks for was not logged."""
+    steps = log.steps_in_file
+    if steps is None:
+        return
+    if window.start > steps.end:
+        raise AnalysisError(
+            f"--start-step {window.start} is past the log's last step {steps.end} (the log has steps {steps})"
+        )
+    if window.start < steps.start:
+        raise AnalysisError(
+            f"--start-step {window.start} is before the log's first step {steps.start} (the log has steps {steps})"
+        )
+    if window.end > steps.end:
+        raise AnalysisError(
+            f"--end-step {window.end} is past the log's last step {steps.end} (the log has steps {steps}); "
+            f"the window must lie within them"
+        )
 
 
 def model_flops(

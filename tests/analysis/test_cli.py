@@ -127,7 +127,7 @@ HOSTILE_LOGS: dict[str, tuple[str | None, list[str], str]] = {
     "window after the last step": (
         _lines(dllogger_line("PARAMETER", GPT_PARAMETERS), *(dllogger_line(s, step_data(s, 3.0)) for s in range(5))),
         [],
-        r"no 'train_step_timing in s' values for steps 10–30 .*the log has steps 0–4",
+        r"^error: --start-step 10 is past the log's last step 4 \(the log has steps 0–4\)$",
     ),
     "steps without timings": (
         _lines(dllogger_line("PARAMETER", GPT_PARAMETERS), *(dllogger_line(s, {"lr": 0.1}) for s in range(40))),
@@ -172,7 +172,11 @@ HOSTILE_LOGS: dict[str, tuple[str | None, list[str], str]] = {
     ),
     "no fp8 peak": (None, ["--accelerator", "a100"], "a100 has no published dense fp8 peak"),
     "unknown model": (None, ["--model", "gpt-9"], r"unknown model 'gpt-9'; known: gpt-5b, gpt3-175b, llama3.1-8b"),
-    "start after end": (None, ["--start-step", "31", "--end-step", "30"], "start step 31 is after its end step 30"),
+    "start after end": (
+        None,
+        ["--start-step", "31", "--end-step", "30"],
+        r"^error: --end-step 30 is before --start-step 31",
+    ),
     # Requirement 1: step times and figures that cannot be physical.
     "NaN step time in the window": (_with_step_20("NaN"), [], r"'train_step_timing in s' of step 20 is not a number"),
     "negative step time in the window": (
@@ -455,3 +459,47 @@ def test_the_shared_logs_record_catches_wrong_options(
 ) -> None:
     assert main(["metrics", "--log", str(SHARED_LOG), *RUN, *extra]) == 2
     assert_refused(capsys.readouterr(), message)
+
+
+# ---------------------------------------------------------------------------- the window
+
+
+@pytest.mark.parametrize("command", ["metrics", "plot"])
+@pytest.mark.parametrize(
+    ("window", "pattern"),
+    [
+        (["--start-step", "-1"], r"^error: argument --start-step: must be a step number, 0 or more, got -1 \(see "),
+        (["--end-step", "-5"], r"^error: argument --end-step: must be a step number, 0 or more, got -5 \(see "),
+        (["--start-step", "20", "--end-step", "19"], r"^error: --end-step 19 is before --start-step 20; "),
+        (["--start-step", "40", "--end-step", "45"], r"^error: --start-step 40 is past the log's last step 39 "),
+        (["--start-step", "10", "--end-step", "40"], r"^error: --end-step 40 is past the log's last step 39 "),
+    ],
+    ids=["negative start", "negative end", "end before start", "start past the end", "end past the end"],
+)
+def test_a_window_outside_the_log_is_refused_naming_the_flag(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str, window: list[str], pattern: str
+) -> None:
+    """The log has steps 0–39: a window must lie within them, or nothing is averaged over what was asked."""
+    argv = [command, "--log", str(valid_gpt_log(tmp_path)), *window]
+    argv += RUN if command == "metrics" else ["--out", str(tmp_path / "run.png")]
+    try:
+        code = main(argv)
+    except SystemExit as usage_error:
+        code = usage_error.code  # type: ignore[assignment]
+    assert code == 2
+    assert_refused(capsys.readouterr(), pattern)
+
+
+def test_a_window_before_the_logs_first_step_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A resumed run's own log starts at its checkpoint's step: the default window 10–30 is not in it."""
+    log = _write(tmp_path, "resumed.json", _lines(*(dllogger_line(s, step_data(s, 3.0)) for s in range(100, 140))))
+    assert main(["metrics", "--log", str(log), *RUN, "--model", "gpt-5b"]) == 2
+    assert_refused(
+        capsys.readouterr(), r"^error: --start-step 10 is before the log's first step 100 \(the log has steps 100–139\)"
+    )
+
+
+def test_a_window_at_the_logs_edges_is_accepted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = valid_gpt_log(tmp_path)
+    assert main(["metrics", "--log", str(log), *RUN, "--start-step", "0", "--end-step", "39", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["steps_averaged"] == 40

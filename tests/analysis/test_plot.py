@@ -107,7 +107,7 @@ def test_a_log_without_loss_still_plots_and_says_so(tmp_path: Path) -> None:
     ("extra", "message"),
     [
         (["--gpus", "8"], "only with all of --gpus"),
-        (["--start-step", "5", "--end-step", "4"], "start step 5 is after its end step 4"),
+        (["--start-step", "5", "--end-step", "4"], "--end-step 4 is before --start-step 5"),
     ],
 )
 def test_plot_bad_input_exits_2(
