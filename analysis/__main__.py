@@ -1,6 +1,7 @@
 """`python -m analysis {metrics,plot,goodput,nccl}`: the command line.
 
-Exit codes: 0 done (`nccl`: PASS), 1 `nccl` FAIL (its report is printed), 2 bad input (usage
+Exit codes: 0 done; 1 FAIL, its report printed (`nccl`: wrong data or a bandwidth below the
+pass mark; `metrics` and `plot`: a run whose loss turned NaN or infinite); 2 bad input (usage
 errors included): then exactly one line, `error: <message>`, on stderr and nothing on stdout.
 A run that does not fail on its input may print `note:` and `warning:` lines on stderr
 (repeated steps, a sequence length taken from the log), never when it does.
@@ -21,13 +22,14 @@ from typing import Any, NoReturn
 
 from analysis.errors import AnalysisError
 from analysis.goodput import GoodputReport, compute_goodput, read_event_log
-from analysis.logs import StepRange, TrainingLog, read_log
+from analysis.logs import LOSS, StepRange, TrainingLog, read_log
 from analysis.metrics import (
     RunMetrics,
     average_step_time,
     check_against_record,
     compute,
     model_flops,
+    non_finite,
     sequence_length_for,
 )
 from facts.machines import ACCELERATORS, GpuDirect, Precision
@@ -237,6 +239,7 @@ def _metrics_table(log: TrainingLog, result: RunMetrics) -> str:
     seq = result.model.seq_length if result.model.seq_length is not None else "unknown"
     rows = [
         ("log", f"{log.path} ({log.format.value}, steps {log.steps_in_file})"),
+        ("run", _run_status(log)),
         ("model", result.model.describe()),
         ("model FLOPs", f"{result.model.flops_per_sample:.4e} per sample, sequence length {seq}"),
         ("window", f"steps {window}, {result.steps_averaged} of {expected} steps averaged"),
@@ -250,6 +253,15 @@ def _metrics_table(log: TrainingLog, result: RunMetrics) -> str:
         ),
     ]
     return "\n".join(f"{name:<12} {value}" for name, value in rows)
+
+
+def _run_status(log: TrainingLog) -> str:
+    if log.loss_failure is not None:
+        step, loss = log.loss_failure
+        return f"FAILED at step {step}: {LOSS} is {non_finite(loss)}"
+    if log.loss_logged:
+        return f"{LOSS} finite at every step that logs it"
+    return f"no {LOSS} in the log: divergence not checked"
 
 
 def _goodput_table(report: GoodputReport) -> str:
@@ -293,7 +305,8 @@ def _metrics(args: argparse.Namespace) -> tuple[str, list[str], int]:
     log = read_log(args.log, window)
     notes = _log_notes(log, window, "averaged")
     result = _run_metrics(args, log, window, notes)
-    return (_json(result.as_json()) if args.json else _metrics_table(log, result)), notes, 0
+    code = EXIT_FAIL if log.loss_failure else 0
+    return (_json(result.as_json()) if args.json else _metrics_table(log, result)), notes, code
 
 
 _MODEL_OPTIONS = ("model", "model_flops_per_sample", "seq_length", "vocab_size")
@@ -323,7 +336,9 @@ def _plot(args: argparse.Namespace) -> tuple[str, list[str], int]:
     else:
         result = _run_metrics(args, log, window, notes)
     write_png(build_figure(log, window, result), args.out)
-    return f"wrote {args.out}", notes, 0
+    if log.loss_failure is None:
+        return f"wrote {args.out}", notes, 0
+    return f"wrote {args.out}\nrun {_run_status(log)}", notes, EXIT_FAIL
 
 
 def _goodput(args: argparse.Namespace) -> tuple[str, list[str], int]:

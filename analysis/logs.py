@@ -19,6 +19,9 @@ DLLogger file, or in the same `kubectl logs`). A step with more than one record 
 attempt's metrics for it are dropped, and `TrainingLog.repeated_steps` lists it. Records
 without a step time (NeMo logs validation metrics in a record of their own) still merge into
 their step. A progress bar redrawing a step with the same values is not a repeat.
+
+A failed run: the first step whose loss (its last attempt's) is NaN or infinite is
+`TrainingLog.loss_failure`, found in every record, inside the window or not.
 """
 
 from __future__ import annotations
@@ -42,13 +45,16 @@ GLOBAL_STEP = "global_step"
 _DLLOGGER_PREFIX = "DLLL "
 # How a step time appears in a DLLogger line, to spot repeated steps in lines left undecoded.
 _STEP_TIME_KEY = f'"{STEP_TIME}"'
+# And the loss: json.dumps writes a non-finite one as NaN, Infinity or -Infinity; a number
+# beyond a float (1e400) decodes to infinity too.
+_LOSS_VALUE = re.compile(rf'"{LOSS}": (-?(?:NaN|Infinity|\d[\d.eE+-]*))')
 
 # A DLLogger LOG record as dllogger writes it: string fields, then the step, then the data.
 # Only keys with string values may precede the step, so a match is the top-level step. Longer
 # step numbers are left to the JSON decoder, which checks them.
 _DLLOGGER_STEP = re.compile(r'DLLL \{(?:"[a-z]+": "[^"]*", )*"step": (-?\d{1,18}), "data": ')
 
-_NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf"
+_NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?i:nan|inf(?:inity)?)"
 # One `key=value` (tqdm postfix) or `key: value` (ProgressPrinter) between separators.
 _TEXT_METRIC = re.compile(rf"\s*([A-Za-z_][\w ./-]*?)\s*[=:]\s*({_NUMBER})\s*\]?\s*")
 _TEXT_SEPARATORS = re.compile(r"[,|]")
@@ -93,6 +99,11 @@ class TrainingLog:
     repeated_steps: tuple[int, ...] = ()
     # Records outside the window that `read_log(..., beyond_window=True)` could not decode.
     unreadable_lines: tuple[int, ...] = ()
+    # The first step whose loss (its last attempt's) is NaN or infinite, and that loss: where
+    # the run failed. Every record counts, inside the window or not.
+    loss_failure: tuple[int, float] | None = None
+    # Whether any record logs a loss at all.
+    loss_logged: bool = False
 
     def series(self, metric: str) -> tuple[list[int], list[float]]:
         """Steps and values of one metric, for the steps that logged it."""
@@ -139,6 +150,8 @@ def read_log(path: Path, window: StepRange | None = None, *, beyond_window: bool
         read.steps,
         tuple(sorted(read.repeated)),
         tuple(read.unreadable),
+        read.losses.first_failure(),
+        read.losses.logged,
     )
 
 
@@ -155,6 +168,7 @@ class _Read(NamedTuple):
     steps: StepRange | None
     repeated: set[int]
     unreadable: list[int]
+    losses: _Losses
 
 
 def _numeric(data: Mapping[str, Any]) -> dict[str, float]:
@@ -186,6 +200,34 @@ class _Span:
         return None if self.low is None or self.high is None else StepRange(self.low, self.high)
 
 
+class _Losses:
+    """The steps whose last logged loss is not finite, and whether any step logged one."""
+
+    def __init__(self) -> None:
+        self.failed: dict[int, float] = {}
+        self.logged = False
+
+    def add(self, step: int, loss: float) -> None:
+        self.logged = True
+        if math.isfinite(loss):
+            self.failed.pop(step, None)  # a restarted run redid the step
+        else:
+            self.failed[step] = loss
+
+    def add_from_line(self, step: int, line: str) -> None:
+        """The loss of a DLLogger line left undecoded, if it has one."""
+        match = _LOSS_VALUE.search(line)
+        if match:
+            try:
+                loss = float(match.group(1))
+            except ValueError:  # not a JSON number (1.2.3): nothing decodes the line, nothing reads it
+                return
+            self.add(step, loss)
+
+    def first_failure(self) -> tuple[int, float] | None:
+        return min(self.failed.items()) if self.failed else None
+
+
 def _read_dllogger(
     path: Path, lines: Iterable[tuple[int, str]], window: StepRange | None, beyond_window: bool
 ) -> _Read:
@@ -195,6 +237,7 @@ def _read_dllogger(
     timed: set[int] = set()  # steps seen with a step time
     repeated: set[int] = set()
     unreadable: list[int] = []
+    losses = _Losses()
     # The window's bounds as plain ints: this loop runs once per line of a 100 000-step log.
     low, high = (window.start, window.end) if window is not None else (None, None)
     for number, line in lines:
@@ -207,6 +250,7 @@ def _read_dllogger(
             if outside and not beyond_window:
                 if _STEP_TIME_KEY in line:
                     (repeated if step in timed else timed).add(step)
+                losses.add_from_line(step, line)
                 continue
         elif not line.strip():
             continue
@@ -219,6 +263,7 @@ def _read_dllogger(
             unreadable.append(number)
             if _STEP_TIME_KEY in line:
                 (repeated if step in timed else timed).add(step)
+            losses.add_from_line(step, line)
             continue
         if record is None:
             continue
@@ -230,6 +275,9 @@ def _read_dllogger(
             continue  # dllogger summary records (`"step": []`) carry no training step
         if not fast:
             span.add(step_value)
+        loss = data.get(LOSS)
+        if isinstance(loss, int | float) and not isinstance(loss, bool):
+            losses.add(step_value, _float(loss))
         keep = window is None or beyond_window or step_value in window
         if STEP_TIME in data:
             if step_value in timed:
@@ -240,7 +288,7 @@ def _read_dllogger(
             timed.add(step_value)
         if keep:
             records.setdefault(step_value, {}).update(_numeric(data))
-    return _Read(records, parameters, span.range(), repeated, unreadable)
+    return _Read(records, parameters, span.range(), repeated, unreadable, losses)
 
 
 def _dllogger_record(path: Path, number: int, line: str) -> tuple[Any, dict[str, Any]] | None:
@@ -277,6 +325,7 @@ def _read_text_log(
     span = _Span()
     latest: dict[int, dict[str, float]] = {}  # each step's last update, to tell redraws from repeats
     repeated: set[int] = set()
+    losses = _Losses()
     # Lines come cut at carriage returns too: each is one update of a tqdm bar redrawn in place.
     for number, update in lines:
         if STEP_TIME not in update:
@@ -290,6 +339,8 @@ def _read_text_log(
                 f"{path}:{number}: '{STEP_TIME}' without a step number (global_step, iteration or n/total counter)"
             )
         span.add(step)
+        if LOSS in metrics:
+            losses.add(step, metrics[LOSS])
         previous = latest.get(step)
         latest[step] = metrics
         keep = window is None or beyond_window or step in window
@@ -299,7 +350,7 @@ def _read_text_log(
                 records[step] = dict(metrics)
         elif keep:
             records.setdefault(step, {}).update(metrics)
-    return _Read(records, None, span.range(), repeated, [])
+    return _Read(records, None, span.range(), repeated, [], losses)
 
 
 def _redraw(previous: Mapping[str, float], metrics: Mapping[str, float]) -> bool:

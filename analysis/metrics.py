@@ -16,6 +16,9 @@ Results that cannot be physical are refused (AnalysisError), never printed:
 - tokens/s, TFLOPS per GPU and MFU must be finite (an overflow is refused, not printed as inf);
 - MFU must not exceed 100 %: no run beats its accelerator's peak.
 
+A run whose loss turns NaN or infinite failed at that step (`TrainingLog.loss_failure`):
+its figures are still computed, and the result carries the failure.
+
 `check_against_record` refuses a `--global-batch-size` or `--gpus` the log's PARAMETER record
 contradicts; `sequence_length_for` takes the record's sequence length over a catalog model's.
 """
@@ -30,7 +33,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from analysis.errors import AnalysisError
-from analysis.logs import STEP_TIME, StepRange, TrainingLog
+from analysis.logs import LOSS, STEP_TIME, StepRange, TrainingLog
 from facts.machines import ACCELERATORS, Accelerator, Precision
 from facts.models import MODELS, Architecture, ModelSpec, model_spec
 
@@ -84,6 +87,8 @@ class RunMetrics:
     # and how many steps the whole log repeats.
     duplicate_steps: tuple[int, ...] = ()
     duplicate_steps_in_log: int = 0
+    # Where the run failed (`TrainingLog.loss_failure`), anywhere in the log.
+    loss_failure: tuple[int, float] | None = None
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -104,7 +109,20 @@ class RunMetrics:
             "precision": self.precision.value,
             "duplicate_steps": list(self.duplicate_steps),
             "duplicate_steps_in_log": self.duplicate_steps_in_log,
+            "failed_at_step": None if self.loss_failure is None else self.loss_failure[0],
+            "failure": None if self.loss_failure is None else loss_failure_text(self.loss_failure),
         }
+
+
+def loss_failure_text(failure: tuple[int, float]) -> str:
+    """`reduced_train_loss is NaN at step 35`."""
+    step, loss = failure
+    return f"{LOSS} is {non_finite(loss)} at step {step}"
+
+
+def non_finite(value: float) -> str:
+    """What a value that is not finite is, in a message."""
+    return "NaN" if math.isnan(value) else "infinite" if value > 0 else "minus infinite"
 
 
 def accelerator(name: str) -> Accelerator:
@@ -381,6 +399,7 @@ def compute(
         precision=precision,
         duplicate_steps=duplicates,
         duplicate_steps_in_log=len(log.repeated_steps),
+        loss_failure=log.loss_failure,
     )
 
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,6 +19,7 @@ from tests.analysis.logs_for_tests import (
     SHARED_LOG,
     dllogger_line,
     needs_shared_log,
+    nemo1_update,
     nemo2_line,
     step_data,
     valid_gpt_log,
@@ -503,3 +506,96 @@ def test_a_window_at_the_logs_edges_is_accepted(tmp_path: Path, capsys: pytest.C
     log = valid_gpt_log(tmp_path)
     assert main(["metrics", "--log", str(log), *RUN, "--start-step", "0", "--end-step", "39", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["steps_averaged"] == 40
+
+
+# ---------------------------------------------------------------------------- a diverged run
+
+
+def _diverged(loss_at: dict[int, str], steps: int = 40) -> str:
+    """A GPT log whose loss at the given steps is the given JSON token (NaN, Infinity, 1e400...)."""
+    lines = [dllogger_line("PARAMETER", GPT_PARAMETERS)]
+    for step in range(steps):
+        line = dllogger_line(step, step_data(step, 3.0, loss=5.0))
+        if step in loss_at:
+            line = line.replace('"reduced_train_loss": 5.0', f'"reduced_train_loss": {loss_at[step]}')
+        lines.append(line)
+    return _lines(*lines)
+
+
+@pytest.mark.parametrize(
+    ("loss_at", "step", "said"),
+    [
+        ({35: "NaN", 37: "NaN"}, 35, "NaN"),  # after the window: a line metrics does not decode
+        ({20: "Infinity"}, 20, "infinite"),  # inside the window
+        ({3: "-Infinity"}, 3, "minus infinite"),  # before it
+        ({33: "1e400"}, 33, "infinite"),  # beyond a float
+        ({38: "NaN", 12: "Infinity"}, 12, "infinite"),  # the first step, not the first line
+    ],
+    ids=["NaN after the window", "Infinity in the window", "-Infinity before it", "1e400", "the earliest"],
+)
+def test_a_run_whose_loss_turns_non_finite_is_reported_failed_at_that_step(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], loss_at: dict[int, str], step: int, said: str
+) -> None:
+    log = _write(tmp_path, "diverged.json", _diverged(loss_at))
+    assert main(["metrics", "--log", str(log), *RUN]) == 1
+    captured = capsys.readouterr()
+    assert captured.err == ""
+    assert re.search(rf"\nrun +FAILED at step {step}: reduced_train_loss is {said}\n", captured.out), captured.out
+    assert "25.397" not in captured.out and "step time    3.000 s" in captured.out  # the figures are still there
+    assert main(["metrics", "--log", str(log), *RUN, "--json"]) == 1
+    result = json.loads(capsys.readouterr().out)
+    assert result["failed_at_step"] == step
+    assert result["failure"] == f"reduced_train_loss is {said} at step {step}"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        lambda step, loss: nemo2_line(step, 40, "3.0").replace(
+            "reduced_train_loss: 11.03", f"reduced_train_loss: {loss}"
+        ),
+        lambda step, loss: nemo1_update(step, 40, "3.0").replace(
+            f"reduced_train_loss={10 - step / 10:.3f}", f"reduced_train_loss={loss}"
+        ),
+    ],
+    ids=["NeMo 2", "NeMo 1"],
+)
+@pytest.mark.parametrize(("loss", "said"), [("nan", "NaN"), ("inf", "infinite"), ("-inf", "minus infinite")])
+def test_a_text_logs_non_finite_loss_fails_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], line: Any, loss: str, said: str
+) -> None:
+    text = _lines(*(line(step, loss if step >= 25 else "2.5") for step in range(40)))
+    log = _write(tmp_path, "nemo.log", text)
+    assert main(["metrics", "--log", str(log), *RUN, "--model", "gpt-5b", "--json"]) == 1
+    result = json.loads(capsys.readouterr().out)
+    assert (result["failed_at_step"], result["failure"]) == (25, f"reduced_train_loss is {said} at step 25")
+
+
+def test_a_restart_that_redoes_the_diverged_steps_is_not_a_failure(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Attempt 1's loss turns NaN at step 24 and it dies; attempt 2 resumes at step 20 and logs
+    20–39 with a finite loss: the last attempt of each step is what the run did."""
+    first = [dllogger_line(s, step_data(s, 3.0, loss=5.0 if s < 24 else math.nan)) for s in range(26)]
+    second = [dllogger_line(s, step_data(s, 3.0, loss=4.0)) for s in range(20, 40)]
+    log = _write(tmp_path, "restarted.json", _lines(dllogger_line("PARAMETER", GPT_PARAMETERS), *first, *second))
+    assert main(["metrics", "--log", str(log), *RUN, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["failed_at_step"] is None
+
+
+def test_a_healthy_runs_table_says_its_loss_is_finite(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["metrics", "--log", str(valid_gpt_log(tmp_path)), *RUN]) == 0
+    assert "\nrun          reduced_train_loss finite at every step that logs it\n" in capsys.readouterr().out
+    text_log = _write(
+        tmp_path, "no-loss.log", _lines(*(f"iteration {s}/39 | train_step_timing in s: 3.0" for s in range(40)))
+    )
+    assert main(["metrics", "--log", str(text_log), *RUN, "--model", "gpt-5b"]) == 0
+    assert "\nrun          no reduced_train_loss in the log: divergence not checked\n" in capsys.readouterr().out
+
+
+def test_plot_reports_the_failure_too(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = _write(tmp_path, "diverged.json", _diverged({35: "NaN"}))
+    out = tmp_path / "run.png"
+    assert main(["plot", "--log", str(log), "--out", str(out)]) == 1
+    assert capsys.readouterr().out == f"wrote {out}\nrun FAILED at step 35: reduced_train_loss is NaN\n"
+    assert out.stat().st_size > 0
