@@ -7,8 +7,9 @@
 Model FLOPs per sample come from the model's shape through
 `components.models.Architecture.flops_per_sample` (Megatron's GPT count, and the Llama form
 with grouped-query attention and SwiGLU), never from a table of per-model constants. The
-shape comes from, in order of precedence: `--model-flops-per-sample`, a catalog `--model`,
-the DLLogger PARAMETER record.
+FLOPs come from `--model-flops-per-sample` or a catalog `--model` (never both), else from
+the shape in the DLLogger PARAMETER record; a `--model` whose shape the record contradicts
+is refused.
 
 Results that cannot be physical are refused (AnalysisError), never printed:
 
@@ -188,24 +189,35 @@ def model_flops(
     seq_length: int | None = None,
     vocab_size: int | None = None,
 ) -> ModelFlops:
-    """Model FLOPs per sample from the first source given: a figure, a catalog model, the log's config.
+    """Model FLOPs per sample from a figure or a catalog model (one of them), else the log's config.
 
-    `seq_length` and `vocab_size` override what the catalog or the log says.
+    `seq_length` and `vocab_size` override what the catalog or the log says. A catalog model
+    the log's config contradicts is refused: the config is what ran.
     """
     if seq_length is not None and seq_length <= 0:
         raise AnalysisError(f"sequence length must be positive, got {seq_length}")
     if vocab_size is not None and vocab_size <= 0:
         raise AnalysisError(f"vocabulary size must be positive, got {vocab_size}")
     if flops_per_sample is not None:
+        if model is not None:
+            raise AnalysisError(
+                "--model and --model-flops-per-sample both give the model FLOPs; pass one (--seq-length says "
+                "how long a sample is for tokens/s)"
+            )
+        if vocab_size is not None:
+            raise AnalysisError(
+                "--vocab-size has no effect with --model-flops-per-sample, which gives the FLOPs themselves; "
+                "leave one out"
+            )
         if not math.isfinite(flops_per_sample) or flops_per_sample <= 0:
             raise AnalysisError(f"model FLOPs per sample must be a positive number, got {flops_per_sample}")
-        if seq_length is None and model is not None:
-            seq_length = _catalog(model).recipe.seq_length
         if seq_length is None and parameters:
             seq_length = _Config(parameters).seq_length()
         return ModelFlops(flops_per_sample, seq_length, "--model-flops-per-sample")
     if model is not None:
         spec = _catalog(model)
+        if parameters:
+            _check_model_against_record(spec, _Config(parameters))
         architecture = spec.architecture
         if vocab_size is not None:
             architecture = replace(architecture, vocab_size=vocab_size)
@@ -218,6 +230,30 @@ def model_flops(
         )
     architecture, length = _Config(parameters).architecture(seq_length, vocab_size)
     return ModelFlops(_flops(architecture, length), length, "DLLogger PARAMETER record", architecture)
+
+
+def _check_model_against_record(spec: ModelSpec, config: _Config) -> None:
+    """Refuse a catalog model whose shape the record's contradicts (the sequence length may differ:
+    `sequence_length_for` takes the record's, and the vocabulary is padded)."""
+    a = spec.architecture
+    shape = {
+        "num_layers": a.layers,
+        "hidden_size": a.hidden,
+        "num_attention_heads": a.heads,
+        "num_query_groups": a.kv_heads,
+        "ffn_hidden_size": a.ffn_hidden,
+    }
+    contradicted = [
+        f"{key} {int(logged)} ({spec.name}: {catalog})"
+        for key, catalog in shape.items()
+        for logged in [config.get(key)]
+        if _is_positive_int(logged) and int(logged) != catalog
+    ]
+    if contradicted:
+        raise AnalysisError(
+            f"--model {spec.name} contradicts the log's DLLogger PARAMETER record: {', '.join(contradicted)}; "
+            "leave --model out to use the record's shape"
+        )
 
 
 def _flops(architecture: Architecture, seq_length: int) -> float:

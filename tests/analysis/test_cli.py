@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from analysis.__main__ import main
+from facts.models import MODELS
 from tests.analysis.logs_for_tests import (
     GPT_PARAMETERS,
     ROOT,
@@ -215,7 +216,7 @@ HOSTILE_LOGS: dict[str, tuple[str | None, list[str], str]] = {
     "TFLOPS beyond a float": (None, ["--model-flops-per-sample", "1e308"], r"TFLOPS per GPU comes out as inf"),
     "global batch beyond a float": (None, ["--global-batch-size", "1" + "0" * 400], "the throughput overflows"),
     "sequence length beyond a float": (
-        None,
+        _lines(*(nemo2_line(s, 40, "3.0") for s in range(40))),
         ["--model", "gpt-5b", "--seq-length", "1" + "0" * 200],
         r"model FLOPs per sample overflow .* sequence length a 201-digit number",
     ),
@@ -295,7 +296,11 @@ def test_bad_numbers_are_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixt
         (None, ["--accelerator", "v5p"], "unknown accelerator 'v5p'"),
         (_gpt_log([1e308] * 40), ["--json"], "more than a year"),
         (None, ["--global-batch-size", "1" + "0" * 400], "the throughput overflows"),
-        (None, ["--model", "gpt-5b", "--seq-length", "1" + "0" * 200], "model FLOPs per sample overflow"),
+        (
+            _lines(*(nemo2_line(s, 40, "3.0") for s in range(40))),
+            ["--model", "gpt-5b", "--seq-length", "1" + "0" * 200],
+            "model FLOPs per sample overflow",
+        ),
         (None, ["--model-flops-per-sample", "1e308", "--json"], "TFLOPS per GPU comes out as inf"),
     ],
 )
@@ -405,11 +410,21 @@ def test_notes_are_not_printed_when_the_run_is_refused(tmp_path: Path, capsys: p
 # ---------------------------------------------------------------------------- the PARAMETER record
 
 
+# A record of gpt-5b's shape, run at sequence length 128 where its recipe says 2048.
+_GPT_5B = MODELS["gpt-5b"].architecture
+GPT_5B_PARAMETERS = {
+    **GPT_PARAMETERS,
+    "cfg/num_layers": _GPT_5B.layers,
+    "cfg/hidden_size": _GPT_5B.hidden,
+    "cfg/num_attention_heads": _GPT_5B.heads,
+}
+
+
 def test_a_catalog_models_sequence_length_gives_way_to_the_records_with_a_warning(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """gpt-5b's recipe says 2048; the log's record says the run used 128: the log wins, and says so."""
-    log = valid_gpt_log(tmp_path)
+    log = _write(tmp_path, "gpt-5b.json", _gpt_log([3.0] * 40, GPT_5B_PARAMETERS))
     assert main(["metrics", "--log", str(log), *RUN, "--model", "gpt-5b", "--json"]) == 0
     captured = capsys.readouterr()
     result = json.loads(captured.out)
@@ -427,7 +442,7 @@ def test_a_catalog_models_sequence_length_gives_way_to_the_records_with_a_warnin
 def test_an_explicit_sequence_length_overrides_the_record_silently(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    log = valid_gpt_log(tmp_path)
+    log = _write(tmp_path, "gpt-5b.json", _gpt_log([3.0] * 40, GPT_5B_PARAMETERS))
     assert main(["metrics", "--log", str(log), *RUN, "--model", "gpt-5b", "--seq-length", "1024", "--json"]) == 0
     captured = capsys.readouterr()
     assert json.loads(captured.out)["seq_length"] == 1024
@@ -599,3 +614,48 @@ def test_plot_reports_the_failure_too(tmp_path: Path, capsys: pytest.CaptureFixt
     assert main(["plot", "--log", str(log), "--out", str(out)]) == 1
     assert capsys.readouterr().out == f"wrote {out}\nrun FAILED at step 35: reduced_train_loss is NaN\n"
     assert out.stat().st_size > 0
+
+
+# ---------------------------------------------------------------------------- the model options
+
+
+@pytest.mark.parametrize("command", ["metrics", "plot"])
+def test_a_model_the_record_contradicts_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    """The record is what ran: a catalog model of another shape would give FLOPs of another model."""
+    argv = [command, "--log", str(valid_gpt_log(tmp_path)), *RUN, "--model", "gpt3-175b"]
+    assert main(argv + (["--out", str(tmp_path / "run.png")] if command == "plot" else [])) == 2
+    assert_refused(
+        capsys.readouterr(),
+        r"^error: --model gpt3-175b contradicts the log's DLLogger PARAMETER record: num_layers 2 \(gpt3-175b: 96\), "
+        r"hidden_size 64 \(gpt3-175b: 12288\), num_attention_heads 4 \(gpt3-175b: 96\); leave --model out",
+    )
+
+
+def test_a_model_the_record_agrees_with_is_accepted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = _write(tmp_path, "gpt-5b.json", _gpt_log([3.0] * 40, GPT_5B_PARAMETERS))
+    assert main(["metrics", "--log", str(log), *RUN, "--model", "gpt-5b", "--seq-length", "2048", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["model_source"] == "catalog model gpt-5b"
+
+
+@pytest.mark.parametrize(
+    ("extra", "pattern"),
+    [
+        (
+            ["--model", "gpt-5b", "--model-flops-per-sample", "1e15"],
+            r"^error: --model and --model-flops-per-sample both give the model FLOPs; pass one",
+        ),
+        (
+            ["--vocab-size", "32000", "--model-flops-per-sample", "1e15"],
+            r"^error: --vocab-size has no effect with --model-flops-per-sample",
+        ),
+    ],
+    ids=["--model", "--vocab-size"],
+)
+def test_model_options_that_contradict_each_other_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], pattern: str
+) -> None:
+    text_log = _write(tmp_path, "nemo2.log", _lines(*(nemo2_line(s, 40, "3.0") for s in range(40))))
+    assert main(["metrics", "--log", str(text_log), *RUN, *extra]) == 2
+    assert_refused(capsys.readouterr(), pattern)
