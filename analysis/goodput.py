@@ -14,7 +14,7 @@ node 0 to `<experiments dir>/<run>/goodput/events.jsonl` on the shared Filestore
     {"time": "2026-11-22T10:40:00+00:00", "event": "checkpoint_saved", "run": "gpt3-175b", "attempt": 0, "step": 100}
     {"time": "2026-11-22T10:52:00+00:00", "event": "job_terminated", "run": "gpt3-175b", "attempt": 0}
 
-- `time`: RFC 3339 with a UTC offset.
+- `time`: RFC 3339 with a UTC offset; a time without one cannot be ordered and is refused.
 - `event`: `job_started`, `checkpoint_loaded`, `checkpoint_saved` or `job_terminated`.
 - `run`: the run name; `attempt` (optional): the restart count.
 - `step` (required on `checkpoint_*`): the training step of the checkpoint; an attempt that
@@ -22,7 +22,8 @@ node 0 to `<experiments dir>/<run>/goodput/events.jsonl` on the shared Filestore
 
 The public gpu-recipes tracker's records are accepted too (`timestamp`, `event_type`,
 `job_name`, and its `user_scheduled` / `user_terminated` events;
-src/utils/resiliency_metrics/tracker.py@2e1fd5e).
+src/utils/resiliency_metrics/tracker.py@2e1fd5e), once their times carry an offset: the
+tracker writes `datetime.now().isoformat()`, the pod's local time without one.
 
 Cloud Logging exports of the same events are read as well: the JSON array that
 `gcloud logging read --format=json` prints, or the JSON lines a log sink writes to Cloud
@@ -253,8 +254,6 @@ def _event_log(path: Path, lines: Iterable[tuple[int, str]]) -> EventLog:
     if not events:
         skipped_text = f" ({skipped} log entries without one)" if skipped else ""
         raise AnalysisError(f"{path} has no goodput events{skipped_text}")
-    if len({event.time.tzinfo is None for event in events}) > 1:
-        raise AnalysisError(f"{path} mixes times with and without a UTC offset; they cannot be ordered")
     return EventLog(path, events, skipped, duplicates, cloud_logging)
 
 
@@ -321,13 +320,23 @@ def _payload(entry: Mapping[str, Any]) -> dict[str, Any] | None:
 def _parse_event(
     record: Mapping[str, Any], *, path: Path, number: int, unit: str, where: str, fallback_time: object
 ) -> GoodputEvent:
-    time_text = record.get("time", record.get("timestamp", fallback_time))
+    key = next((key for key in ("time", "timestamp") if key in record), None)
+    time_text = record[key] if key is not None else fallback_time
     try:
         time = datetime.fromisoformat(time_text) if isinstance(time_text, str) else None
     except ValueError:
         time = None
     if time is None:
         raise AnalysisError(f"{where}: 'time' must be an RFC 3339 timestamp such as 2026-11-22T10:00:00+00:00")
+    if time.tzinfo is None:
+        # Without an offset a time cannot be ordered against others (the gpu-recipes tracker
+        # writes the pod's local time so): refused, as the contract says.
+        named = f"'{key}'" if key is not None else "the entry's 'timestamp'"
+        example = time.isoformat()
+        raise AnalysisError(
+            f"{where}: {named} {time_text!r} has no UTC offset; an RFC 3339 time needs one, such as "
+            f"{example}+00:00 or {example}Z"
+        )
     name = record.get("event", record.get("event_type"))
     try:
         event = Event(str(name))
