@@ -371,7 +371,7 @@ def _nccl(args: argparse.Namespace) -> tuple[str, list[str], int]:
     tests = read_nccl_log(args.log, args.collective)
     verdict = judge(tests, GpuDirect(args.expect) if args.expect else None)
     output = _json(report_json(verdict)) if args.json else report_table(verdict)
-    return output, [], 0 if verdict.passed else EXIT_FAIL
+    return output, [], EXIT_FAIL if verdict.failures else 0
 
 
 _COMMANDS = {"metrics": _metrics, "plot": _plot, "goodput": _goodput, "nccl": _nccl}

@@ -31,6 +31,9 @@ and an `Avg bus bandwidth` that is not the mean of the table's busbw values (row
 altered). `#wrong` other than 0, or `Out of bounds values` other than 0, is a FAIL, not an
 error: the log is readable and says the data was wrong. `N/A` means nccl-tests did not check
 the data (`-c 0`); the report says so.
+
+Only a published figure (`--expect`) judges the bandwidth: without one the verdict is none,
+whatever the data, unless the data was wrong (FAIL). Correct data alone is never a PASS.
 """
 
 from __future__ import annotations
@@ -571,8 +574,17 @@ class Verdict:
     failures: tuple[str, ...]
 
     @property
-    def passed(self) -> bool:
-        return not self.failures
+    def bandwidth(self) -> str | None:
+        """PASS or FAIL against the published figure; None without one to judge by (no --expect)."""
+        if self.expect is None:
+            return None
+        return "PASS" if all(c.passed for c in self.comparisons) else "FAIL"
+
+    @property
+    def outcome(self) -> str | None:
+        """FAIL on any failure; PASS only when the bandwidth was judged and passed; else None:
+        correct data alone is no verdict on the network."""
+        return "FAIL" if self.failures else self.bandwidth
 
 
 def judge(tests: Sequence[NcclTest], expect: GpuDirect | None) -> Verdict:
@@ -685,8 +697,24 @@ def report_table(verdict: Verdict) -> str:
         lines.append("")
     for failure in verdict.failures:
         lines.append(f"FAIL: {failure}")
-    lines.append(f"verdict: {'PASS' if verdict.passed else 'FAIL'}")
+    if verdict.outcome is None:
+        lines.append(
+            "verdict: none: no bandwidth verdict without --expect (a GPUDirect flavour or a machine type); "
+            f"{_data_summary(verdict.tests)}"
+        )
+    else:
+        lines.append(f"verdict: {verdict.outcome}")
     return "\n".join(lines)
+
+
+def _data_summary(tests: Sequence[NcclTest]) -> str:
+    checked = [test for test in tests if test.data_checked]
+    wrong = sum(test.wrong for test in checked)
+    if not checked:
+        return "data not checked (nccl-tests ran with -c 0)"
+    if len(checked) < len(tests):
+        return f"data checked in {len(checked)} of {len(tests)} tests: {wrong} wrong elements"
+    return f"data checked: {wrong} wrong elements"
 
 
 _SOURCES = {
@@ -759,7 +787,8 @@ def report_json(verdict: Verdict) -> dict[str, Any]:
     comparisons = {c.test.number: c for c in verdict.comparisons}
     unmatched = {test.number: reason for test, reason in verdict.unmatched}
     return {
-        "verdict": "PASS" if verdict.passed else "FAIL",
+        "verdict": verdict.outcome,
+        "bandwidth_verdict": verdict.bandwidth,
         "failures": list(verdict.failures),
         "tests": [_test_json(test, comparisons.get(test.number), unmatched.get(test.number)) for test in verdict.tests],
         "expected": None if published is None else _published_json(published),

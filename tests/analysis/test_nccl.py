@@ -69,7 +69,7 @@ def test_a_16_rank_all_reduce_worked_by_hand(tmp_path: Path, capsys: pytest.Capt
         [(GiB, Half(10737.41824), Half(8589.934592)), (256 * MiB, Half(2684.35456), Half(2684.35456))],
     )
     code, report = run_json(capsys, "--log", str(write(tmp_path, test)))
-    assert code == 0 and report["verdict"] == "PASS"
+    assert code == 0 and report["verdict"] is None and report["bandwidth_verdict"] is None
     (result,) = report["tests"]  # type: ignore[misc]
     assert (result["collective"], result["collective_source"], result["ranks"]) == ("all_reduce", "log", 16)
     assert result["hosts"] == ["nccl-host-1", "nccl-host-2"]
@@ -91,7 +91,11 @@ def test_the_table_shows_every_size_both_ways(tmp_path: Path, capsys: pytest.Cap
     # 16 and 32 GB/s algbw × 15/16: 15 and 30 GB/s busbw.
     assert re.search(r"\n\s+1048576\s+1 MiB\s+15\.00\s+30\.00\n", out)
     assert "average busbw 22.5 GB/s" in out
-    assert out.rstrip().endswith("verdict: PASS")
+    assert out.rstrip().endswith(
+        "verdict: none: no bandwidth verdict without --expect (a GPUDirect flavour or a machine type); "
+        "data checked: 0 wrong elements"
+    )
+    assert "PASS" not in out
 
 
 @pytest.mark.parametrize("expect", ["tcpx", "rdma"])
@@ -103,7 +107,7 @@ def test_the_published_outputs_pass_their_own_mark(
     text = CTK_TCPX if expect == "tcpx" else CTK_RDMA
     path = write(tmp_path, text)
     code, report = run_json(capsys, "--log", str(path), "--collective", "all_gather", "--expect", expect)
-    assert code == 0 and report["verdict"] == "PASS"
+    assert code == 0 and report["verdict"] == report["bandwidth_verdict"] == "PASS"
     (result,) = report["tests"]  # type: ignore[misc]
     assert (result["ranks"], result["collective_source"]) == (16, "--collective")
     assert result["data_checked"] is (expect == "rdma")
@@ -210,7 +214,8 @@ def test_a_run_below_the_pass_mark_fails_with_exit_1(tmp_path: Path, capsys: pyt
     )
     assert captured.out.rstrip().endswith("verdict: FAIL")
     code, report = run_json(capsys, "--log", str(path), "--expect", "tcpx")
-    assert code == 1 and report["verdict"] == "FAIL" and len(report["failures"]) == 1  # type: ignore[arg-type]
+    assert code == 1 and report["verdict"] == report["bandwidth_verdict"] == "FAIL"
+    assert len(report["failures"]) == 1  # type: ignore[arg-type]
 
 
 def test_each_figure_is_printed_with_its_source(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -241,6 +246,28 @@ def test_wrong_data_always_fails(tmp_path: Path, capsys: pytest.CaptureFixture[s
             assert f"{wrong} wrong elements: {wrong} in-place at 8 MiB (line 29)" in out
         if bounds:
             assert f"{bounds} out-of-bounds values" in out
+
+
+@pytest.mark.parametrize("checked", [True, False])
+def test_without_expect_there_is_no_verdict_on_the_bandwidth(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], checked: bool
+) -> None:
+    """Correct data is not a passing network: without --expect nothing judged the bandwidth,
+    and a run at 1 GB/s must not read PASS."""
+    wrong = 0 if checked else None
+    test = NcclRun(
+        "all_gather", 16, [(s, at_bandwidth(s, 1.0, wrong), at_bandwidth(s, 1.0, wrong)) for s in TCPX_SIZES]
+    )
+    path = write(tmp_path, test)
+    assert main(["nccl", "--log", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "PASS" not in out
+    data = "data checked: 0 wrong elements" if checked else "data not checked (nccl-tests ran with -c 0)"
+    assert out.rstrip().splitlines()[-1] == (
+        f"verdict: none: no bandwidth verdict without --expect (a GPUDirect flavour or a machine type); {data}"
+    )
+    code, report = run_json(capsys, "--log", str(path))
+    assert (code, report["verdict"], report["bandwidth_verdict"], report["failures"]) == (0, None, None, [])
 
 
 def test_unchecked_data_is_said_not_failed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
