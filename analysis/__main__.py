@@ -18,7 +18,7 @@ import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from analysis.errors import AnalysisError
 from analysis.goodput import GoodputReport, compute_goodput, read_event_log
@@ -32,9 +32,12 @@ from analysis.metrics import (
     non_finite,
     sequence_length_for,
 )
-from facts.machines import ACCELERATORS, GpuDirect, Precision
+from facts.machines import ACCELERATORS, Precision
 from facts.models import MODELS
 from facts.nccl import BENCHMARKS, PUBLISHED
+
+if TYPE_CHECKING:
+    from analysis.nccl import Expectation
 
 EXIT_FAIL = 1
 EXIT_BAD_INPUT = 2
@@ -68,6 +71,15 @@ def _positive_float(text: str) -> float:
     if not math.isfinite(value) or value <= 0:
         raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
     return value
+
+
+def _expectation(text: str) -> Expectation:
+    from analysis.nccl import expectation  # noqa: PLC0415 - deferred, as in `_nccl`
+
+    try:
+        return expectation(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _png_path(text: str) -> Path:
@@ -165,8 +177,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     nccl.add_argument(
         "--expect",
-        choices=[flavour.value for flavour in PUBLISHED],
-        help="compare with the published figure for this GPUDirect flavour (exit 1 below it)",
+        type=_expectation,
+        metavar="FLAVOUR|MACHINE",
+        help=f"judge the bandwidth by the published figure of a GPUDirect flavour ({', '.join(PUBLISHED)}) or of "
+        "a machine type's (exit 1 below it); without it there is no bandwidth verdict",
     )
     nccl.add_argument(
         "--collective",
@@ -369,7 +383,7 @@ def _nccl(args: argparse.Namespace) -> tuple[str, list[str], int]:
     from analysis.nccl import judge, read_nccl_log, report_json, report_table  # noqa: PLC0415
 
     tests = read_nccl_log(args.log, args.collective)
-    verdict = judge(tests, GpuDirect(args.expect) if args.expect else None)
+    verdict = judge(tests, args.expect)
     output = _json(report_json(verdict)) if args.json else report_table(verdict)
     return output, [], EXIT_FAIL if verdict.failures else 0
 

@@ -49,7 +49,7 @@ from typing import Any
 
 from analysis.errors import AnalysisError
 from analysis.streams import Lines
-from facts.machines import MACHINE_TYPES, GpuDirect
+from facts.machines import MACHINE_TYPES
 from facts.nccl import BENCHMARKS, PUBLISHED, PublishedRun
 
 # Bytes per element of nccl-tests' data types (NVIDIA/nccl-tests src/common.cu@a0b82b2
@@ -550,6 +550,46 @@ def _check_average(path: Path, rows: Sequence[Row], average: tuple[float, float]
 
 
 @dataclass(frozen=True)
+class Expectation:
+    """What `--expect` names: a GPUDirect flavour, or a machine type (its flavour's published
+    run, held to the machine's own GPU model)."""
+
+    published: PublishedRun
+    machine: str | None = None
+
+    @property
+    def name(self) -> str:
+        return self.machine or self.published.gpudirect.value
+
+    @property
+    def machines(self) -> tuple[str, ...]:
+        return (self.machine,) if self.machine else self.published.machines
+
+
+# Machine types with a published figure: those of the flavours' published runs.
+_PUBLISHED_MACHINES = {machine: run for run in PUBLISHED.values() for machine in run.machines}
+
+
+def expectation(name: str) -> Expectation:
+    """The published figure `name` (a flavour or a machine type) is judged by; ValueError says why none."""
+    flavours = {flavour.value: run for flavour, run in PUBLISHED.items()}
+    if name in flavours:
+        return Expectation(flavours[name])
+    if name in _PUBLISHED_MACHINES:
+        return Expectation(_PUBLISHED_MACHINES[name], name)
+    machines = ", ".join(_PUBLISHED_MACHINES)
+    if name in MACHINE_TYPES:
+        raise ValueError(
+            f"{name} (GPUDirect {MACHINE_TYPES[name].gpudirect.value}) has no published nccl-tests figure; "
+            f"machine types with one: {machines}"
+        )
+    raise ValueError(
+        f"{name!r} is neither a GPUDirect flavour with a published figure ({', '.join(flavours)}) "
+        f"nor a machine type with one ({machines})"
+    )
+
+
+@dataclass(frozen=True)
 class Comparison:
     """A test against the published run of a GPUDirect flavour."""
 
@@ -567,7 +607,7 @@ class Comparison:
 @dataclass(frozen=True)
 class Verdict:
     tests: tuple[NcclTest, ...]
-    expect: GpuDirect | None
+    expect: Expectation | None
     comparisons: tuple[Comparison, ...]
     # Tests the published run does not cover, and why.
     unmatched: tuple[tuple[NcclTest, str], ...]
@@ -587,16 +627,14 @@ class Verdict:
         return "FAIL" if self.failures else self.bandwidth
 
 
-def judge(tests: Sequence[NcclTest], expect: GpuDirect | None) -> Verdict:
+def judge(tests: Sequence[NcclTest], expect: Expectation | None) -> Verdict:
     failures = [reason for test in tests for reason in _data_failures(test)]
     comparisons: list[Comparison] = []
     unmatched: list[tuple[NcclTest, str]] = []
     if expect is not None:
-        published = PUBLISHED.get(expect)
-        if published is None:
-            raise AnalysisError(f"no published nccl-tests figure for {expect.value}; known: {', '.join(PUBLISHED)}")
+        published = expect.published
         for test in tests:
-            reason = _mismatch(test, published)
+            reason = _mismatch(test, expect)
             if reason:
                 unmatched.append((test, reason))
             else:
@@ -604,13 +642,13 @@ def judge(tests: Sequence[NcclTest], expect: GpuDirect | None) -> Verdict:
         if not comparisons:
             reasons = "; ".join(f"{test.describe()} {reason}" for test, reason in unmatched)
             raise AnalysisError(
-                f"no test in the log matches the published {expect.value} figure "
+                f"no test in the log matches the published {expect.name} figure "
                 f"({published.collective}_perf on {published.nodes} nodes × {published.gpus_per_node} GPUs, "
                 f"{_size(published.sizes[0])}–{_size(published.sizes[-1])}): {reasons}"
             )
         failures += [
             f"{c.test.describe()}: average busbw {c.average:.2f} GB/s is below the {c.published.min_avg_busbw:g} "
-            f"GB/s pass mark for {expect.value}"
+            f"GB/s pass mark for {expect.name}"
             for c in comparisons
             if not c.passed
         ]
@@ -636,8 +674,9 @@ def _halves(row: Row) -> tuple[tuple[str, Measurement], tuple[str, Measurement]]
     return (("out-of-place", row.out_of_place), ("in-place", row.in_place))
 
 
-def _mismatch(test: NcclTest, published: PublishedRun) -> str:
+def _mismatch(test: NcclTest, expect: Expectation) -> str:
     """Why the published run does not judge this test ("" when it does)."""
+    published = expect.published
     if test.collective is None:
         return "does not say which collective it ran (pass --collective)"
     if test.collective != published.collective:
@@ -648,7 +687,7 @@ def _mismatch(test: NcclTest, published: PublishedRun) -> str:
         return f"ran on {test.ranks} GPUs"
     if test.hosts and len(test.hosts) != published.nodes:
         return f"ran on {len(test.hosts)} nodes"
-    accelerators = {MACHINE_TYPES[m].accelerator.name for m in published.machines}
+    accelerators = {MACHINE_TYPES[m].accelerator.name for m in expect.machines}
     strangers = [d for d in test.devices if not any(a.upper() in d.upper() for a in accelerators)]
     if strangers:
         return f"ran on {', '.join(strangers)}, not {' or '.join(sorted(a.upper() for a in accelerators))}"
@@ -752,10 +791,15 @@ def _test_lines(test: NcclTest, published: PublishedRun | None) -> list[str]:
     return lines
 
 
-def _expectation_lines(verdict: Verdict, expect: GpuDirect) -> list[str]:
-    published = PUBLISHED[expect]
+def _expectation_lines(verdict: Verdict, expect: Expectation) -> list[str]:
+    published = expect.published
+    named = (
+        f"{expect.machine} ({published.gpudirect.value})"
+        if expect.machine
+        else (f"{published.gpudirect.value} ({', '.join(published.machines)})")
+    )
     lines = [
-        f"expected for {expect.value} ({', '.join(published.machines)}): {published.collective}_perf on "
+        f"expected for {named}: {published.collective}_perf on "
         f"{published.nodes} nodes × {published.gpus_per_node} GPUs, {published.data_type}, "
         f"{_size(published.sizes[0])}–{_size(published.sizes[-1])} ({len(published.sizes)} sizes)",
         f"  pass mark: average busbw ≥ {published.min_avg_busbw:g} GB/s — {published.min_avg_source}",
@@ -783,7 +827,7 @@ def _expectation_lines(verdict: Verdict, expect: GpuDirect) -> list[str]:
 
 
 def report_json(verdict: Verdict) -> dict[str, Any]:
-    published = PUBLISHED[verdict.expect] if verdict.expect is not None else None
+    expect = verdict.expect
     comparisons = {c.test.number: c for c in verdict.comparisons}
     unmatched = {test.number: reason for test, reason in verdict.unmatched}
     return {
@@ -791,7 +835,7 @@ def report_json(verdict: Verdict) -> dict[str, Any]:
         "bandwidth_verdict": verdict.bandwidth,
         "failures": list(verdict.failures),
         "tests": [_test_json(test, comparisons.get(test.number), unmatched.get(test.number)) for test in verdict.tests],
-        "expected": None if published is None else _published_json(published),
+        "expected": None if expect is None else _published_json(expect),
     }
 
 
@@ -835,8 +879,11 @@ def _test_json(test: NcclTest, comparison: Comparison | None, unmatched: str | N
     }
 
 
-def _published_json(published: PublishedRun) -> dict[str, Any]:
+def _published_json(expect: Expectation) -> dict[str, Any]:
+    published = expect.published
     return {
+        "expect": expect.name,
+        "machine": expect.machine,
         "gpudirect": published.gpudirect.value,
         "machines": list(published.machines),
         "collective": published.collective,

@@ -126,8 +126,8 @@ class NcclRun:
 
 
 def at_bandwidth(size: int, algbw_gbps: float, wrong: int | None = 0) -> Half:
-    """The time that gives `algbw_gbps` at `size` bytes."""
-    return Half(size / (algbw_gbps * 1e9) * 1e6, wrong)
+    """The time that gives `algbw_gbps` at `size` bytes; 0 bytes take a latency's 10 µs at 0 GB/s."""
+    return Half(size / (algbw_gbps * 1e9) * 1e6 if size else 10.0, wrong)
 
 
 def shaped_like(sizes: Sequence[int], algbw_gbps: float, collective: str = "all_gather", **kwargs: object) -> NcclRun:

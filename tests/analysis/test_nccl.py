@@ -320,14 +320,61 @@ def test_a_log_the_published_figure_does_not_cover_is_refused(
     assert_refused(capsys.readouterr(), rf"no test in the log matches the published {expect} figure .*{reason}")
 
 
-def test_expect_takes_the_gpudirect_flavours_with_a_published_figure(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    ("expect", "pattern"),
+    [
+        (
+            "none",
+            r"argument --expect: 'none' is neither a GPUDirect flavour with a published figure \(tcpx, tcpxo, rdma\) "
+            r"nor a machine type with one \(a3-highgpu-8g, a3-megagpu-8g, a3-ultragpu-8g, a4-highgpu-8g\)",
+        ),
+        (
+            "a3-highgpu-2g",
+            r"argument --expect: a3-highgpu-2g \(GPUDirect none\) has no published nccl-tests figure; machine types "
+            r"with one: a3-highgpu-8g, ",
+        ),
+    ],
+)
+def test_expect_takes_a_flavour_or_a_machine_type_with_a_published_figure(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], expect: str, pattern: str
 ) -> None:
     with pytest.raises(SystemExit) as exit_info:
-        main(["nccl", "--log", str(write(tmp_path, CTK_TCPX)), "--expect", "none"])
+        main(["nccl", "--log", str(write(tmp_path, CTK_TCPX)), "--expect", expect])
     assert exit_info.value.code == 2
+    assert_refused(capsys.readouterr(), pattern)
+
+
+@pytest.mark.parametrize("machine", [name for run in PUBLISHED.values() for name in run.machines])
+def test_expect_a_machine_type_judges_by_its_flavours_figure(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], machine: str
+) -> None:
+    """a3-megagpu-8g is judged as tcpxo, a4-highgpu-8g as rdma, on the machine's own GPU model."""
+    published = PUBLISHED[MACHINE_TYPES[machine].gpudirect]
+    device = f"NVIDIA {MACHINE_TYPES[machine].accelerator.name.upper()}"
+    path = write(tmp_path, shaped_like(published.sizes, 1.2 * published.min_avg_busbw * 16 / 15, device=device))
+    code, report = run_json(capsys, "--log", str(path), "--expect", machine)
+    assert (code, report["verdict"]) == (0, "PASS")
+    expected = report["expected"]
+    assert (expected["expect"], expected["machine"], expected["gpudirect"]) == (  # type: ignore[index]
+        machine,
+        machine,
+        published.gpudirect.value,
+    )
+    assert main(["nccl", "--log", str(path), "--expect", machine]) == 0
+    assert f"expected for {machine} ({published.gpudirect.value}): all_gather_perf" in capsys.readouterr().out
+
+
+def test_expect_a_machine_type_holds_the_log_to_its_gpu_model(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """rdma's figure covers A3 Ultra (H200) and A4 (B200): naming the A4 refuses an H200 run."""
+    path = write(tmp_path, shaped_like(RDMA_SIZES, 160.0, device="NVIDIA H200"))
+    assert main(["nccl", "--log", str(path), "--expect", "a3-ultragpu-8g"]) == 0
+    capsys.readouterr()
+    assert main(["nccl", "--log", str(path), "--expect", "a4-highgpu-8g"]) == 2
     assert_refused(
-        capsys.readouterr(), r"argument --expect: invalid choice: 'none' \(choose from 'tcpx', 'tcpxo', 'rdma'\)"
+        capsys.readouterr(),
+        r"no test in the log matches the published a4-highgpu-8g figure .*ran on NVIDIA H200, not B200",
     )
 
 
