@@ -185,7 +185,8 @@ def _parser() -> argparse.ArgumentParser:
     nccl.add_argument(
         "--collective",
         choices=BENCHMARKS,
-        help="the benchmark, for tests the log does not name (nccl-tests before 2.16 print no name)",
+        help="the benchmark, for tests the log does not name (nccl-tests before 2.16 print no name); "
+        "else the file name, when it is a fabric check's <collective>.log",
     )
     nccl.add_argument("--json", action="store_true", help="print one JSON object")
     return parser

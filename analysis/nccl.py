@@ -20,7 +20,8 @@ command line. Lines may carry a prefix: `kubectl logs --prefix` (`[pod/name/cont
 
 The collective comes from the `Collective test starting` line, else from the last mention of a
 benchmark binary (`all_gather_perf`, the gpu-recipes launchers' `Benchmark: all_gather`) before
-the test, else from `--collective`. The GPU count is the number of `#  Rank` lines (the hosts
+the test, else from `--collective`, else from the file name the fabric check writes
+(`<collective>.log`, planners/scripts/nccl_test.sh). The GPU count is the number of `#  Rank` lines (the hosts
 named there give the node count); for the collectives whose size column counts every rank's
 share, size / (count × type size) gives it too.
 
@@ -214,7 +215,7 @@ def read_nccl_log(path: Path, collective: str | None = None) -> list[NcclTest]:
     """Every test in the log, checked; `collective` names those the log does not name.
     The input is read within the limits of `analysis.streams`."""
     with Lines(path, "nccl-tests output", _is_record) as lines:
-        tests, blank = _parse(path, lines, collective)
+        tests, blank = _parse(path, lines, collective, _collective_named_by(path))
     if blank:
         raise AnalysisError(f"{path} is empty")
     if not tests:
@@ -225,12 +226,19 @@ def read_nccl_log(path: Path, collective: str | None = None) -> list[NcclTest]:
     return tests
 
 
+def _collective_named_by(path: Path) -> str | None:
+    """The collective of a fabric check's output file: scripts/nccl_test.sh writes <collective>.log."""
+    return path.stem if path.suffix == ".log" and path.stem in BENCHMARKS else None
+
+
 def _is_record(line: str) -> bool:
     """A table's header or footer: a log shows one at least every `streams.MAX_GAP_BYTES`."""
     return "busbw" in line or "Avg bus bandwidth" in line
 
 
-def _parse(path: Path, lines: Iterable[tuple[int, str]], collective: str | None) -> tuple[list[NcclTest], bool]:
+def _parse(
+    path: Path, lines: Iterable[tuple[int, str]], collective: str | None, file_collective: str | None
+) -> tuple[list[NcclTest], bool]:
     """The tests, and whether the input was blank."""
     tests: list[NcclTest] = []
     preamble = _Preamble()
@@ -266,7 +274,16 @@ def _parse(path: Path, lines: Iterable[tuple[int, str]], collective: str | None)
                 table.out_of_bounds = _count(where, "Out of bounds values", match.group(1))
             elif match := _AVERAGE.match(comment):
                 average = (_number(where, "Avg bus bandwidth", match.group(1)), _precision(match.group(1)))
-                tests.append(_finish(path, len(tests) + 1, table, average=average, avg_line=number, option=collective))
+                tests.append(
+                    _finish(
+                        path,
+                        len(tests) + 1,
+                        table,
+                        average=average,
+                        avg_line=number,
+                        named=(collective, file_collective),
+                    )
+                )
                 table, preamble = None, _Preamble()
             continue
         if table is None:
@@ -408,18 +425,28 @@ def _count(where: str, name: str, token: str) -> int:
 
 
 def _finish(
-    path: Path, number: int, table: _Table, *, average: tuple[float, float], avg_line: int, option: str | None
+    path: Path,
+    number: int,
+    table: _Table,
+    *,
+    average: tuple[float, float],
+    avg_line: int,
+    named: tuple[str | None, str | None],
 ) -> NcclTest:
+    """The checked test; `named` is the collective `--collective` and the file name give."""
     where = f"{path}:{table.header_line}"
     if not table.rows:
         raise AnalysisError(f"{where}: the results table has no rows")
     preamble = table.preamble
+    option, file_name = named
     if preamble.named is not None:
         collective, source = preamble.named, "log"
     elif preamble.mentioned is not None:
         collective, source = preamble.mentioned, "command line in the log"
     elif option is not None:
         collective, source = option, "--collective"
+    elif file_name is not None:
+        collective, source = file_name, "file name"
     else:
         collective, source = None, ""
     ranks = _ranks(path, table, preamble)
@@ -760,6 +787,7 @@ _SOURCES = {
     "log": "named by the log",
     "command line in the log": "from the command line in the log",
     "--collective": "from --collective",
+    "file name": "from the file name (the fabric check's <collective>.log)",
 }
 
 

@@ -136,6 +136,27 @@ def test_without_the_collective_the_published_output_is_read_but_not_compared(
     assert_refused(capsys.readouterr(), r"does not say which collective it ran \(pass --collective\)")
 
 
+def test_the_collective_comes_from_the_fabric_checks_file_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The fabric check writes each collective's output to <collective>.log: a log that does not
+    name its collective is judged by that name; --collective still wins over it."""
+    code, report = run_json(capsys, "--log", str(write(tmp_path, CTK_TCPX, name="all_gather.log")), "--expect", "tcpx")
+    assert (code, report["verdict"]) == (0, "PASS")
+    assert report["tests"][0]["collective_source"] == "file name"  # type: ignore[index]
+    assert main(["nccl", "--log", str(tmp_path / "all_gather.log")]) == 0
+    assert "collective from the file name (the fabric check's <collective>.log)" in capsys.readouterr().out
+    renamed = write(tmp_path, CTK_TCPX, name="all_reduce.log")
+    code, report = run_json(capsys, "--log", str(renamed), "--collective", "all_gather", "--expect", "tcpx")
+    assert report["tests"][0]["collective_source"] == "--collective"  # type: ignore[index]
+
+
+def test_the_fabric_check_writes_the_file_names_read() -> None:
+    """The name the inference reads is the one planners/scripts/nccl_test.sh writes."""
+    script = (ROOT / "planners" / "scripts" / "nccl_test.sh").read_text()
+    assert 'tee "${NCCL_TEST_DIR}/${collective}.log"' in script
+
+
 def test_the_oldest_format_is_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """2019's nccl-tests: no root column, `res`, times in ms, MPI's rank lines inside the table."""
     path = write(tmp_path, "mpirun -np 2 /nccl-tests/build/all_reduce_perf -b 1M -e 1G -f 2 -g 1 -c 0\n" + OLD_FORMAT)
