@@ -113,10 +113,16 @@ def test_the_published_outputs_pass_their_own_mark(
     assert result["data_checked"] is (expect == "rdma")
     published = PUBLISHED[GpuDirect(expect)]
     assert result["avg_busbw_gbps"] == published.example_avg
+    sizes = sorted(set(published.sizes))
     assert result["comparison"] == {
         "average_busbw_gbps": published.example_avg,
         "average_source": "log",
         "min_avg_busbw_gbps": published.min_avg_busbw,
+        "pass_mark_gbps": published.min_avg_busbw,  # the published sweep: the mark as published
+        "sizes_compared_bytes": sizes,
+        "example_mean_busbw_gbps": pytest.approx(published.example_avg, abs=0.005),
+        "published_sizes_not_run_bytes": [],
+        "sizes_not_published_bytes": [],
         "passed": True,
     }
     assert [
@@ -310,8 +316,63 @@ def test_a_run_over_more_sizes_is_judged_on_the_published_ones(
     assert code == 0
     result = report["tests"][0]  # type: ignore[index]
     assert result["avg_busbw_gbps"] == pytest.approx(101.4)
-    assert result["comparison"]["average_source"] == "rows"
-    assert result["comparison"]["average_busbw_gbps"] == pytest.approx(105.0)
+    comparison = result["comparison"]
+    assert comparison["average_source"] == "rows"
+    assert comparison["average_busbw_gbps"] == pytest.approx(105.0)
+    assert comparison["sizes_compared_bytes"] == RDMA_SIZES
+    assert comparison["pass_mark_gbps"] == pytest.approx(100.0)  # every published size: the mark itself
+    assert (comparison["published_sizes_not_run_bytes"], comparison["sizes_not_published_bytes"]) == ([], [16 * GiB])
+
+
+def _example_busbw(flavour: GpuDirect, sizes: Sequence[int]) -> tuple[float, float]:
+    """The published example's mean busbw at `sizes` (out-of-place and in-place), and over all its rows."""
+    rows = PUBLISHED[flavour].example_rows
+    at = [(oop + ip) / 2 for size, oop, ip in rows if size in sizes]
+    every = [bw for _, oop, ip in rows for bw in (oop, ip)]
+    return sum(at) / len(at), sum(every) / len(every)
+
+
+@pytest.mark.parametrize(("busbw", "verdict"), [(300.0, "PASS"), (250.0, "FAIL")])
+def test_a_sweep_of_the_large_messages_only_is_judged_at_the_sizes_both_ran(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], busbw: float, verdict: str
+) -> None:
+    """-b 1G -e 8G on A3 Ultra: the published average counts 1 KiB–512 MiB too, so it is no
+    mark for these four sizes; the mark scaled by the published example's busbw at them is:
+    100 GB/s × (the example's mean there) / (its mean over all its sizes) ≈ 274 GB/s."""
+    sizes = [GiB, 2 * GiB, 4 * GiB, 8 * GiB]
+    path = write(tmp_path, shaped_like(sizes, busbw * 16 / 15, device="NVIDIA H200"))
+    there, overall = _example_busbw(GpuDirect.RDMA, sizes)
+    mark = 100.0 * there / overall
+    code, report = run_json(capsys, "--log", str(path), "--expect", "rdma")
+    assert (code, report["verdict"]) == ((0, "PASS") if verdict == "PASS" else (1, "FAIL"))
+    comparison = report["tests"][0]["comparison"]  # type: ignore[index]
+    assert comparison["average_busbw_gbps"] == pytest.approx(busbw, abs=0.01)
+    assert comparison["pass_mark_gbps"] == pytest.approx(mark)
+    assert comparison["example_mean_busbw_gbps"] == pytest.approx(there)
+    assert comparison["sizes_compared_bytes"] == sizes
+    assert comparison["published_sizes_not_run_bytes"] == RDMA_SIZES[:-4]
+    assert main(["nccl", "--log", str(path), "--expect", "rdma"]) == code
+    out = capsys.readouterr().out
+    sign = "≥" if verdict == "PASS" else "<"
+    assert (
+        f"  {verdict}: test 1 (all_gather_perf, 16 GPUs on 2 nodes, line 24): {busbw:.2f} GB/s (mean busbw at the "
+        f"4 sizes both ran) {sign} {mark:.2f} GB/s (the pass mark scaled to those sizes)\n"
+        "    compared at: 1 GiB, 2 GiB, 4 GiB, 8 GiB\n"
+        f"    pass mark: 100 GB/s × {there:.2f} / {overall:.2f} GB/s, the published example's mean busbw at these "
+        "sizes over its mean at all of them\n"
+        "    published sizes not run: 1 KiB–512 MiB (20 sizes)\n"
+    ) in out
+
+
+def test_a_sweep_past_the_published_one_names_the_sizes_left_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """-b 64M -e 1G on A3 High: compared at 64–512 MiB; 1 GiB has no published figure."""
+    sizes = [64 * MiB, 128 * MiB, 256 * MiB, 512 * MiB, GiB]
+    assert main(["nccl", "--log", str(write(tmp_path, shaped_like(sizes, 80.0))), "--expect", "tcpx"]) == 0
+    out = capsys.readouterr().out
+    assert "    compared at: 64 MiB, 128 MiB, 256 MiB, 512 MiB\n" in out
+    assert "    published sizes not run: 1 MiB–32 MiB (6 sizes); sizes without a published figure: 1 GiB\n" in out
 
 
 @pytest.mark.parametrize(
@@ -329,10 +390,24 @@ def test_a_run_over_more_sizes_is_judged_on_the_published_ones(
             "ran on 4 nodes",
         ),
         (shaped_like(RDMA_SIZES, 150.0), "rdma", r"ran on NVIDIA H100 80GB HBM3, not B200 or H200"),
-        (shaped_like(TCPX_SIZES[1:], 50.0), "tcpx", r"did not run the published sizes once each \(1 MiB missing"),
-        (shaped_like(TCPX_SIZES, 50.0, device_report=False, name_line=True), "tcpxo", r"0 B, 256 B, 512 B"),
+        (shaped_like(TCPX_SIZES[:-1], 50.0), "tcpx", r"did not run 512 MiB, the largest published size"),
+        (
+            shaped_like(TCPX_SIZES, 50.0, device_report=False, name_line=True),
+            "tcpxo",
+            r"did not run 8 GiB, the largest published size",
+        ),
+        (
+            NcclRun(
+                "all_gather",
+                16,
+                [(s, at_bandwidth(s, 50.0), at_bandwidth(s, 50.0)) for s in TCPX_SIZES],
+                data_type="half",
+            ),
+            "tcpx",
+            r"ran half, not float",
+        ),
     ],
-    ids=["collective", "GPUs", "nodes", "GPU model", "sizes", "TCPXO's sizes"],
+    ids=["collective", "GPUs", "nodes", "GPU model", "short of the large messages", "TCPXO's largest", "data type"],
 )
 def test_a_log_the_published_figure_does_not_cover_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], test: NcclRun, expect: str, reason: str
