@@ -1,9 +1,15 @@
 """The sample logs in examples/logs/: exactly what `python -m analysis.samples` writes, small,
-with the known answers worked out here from their inputs."""
+with the known answers worked out here from their inputs; and every `python -m analysis`
+command of the analytics docs runs as written on them and prints what the docs show."""
 
 from __future__ import annotations
 
 import json
+import re
+import shlex
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -14,6 +20,8 @@ from facts.machines import ACCELERATORS, Precision
 from tests.analysis.logs_for_tests import ROOT
 
 LOGS = ROOT / "examples" / "logs"
+# The analytics docs; the lead moves them to docs/analytics.md.
+DOCS = ROOT / "ANALYTICS-DOCS.md"
 
 
 def test_the_committed_samples_are_what_the_generator_writes() -> None:
@@ -95,3 +103,92 @@ def test_the_nccl_samples_known_answer(capsys: pytest.CaptureFixture[str]) -> No
         code, report = _run(capsys, "nccl", "--log", log, "--expect", expect)
         assert (code, report["verdict"]) == (0, "PASS")
         assert report["tests"][0]["comparison"]["average_busbw_gbps"] == pytest.approx(average, abs=0.0005)  # type: ignore[index]
+
+
+# ---------------------------------------------------------------------------- the docs
+
+
+@dataclass
+class DocCommand:
+    line: int
+    argv: list[str]
+    exit_code: int
+    # What the docs show it printing (stderr, then stdout); `…` lines stand for any lines,
+    # a line ending in ` …` for any line that begins so.
+    shown: list[str]
+
+
+def doc_commands(text: str) -> Iterator[DocCommand]:
+    """The `$ python -m analysis…` commands of the docs' console blocks, with what follows them."""
+    lines = text.splitlines()
+    in_console = False
+    index = 0
+    while index < len(lines):
+        line = lines[index]
+        index += 1
+        if line.startswith("```"):
+            in_console = line.strip() == "```console" and not in_console
+            continue
+        if not (in_console and line.startswith("$ ")):
+            continue
+        start = index
+        command = line[2:]
+        while command.endswith("\\"):
+            command = command[:-1] + lines[index]
+            index += 1
+        shown = []
+        while index < len(lines) and not lines[index].startswith(("$ ", "```")):
+            shown.append(lines[index])
+            index += 1
+        command, _, comment = command.partition("#")
+        match = re.fullmatch(r"\s*exit code (\d)\s*", comment)
+        words = shlex.split(command)
+        yield DocCommand(start, words, int(match.group(1)) if match else 0, shown)
+
+
+def _pattern(shown: list[str]) -> str:
+    parts = []
+    for line in shown:
+        if line == "…":
+            parts.append(r"(?:[^\n]*\n)*?")
+        elif line.endswith(" …"):
+            parts.append(re.escape(line[:-2]) + r"[^\n]*\n")
+        else:
+            parts.append(re.escape(line) + r"\n")
+    return "".join(parts)
+
+
+COMMANDS = list(doc_commands(DOCS.read_text()))
+
+
+def test_the_docs_show_each_command() -> None:
+    names = {" ".join(c.argv[:5]) for c in COMMANDS}
+    assert {
+        "python -m analysis.samples --write examples/logs",
+        "python -m analysis metrics --log",
+        "python -m analysis plot --log",
+        "python -m analysis goodput --events",
+        "python -m analysis nccl --log",
+    } <= names
+    assert len(COMMANDS) >= 10
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=[f"line {c.line}" for c in COMMANDS])
+def test_each_command_of_the_docs_runs_as_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, command: DocCommand
+) -> None:
+    """From a copy of the repository's examples/logs, so what a command writes stays out of the checkout."""
+    shutil.copytree(LOGS, tmp_path / "examples" / "logs")
+    monkeypatch.chdir(tmp_path)
+    program, argv = command.argv[:3], command.argv[3:]
+    entry = {"python -m analysis": main, "python -m analysis.samples": samples.main}[" ".join(program)]
+    try:
+        code = entry(argv)
+    except SystemExit as usage_error:
+        code = usage_error.code  # type: ignore[assignment]
+    captured = capsys.readouterr()
+    assert code == command.exit_code, captured.err
+    printed = captured.err + captured.out
+    assert re.fullmatch(_pattern(command.shown), printed.rstrip("\n") + "\n" if command.shown else printed), (
+        f"line {command.line}: prints\n{printed}"
+    )
