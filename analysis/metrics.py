@@ -168,7 +168,7 @@ def check_window(log: TrainingLog, window: StepRange) -> None:
         return
     if window.start > steps.end:
         raise AnalysisError(
-            f"--start-step {window.start} is past the log's last step {steps.end} (the log has steps {steps})"
+            f"--start-step {_n(window.start)} is past the log's last step {steps.end} (the log has steps {steps})"
         )
     if window.start < steps.start:
         raise AnalysisError(
@@ -176,7 +176,7 @@ def check_window(log: TrainingLog, window: StepRange) -> None:
         )
     if window.end > steps.end:
         raise AnalysisError(
-            f"--end-step {window.end} is past the log's last step {steps.end} (the log has steps {steps}); "
+            f"--end-step {_n(window.end)} is past the log's last step {steps.end} (the log has steps {steps}); "
             f"the window must lie within them"
         )
 

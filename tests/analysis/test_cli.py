@@ -491,8 +491,9 @@ def test_the_shared_logs_record_catches_wrong_options(
         (["--start-step", "20", "--end-step", "19"], r"^error: --end-step 19 is before --start-step 20; "),
         (["--start-step", "40", "--end-step", "45"], r"^error: --start-step 40 is past the log's last step 39 "),
         (["--start-step", "10", "--end-step", "40"], r"^error: --end-step 40 is past the log's last step 39 "),
+        (["--end-step", "9" * 53], r"^error: --end-step a 53-digit number is past the log's last step 39 "),
     ],
-    ids=["negative start", "negative end", "end before start", "start past the end", "end past the end"],
+    ids=["negative start", "negative end", "end before start", "start past the end", "end past the end", "absurd end"],
 )
 def test_a_window_outside_the_log_is_refused_naming_the_flag(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str, window: list[str], pattern: str
