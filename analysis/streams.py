@@ -11,7 +11,9 @@ nothing writes to) into an error instead of a hang or an exhausted memory:
   within this many bytes of its start; the start-up output of NeMo and NCCL before a
   record is far shorter;
 - `IDLE_TIMEOUT_S`: a pipe, FIFO or device delivers data at least this often; a FIFO that
-  no writer opens is refused after it. Regular files never wait.
+  no writer opens is refused after it. `kubectl logs` and `gcloud storage cat` deliver within
+  seconds; a producer that needs longer (a `gcloud logging read` query) writes a file first.
+  Regular files never wait.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from analysis.errors import AnalysisError
 
 MAX_LINE_BYTES = 1 << 20
 MAX_GAP_BYTES = 64 << 20
-IDLE_TIMEOUT_S = 30.0
+IDLE_TIMEOUT_S = 10.0
 _CHUNK_BYTES = 1 << 20
 
 
