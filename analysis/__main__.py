@@ -1,6 +1,7 @@
 """`python -m analysis {metrics,plot,goodput,nccl}`: the command line.
 
-Exit codes: 0 done (`nccl`: PASS), 1 `nccl` FAIL (its report is printed), 2 bad input (usage
+Exit codes: 0 done; 1 FAIL, its report printed (`nccl`: wrong data or a bandwidth below the
+pass mark; `metrics` and `plot`: a run whose loss turned NaN or infinite); 2 bad input (usage
 errors included): then exactly one line, `error: <message>`, on stderr and nothing on stdout.
 A run that does not fail on its input may print `note:` and `warning:` lines on stderr
 (repeated steps, a sequence length taken from the log), never when it does.
@@ -17,22 +18,26 @@ import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from analysis.errors import AnalysisError
 from analysis.goodput import GoodputReport, compute_goodput, read_event_log
-from analysis.logs import StepRange, TrainingLog, read_log
+from analysis.logs import LOSS, StepRange, TrainingLog, read_log
 from analysis.metrics import (
     RunMetrics,
     average_step_time,
     check_against_record,
     compute,
     model_flops,
+    non_finite,
     sequence_length_for,
 )
-from facts.machines import ACCELERATORS, GpuDirect, Precision
+from facts.machines import ACCELERATORS, Precision
 from facts.models import MODELS
 from facts.nccl import BENCHMARKS, PUBLISHED
+
+if TYPE_CHECKING:
+    from analysis.nccl import Expectation
 
 EXIT_FAIL = 1
 EXIT_BAD_INPUT = 2
@@ -48,6 +53,16 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _step(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a step number, 0 or more, got {value}")
+    return value
+
+
 def _positive_float(text: str) -> float:
     try:
         value = float(text)
@@ -56,6 +71,15 @@ def _positive_float(text: str) -> float:
     if not math.isfinite(value) or value <= 0:
         raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
     return value
+
+
+def _expectation(text: str) -> Expectation:
+    from analysis.nccl import expectation  # noqa: PLC0415 - deferred, as in `_nccl`
+
+    try:
+        return expectation(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _png_path(text: str) -> Path:
@@ -74,10 +98,20 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _add_window(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--start-step", type=int, default=10, metavar="N", help="first step averaged (default 10)")
+    parser.add_argument("--start-step", type=_step, default=10, metavar="N", help="first step averaged (default 10)")
     parser.add_argument(
-        "--end-step", type=int, default=30, metavar="N", help="last step averaged, inclusive (default 30)"
+        "--end-step", type=_step, default=30, metavar="N", help="last step averaged, inclusive (default 30)"
     )
+
+
+def _window(args: argparse.Namespace) -> StepRange:
+    """The window the options ask for; `average_step_time` checks it lies within the log."""
+    if args.end_step < args.start_step:
+        raise AnalysisError(
+            f"--end-step {args.end_step} is before --start-step {args.start_step}; the window is the steps "
+            "from --start-step to --end-step, both included"
+        )
+    return StepRange(args.start_step, args.end_step)
 
 
 def _add_throughput(parser: argparse.ArgumentParser, *, required: bool) -> None:
@@ -143,13 +177,16 @@ def _parser() -> argparse.ArgumentParser:
     )
     nccl.add_argument(
         "--expect",
-        choices=[flavour.value for flavour in PUBLISHED],
-        help="compare with the published figure for this GPUDirect flavour (exit 1 below it)",
+        type=_expectation,
+        metavar="FLAVOUR|MACHINE",
+        help=f"judge the bandwidth by the published figure of a GPUDirect flavour ({', '.join(PUBLISHED)}) or of "
+        "a machine type's (exit 1 below it); without it there is no bandwidth verdict",
     )
     nccl.add_argument(
         "--collective",
         choices=BENCHMARKS,
-        help="the benchmark, for tests the log does not name (nccl-tests before 2.16 print no name)",
+        help="the benchmark, for tests the log does not name (nccl-tests before 2.16 print no name); "
+        "else the file name, when it is a fabric check's <collective>.log",
     )
     nccl.add_argument("--json", action="store_true", help="print one JSON object")
     return parser
@@ -217,6 +254,7 @@ def _metrics_table(log: TrainingLog, result: RunMetrics) -> str:
     seq = result.model.seq_length if result.model.seq_length is not None else "unknown"
     rows = [
         ("log", f"{log.path} ({log.format.value}, steps {log.steps_in_file})"),
+        ("run", _run_status(log)),
         ("model", result.model.describe()),
         ("model FLOPs", f"{result.model.flops_per_sample:.4e} per sample, sequence length {seq}"),
         ("window", f"steps {window}, {result.steps_averaged} of {expected} steps averaged"),
@@ -230,6 +268,15 @@ def _metrics_table(log: TrainingLog, result: RunMetrics) -> str:
         ),
     ]
     return "\n".join(f"{name:<12} {value}" for name, value in rows)
+
+
+def _run_status(log: TrainingLog) -> str:
+    if log.loss_failure is not None:
+        step, loss = log.loss_failure
+        return f"FAILED at step {step}: {LOSS} is {non_finite(loss)}"
+    if log.loss_logged:
+        return f"{LOSS} finite at every step that logs it"
+    return f"no {LOSS} in the log: divergence not checked"
 
 
 def _goodput_table(report: GoodputReport) -> str:
@@ -269,18 +316,19 @@ def _json(report: dict[str, Any]) -> str:
 
 
 def _metrics(args: argparse.Namespace) -> tuple[str, list[str], int]:
-    window = StepRange(args.start_step, args.end_step)
+    window = _window(args)
     log = read_log(args.log, window)
     notes = _log_notes(log, window, "averaged")
     result = _run_metrics(args, log, window, notes)
-    return (_json(result.as_json()) if args.json else _metrics_table(log, result)), notes, 0
+    code = EXIT_FAIL if log.loss_failure else 0
+    return (_json(result.as_json()) if args.json else _metrics_table(log, result)), notes, code
 
 
 _MODEL_OPTIONS = ("model", "model_flops_per_sample", "seq_length", "vocab_size")
 
 
 def _plot(args: argparse.Namespace) -> tuple[str, list[str], int]:
-    window = StepRange(args.start_step, args.end_step)
+    window = _window(args)
     throughput = (args.gpus, args.global_batch_size, args.accelerator, args.precision)
     if any(value is not None for value in throughput) and None in throughput:
         raise AnalysisError(
@@ -303,7 +351,9 @@ def _plot(args: argparse.Namespace) -> tuple[str, list[str], int]:
     else:
         result = _run_metrics(args, log, window, notes)
     write_png(build_figure(log, window, result), args.out)
-    return f"wrote {args.out}", notes, 0
+    if log.loss_failure is None:
+        return f"wrote {args.out}", notes, 0
+    return f"wrote {args.out}\nrun {_run_status(log)}", notes, EXIT_FAIL
 
 
 def _goodput(args: argparse.Namespace) -> tuple[str, list[str], int]:
@@ -334,9 +384,9 @@ def _nccl(args: argparse.Namespace) -> tuple[str, list[str], int]:
     from analysis.nccl import judge, read_nccl_log, report_json, report_table  # noqa: PLC0415
 
     tests = read_nccl_log(args.log, args.collective)
-    verdict = judge(tests, GpuDirect(args.expect) if args.expect else None)
+    verdict = judge(tests, args.expect)
     output = _json(report_json(verdict)) if args.json else report_table(verdict)
-    return output, [], 0 if verdict.passed else EXIT_FAIL
+    return output, [], EXIT_FAIL if verdict.failures else 0
 
 
 _COMMANDS = {"metrics": _metrics, "plot": _plot, "goodput": _goodput, "nccl": _nccl}

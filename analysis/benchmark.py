@@ -10,15 +10,15 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
-import json
 import random
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from analysis.__main__ import main as analysis_main
+from analysis.samples import dllogger_line
 
 GOAL_S = 2.0
 _PARAMETERS = {
@@ -39,7 +39,7 @@ def write_log(path: Path, steps: int, seed: int = 0) -> None:
     rng = random.Random(seed)
     start = 1_727_486_493.0
     with path.open("w", encoding="utf-8") as out:
-        out.write(_line(start, 0.0, "PARAMETER", _PARAMETERS))
+        out.write(dllogger_line("PARAMETER", _PARAMETERS, start, 0.0) + "\n")
         elapsed = 0.0
         for step in range(steps):
             step_time = 25.4 + rng.gauss(0, 0.2)
@@ -54,19 +54,7 @@ def write_log(path: Path, steps: int, seed: int = 0) -> None:
                 "train_step_timing in s": step_time,
                 "epoch": 0,
             }
-            out.write(_line(start + elapsed, elapsed, step, data))
-
-
-def _line(timestamp: float, elapsed: float, step: int | str, data: Mapping[str, object]) -> str:
-    record = {
-        "timestamp": f"{timestamp:.6f}",
-        "datetime": time.strftime("%Y-%m-%d %H:%M:%S.000000", time.gmtime(timestamp)),
-        "elapsedtime": f"{elapsed:.6f}",
-        "type": "LOG",
-        "step": step,
-        "data": data,
-    }
-    return "DLLL " + json.dumps(record) + "\n"
+            out.write(dllogger_line(step, data, start + elapsed, elapsed) + "\n")
 
 
 def time_metrics(log: Path, repeats: int) -> list[float]:

@@ -14,7 +14,7 @@ node 0 to `<experiments dir>/<run>/goodput/events.jsonl` on the shared Filestore
     {"time": "2026-11-22T10:40:00+00:00", "event": "checkpoint_saved", "run": "gpt3-175b", "attempt": 0, "step": 100}
     {"time": "2026-11-22T10:52:00+00:00", "event": "job_terminated", "run": "gpt3-175b", "attempt": 0}
 
-- `time`: RFC 3339 with a UTC offset.
+- `time`: RFC 3339 with a UTC offset; a time without one cannot be ordered and is refused.
 - `event`: `job_started`, `checkpoint_loaded`, `checkpoint_saved` or `job_terminated`.
 - `run`: the run name; `attempt` (optional): the restart count.
 - `step` (required on `checkpoint_*`): the training step of the checkpoint; an attempt that
@@ -22,7 +22,8 @@ node 0 to `<experiments dir>/<run>/goodput/events.jsonl` on the shared Filestore
 
 The public gpu-recipes tracker's records are accepted too (`timestamp`, `event_type`,
 `job_name`, and its `user_scheduled` / `user_terminated` events;
-src/utils/resiliency_metrics/tracker.py@2e1fd5e).
+src/utils/resiliency_metrics/tracker.py@2e1fd5e), once their times carry an offset: the
+tracker writes `datetime.now().isoformat()`, the pod's local time without one.
 
 Cloud Logging exports of the same events are read as well: the JSON array that
 `gcloud logging read --format=json` prints, or the JSON lines a log sink writes to Cloud
@@ -71,7 +72,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -79,6 +80,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis.errors import AnalysisError
+from analysis.streams import Lines
 
 
 class Event(StrEnum):
@@ -207,18 +209,26 @@ def read_events(path: Path) -> list[GoodputEvent]:
 
 
 def read_event_log(path: Path) -> EventLog:
-    """Events from JSON lines (events or LogEntries) or a JSON array of LogEntries."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise AnalysisError(f"{path} does not exist") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise AnalysisError(f"cannot read {path}: {e}") from None
+    """Events from JSON lines (events or LogEntries) or a JSON array of LogEntries, read
+    within the limits of `analysis.streams`."""
+    with Lines(path, _WHAT, _is_record, strict_utf8=True) as lines:
+        return _event_log(path, lines)
+
+
+_WHAT = "a goodput event log (JSON lines, or a Cloud Logging export of the events)"
+
+
+def _is_record(line: str) -> bool:
+    """A line with an `event` or `event_type` key, JSON-escaped or not."""
+    return '"event' in line
+
+
+def _event_log(path: Path, lines: Iterable[tuple[int, str]]) -> EventLog:
     events: list[GoodputEvent] = []
     skipped = duplicates = 0
     cloud_logging = False
     seen: set[tuple[str, str]] = set()
-    for number, record, unit in _records(path, text):
+    for number, record, unit in _records(path, lines):
         where = f"{path}:{number}" if unit == "line" else f"{path} entry {number}"
         if not isinstance(record, dict):
             raise AnalysisError(f"{where}: an event must be a JSON object")
@@ -244,14 +254,18 @@ def read_event_log(path: Path) -> EventLog:
     if not events:
         skipped_text = f" ({skipped} log entries without one)" if skipped else ""
         raise AnalysisError(f"{path} has no goodput events{skipped_text}")
-    if len({event.time.tzinfo is None for event in events}) > 1:
-        raise AnalysisError(f"{path} mixes times with and without a UTC offset; they cannot be ordered")
     return EventLog(path, events, skipped, duplicates, cloud_logging)
 
 
-def _records(path: Path, text: str) -> Iterator[tuple[int, object, str]]:
+def _records(path: Path, lines: Iterable[tuple[int, str]]) -> Iterator[tuple[int, object, str]]:
     """(number, decoded JSON, "line" or "entry") for every record of the file."""
-    if text.lstrip().startswith("["):
+    lines = iter(lines)
+    first = next(((number, line) for number, line in lines if line.strip()), None)
+    if first is None:
+        return
+    lines = itertools.chain([first], lines)
+    if first[1].lstrip().startswith("["):
+        text = _text(lines)
         try:
             entries = json.loads(text)
         except json.JSONDecodeError as e:
@@ -263,7 +277,7 @@ def _records(path: Path, text: str) -> Iterator[tuple[int, object, str]]:
         for number, entry in enumerate(entries, start=1):
             yield number, entry, "entry"
         return
-    for number, line in enumerate(text.split("\n"), start=1):
+    for number, line in lines:
         if not line.strip():
             continue
         try:
@@ -273,6 +287,18 @@ def _records(path: Path, text: str) -> Iterator[tuple[int, object, str]]:
         except RecursionError:
             raise AnalysisError(f"{path}:{number}: JSON nested too deeply to be an event") from None
         yield number, record, "line"
+
+
+def _text(lines: Iterable[tuple[int, str]]) -> str:
+    """The document the numbered lines (cut at carriage returns too) were read from, so that
+    the JSON decoder's line numbers are the file's."""
+    parts: list[str] = []
+    last = 1
+    for number, line in lines:
+        parts.append("\r" if parts and number == last else "\n" * (number - last))
+        parts.append(line)
+        last = number
+    return "".join(parts)
 
 
 def _payload(entry: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -294,13 +320,23 @@ def _payload(entry: Mapping[str, Any]) -> dict[str, Any] | None:
 def _parse_event(
     record: Mapping[str, Any], *, path: Path, number: int, unit: str, where: str, fallback_time: object
 ) -> GoodputEvent:
-    time_text = record.get("time", record.get("timestamp", fallback_time))
+    key = next((key for key in ("time", "timestamp") if key in record), None)
+    time_text = record[key] if key is not None else fallback_time
     try:
         time = datetime.fromisoformat(time_text) if isinstance(time_text, str) else None
     except ValueError:
         time = None
     if time is None:
         raise AnalysisError(f"{where}: 'time' must be an RFC 3339 timestamp such as 2026-11-22T10:00:00+00:00")
+    if time.tzinfo is None:
+        # Without an offset a time cannot be ordered against others (the gpu-recipes tracker
+        # writes the pod's local time so): refused, as the contract says.
+        named = f"'{key}'" if key is not None else "the entry's 'timestamp'"
+        example = time.isoformat()
+        raise AnalysisError(
+            f"{where}: {named} {time_text!r} has no UTC offset; an RFC 3339 time needs one, such as "
+            f"{example}+00:00 or {example}Z"
+        )
     name = record.get("event", record.get("event_type"))
     try:
         event = Event(str(name))

@@ -19,20 +19,25 @@ DLLogger file, or in the same `kubectl logs`). A step with more than one record 
 attempt's metrics for it are dropped, and `TrainingLog.repeated_steps` lists it. Records
 without a step time (NeMo logs validation metrics in a record of their own) still merge into
 their step. A progress bar redrawing a step with the same values is not a repeat.
+
+A failed run: the first step whose loss (its last attempt's) is NaN or infinite is
+`TrainingLog.loss_failure`, found in every record, inside the window or not.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from analysis.errors import AnalysisError
+from analysis.streams import Lines
 
 STEP_TIME = "train_step_timing in s"
 LOSS = "reduced_train_loss"
@@ -40,13 +45,16 @@ GLOBAL_STEP = "global_step"
 _DLLOGGER_PREFIX = "DLLL "
 # How a step time appears in a DLLogger line, to spot repeated steps in lines left undecoded.
 _STEP_TIME_KEY = f'"{STEP_TIME}"'
+# And the loss: json.dumps writes a non-finite one as NaN, Infinity or -Infinity; a number
+# beyond a float (1e400) decodes to infinity too.
+_LOSS_VALUE = re.compile(rf'"{LOSS}": (-?(?:NaN|Infinity|\d[\d.eE+-]*))')
 
 # A DLLogger LOG record as dllogger writes it: string fields, then the step, then the data.
 # Only keys with string values may precede the step, so a match is the top-level step. Longer
 # step numbers are left to the JSON decoder, which checks them.
 _DLLOGGER_STEP = re.compile(r'DLLL \{(?:"[a-z]+": "[^"]*", )*"step": (-?\d{1,18}), "data": ')
 
-_NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf"
+_NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?i:nan|inf(?:inity)?)"
 # One `key=value` (tqdm postfix) or `key: value` (ProgressPrinter) between separators.
 _TEXT_METRIC = re.compile(rf"\s*([A-Za-z_][\w ./-]*?)\s*[=:]\s*({_NUMBER})\s*\]?\s*")
 _TEXT_SEPARATORS = re.compile(r"[,|]")
@@ -91,6 +99,11 @@ class TrainingLog:
     repeated_steps: tuple[int, ...] = ()
     # Records outside the window that `read_log(..., beyond_window=True)` could not decode.
     unreadable_lines: tuple[int, ...] = ()
+    # The first step whose loss (its last attempt's) is NaN or infinite, and that loss: where
+    # the run failed. Every record counts, inside the window or not.
+    loss_failure: tuple[int, float] | None = None
+    # Whether any record logs a loss at all.
+    loss_logged: bool = False
 
     def series(self, metric: str) -> tuple[list[int], list[float]]:
         """Steps and values of one metric, for the steps that logged it."""
@@ -108,19 +121,21 @@ def read_log(path: Path, window: StepRange | None = None, *, beyond_window: bool
     them where they decode: one that does not (a writer killed mid-line) is listed in
     `unreadable_lines` instead of failing, so a log is refused exactly when it would be
     without `beyond_window`.
+
+    The input is read within the limits of `analysis.streams`: a file, a pipe or a FIFO.
     """
-    # Newlines only: splitlines would also split at tqdm's carriage returns and put error
-    # line numbers out of step with the file.
-    lines = _read_text(path).split("\n")
-    first = next((line for line in lines if line.strip()), None)
-    if first is None:
-        raise AnalysisError(f"{path} is empty")
-    if first.startswith(_DLLOGGER_PREFIX):
-        read = _read_dllogger(path, lines, window, beyond_window)
-        log_format = LogFormat.DLLOGGER
-    else:
-        read = _read_text_log(path, lines, window, beyond_window)
-        log_format = LogFormat.NEMO_TEXT
+    with Lines(path, _WHAT, _is_record) as numbered:
+        lines = iter(numbered)
+        first = next(((number, line) for number, line in lines if line.strip()), None)
+        if first is None:
+            raise AnalysisError(f"{path} is empty")
+        lines = itertools.chain([first], lines)
+        if first[1].startswith(_DLLOGGER_PREFIX):
+            read = _read_dllogger(path, lines, window, beyond_window)
+            log_format = LogFormat.DLLOGGER
+        else:
+            read = _read_text_log(path, lines, window, beyond_window)
+            log_format = LogFormat.NEMO_TEXT
     if read.steps is None:
         raise AnalysisError(
             f"{path} has no training steps: expected DLLogger records (DLLL {{...}}) "
@@ -135,7 +150,16 @@ def read_log(path: Path, window: StepRange | None = None, *, beyond_window: bool
         read.steps,
         tuple(sorted(read.repeated)),
         tuple(read.unreadable),
+        read.losses.first_failure(),
+        read.losses.logged,
     )
+
+
+_WHAT = f"a training log (DLLogger JSON lines, or NeMo progress lines carrying '{STEP_TIME}')"
+
+
+def _is_record(line: str) -> bool:
+    return line.startswith(_DLLOGGER_PREFIX) or STEP_TIME in line
 
 
 class _Read(NamedTuple):
@@ -144,16 +168,7 @@ class _Read(NamedTuple):
     steps: StepRange | None
     repeated: set[int]
     unreadable: list[int]
-
-
-def _read_text(path: Path) -> str:
-    try:
-        # Bytes, not read_text: text mode would turn tqdm's carriage returns into newlines.
-        return path.read_bytes().decode("utf-8", errors="replace")
-    except FileNotFoundError:
-        raise AnalysisError(f"{path} does not exist") from None
-    except OSError as e:
-        raise AnalysisError(f"cannot read {path}: {e.strerror or e}") from None
+    losses: _Losses
 
 
 def _numeric(data: Mapping[str, Any]) -> dict[str, float]:
@@ -185,16 +200,47 @@ class _Span:
         return None if self.low is None or self.high is None else StepRange(self.low, self.high)
 
 
-def _read_dllogger(path: Path, lines: list[str], window: StepRange | None, beyond_window: bool) -> _Read:
+class _Losses:
+    """The steps whose last logged loss is not finite, and whether any step logged one."""
+
+    def __init__(self) -> None:
+        self.failed: dict[int, float] = {}
+        self.logged = False
+
+    def add(self, step: int, loss: float) -> None:
+        self.logged = True
+        if math.isfinite(loss):
+            self.failed.pop(step, None)  # a restarted run redid the step
+        else:
+            self.failed[step] = loss
+
+    def add_from_line(self, step: int, line: str) -> None:
+        """The loss of a DLLogger line left undecoded, if it has one."""
+        match = _LOSS_VALUE.search(line)
+        if match:
+            try:
+                loss = float(match.group(1))
+            except ValueError:  # not a JSON number (1.2.3): nothing decodes the line, nothing reads it
+                return
+            self.add(step, loss)
+
+    def first_failure(self) -> tuple[int, float] | None:
+        return min(self.failed.items()) if self.failed else None
+
+
+def _read_dllogger(
+    path: Path, lines: Iterable[tuple[int, str]], window: StepRange | None, beyond_window: bool
+) -> _Read:
     records: dict[int, dict[str, float]] = {}
     parameters: dict[str, Any] | None = None
     span = _Span()
     timed: set[int] = set()  # steps seen with a step time
     repeated: set[int] = set()
     unreadable: list[int] = []
+    losses = _Losses()
     # The window's bounds as plain ints: this loop runs once per line of a 100 000-step log.
     low, high = (window.start, window.end) if window is not None else (None, None)
-    for number, line in enumerate(lines, start=1):
+    for number, line in lines:
         fast = _DLLOGGER_STEP.match(line)
         outside = False
         if fast:
@@ -204,6 +250,7 @@ def _read_dllogger(path: Path, lines: list[str], window: StepRange | None, beyon
             if outside and not beyond_window:
                 if _STEP_TIME_KEY in line:
                     (repeated if step in timed else timed).add(step)
+                losses.add_from_line(step, line)
                 continue
         elif not line.strip():
             continue
@@ -216,6 +263,7 @@ def _read_dllogger(path: Path, lines: list[str], window: StepRange | None, beyon
             unreadable.append(number)
             if _STEP_TIME_KEY in line:
                 (repeated if step in timed else timed).add(step)
+            losses.add_from_line(step, line)
             continue
         if record is None:
             continue
@@ -227,6 +275,9 @@ def _read_dllogger(path: Path, lines: list[str], window: StepRange | None, beyon
             continue  # dllogger summary records (`"step": []`) carry no training step
         if not fast:
             span.add(step_value)
+        loss = data.get(LOSS)
+        if isinstance(loss, int | float) and not isinstance(loss, bool):
+            losses.add(step_value, _float(loss))
         keep = window is None or beyond_window or step_value in window
         if STEP_TIME in data:
             if step_value in timed:
@@ -237,7 +288,7 @@ def _read_dllogger(path: Path, lines: list[str], window: StepRange | None, beyon
             timed.add(step_value)
         if keep:
             records.setdefault(step_value, {}).update(_numeric(data))
-    return _Read(records, parameters, span.range(), repeated, unreadable)
+    return _Read(records, parameters, span.range(), repeated, unreadable, losses)
 
 
 def _dllogger_record(path: Path, number: int, line: str) -> tuple[Any, dict[str, Any]] | None:
@@ -267,37 +318,39 @@ def _decode_dllogger(path: Path, number: int, line: str) -> dict[str, Any]:
     return record
 
 
-def _read_text_log(path: Path, lines: list[str], window: StepRange | None, beyond_window: bool) -> _Read:
+def _read_text_log(
+    path: Path, lines: Iterable[tuple[int, str]], window: StepRange | None, beyond_window: bool
+) -> _Read:
     records: dict[int, dict[str, float]] = {}
     span = _Span()
     latest: dict[int, dict[str, float]] = {}  # each step's last update, to tell redraws from repeats
     repeated: set[int] = set()
-    for number, line in enumerate(lines, start=1):
-        if STEP_TIME not in line:
+    losses = _Losses()
+    # Lines come cut at carriage returns too: each is one update of a tqdm bar redrawn in place.
+    for number, update in lines:
+        if STEP_TIME not in update:
             continue
-        # tqdm redraws with carriage returns, so one physical line can hold many updates.
-        for update in line.split("\r"):
-            if STEP_TIME not in update:
-                continue
-            metrics = _text_metrics(update)
-            if STEP_TIME not in metrics:
-                raise AnalysisError(f"{path}:{number}: cannot read the value of '{STEP_TIME}'")
-            step = _text_step(update, metrics)
-            if step is None:
-                raise AnalysisError(
-                    f"{path}:{number}: '{STEP_TIME}' without a step number (global_step, iteration or n/total counter)"
-                )
-            span.add(step)
-            previous = latest.get(step)
-            latest[step] = metrics
-            keep = window is None or beyond_window or step in window
-            if previous is not None and not _redraw(previous, metrics):
-                repeated.add(step)  # a restarted run's line: the last attempt wins
-                if keep:
-                    records[step] = dict(metrics)
-            elif keep:
-                records.setdefault(step, {}).update(metrics)
-    return _Read(records, None, span.range(), repeated, [])
+        metrics = _text_metrics(update)
+        if STEP_TIME not in metrics:
+            raise AnalysisError(f"{path}:{number}: cannot read the value of '{STEP_TIME}'")
+        step = _text_step(update, metrics)
+        if step is None:
+            raise AnalysisError(
+                f"{path}:{number}: '{STEP_TIME}' without a step number (global_step, iteration or n/total counter)"
+            )
+        span.add(step)
+        if LOSS in metrics:
+            losses.add(step, metrics[LOSS])
+        previous = latest.get(step)
+        latest[step] = metrics
+        keep = window is None or beyond_window or step in window
+        if previous is not None and not _redraw(previous, metrics):
+            repeated.add(step)  # a restarted run's line: the last attempt wins
+            if keep:
+                records[step] = dict(metrics)
+        elif keep:
+            records.setdefault(step, {}).update(metrics)
+    return _Read(records, None, span.range(), repeated, [], losses)
 
 
 def _redraw(previous: Mapping[str, float], metrics: Mapping[str, float]) -> bool:

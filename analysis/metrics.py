@@ -7,14 +7,18 @@
 Model FLOPs per sample come from the model's shape through
 `components.models.Architecture.flops_per_sample` (Megatron's GPT count, and the Llama form
 with grouped-query attention and SwiGLU), never from a table of per-model constants. The
-shape comes from, in order of precedence: `--model-flops-per-sample`, a catalog `--model`,
-the DLLogger PARAMETER record.
+FLOPs come from `--model-flops-per-sample` or a catalog `--model` (never both), else from
+the shape in the DLLogger PARAMETER record; a `--model` whose shape the record contradicts
+is refused.
 
 Results that cannot be physical are refused (AnalysisError), never printed:
 
 - every step time in the window must be a positive, finite number of seconds, at most a year;
 - tokens/s, TFLOPS per GPU and MFU must be finite (an overflow is refused, not printed as inf);
 - MFU must not exceed 100 %: no run beats its accelerator's peak.
+
+A run whose loss turns NaN or infinite failed at that step (`TrainingLog.loss_failure`):
+its figures are still computed, and the result carries the failure.
 
 `check_against_record` refuses a `--global-batch-size` or `--gpus` the log's PARAMETER record
 contradicts; `sequence_length_for` takes the record's sequence length over a catalog model's.
@@ -30,7 +34,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from analysis.errors import AnalysisError
-from analysis.logs import STEP_TIME, StepRange, TrainingLog
+from analysis.logs import LOSS, STEP_TIME, StepRange, TrainingLog
 from facts.machines import ACCELERATORS, Accelerator, Precision
 from facts.models import MODELS, Architecture, ModelSpec, model_spec
 
@@ -84,6 +88,8 @@ class RunMetrics:
     # and how many steps the whole log repeats.
     duplicate_steps: tuple[int, ...] = ()
     duplicate_steps_in_log: int = 0
+    # Where the run failed (`TrainingLog.loss_failure`), anywhere in the log.
+    loss_failure: tuple[int, float] | None = None
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -104,7 +110,20 @@ class RunMetrics:
             "precision": self.precision.value,
             "duplicate_steps": list(self.duplicate_steps),
             "duplicate_steps_in_log": self.duplicate_steps_in_log,
+            "failed_at_step": None if self.loss_failure is None else self.loss_failure[0],
+            "failure": None if self.loss_failure is None else loss_failure_text(self.loss_failure),
         }
+
+
+def loss_failure_text(failure: tuple[int, float]) -> str:
+    """`reduced_train_loss is NaN at step 35`."""
+    step, loss = failure
+    return f"{LOSS} is {non_finite(loss)} at step {step}"
+
+
+def non_finite(value: float) -> str:
+    """What a value that is not finite is, in a message."""
+    return "NaN" if math.isnan(value) else "infinite" if value > 0 else "minus infinite"
 
 
 def accelerator(name: str) -> Accelerator:
@@ -117,9 +136,11 @@ def accelerator(name: str) -> Accelerator:
 def average_step_time(log: TrainingLog, window: StepRange) -> tuple[float, int]:
     """Mean step time over the window's steps that logged one, and how many did.
 
-    The one check of a log's step times, shared by `metrics` and `plot`: every step time in
-    the window must be a positive, finite number of seconds, at most `MAX_STEP_TIME_S`.
+    The one check of a log's step times, shared by `metrics` and `plot`: the window must lie
+    within the log's steps, and every step time in it must be a positive, finite number of
+    seconds, at most `MAX_STEP_TIME_S`.
     """
+    check_window(log, window)
     timed = [(step, data[STEP_TIME]) for step, data in log.records.items() if step in window and STEP_TIME in data]
     if not timed:
         has = f"steps {log.steps_in_file}" if log.steps_in_file else "no steps"
@@ -140,6 +161,26 @@ def average_step_time(log: TrainingLog, window: StepRange) -> tuple[float, int]:
     return statistics.fmean(times), len(times)
 
 
+def check_window(log: TrainingLog, window: StepRange) -> None:
+    """Refuse a window that reaches outside the log's steps: what it asks for was not logged."""
+    steps = log.steps_in_file
+    if steps is None:
+        return
+    if window.start > steps.end:
+        raise AnalysisError(
+            f"--start-step {_n(window.start)} is past the log's last step {steps.end} (the log has steps {steps})"
+        )
+    if window.start < steps.start:
+        raise AnalysisError(
+            f"--start-step {window.start} is before the log's first step {steps.start} (the log has steps {steps})"
+        )
+    if window.end > steps.end:
+        raise AnalysisError(
+            f"--end-step {_n(window.end)} is past the log's last step {steps.end} (the log has steps {steps}); "
+            f"the window must lie within them"
+        )
+
+
 def model_flops(
     parameters: Mapping[str, Any] | None,
     *,
@@ -148,24 +189,35 @@ def model_flops(
     seq_length: int | None = None,
     vocab_size: int | None = None,
 ) -> ModelFlops:
-    """Model FLOPs per sample from the first source given: a figure, a catalog model, the log's config.
+    """Model FLOPs per sample from a figure or a catalog model (one of them), else the log's config.
 
-    `seq_length` and `vocab_size` override what the catalog or the log says.
+    `seq_length` and `vocab_size` override what the catalog or the log says. A catalog model
+    the log's config contradicts is refused: the config is what ran.
     """
     if seq_length is not None and seq_length <= 0:
         raise AnalysisError(f"sequence length must be positive, got {seq_length}")
     if vocab_size is not None and vocab_size <= 0:
         raise AnalysisError(f"vocabulary size must be positive, got {vocab_size}")
     if flops_per_sample is not None:
+        if model is not None:
+            raise AnalysisError(
+                "--model and --model-flops-per-sample both give the model FLOPs; pass one (--seq-length says "
+                "how long a sample is for tokens/s)"
+            )
+        if vocab_size is not None:
+            raise AnalysisError(
+                "--vocab-size has no effect with --model-flops-per-sample, which gives the FLOPs themselves; "
+                "leave one out"
+            )
         if not math.isfinite(flops_per_sample) or flops_per_sample <= 0:
             raise AnalysisError(f"model FLOPs per sample must be a positive number, got {flops_per_sample}")
-        if seq_length is None and model is not None:
-            seq_length = _catalog(model).recipe.seq_length
         if seq_length is None and parameters:
             seq_length = _Config(parameters).seq_length()
         return ModelFlops(flops_per_sample, seq_length, "--model-flops-per-sample")
     if model is not None:
         spec = _catalog(model)
+        if parameters:
+            _check_model_against_record(spec, _Config(parameters))
         architecture = spec.architecture
         if vocab_size is not None:
             architecture = replace(architecture, vocab_size=vocab_size)
@@ -178,6 +230,30 @@ def model_flops(
         )
     architecture, length = _Config(parameters).architecture(seq_length, vocab_size)
     return ModelFlops(_flops(architecture, length), length, "DLLogger PARAMETER record", architecture)
+
+
+def _check_model_against_record(spec: ModelSpec, config: _Config) -> None:
+    """Refuse a catalog model whose shape the record's contradicts (the sequence length may differ:
+    `sequence_length_for` takes the record's, and the vocabulary is padded)."""
+    a = spec.architecture
+    shape = {
+        "num_layers": a.layers,
+        "hidden_size": a.hidden,
+        "num_attention_heads": a.heads,
+        "num_query_groups": a.kv_heads,
+        "ffn_hidden_size": a.ffn_hidden,
+    }
+    contradicted = [
+        f"{key} {int(logged)} ({spec.name}: {catalog})"
+        for key, catalog in shape.items()
+        for logged in [config.get(key)]
+        if _is_positive_int(logged) and int(logged) != catalog
+    ]
+    if contradicted:
+        raise AnalysisError(
+            f"--model {spec.name} contradicts the log's DLLogger PARAMETER record: {', '.join(contradicted)}; "
+            "leave --model out to use the record's shape"
+        )
 
 
 def _flops(architecture: Architecture, seq_length: int) -> float:
@@ -359,6 +435,7 @@ def compute(
         precision=precision,
         duplicate_steps=duplicates,
         duplicate_steps_in_log=len(log.repeated_steps),
+        loss_failure=log.loss_failure,
     )
 
 

@@ -20,7 +20,8 @@ command line. Lines may carry a prefix: `kubectl logs --prefix` (`[pod/name/cont
 
 The collective comes from the `Collective test starting` line, else from the last mention of a
 benchmark binary (`all_gather_perf`, the gpu-recipes launchers' `Benchmark: all_gather`) before
-the test, else from `--collective`. The GPU count is the number of `#  Rank` lines (the hosts
+the test, else from `--collective`, else from the file name the fabric check writes
+(`<collective>.log`, planners/scripts/nccl_test.sh). The GPU count is the number of `#  Rank` lines (the hosts
 named there give the node count); for the collectives whose size column counts every rank's
 share, size / (count × type size) gives it too.
 
@@ -31,6 +32,12 @@ and an `Avg bus bandwidth` that is not the mean of the table's busbw values (row
 altered). `#wrong` other than 0, or `Out of bounds values` other than 0, is a FAIL, not an
 error: the log is readable and says the data was wrong. `N/A` means nccl-tests did not check
 the data (`-c 0`); the report says so.
+
+Only a published figure (`--expect`, a GPUDirect flavour or a machine type) judges the
+bandwidth: without one the verdict is none, unless the data was wrong (FAIL). Correct data
+alone is never a PASS. With one, a test of the published collective, GPU count, node count,
+GPU model and data type is judged when its sweep reaches the largest published size: the
+exact published sweep by its own average, any other at the sizes both ran (`Comparison`).
 """
 
 from __future__ import annotations
@@ -45,7 +52,8 @@ from pathlib import Path
 from typing import Any
 
 from analysis.errors import AnalysisError
-from facts.machines import MACHINE_TYPES, GpuDirect
+from analysis.streams import Lines
+from facts.machines import MACHINE_TYPES
 from facts.nccl import BENCHMARKS, PUBLISHED, PublishedRun
 
 # Bytes per element of nccl-tests' data types (NVIDIA/nccl-tests src/common.cu@a0b82b2
@@ -207,16 +215,12 @@ class _Layout:
 
 
 def read_nccl_log(path: Path, collective: str | None = None) -> list[NcclTest]:
-    """Every test in the log, checked; `collective` names those the log does not name."""
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        raise AnalysisError(f"{path} does not exist") from None
-    except OSError as e:
-        raise AnalysisError(f"cannot read {path}: {e}") from None
-    if not text.strip():
+    """Every test in the log, checked; `collective` names those the log does not name.
+    The input is read within the limits of `analysis.streams`."""
+    with Lines(path, "nccl-tests output", _is_record) as lines:
+        tests, blank = _parse(path, lines, collective, _collective_named_by(path))
+    if blank:
         raise AnalysisError(f"{path} is empty")
-    tests = _parse(path, text.splitlines(), collective)
     if not tests:
         raise AnalysisError(
             f"{path} has no nccl-tests results table (a '#  size  count  type ...' header, rows and "
@@ -225,12 +229,27 @@ def read_nccl_log(path: Path, collective: str | None = None) -> list[NcclTest]:
     return tests
 
 
-def _parse(path: Path, lines: Sequence[str], collective: str | None) -> list[NcclTest]:
+def _collective_named_by(path: Path) -> str | None:
+    """The collective of a fabric check's output file: scripts/nccl_test.sh writes <collective>.log."""
+    return path.stem if path.suffix == ".log" and path.stem in BENCHMARKS else None
+
+
+def _is_record(line: str) -> bool:
+    """A table's header or footer: a log shows one at least every `streams.MAX_GAP_BYTES`."""
+    return "busbw" in line or "Avg bus bandwidth" in line
+
+
+def _parse(
+    path: Path, lines: Iterable[tuple[int, str]], collective: str | None, file_collective: str | None
+) -> tuple[list[NcclTest], bool]:
+    """The tests, and whether the input was blank."""
     tests: list[NcclTest] = []
     preamble = _Preamble()
     table: _Table | None = None
-    for number, raw in enumerate(lines, start=1):
+    blank = True
+    for number, raw in lines:
         where = f"{path}:{number}"
+        blank = blank and not raw.strip()
         content = _content(raw)
         if not content:
             continue
@@ -258,14 +277,25 @@ def _parse(path: Path, lines: Sequence[str], collective: str | None) -> list[Ncc
                 table.out_of_bounds = _count(where, "Out of bounds values", match.group(1))
             elif match := _AVERAGE.match(comment):
                 average = (_number(where, "Avg bus bandwidth", match.group(1)), _precision(match.group(1)))
-                tests.append(_finish(path, len(tests) + 1, table, average=average, avg_line=number, option=collective))
+                tests.append(
+                    _finish(
+                        path,
+                        len(tests) + 1,
+                        table,
+                        average=average,
+                        avg_line=number,
+                        named=(collective, file_collective),
+                    )
+                )
                 table, preamble = None, _Preamble()
             continue
         if table is None:
-            text = " ".join(content)
-            named = _PROGRAM.findall(text) or _BENCHMARK.findall(text)
-            if named:
-                preamble.mentioned = named[-1]
+            # The substring tests first: the patterns are slow on long lines of other output.
+            if "_perf" in raw or "Benchmark:" in raw:
+                text = " ".join(content)
+                named = _PROGRAM.findall(text) or _BENCHMARK.findall(text)
+                if named:
+                    preamble.mentioned = named[-1]
             continue
         if content[0].isdigit() or _looks_like_a_row(content):
             table.rows.append(_row(where, number, content, table.layout))
@@ -274,7 +304,7 @@ def _parse(path: Path, lines: Sequence[str], collective: str | None) -> list[Ncc
             f"{path}: the results table at line {table.header_line} has no '# Avg bus bandwidth' line after it: "
             "the log is truncated"
         )
-    return tests
+    return tests, blank
 
 
 def _content(line: str) -> list[str]:
@@ -398,18 +428,28 @@ def _count(where: str, name: str, token: str) -> int:
 
 
 def _finish(
-    path: Path, number: int, table: _Table, *, average: tuple[float, float], avg_line: int, option: str | None
+    path: Path,
+    number: int,
+    table: _Table,
+    *,
+    average: tuple[float, float],
+    avg_line: int,
+    named: tuple[str | None, str | None],
 ) -> NcclTest:
+    """The checked test; `named` is the collective `--collective` and the file name give."""
     where = f"{path}:{table.header_line}"
     if not table.rows:
         raise AnalysisError(f"{where}: the results table has no rows")
     preamble = table.preamble
+    option, file_name = named
     if preamble.named is not None:
         collective, source = preamble.named, "log"
     elif preamble.mentioned is not None:
         collective, source = preamble.mentioned, "command line in the log"
     elif option is not None:
         collective, source = option, "--collective"
+    elif file_name is not None:
+        collective, source = file_name, "file name"
     else:
         collective, source = None, ""
     ranks = _ranks(path, table, preamble)
@@ -540,44 +580,113 @@ def _check_average(path: Path, rows: Sequence[Row], average: tuple[float, float]
 
 
 @dataclass(frozen=True)
+class Expectation:
+    """What `--expect` names: a GPUDirect flavour, or a machine type (its flavour's published
+    run, held to the machine's own GPU model)."""
+
+    published: PublishedRun
+    machine: str | None = None
+
+    @property
+    def name(self) -> str:
+        return self.machine or self.published.gpudirect.value
+
+    @property
+    def machines(self) -> tuple[str, ...]:
+        return (self.machine,) if self.machine else self.published.machines
+
+
+# Machine types with a published figure: those of the flavours' published runs.
+_PUBLISHED_MACHINES = {machine: run for run in PUBLISHED.values() for machine in run.machines}
+
+
+def expectation(name: str) -> Expectation:
+    """The published figure `name` (a flavour or a machine type) is judged by; ValueError says why none."""
+    flavours = {flavour.value: run for flavour, run in PUBLISHED.items()}
+    if name in flavours:
+        return Expectation(flavours[name])
+    if name in _PUBLISHED_MACHINES:
+        return Expectation(_PUBLISHED_MACHINES[name], name)
+    machines = ", ".join(_PUBLISHED_MACHINES)
+    if name in MACHINE_TYPES:
+        raise ValueError(
+            f"{name} (GPUDirect {MACHINE_TYPES[name].gpudirect.value}) has no published nccl-tests figure; "
+            f"machine types with one: {machines}"
+        )
+    raise ValueError(
+        f"{name!r} is neither a GPUDirect flavour with a published figure ({', '.join(flavours)}) "
+        f"nor a machine type with one ({machines})"
+    )
+
+
+@dataclass(frozen=True)
 class Comparison:
-    """A test against the published run of a GPUDirect flavour."""
+    """A test against the published run of a GPUDirect flavour.
+
+    The pass mark is an average over the published sizes. A test that ran exactly those is
+    judged by its own `# Avg bus bandwidth` against it. Any other sweep that reaches the
+    largest published size is judged at the sizes both ran: its mean busbw there against the
+    mark scaled by the published example, mark × (the example's mean busbw at those sizes) /
+    (its mean over all its rows), which is the mark itself when they are all the sizes.
+    """
 
     test: NcclTest
     published: PublishedRun
     average: float
     # "log" when the test ran exactly the published sizes (its printed average), else "rows".
     average_source: str
+    mark: float
+    # The sizes compared (0 B excepted): both ran them.
+    sizes: tuple[int, ...]
+    # The published example's mean busbw at `sizes`, and over all its rows (its printed
+    # average, to rounding).
+    example_mean: float
+    example_overall: float
+    # Sizes the test ran that the published run did not.
+    unpublished: tuple[int, ...] = ()
 
     @property
     def passed(self) -> bool:
-        return self.average >= self.published.min_avg_busbw
+        return self.average >= self.mark
+
+    @property
+    def not_run(self) -> tuple[int, ...]:
+        """Published sizes the test did not run."""
+        ran = {row.size for row in self.test.rows}
+        return tuple(sorted({size for size in self.published.sizes if size not in ran}))
 
 
 @dataclass(frozen=True)
 class Verdict:
     tests: tuple[NcclTest, ...]
-    expect: GpuDirect | None
+    expect: Expectation | None
     comparisons: tuple[Comparison, ...]
     # Tests the published run does not cover, and why.
     unmatched: tuple[tuple[NcclTest, str], ...]
     failures: tuple[str, ...]
 
     @property
-    def passed(self) -> bool:
-        return not self.failures
+    def bandwidth(self) -> str | None:
+        """PASS or FAIL against the published figure; None without one to judge by (no --expect)."""
+        if self.expect is None:
+            return None
+        return "PASS" if all(c.passed for c in self.comparisons) else "FAIL"
+
+    @property
+    def outcome(self) -> str | None:
+        """FAIL on any failure; PASS only when the bandwidth was judged and passed; else None:
+        correct data alone is no verdict on the network."""
+        return "FAIL" if self.failures else self.bandwidth
 
 
-def judge(tests: Sequence[NcclTest], expect: GpuDirect | None) -> Verdict:
+def judge(tests: Sequence[NcclTest], expect: Expectation | None) -> Verdict:
     failures = [reason for test in tests for reason in _data_failures(test)]
     comparisons: list[Comparison] = []
     unmatched: list[tuple[NcclTest, str]] = []
     if expect is not None:
-        published = PUBLISHED.get(expect)
-        if published is None:
-            raise AnalysisError(f"no published nccl-tests figure for {expect.value}; known: {', '.join(PUBLISHED)}")
+        published = expect.published
         for test in tests:
-            reason = _mismatch(test, published)
+            reason = _mismatch(test, expect)
             if reason:
                 unmatched.append((test, reason))
             else:
@@ -585,17 +694,25 @@ def judge(tests: Sequence[NcclTest], expect: GpuDirect | None) -> Verdict:
         if not comparisons:
             reasons = "; ".join(f"{test.describe()} {reason}" for test, reason in unmatched)
             raise AnalysisError(
-                f"no test in the log matches the published {expect.value} figure "
+                f"no test in the log matches the published {expect.name} figure "
                 f"({published.collective}_perf on {published.nodes} nodes × {published.gpus_per_node} GPUs, "
                 f"{_size(published.sizes[0])}–{_size(published.sizes[-1])}): {reasons}"
             )
-        failures += [
-            f"{c.test.describe()}: average busbw {c.average:.2f} GB/s is below the {c.published.min_avg_busbw:g} "
-            f"GB/s pass mark for {expect.value}"
-            for c in comparisons
-            if not c.passed
-        ]
+        failures += [_shortfall(c, expect) for c in comparisons if not c.passed]
     return Verdict(tuple(tests), expect, tuple(comparisons), tuple(unmatched), tuple(failures))
+
+
+def _shortfall(c: Comparison, expect: Expectation) -> str:
+    mark = c.published.min_avg_busbw
+    if c.average_source == "log":
+        return (
+            f"{c.test.describe()}: average busbw {c.average:.2f} GB/s is below the {mark:g} GB/s pass mark "
+            f"for {expect.name}"
+        )
+    return (
+        f"{c.test.describe()}: mean busbw {c.average:.2f} GB/s at the {len(c.sizes)} sizes both ran is below "
+        f"{c.mark:.2f} GB/s, the {mark:g} GB/s pass mark for {expect.name} scaled to those sizes"
+    )
 
 
 def _data_failures(test: NcclTest) -> list[str]:
@@ -617,8 +734,9 @@ def _halves(row: Row) -> tuple[tuple[str, Measurement], tuple[str, Measurement]]
     return (("out-of-place", row.out_of_place), ("in-place", row.in_place))
 
 
-def _mismatch(test: NcclTest, published: PublishedRun) -> str:
+def _mismatch(test: NcclTest, expect: Expectation) -> str:
     """Why the published run does not judge this test ("" when it does)."""
+    published = expect.published
     if test.collective is None:
         return "does not say which collective it ran (pass --collective)"
     if test.collective != published.collective:
@@ -629,27 +747,63 @@ def _mismatch(test: NcclTest, published: PublishedRun) -> str:
         return f"ran on {test.ranks} GPUs"
     if test.hosts and len(test.hosts) != published.nodes:
         return f"ran on {len(test.hosts)} nodes"
-    accelerators = {MACHINE_TYPES[m].accelerator.name for m in published.machines}
+    accelerators = {MACHINE_TYPES[m].accelerator.name for m in expect.machines}
     strangers = [d for d in test.devices if not any(a.upper() in d.upper() for a in accelerators)]
     if strangers:
         return f"ran on {', '.join(strangers)}, not {' or '.join(sorted(a.upper() for a in accelerators))}"
-    have = Counter(row.size for row in test.rows)
-    want = Counter(published.sizes)
-    missing = [size for size, n in want.items() if have[size] != n]
-    if missing:
-        return f"did not run the published sizes once each ({_sizes(missing)} missing or repeated)"
-    types = {row.type for row in test.rows if row.size in want}
+    largest = published.sizes[-1]
+    if all(row.size != largest for row in test.rows):
+        return (
+            f"did not run {_size(largest)}, the largest published size: the pass mark judges a sweep up to the "
+            "large messages"
+        )
+    types = {row.type for row in test.rows if row.size in _shared_sizes(test, published)}
     if types != {published.data_type}:
         return f"ran {', '.join(sorted(types))}, not {published.data_type}"
     return ""
 
 
+def _shared_sizes(test: NcclTest, published: PublishedRun) -> list[int]:
+    """The message sizes both ran, ascending; 0 B rows (rounded-down small sizes) carry no bandwidth."""
+    return sorted({row.size for row in test.rows} & set(published.sizes) - {0})
+
+
 def _compare(test: NcclTest, published: PublishedRun) -> Comparison:
-    if Counter(row.size for row in test.rows) == Counter(published.sizes):
-        return Comparison(test, published, test.avg_busbw, "log")
-    chosen = [row for row in test.rows if row.size in set(published.sizes)]
-    values = [m.busbw for row in chosen for _, m in _halves(row)]
-    return Comparison(test, published, sum(values) / len(values), "rows")
+    """The exact published sweep by its log's average against the pass mark; any other sweep by
+    its mean busbw at the sizes both ran against the mark scaled to them (see `Comparison`)."""
+    every = [bw for _, oop, ip in published.example_rows for bw in (oop, ip)]
+    example_overall = sum(every) / len(every)
+    ran = Counter(row.size for row in test.rows)
+    shared = _shared_sizes(test, published)
+    others = sorted(ran.keys() - set(published.sizes))
+    if ran == Counter(published.sizes):
+        return Comparison(
+            test,
+            published,
+            average=test.avg_busbw,
+            average_source="log",
+            mark=published.min_avg_busbw,
+            sizes=tuple(shared),
+            example_mean=example_overall,
+            example_overall=example_overall,
+        )
+    at_run = [_mean([m.busbw for row in test.rows if row.size == size for _, m in _halves(row)]) for size in shared]
+    example_mean = _mean([(oop + ip) / 2 for size, oop, ip in published.example_rows if size in shared])
+    return Comparison(
+        test,
+        published,
+        average=_mean(at_run),
+        average_source="rows",
+        mark=published.min_avg_busbw * example_mean / example_overall,
+        sizes=tuple(shared),
+        example_mean=example_mean,
+        example_overall=example_overall,
+        unpublished=tuple(others),
+    )
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values)
 
 
 def _size(size: int) -> str:
@@ -660,8 +814,10 @@ def _size(size: int) -> str:
 
 
 def _sizes(sizes: Sequence[int]) -> str:
-    shown = [_size(s) for s in sorted(sizes)[:4]]
-    return ", ".join(shown) + (", …" if len(sizes) > 4 else "")
+    """Up to four sizes by name; more as their span and count."""
+    if len(sizes) <= 4:
+        return ", ".join(_size(s) for s in sizes)
+    return f"{_size(sizes[0])}–{_size(sizes[-1])} ({len(sizes)} sizes)"
 
 
 # ---------------------------------------------------------------------------- output
@@ -678,14 +834,31 @@ def report_table(verdict: Verdict) -> str:
         lines.append("")
     for failure in verdict.failures:
         lines.append(f"FAIL: {failure}")
-    lines.append(f"verdict: {'PASS' if verdict.passed else 'FAIL'}")
+    if verdict.outcome is None:
+        lines.append(
+            "verdict: none: no bandwidth verdict without --expect (a GPUDirect flavour or a machine type); "
+            f"{_data_summary(verdict.tests)}"
+        )
+    else:
+        lines.append(f"verdict: {verdict.outcome}")
     return "\n".join(lines)
+
+
+def _data_summary(tests: Sequence[NcclTest]) -> str:
+    checked = [test for test in tests if test.data_checked]
+    wrong = sum(test.wrong for test in checked)
+    if not checked:
+        return "data not checked (nccl-tests ran with -c 0)"
+    if len(checked) < len(tests):
+        return f"data checked in {len(checked)} of {len(tests)} tests: {wrong} wrong elements"
+    return f"data checked: {wrong} wrong elements"
 
 
 _SOURCES = {
     "log": "named by the log",
     "command line in the log": "from the command line in the log",
     "--collective": "from --collective",
+    "file name": "from the file name (the fabric check's <collective>.log)",
 }
 
 
@@ -717,10 +890,15 @@ def _test_lines(test: NcclTest, published: PublishedRun | None) -> list[str]:
     return lines
 
 
-def _expectation_lines(verdict: Verdict, expect: GpuDirect) -> list[str]:
-    published = PUBLISHED[expect]
+def _expectation_lines(verdict: Verdict, expect: Expectation) -> list[str]:
+    published = expect.published
+    named = (
+        f"{expect.machine} ({published.gpudirect.value})"
+        if expect.machine
+        else (f"{published.gpudirect.value} ({', '.join(published.machines)})")
+    )
     lines = [
-        f"expected for {expect.value} ({', '.join(published.machines)}): {published.collective}_perf on "
+        f"expected for {named}: {published.collective}_perf on "
         f"{published.nodes} nodes × {published.gpus_per_node} GPUs, {published.data_type}, "
         f"{_size(published.sizes[0])}–{_size(published.sizes[-1])} ({len(published.sizes)} sizes)",
         f"  pass mark: average busbw ≥ {published.min_avg_busbw:g} GB/s — {published.min_avg_source}",
@@ -732,30 +910,45 @@ def _expectation_lines(verdict: Verdict, expect: GpuDirect) -> list[str]:
     if published.gaps:
         lines.append(f"  not published: {published.gaps}")
     for c in verdict.comparisons:
-        how = (
-            "the log's average"
-            if c.average_source == "log"
-            else f"mean busbw of its rows at the {len(published.sizes)} published sizes"
-        )
-        mark = "PASS" if c.passed else "FAIL"
+        outcome = "PASS" if c.passed else "FAIL"
         sign = "≥" if c.passed else "<"
-        lines.append(
-            f"  {mark}: {c.test.describe()}: {c.average:.2f} GB/s ({how}) {sign} {published.min_avg_busbw:g} GB/s"
-        )
+        if c.average_source == "log":
+            lines.append(
+                f"  {outcome}: {c.test.describe()}: {c.average:.2f} GB/s (the log's average) {sign} {c.mark:g} GB/s"
+            )
+            continue
+        lines += [
+            f"  {outcome}: {c.test.describe()}: {c.average:.2f} GB/s (mean busbw at the {len(c.sizes)} sizes both "
+            f"ran) {sign} {c.mark:.2f} GB/s (the pass mark scaled to those sizes)",
+            f"    compared at: {_sizes(c.sizes)}",
+            f"    pass mark: {published.min_avg_busbw:g} GB/s × {c.example_mean:.2f} / {c.example_overall:.2f} GB/s, "
+            "the published example's mean busbw at these sizes over its mean at all of them",
+        ]
+        left_out = [
+            f"{what}: {_sizes(sizes)}"
+            for what, sizes in (
+                ("published sizes not run", c.not_run),
+                ("sizes without a published figure", c.unpublished),
+            )
+            if sizes
+        ]
+        if left_out:
+            lines.append(f"    {'; '.join(left_out)}")
     for test, reason in verdict.unmatched:
         lines.append(f"  no published figure for {test.describe()}: it {reason}")
     return lines
 
 
 def report_json(verdict: Verdict) -> dict[str, Any]:
-    published = PUBLISHED[verdict.expect] if verdict.expect is not None else None
+    expect = verdict.expect
     comparisons = {c.test.number: c for c in verdict.comparisons}
     unmatched = {test.number: reason for test, reason in verdict.unmatched}
     return {
-        "verdict": "PASS" if verdict.passed else "FAIL",
+        "verdict": verdict.outcome,
+        "bandwidth_verdict": verdict.bandwidth,
         "failures": list(verdict.failures),
         "tests": [_test_json(test, comparisons.get(test.number), unmatched.get(test.number)) for test in verdict.tests],
-        "expected": None if published is None else _published_json(published),
+        "expected": None if expect is None else _published_json(expect),
     }
 
 
@@ -793,14 +986,22 @@ def _test_json(test: NcclTest, comparison: Comparison | None, unmatched: str | N
             "average_busbw_gbps": comparison.average,
             "average_source": comparison.average_source,
             "min_avg_busbw_gbps": comparison.published.min_avg_busbw,
+            "pass_mark_gbps": comparison.mark,
+            "sizes_compared_bytes": list(comparison.sizes),
+            "example_mean_busbw_gbps": comparison.example_mean,
+            "published_sizes_not_run_bytes": list(comparison.not_run),
+            "sizes_not_published_bytes": list(comparison.unpublished),
             "passed": comparison.passed,
         },
         "not_compared": unmatched,
     }
 
 
-def _published_json(published: PublishedRun) -> dict[str, Any]:
+def _published_json(expect: Expectation) -> dict[str, Any]:
+    published = expect.published
     return {
+        "expect": expect.name,
+        "machine": expect.machine,
         "gpudirect": published.gpudirect.value,
         "machines": list(published.machines),
         "collective": published.collective,

@@ -19,7 +19,7 @@ from matplotlib.figure import Figure
 
 from analysis.errors import AnalysisError
 from analysis.logs import LOSS, STEP_TIME, StepRange, TrainingLog
-from analysis.metrics import RunMetrics, average_step_time
+from analysis.metrics import RunMetrics, average_step_time, loss_failure_text
 
 # Below this many points, mark each step so single outliers stay visible.
 _MARKER_LIMIT = 200
@@ -46,6 +46,12 @@ def build_figure(log: TrainingLog, window: StepRange, metrics: RunMetrics | None
             label=f"averaging window, steps {window}",
         )
         axes.grid(True, alpha=0.3)
+    if log.loss_failure is not None:
+        step, _ = log.loss_failure
+        for axes in (loss_axes, time_axes):
+            axes.axvline(
+                step, color="tab:red", linestyle=":", label=f"run failed: {loss_failure_text(log.loss_failure)}"
+            )
     mean = _mean_step_time(log, window)
     if mean is not None:
         step_time, steps = mean
@@ -91,6 +97,8 @@ def _mean_step_time(log: TrainingLog, window: StepRange) -> tuple[float, int] | 
 
 def _title(log: TrainingLog, window: StepRange, mean: tuple[float, int] | None, metrics: RunMetrics | None) -> str:
     head = f"{log.path.name} ({log.format.value})"
+    if log.loss_failure is not None:
+        head += f" · FAILED: {loss_failure_text(log.loss_failure)}"
     if mean is None:
         return f"{head}\nno step times in the window (steps {window})"
     summary = f"step time {mean[0]:.3f} s (mean of steps {window})"

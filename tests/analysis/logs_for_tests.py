@@ -1,17 +1,17 @@
-"""Writers for the logs the analysis tests feed the tool, in the three formats NeMo produces.
-
-Written independently of `analysis/`, from the formats in the notes: DLLogger's JSON stream
-backend, NeMo 1.x tqdm progress bars, NeMo 2.x ProgressPrinter lines.
+"""Writers for the logs the analysis tests feed the tool, in the three formats NeMo produces:
+DLLogger's JSON stream backend (its line writer is `analysis.samples`', shared with the sample
+logs), NeMo 1.x tqdm progress bars, NeMo 2.x ProgressPrinter lines; none from `analysis/`'s readers.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
+
+from analysis.samples import dllogger_line, step_data
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED = Path(os.environ.get("NEMO_SHARED_DIR", ROOT.parent / "shared"))
@@ -49,25 +49,6 @@ LLAMA_PARAMETERS: dict[str, object] = {
     "cfg/tokenizer/library": "huggingface",
     "cfg/tokenizer/type": "meta-llama/Meta-Llama-3.1-8B",
 }
-
-
-def dllogger_line(step: int | str, data: Mapping[str, object], timestamp: float = 1727486493.241469) -> str:
-    record = {
-        "timestamp": str(timestamp),
-        "datetime": "2024-09-28 01:21:33.241469",
-        "elapsedtime": "32.927938",
-        "type": "LOG",
-        "step": step,
-        "data": dict(data),
-    }
-    return "DLLL " + json.dumps(record)
-
-
-def step_data(step: int, step_time: float, loss: float | None = None) -> dict[str, object]:
-    data: dict[str, object] = {"lr": 1e-4, "global_step": float(step), "train_step_timing in s": step_time}
-    if loss is not None:
-        data["reduced_train_loss"] = loss
-    return data
 
 
 def write_dllogger(path: Path, step_times: Sequence[float], parameters: Mapping[str, object] | None = None) -> Path:

@@ -3,20 +3,24 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from analysis.__main__ import main
+from facts.models import MODELS
 from tests.analysis.logs_for_tests import (
     GPT_PARAMETERS,
     ROOT,
     SHARED_LOG,
     dllogger_line,
     needs_shared_log,
+    nemo1_update,
     nemo2_line,
     step_data,
     valid_gpt_log,
@@ -127,7 +131,7 @@ HOSTILE_LOGS: dict[str, tuple[str | None, list[str], str]] = {
     "window after the last step": (
         _lines(dllogger_line("PARAMETER", GPT_PARAMETERS), *(dllogger_line(s, step_data(s, 3.0)) for s in range(5))),
         [],
-        r"no 'train_step_timing in s' values for steps 10–30 .*the log has steps 0–4",
+        r"^error: --start-step 10 is past the log's last step 4 \(the log has steps 0–4\)$",
     ),
     "steps without timings": (
         _lines(dllogger_line("PARAMETER", GPT_PARAMETERS), *(dllogger_line(s, {"lr": 0.1}) for s in range(40))),
@@ -172,7 +176,11 @@ HOSTILE_LOGS: dict[str, tuple[str | None, list[str], str]] = {
     ),
     "no fp8 peak": (None, ["--accelerator", "a100"], "a100 has no published dense fp8 peak"),
     "unknown model": (None, ["--model", "gpt-9"], r"unknown model 'gpt-9'; known: gpt-5b, gpt3-175b, llama3.1-8b"),
-    "start after end": (None, ["--start-step", "31", "--end-step", "30"], "start step 31 is after its end step 30"),
+    "start after end": (
+        None,
+        ["--start-step", "31", "--end-step", "30"],
+        r"^error: --end-step 30 is before --start-step 31",
+    ),
     # Requirement 1: step times and figures that cannot be physical.
     "NaN step time in the window": (_with_step_20("NaN"), [], r"'train_step_timing in s' of step 20 is not a number"),
     "negative step time in the window": (
@@ -208,7 +216,7 @@ HOSTILE_LOGS: dict[str, tuple[str | None, list[str], str]] = {
     "TFLOPS beyond a float": (None, ["--model-flops-per-sample", "1e308"], r"TFLOPS per GPU comes out as inf"),
     "global batch beyond a float": (None, ["--global-batch-size", "1" + "0" * 400], "the throughput overflows"),
     "sequence length beyond a float": (
-        None,
+        _lines(*(nemo2_line(s, 40, "3.0") for s in range(40))),
         ["--model", "gpt-5b", "--seq-length", "1" + "0" * 200],
         r"model FLOPs per sample overflow .* sequence length a 201-digit number",
     ),
@@ -288,7 +296,11 @@ def test_bad_numbers_are_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixt
         (None, ["--accelerator", "v5p"], "unknown accelerator 'v5p'"),
         (_gpt_log([1e308] * 40), ["--json"], "more than a year"),
         (None, ["--global-batch-size", "1" + "0" * 400], "the throughput overflows"),
-        (None, ["--model", "gpt-5b", "--seq-length", "1" + "0" * 200], "model FLOPs per sample overflow"),
+        (
+            _lines(*(nemo2_line(s, 40, "3.0") for s in range(40))),
+            ["--model", "gpt-5b", "--seq-length", "1" + "0" * 200],
+            "model FLOPs per sample overflow",
+        ),
         (None, ["--model-flops-per-sample", "1e308", "--json"], "TFLOPS per GPU comes out as inf"),
     ],
 )
@@ -398,11 +410,21 @@ def test_notes_are_not_printed_when_the_run_is_refused(tmp_path: Path, capsys: p
 # ---------------------------------------------------------------------------- the PARAMETER record
 
 
+# A record of gpt-5b's shape, run at sequence length 128 where its recipe says 2048.
+_GPT_5B = MODELS["gpt-5b"].architecture
+GPT_5B_PARAMETERS = {
+    **GPT_PARAMETERS,
+    "cfg/num_layers": _GPT_5B.layers,
+    "cfg/hidden_size": _GPT_5B.hidden,
+    "cfg/num_attention_heads": _GPT_5B.heads,
+}
+
+
 def test_a_catalog_models_sequence_length_gives_way_to_the_records_with_a_warning(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """gpt-5b's recipe says 2048; the log's record says the run used 128: the log wins, and says so."""
-    log = valid_gpt_log(tmp_path)
+    log = _write(tmp_path, "gpt-5b.json", _gpt_log([3.0] * 40, GPT_5B_PARAMETERS))
     assert main(["metrics", "--log", str(log), *RUN, "--model", "gpt-5b", "--json"]) == 0
     captured = capsys.readouterr()
     result = json.loads(captured.out)
@@ -420,7 +442,7 @@ def test_a_catalog_models_sequence_length_gives_way_to_the_records_with_a_warnin
 def test_an_explicit_sequence_length_overrides_the_record_silently(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    log = valid_gpt_log(tmp_path)
+    log = _write(tmp_path, "gpt-5b.json", _gpt_log([3.0] * 40, GPT_5B_PARAMETERS))
     assert main(["metrics", "--log", str(log), *RUN, "--model", "gpt-5b", "--seq-length", "1024", "--json"]) == 0
     captured = capsys.readouterr()
     assert json.loads(captured.out)["seq_length"] == 1024
@@ -455,3 +477,186 @@ def test_the_shared_logs_record_catches_wrong_options(
 ) -> None:
     assert main(["metrics", "--log", str(SHARED_LOG), *RUN, *extra]) == 2
     assert_refused(capsys.readouterr(), message)
+
+
+# ---------------------------------------------------------------------------- the window
+
+
+@pytest.mark.parametrize("command", ["metrics", "plot"])
+@pytest.mark.parametrize(
+    ("window", "pattern"),
+    [
+        (["--start-step", "-1"], r"^error: argument --start-step: must be a step number, 0 or more, got -1 \(see "),
+        (["--end-step", "-5"], r"^error: argument --end-step: must be a step number, 0 or more, got -5 \(see "),
+        (["--start-step", "20", "--end-step", "19"], r"^error: --end-step 19 is before --start-step 20; "),
+        (["--start-step", "40", "--end-step", "45"], r"^error: --start-step 40 is past the log's last step 39 "),
+        (["--start-step", "10", "--end-step", "40"], r"^error: --end-step 40 is past the log's last step 39 "),
+        (["--end-step", "9" * 53], r"^error: --end-step a 53-digit number is past the log's last step 39 "),
+    ],
+    ids=["negative start", "negative end", "end before start", "start past the end", "end past the end", "absurd end"],
+)
+def test_a_window_outside_the_log_is_refused_naming_the_flag(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str, window: list[str], pattern: str
+) -> None:
+    """The log has steps 0–39: a window must lie within them, or nothing is averaged over what was asked."""
+    argv = [command, "--log", str(valid_gpt_log(tmp_path)), *window]
+    argv += RUN if command == "metrics" else ["--out", str(tmp_path / "run.png")]
+    try:
+        code = main(argv)
+    except SystemExit as usage_error:
+        code = usage_error.code  # type: ignore[assignment]
+    assert code == 2
+    assert_refused(capsys.readouterr(), pattern)
+
+
+def test_a_window_before_the_logs_first_step_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A resumed run's own log starts at its checkpoint's step: the default window 10–30 is not in it."""
+    log = _write(tmp_path, "resumed.json", _lines(*(dllogger_line(s, step_data(s, 3.0)) for s in range(100, 140))))
+    assert main(["metrics", "--log", str(log), *RUN, "--model", "gpt-5b"]) == 2
+    assert_refused(
+        capsys.readouterr(), r"^error: --start-step 10 is before the log's first step 100 \(the log has steps 100–139\)"
+    )
+
+
+def test_a_window_at_the_logs_edges_is_accepted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = valid_gpt_log(tmp_path)
+    assert main(["metrics", "--log", str(log), *RUN, "--start-step", "0", "--end-step", "39", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["steps_averaged"] == 40
+
+
+# ---------------------------------------------------------------------------- a diverged run
+
+
+def _diverged(loss_at: dict[int, str], steps: int = 40) -> str:
+    """A GPT log whose loss at the given steps is the given JSON token (NaN, Infinity, 1e400...)."""
+    lines = [dllogger_line("PARAMETER", GPT_PARAMETERS)]
+    for step in range(steps):
+        line = dllogger_line(step, step_data(step, 3.0, loss=5.0))
+        if step in loss_at:
+            line = line.replace('"reduced_train_loss": 5.0', f'"reduced_train_loss": {loss_at[step]}')
+        lines.append(line)
+    return _lines(*lines)
+
+
+@pytest.mark.parametrize(
+    ("loss_at", "step", "said"),
+    [
+        ({35: "NaN", 37: "NaN"}, 35, "NaN"),  # after the window: a line metrics does not decode
+        ({20: "Infinity"}, 20, "infinite"),  # inside the window
+        ({3: "-Infinity"}, 3, "minus infinite"),  # before it
+        ({33: "1e400"}, 33, "infinite"),  # beyond a float
+        ({38: "NaN", 12: "Infinity"}, 12, "infinite"),  # the first step, not the first line
+    ],
+    ids=["NaN after the window", "Infinity in the window", "-Infinity before it", "1e400", "the earliest"],
+)
+def test_a_run_whose_loss_turns_non_finite_is_reported_failed_at_that_step(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], loss_at: dict[int, str], step: int, said: str
+) -> None:
+    log = _write(tmp_path, "diverged.json", _diverged(loss_at))
+    assert main(["metrics", "--log", str(log), *RUN]) == 1
+    captured = capsys.readouterr()
+    assert captured.err == ""
+    assert re.search(rf"\nrun +FAILED at step {step}: reduced_train_loss is {said}\n", captured.out), captured.out
+    assert "25.397" not in captured.out and "step time    3.000 s" in captured.out  # the figures are still there
+    assert main(["metrics", "--log", str(log), *RUN, "--json"]) == 1
+    result = json.loads(capsys.readouterr().out)
+    assert result["failed_at_step"] == step
+    assert result["failure"] == f"reduced_train_loss is {said} at step {step}"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        lambda step, loss: nemo2_line(step, 40, "3.0").replace(
+            "reduced_train_loss: 11.03", f"reduced_train_loss: {loss}"
+        ),
+        lambda step, loss: nemo1_update(step, 40, "3.0").replace(
+            f"reduced_train_loss={10 - step / 10:.3f}", f"reduced_train_loss={loss}"
+        ),
+    ],
+    ids=["NeMo 2", "NeMo 1"],
+)
+@pytest.mark.parametrize(("loss", "said"), [("nan", "NaN"), ("inf", "infinite"), ("-inf", "minus infinite")])
+def test_a_text_logs_non_finite_loss_fails_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], line: Any, loss: str, said: str
+) -> None:
+    text = _lines(*(line(step, loss if step >= 25 else "2.5") for step in range(40)))
+    log = _write(tmp_path, "nemo.log", text)
+    assert main(["metrics", "--log", str(log), *RUN, "--model", "gpt-5b", "--json"]) == 1
+    result = json.loads(capsys.readouterr().out)
+    assert (result["failed_at_step"], result["failure"]) == (25, f"reduced_train_loss is {said} at step 25")
+
+
+def test_a_restart_that_redoes_the_diverged_steps_is_not_a_failure(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Attempt 1's loss turns NaN at step 24 and it dies; attempt 2 resumes at step 20 and logs
+    20–39 with a finite loss: the last attempt of each step is what the run did."""
+    first = [dllogger_line(s, step_data(s, 3.0, loss=5.0 if s < 24 else math.nan)) for s in range(26)]
+    second = [dllogger_line(s, step_data(s, 3.0, loss=4.0)) for s in range(20, 40)]
+    log = _write(tmp_path, "restarted.json", _lines(dllogger_line("PARAMETER", GPT_PARAMETERS), *first, *second))
+    assert main(["metrics", "--log", str(log), *RUN, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["failed_at_step"] is None
+
+
+def test_a_healthy_runs_table_says_its_loss_is_finite(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["metrics", "--log", str(valid_gpt_log(tmp_path)), *RUN]) == 0
+    assert "\nrun          reduced_train_loss finite at every step that logs it\n" in capsys.readouterr().out
+    text_log = _write(
+        tmp_path, "no-loss.log", _lines(*(f"iteration {s}/39 | train_step_timing in s: 3.0" for s in range(40)))
+    )
+    assert main(["metrics", "--log", str(text_log), *RUN, "--model", "gpt-5b"]) == 0
+    assert "\nrun          no reduced_train_loss in the log: divergence not checked\n" in capsys.readouterr().out
+
+
+def test_plot_reports_the_failure_too(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = _write(tmp_path, "diverged.json", _diverged({35: "NaN"}))
+    out = tmp_path / "run.png"
+    assert main(["plot", "--log", str(log), "--out", str(out)]) == 1
+    assert capsys.readouterr().out == f"wrote {out}\nrun FAILED at step 35: reduced_train_loss is NaN\n"
+    assert out.stat().st_size > 0
+
+
+# ---------------------------------------------------------------------------- the model options
+
+
+@pytest.mark.parametrize("command", ["metrics", "plot"])
+def test_a_model_the_record_contradicts_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    """The record is what ran: a catalog model of another shape would give FLOPs of another model."""
+    argv = [command, "--log", str(valid_gpt_log(tmp_path)), *RUN, "--model", "gpt3-175b"]
+    assert main(argv + (["--out", str(tmp_path / "run.png")] if command == "plot" else [])) == 2
+    assert_refused(
+        capsys.readouterr(),
+        r"^error: --model gpt3-175b contradicts the log's DLLogger PARAMETER record: num_layers 2 \(gpt3-175b: 96\), "
+        r"hidden_size 64 \(gpt3-175b: 12288\), num_attention_heads 4 \(gpt3-175b: 96\); leave --model out",
+    )
+
+
+def test_a_model_the_record_agrees_with_is_accepted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = _write(tmp_path, "gpt-5b.json", _gpt_log([3.0] * 40, GPT_5B_PARAMETERS))
+    assert main(["metrics", "--log", str(log), *RUN, "--model", "gpt-5b", "--seq-length", "2048", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["model_source"] == "catalog model gpt-5b"
+
+
+@pytest.mark.parametrize(
+    ("extra", "pattern"),
+    [
+        (
+            ["--model", "gpt-5b", "--model-flops-per-sample", "1e15"],
+            r"^error: --model and --model-flops-per-sample both give the model FLOPs; pass one",
+        ),
+        (
+            ["--vocab-size", "32000", "--model-flops-per-sample", "1e15"],
+            r"^error: --vocab-size has no effect with --model-flops-per-sample",
+        ),
+    ],
+    ids=["--model", "--vocab-size"],
+)
+def test_model_options_that_contradict_each_other_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], pattern: str
+) -> None:
+    text_log = _write(tmp_path, "nemo2.log", _lines(*(nemo2_line(s, 40, "3.0") for s in range(40))))
+    assert main(["metrics", "--log", str(text_log), *RUN, *extra]) == 2
+    assert_refused(capsys.readouterr(), pattern)

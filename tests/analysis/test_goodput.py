@@ -210,14 +210,17 @@ def test_no_save_past_the_load_is_no_progress(tmp_path: Path, saves: list[int], 
 
 
 def test_public_tracker_records_and_pod_bursts(tmp_path: Path) -> None:
-    """gpu-recipes' tracker names (`timestamp`, `event_type`, `job_name`), naive local times,
-    and one `job_started` per pod counted as one start."""
+    """gpu-recipes' tracker names (`timestamp`, `event_type`, `job_name`), with the UTC offset
+    its naive local times lack added, and one `job_started` per pod counted as one start."""
     records = [
-        {"timestamp": "2026-11-22T10:00:00", "event_type": "user_scheduled", "job_name": "llama"},
-        *({"timestamp": "2026-11-22T10:01:00", "event_type": "job_started", "job_name": "llama"} for _ in range(4)),
-        {"timestamp": "2026-11-22T10:02:00", "event_type": "checkpoint_loaded", "job_name": "llama", "step": 0},
-        {"timestamp": "2026-11-22T10:40:00", "event_type": "checkpoint_saved", "job_name": "llama", "step": 200},
-        {"timestamp": "2026-11-22T10:50:00", "event_type": "job_terminated", "job_name": "llama"},
+        {"timestamp": "2026-11-22T10:00:00+00:00", "event_type": "user_scheduled", "job_name": "llama"},
+        *(
+            {"timestamp": "2026-11-22T10:01:00+00:00", "event_type": "job_started", "job_name": "llama"}
+            for _ in range(4)
+        ),
+        {"timestamp": "2026-11-22T10:02:00+00:00", "event_type": "checkpoint_loaded", "job_name": "llama", "step": 0},
+        {"timestamp": "2026-11-22T10:40:00+00:00", "event_type": "checkpoint_saved", "job_name": "llama", "step": 200},
+        {"timestamp": "2026-11-22T10:50:00+00:00", "event_type": "job_terminated", "job_name": "llama"},
     ]
     report = compute_goodput(read_events(write_events(tmp_path, [json.dumps(r) for r in records])), 9)
     assert report.total_runtime_s == 3000
@@ -294,14 +297,14 @@ def test_a_cloud_logging_export_gives_the_same_figures(
 
 
 def test_the_trackers_cloud_logging_entries(tmp_path: Path) -> None:
-    """tracker.py's `log_struct` payloads: `timestamp` (naive, the pod's clock), `job_name`,
-    `event_type`; the payload's time wins over the entry's."""
+    """tracker.py's `log_struct` payloads: `timestamp` (the pod's clock; the tracker writes no
+    offset, so one is added here), `job_name`, `event_type`; the payload's time wins over the entry's."""
     payloads = [
-        ("2026-11-22T10:00:00", "user_scheduled", None),
-        ("2026-11-22T10:01:00", "job_started", None),
-        ("2026-11-22T10:02:00", "checkpoint_loaded", 0),
-        ("2026-11-22T10:40:00", "checkpoint_saved", 200),
-        ("2026-11-22T10:50:00", "job_terminated", None),
+        ("2026-11-22T10:00:00Z", "user_scheduled", None),
+        ("2026-11-22T10:01:00Z", "job_started", None),
+        ("2026-11-22T10:02:00Z", "checkpoint_loaded", 0),
+        ("2026-11-22T10:40:00Z", "checkpoint_saved", 200),
+        ("2026-11-22T10:50:00Z", "job_terminated", None),
     ]
     entries = [
         {
@@ -318,6 +321,23 @@ def test_the_trackers_cloud_logging_entries(tmp_path: Path) -> None:
     path.write_text(json.dumps(entries))
     report = compute_goodput(read_events(path), 9)
     assert (report.total_runtime_s, report.total_events, report.step_difference) == (3000, 5, 200)
+
+
+def test_a_tracker_record_without_an_offset_is_refused_naming_its_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """tracker.py writes `datetime.now().isoformat()`: the pod's local time, which no reader can order."""
+    entry = {
+        "insertId": "1",
+        "timestamp": "2026-11-22T10:00:00.5Z",
+        "jsonPayload": {"timestamp": "2026-11-22T10:00:00.123456", "job_name": "llama", "event_type": "job_started"},
+    }
+    path = tmp_path / "export.json"
+    path.write_text(json.dumps([entry]))
+    assert main(["goodput", "--events", str(path), "--reference-step-time", "9"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert err.startswith(f"error: {path} entry 1: 'timestamp' '2026-11-22T10:00:00.123456' has no UTC offset; ")
 
 
 BAD_EXPORTS: dict[str, tuple[str, str]] = {
@@ -398,10 +418,17 @@ BAD_EVENTS: dict[str, tuple[list[str], str]] = {
         "'attempt' must be a non-negative integer; got 1.5",
     ),
     "no run": (['{"time": "2026-11-22T10:00:00+00:00", "event": "job_started"}'], ":1: 'run' must name the run"),
-    "mixed offsets": (
+    # Refused as the event log's contract says, even beside times that have one.
+    "a time without a UTC offset": (
         [RUN[0], event("2026-11-22T10:30:00", "job_terminated")],
-        "mixes times with and without a UTC offset",
+        ":2: 'time' '2026-11-22T10:30:00' has no UTC offset; an RFC 3339 time needs one, such as "
+        "2026-11-22T10:30:00+00:00 or 2026-11-22T10:30:00Z",
     ),
+    "only times without an offset": (
+        [event("2026-11-22T10:00:00", "job_started"), event("2026-11-22T10:30:00", "job_terminated")],
+        ":1: 'time' '2026-11-22T10:00:00' has no UTC offset",
+    ),
+    "a date without a time": ([event("2026-11-22", "job_started")], ":1: 'time' '2026-11-22' has no UTC offset"),
     "zero runtime": ([RUN[0], event("2026-11-22T10:00:00+00:00", "job_terminated")], "zero runtime"),
     "saves below the load": (
         [

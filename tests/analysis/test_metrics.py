@@ -153,15 +153,15 @@ def test_catalog_models_agree_with_the_public_table(model: str, published: float
     assert model_flops(None, model=model).flops_per_sample == pytest.approx(published, rel=0.005)
 
 
-def test_precedence_flops_figure_then_model_then_record(tmp_path: Path) -> None:
+def test_precedence_flops_figure_or_model_then_record(tmp_path: Path) -> None:
     log = read_log(write_dllogger(tmp_path / "gpt.json", STEP_TIMES, GPT_PARAMETERS))
-    figure = model_flops(log.parameters, model="gpt-5b", flops_per_sample=1.5e12)
+    figure = model_flops(log.parameters, flops_per_sample=1.5e12)
     assert (figure.flops_per_sample, figure.source) == (1.5e12, "--model-flops-per-sample")
-    assert figure.seq_length == 2048  # the catalog model's recipe still says how long a sample is
-    assert model_flops(log.parameters, flops_per_sample=1.5e12).seq_length == 128  # else the record
-    catalog = model_flops(log.parameters, model="gpt-5b")
+    assert figure.seq_length == 128  # the record says how long a sample is
+    assert model_flops(None, flops_per_sample=1.5e12).seq_length is None  # nothing does
+    catalog = model_flops(None, model="gpt-5b")
     assert catalog.flops_per_sample == pytest.approx(megatron_gpt_flops(24, 4096, GPT2_VOCAB, 2048))
-    assert model_flops(log.parameters, model="gpt-5b", seq_length=1024).flops_per_sample == pytest.approx(
+    assert model_flops(None, model="gpt-5b", seq_length=1024).flops_per_sample == pytest.approx(
         megatron_gpt_flops(24, 4096, GPT2_VOCAB, 1024)
     )
 

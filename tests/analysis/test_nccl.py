@@ -14,19 +14,11 @@ import pytest
 
 from analysis.__main__ import main
 from analysis.nccl import COLLECTIVES
+from analysis.samples import Half, NcclRun, at_bandwidth
 from facts.machines import MACHINE_TYPES, GpuDirect
 from facts.nccl import BENCHMARKS, PUBLISHED
 from tests.analysis.logs_for_tests import ROOT
-from tests.analysis.nccl_logs_for_tests import (
-    CTK_RDMA,
-    CTK_TCPX,
-    OLD_FORMAT,
-    Half,
-    NcclRun,
-    at_bandwidth,
-    powers_of_two,
-    shaped_like,
-)
+from tests.analysis.nccl_logs_for_tests import CTK_RDMA, CTK_TCPX, OLD_FORMAT, powers_of_two, shaped_like
 
 MiB, GiB = 1 << 20, 1 << 30
 TCPX_SIZES = powers_of_two(MiB, 512 * MiB)  # -b 1M -e 512M -f 2
@@ -69,7 +61,7 @@ def test_a_16_rank_all_reduce_worked_by_hand(tmp_path: Path, capsys: pytest.Capt
         [(GiB, Half(10737.41824), Half(8589.934592)), (256 * MiB, Half(2684.35456), Half(2684.35456))],
     )
     code, report = run_json(capsys, "--log", str(write(tmp_path, test)))
-    assert code == 0 and report["verdict"] == "PASS"
+    assert code == 0 and report["verdict"] is None and report["bandwidth_verdict"] is None
     (result,) = report["tests"]  # type: ignore[misc]
     assert (result["collective"], result["collective_source"], result["ranks"]) == ("all_reduce", "log", 16)
     assert result["hosts"] == ["nccl-host-1", "nccl-host-2"]
@@ -91,7 +83,11 @@ def test_the_table_shows_every_size_both_ways(tmp_path: Path, capsys: pytest.Cap
     # 16 and 32 GB/s algbw × 15/16: 15 and 30 GB/s busbw.
     assert re.search(r"\n\s+1048576\s+1 MiB\s+15\.00\s+30\.00\n", out)
     assert "average busbw 22.5 GB/s" in out
-    assert out.rstrip().endswith("verdict: PASS")
+    assert out.rstrip().endswith(
+        "verdict: none: no bandwidth verdict without --expect (a GPUDirect flavour or a machine type); "
+        "data checked: 0 wrong elements"
+    )
+    assert "PASS" not in out
 
 
 @pytest.mark.parametrize("expect", ["tcpx", "rdma"])
@@ -103,16 +99,22 @@ def test_the_published_outputs_pass_their_own_mark(
     text = CTK_TCPX if expect == "tcpx" else CTK_RDMA
     path = write(tmp_path, text)
     code, report = run_json(capsys, "--log", str(path), "--collective", "all_gather", "--expect", expect)
-    assert code == 0 and report["verdict"] == "PASS"
+    assert code == 0 and report["verdict"] == report["bandwidth_verdict"] == "PASS"
     (result,) = report["tests"]  # type: ignore[misc]
     assert (result["ranks"], result["collective_source"]) == (16, "--collective")
     assert result["data_checked"] is (expect == "rdma")
     published = PUBLISHED[GpuDirect(expect)]
     assert result["avg_busbw_gbps"] == published.example_avg
+    sizes = sorted(set(published.sizes))
     assert result["comparison"] == {
         "average_busbw_gbps": published.example_avg,
         "average_source": "log",
         "min_avg_busbw_gbps": published.min_avg_busbw,
+        "pass_mark_gbps": published.min_avg_busbw,  # the published sweep: the mark as published
+        "sizes_compared_bytes": sizes,
+        "example_mean_busbw_gbps": pytest.approx(published.example_avg, abs=0.005),
+        "published_sizes_not_run_bytes": [],
+        "sizes_not_published_bytes": [],
         "passed": True,
     }
     assert [
@@ -130,6 +132,27 @@ def test_without_the_collective_the_published_output_is_read_but_not_compared(
     assert "data not checked (#wrong N/A: nccl-tests ran with -c 0), 0 out-of-bounds values" in out
     assert main(["nccl", "--log", str(path), "--expect", "tcpx"]) == 2
     assert_refused(capsys.readouterr(), r"does not say which collective it ran \(pass --collective\)")
+
+
+def test_the_collective_comes_from_the_fabric_checks_file_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The fabric check writes each collective's output to <collective>.log: a log that does not
+    name its collective is judged by that name; --collective still wins over it."""
+    code, report = run_json(capsys, "--log", str(write(tmp_path, CTK_TCPX, name="all_gather.log")), "--expect", "tcpx")
+    assert (code, report["verdict"]) == (0, "PASS")
+    assert report["tests"][0]["collective_source"] == "file name"  # type: ignore[index]
+    assert main(["nccl", "--log", str(tmp_path / "all_gather.log")]) == 0
+    assert "collective from the file name (the fabric check's <collective>.log)" in capsys.readouterr().out
+    renamed = write(tmp_path, CTK_TCPX, name="all_reduce.log")
+    code, report = run_json(capsys, "--log", str(renamed), "--collective", "all_gather", "--expect", "tcpx")
+    assert report["tests"][0]["collective_source"] == "--collective"  # type: ignore[index]
+
+
+def test_the_fabric_check_writes_the_file_names_read() -> None:
+    """The name the inference reads is the one planners/scripts/nccl_test.sh writes."""
+    script = (ROOT / "planners" / "scripts" / "nccl_test.sh").read_text()
+    assert 'tee "${NCCL_TEST_DIR}/${collective}.log"' in script
 
 
 def test_the_oldest_format_is_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -210,7 +233,8 @@ def test_a_run_below_the_pass_mark_fails_with_exit_1(tmp_path: Path, capsys: pyt
     )
     assert captured.out.rstrip().endswith("verdict: FAIL")
     code, report = run_json(capsys, "--log", str(path), "--expect", "tcpx")
-    assert code == 1 and report["verdict"] == "FAIL" and len(report["failures"]) == 1  # type: ignore[arg-type]
+    assert code == 1 and report["verdict"] == report["bandwidth_verdict"] == "FAIL"
+    assert len(report["failures"]) == 1  # type: ignore[arg-type]
 
 
 def test_each_figure_is_printed_with_its_source(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -243,6 +267,28 @@ def test_wrong_data_always_fails(tmp_path: Path, capsys: pytest.CaptureFixture[s
             assert f"{bounds} out-of-bounds values" in out
 
 
+@pytest.mark.parametrize("checked", [True, False])
+def test_without_expect_there_is_no_verdict_on_the_bandwidth(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], checked: bool
+) -> None:
+    """Correct data is not a passing network: without --expect nothing judged the bandwidth,
+    and a run at 1 GB/s must not read PASS."""
+    wrong = 0 if checked else None
+    test = NcclRun(
+        "all_gather", 16, [(s, at_bandwidth(s, 1.0, wrong), at_bandwidth(s, 1.0, wrong)) for s in TCPX_SIZES]
+    )
+    path = write(tmp_path, test)
+    assert main(["nccl", "--log", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "PASS" not in out
+    data = "data checked: 0 wrong elements" if checked else "data not checked (nccl-tests ran with -c 0)"
+    assert out.rstrip().splitlines()[-1] == (
+        f"verdict: none: no bandwidth verdict without --expect (a GPUDirect flavour or a machine type); {data}"
+    )
+    code, report = run_json(capsys, "--log", str(path))
+    assert (code, report["verdict"], report["bandwidth_verdict"], report["failures"]) == (0, None, None, [])
+
+
 def test_unchecked_data_is_said_not_failed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     test = NcclRun("all_gather", 16, [(size, Half(size / 50e3, None), Half(size / 50e3, None)) for size in TCPX_SIZES])
     code, report = run_json(capsys, "--log", str(write(tmp_path, test)), "--expect", "tcpx")
@@ -262,8 +308,63 @@ def test_a_run_over_more_sizes_is_judged_on_the_published_ones(
     assert code == 0
     result = report["tests"][0]  # type: ignore[index]
     assert result["avg_busbw_gbps"] == pytest.approx(101.4)
-    assert result["comparison"]["average_source"] == "rows"
-    assert result["comparison"]["average_busbw_gbps"] == pytest.approx(105.0)
+    comparison = result["comparison"]
+    assert comparison["average_source"] == "rows"
+    assert comparison["average_busbw_gbps"] == pytest.approx(105.0)
+    assert comparison["sizes_compared_bytes"] == RDMA_SIZES
+    assert comparison["pass_mark_gbps"] == pytest.approx(100.0)  # every published size: the mark itself
+    assert (comparison["published_sizes_not_run_bytes"], comparison["sizes_not_published_bytes"]) == ([], [16 * GiB])
+
+
+def _example_busbw(flavour: GpuDirect, sizes: Sequence[int]) -> tuple[float, float]:
+    """The published example's mean busbw at `sizes` (out-of-place and in-place), and over all its rows."""
+    rows = PUBLISHED[flavour].example_rows
+    at = [(oop + ip) / 2 for size, oop, ip in rows if size in sizes]
+    every = [bw for _, oop, ip in rows for bw in (oop, ip)]
+    return sum(at) / len(at), sum(every) / len(every)
+
+
+@pytest.mark.parametrize(("busbw", "verdict"), [(300.0, "PASS"), (250.0, "FAIL")])
+def test_a_sweep_of_the_large_messages_only_is_judged_at_the_sizes_both_ran(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], busbw: float, verdict: str
+) -> None:
+    """-b 1G -e 8G on A3 Ultra: the published average counts 1 KiB–512 MiB too, so it is no
+    mark for these four sizes; the mark scaled by the published example's busbw at them is:
+    100 GB/s × (the example's mean there) / (its mean over all its sizes) ≈ 274 GB/s."""
+    sizes = [GiB, 2 * GiB, 4 * GiB, 8 * GiB]
+    path = write(tmp_path, shaped_like(sizes, busbw * 16 / 15, device="NVIDIA H200"))
+    there, overall = _example_busbw(GpuDirect.RDMA, sizes)
+    mark = 100.0 * there / overall
+    code, report = run_json(capsys, "--log", str(path), "--expect", "rdma")
+    assert (code, report["verdict"]) == ((0, "PASS") if verdict == "PASS" else (1, "FAIL"))
+    comparison = report["tests"][0]["comparison"]  # type: ignore[index]
+    assert comparison["average_busbw_gbps"] == pytest.approx(busbw, abs=0.01)
+    assert comparison["pass_mark_gbps"] == pytest.approx(mark)
+    assert comparison["example_mean_busbw_gbps"] == pytest.approx(there)
+    assert comparison["sizes_compared_bytes"] == sizes
+    assert comparison["published_sizes_not_run_bytes"] == RDMA_SIZES[:-4]
+    assert main(["nccl", "--log", str(path), "--expect", "rdma"]) == code
+    out = capsys.readouterr().out
+    sign = "≥" if verdict == "PASS" else "<"
+    assert (
+        f"  {verdict}: test 1 (all_gather_perf, 16 GPUs on 2 nodes, line 24): {busbw:.2f} GB/s (mean busbw at the "
+        f"4 sizes both ran) {sign} {mark:.2f} GB/s (the pass mark scaled to those sizes)\n"
+        "    compared at: 1 GiB, 2 GiB, 4 GiB, 8 GiB\n"
+        f"    pass mark: 100 GB/s × {there:.2f} / {overall:.2f} GB/s, the published example's mean busbw at these "
+        "sizes over its mean at all of them\n"
+        "    published sizes not run: 1 KiB–512 MiB (20 sizes)\n"
+    ) in out
+
+
+def test_a_sweep_past_the_published_one_names_the_sizes_left_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """-b 64M -e 1G on A3 High: compared at 64–512 MiB; 1 GiB has no published figure."""
+    sizes = [64 * MiB, 128 * MiB, 256 * MiB, 512 * MiB, GiB]
+    assert main(["nccl", "--log", str(write(tmp_path, shaped_like(sizes, 80.0))), "--expect", "tcpx"]) == 0
+    out = capsys.readouterr().out
+    assert "    compared at: 64 MiB, 128 MiB, 256 MiB, 512 MiB\n" in out
+    assert "    published sizes not run: 1 MiB–32 MiB (6 sizes); sizes without a published figure: 1 GiB\n" in out
 
 
 @pytest.mark.parametrize(
@@ -281,10 +382,24 @@ def test_a_run_over_more_sizes_is_judged_on_the_published_ones(
             "ran on 4 nodes",
         ),
         (shaped_like(RDMA_SIZES, 150.0), "rdma", r"ran on NVIDIA H100 80GB HBM3, not B200 or H200"),
-        (shaped_like(TCPX_SIZES[1:], 50.0), "tcpx", r"did not run the published sizes once each \(1 MiB missing"),
-        (shaped_like(TCPX_SIZES, 50.0, device_report=False, name_line=True), "tcpxo", r"0 B, 256 B, 512 B"),
+        (shaped_like(TCPX_SIZES[:-1], 50.0), "tcpx", r"did not run 512 MiB, the largest published size"),
+        (
+            shaped_like(TCPX_SIZES, 50.0, device_report=False, name_line=True),
+            "tcpxo",
+            r"did not run 8 GiB, the largest published size",
+        ),
+        (
+            NcclRun(
+                "all_gather",
+                16,
+                [(s, at_bandwidth(s, 50.0), at_bandwidth(s, 50.0)) for s in TCPX_SIZES],
+                data_type="half",
+            ),
+            "tcpx",
+            r"ran half, not float",
+        ),
     ],
-    ids=["collective", "GPUs", "nodes", "GPU model", "sizes", "TCPXO's sizes"],
+    ids=["collective", "GPUs", "nodes", "GPU model", "short of the large messages", "TCPXO's largest", "data type"],
 )
 def test_a_log_the_published_figure_does_not_cover_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], test: NcclRun, expect: str, reason: str
@@ -293,14 +408,61 @@ def test_a_log_the_published_figure_does_not_cover_is_refused(
     assert_refused(capsys.readouterr(), rf"no test in the log matches the published {expect} figure .*{reason}")
 
 
-def test_expect_takes_the_gpudirect_flavours_with_a_published_figure(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    ("expect", "pattern"),
+    [
+        (
+            "none",
+            r"argument --expect: 'none' is neither a GPUDirect flavour with a published figure \(tcpx, tcpxo, rdma\) "
+            r"nor a machine type with one \(a3-highgpu-8g, a3-megagpu-8g, a3-ultragpu-8g, a4-highgpu-8g\)",
+        ),
+        (
+            "a3-highgpu-2g",
+            r"argument --expect: a3-highgpu-2g \(GPUDirect none\) has no published nccl-tests figure; machine types "
+            r"with one: a3-highgpu-8g, ",
+        ),
+    ],
+)
+def test_expect_takes_a_flavour_or_a_machine_type_with_a_published_figure(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], expect: str, pattern: str
 ) -> None:
     with pytest.raises(SystemExit) as exit_info:
-        main(["nccl", "--log", str(write(tmp_path, CTK_TCPX)), "--expect", "none"])
+        main(["nccl", "--log", str(write(tmp_path, CTK_TCPX)), "--expect", expect])
     assert exit_info.value.code == 2
+    assert_refused(capsys.readouterr(), pattern)
+
+
+@pytest.mark.parametrize("machine", [name for run in PUBLISHED.values() for name in run.machines])
+def test_expect_a_machine_type_judges_by_its_flavours_figure(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], machine: str
+) -> None:
+    """a3-megagpu-8g is judged as tcpxo, a4-highgpu-8g as rdma, on the machine's own GPU model."""
+    published = PUBLISHED[MACHINE_TYPES[machine].gpudirect]
+    device = f"NVIDIA {MACHINE_TYPES[machine].accelerator.name.upper()}"
+    path = write(tmp_path, shaped_like(published.sizes, 1.2 * published.min_avg_busbw * 16 / 15, device=device))
+    code, report = run_json(capsys, "--log", str(path), "--expect", machine)
+    assert (code, report["verdict"]) == (0, "PASS")
+    expected = report["expected"]
+    assert (expected["expect"], expected["machine"], expected["gpudirect"]) == (  # type: ignore[index]
+        machine,
+        machine,
+        published.gpudirect.value,
+    )
+    assert main(["nccl", "--log", str(path), "--expect", machine]) == 0
+    assert f"expected for {machine} ({published.gpudirect.value}): all_gather_perf" in capsys.readouterr().out
+
+
+def test_expect_a_machine_type_holds_the_log_to_its_gpu_model(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """rdma's figure covers A3 Ultra (H200) and A4 (B200): naming the A4 refuses an H200 run."""
+    path = write(tmp_path, shaped_like(RDMA_SIZES, 160.0, device="NVIDIA H200"))
+    assert main(["nccl", "--log", str(path), "--expect", "a3-ultragpu-8g"]) == 0
+    capsys.readouterr()
+    assert main(["nccl", "--log", str(path), "--expect", "a4-highgpu-8g"]) == 2
     assert_refused(
-        capsys.readouterr(), r"argument --expect: invalid choice: 'none' \(choose from 'tcpx', 'tcpxo', 'rdma'\)"
+        capsys.readouterr(),
+        r"no test in the log matches the published a4-highgpu-8g figure .*ran on NVIDIA H200, not B200",
     )
 
 

@@ -107,7 +107,7 @@ def test_a_log_without_loss_still_plots_and_says_so(tmp_path: Path) -> None:
     ("extra", "message"),
     [
         (["--gpus", "8"], "only with all of --gpus"),
-        (["--start-step", "5", "--end-step", "4"], "start step 5 is after its end step 4"),
+        (["--start-step", "5", "--end-step", "4"], "--end-step 4 is before --start-step 5"),
     ],
 )
 def test_plot_bad_input_exits_2(
@@ -201,11 +201,12 @@ def test_plot_accepts_the_logs_metrics_accepts(tmp_path: Path, capsys: pytest.Ca
     lines.append(dllogger_line(40, step_data(40, 3.0))[:-25])
     path.write_text("\n".join(lines) + "\n")
     out = tmp_path / "run.png"
-    assert main(["metrics", "--log", str(path), *RUN]) == 0
+    # The loss turns infinite at step 2: a failed run (exit 1), not a refused log (exit 2).
+    assert main(["metrics", "--log", str(path), *RUN]) == 1
     capsys.readouterr()
-    assert main(["plot", "--log", str(path), "--out", str(out), *RUN]) == 0
+    assert main(["plot", "--log", str(path), "--out", str(out), *RUN]) == 1
     captured = capsys.readouterr()
-    assert captured.out.strip() == f"wrote {out}"
+    assert captured.out == f"wrote {out}\nrun FAILED at step 2: reduced_train_loss is infinite\n"
     assert (
         captured.err
         == f"note: {path} has 1 unreadable record outside the window (line 42), not drawn; metrics does not read them\n"
@@ -218,6 +219,9 @@ def test_plot_accepts_the_logs_metrics_accepts(tmp_path: Path, capsys: pytest.Ca
     assert np.isnan(times[2:5]).all() and np.isfinite(np.delete(times, [2, 3, 4])).all()
     assert "3 values not drawn" in time_axes.texts[0].get_text()
     assert "3 values not drawn" in loss_axes.texts[0].get_text()
+    assert "FAILED: reduced_train_loss is infinite at step 2" in figure.get_suptitle()
+    failure_lines = [line for line in loss_axes.lines if line.get_label().startswith("run failed")]
+    assert [line.get_xdata()[0] for line in failure_lines] == [2]
 
 
 def test_plot_draws_the_last_attempt_of_a_restarted_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
