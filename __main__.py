@@ -2,4 +2,4 @@
 
 from stacks import program
 
-program.run()
+program.main()

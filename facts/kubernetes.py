@@ -220,6 +220,21 @@ JOBSET_NAMESPACE = "jobset-system"
 # Namespaces a stack may not take for its training runs.
 RESERVED_NAMESPACES = frozenset({"default", "kube-public", SYSTEM_NAMESPACE, KUEUE_NAMESPACE, JOBSET_NAMESPACE})
 
+# The annotation by which the program marks what it installs and another installer could own too
+# (the JobSet CRD; its Helm releases cannot carry it): the fully qualified stack name, as
+# `pulumi stack --show-name --fully-qualify-stack-names` prints it.
+STACK_ANNOTATION = "nemo-gke.io/stack"
+
+
+def stack_identity(organization: str, project: str, stack: str) -> str:
+    return f"{organization}/{project}/{stack}"
+
+
+# What Helm writes on every object of a release (helm/helm pkg/action/validate.go, the
+# annotations Helm 3.2+ checks before adopting an object).
+HELM_RELEASE_NAME_ANNOTATION = "meta.helm.sh/release-name"
+HELM_RELEASE_NAMESPACE_ANNOTATION = "meta.helm.sh/release-namespace"
+
 # API versions this program writes; the pinned releases (facts.versions) serve them.
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 JOBSET_API = "jobset.x-k8s.io/v1alpha2"

@@ -29,11 +29,16 @@ def stack_reference_problem(reference: str) -> str | None:
     return None
 
 
+# The organization of every stack on a self-managed backend (gs://, file://).
+# https://www.pulumi.com/docs/iac/concepts/stacks/#stackreferences
+SELF_MANAGED_ORGANIZATION = "organization"
+
+
 def qualified_stack_name(reference: str) -> str:
     """The full name of a referenced stack. A bare name means a stack of this project on a
     self-managed backend (gs://, file://), where every organization is called `organization`.
     https://www.pulumi.com/docs/iac/concepts/stacks/#stackreferences"""
-    return reference if "/" in reference else f"organization/{PROJECT}/{reference}"
+    return reference if "/" in reference else f"{SELF_MANAGED_ORGANIZATION}/{PROJECT}/{reference}"
 
 
 # Labels the program puts on every labelled Google Cloud resource of a stack, beside the stack's own.

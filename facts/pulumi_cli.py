@@ -32,3 +32,11 @@ def rfc3339_of_go_time(text: str) -> str | None:
     date, time, sign, hours, minutes = match.groups()
     zone = "Z" if hours == minutes == "00" else f"{sign}{hours}:{minutes}"
     return f"{date}T{time}{zone}"
+
+
+# The exit code by which a Python program tells the language host that it has shown the user an
+# error already: the host then ends the run without adding "an unhandled error occurred: program
+# exited with non-zero exit code" (pulumi/pulumi sdk/python/cmd/pulumi-language-python-exec,
+# PYTHON_PROCESS_EXITED_AFTER_SHOWING_USER_ACTIONABLE_MESSAGE_CODE; pulumi-language-python main.go
+# answers it with `Bail: true`). A RunError instead exits 1, which the host reports a second time.
+SHOWN_ERROR_EXIT_CODE = 32

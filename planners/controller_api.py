@@ -13,6 +13,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from facts.controller_api import CONTROLLER_KINDS, ControllerKind
+from facts.kubernetes import HELM_RELEASE_NAME_ANNOTATION, HELM_RELEASE_NAMESPACE_ANNOTATION, STACK_ANNOTATION
+from facts.project import PROJECT
+from facts.versions import JOBSET_CRD
 
 
 def served_schema(crd: Mapping[str, Any], version: str) -> Mapping[str, Any] | None:
@@ -65,3 +68,40 @@ def controller_api_problems(crds: Mapping[str, Mapping[str, Any] | None]) -> lis
 
 def crd_names() -> tuple[str, ...]:
     return tuple(kind.crd_name for kind in CONTROLLER_KINDS)
+
+
+def _installer(crd: Mapping[str, Any]) -> str:
+    """Who installed a CRD, as far as its metadata says."""
+    metadata = crd.get("metadata", {})
+    annotations, labels = metadata.get("annotations") or {}, metadata.get("labels") or {}
+    if STACK_ANNOTATION in annotations:
+        return f"by the Pulumi stack {annotations[STACK_ANNOTATION]}"
+    if HELM_RELEASE_NAME_ANNOTATION in annotations:
+        where = annotations.get(HELM_RELEASE_NAMESPACE_ANNOTATION, "?")
+        return f"by the Helm release {annotations[HELM_RELEASE_NAME_ANNOTATION]} in {where}"
+    if "app.kubernetes.io/managed-by" in labels:
+        return f"managed by {labels['app.kubernetes.io/managed-by']}"
+    return "with kubectl or another tool"
+
+
+def installed_by_others(crds: Mapping[str, Mapping[str, Any] | None], identity: str) -> list[str]:
+    """`kueue.install: true` on a cluster that already runs Kueue or JobSet: one line per controller
+    this stack did not install. The stack applies the JobSet CRD itself, marked with its identity
+    (facts.kubernetes.STACK_ANNOTATION), before Kueue's release: a JobSet CRD without that mark is
+    someone else's, and so is Kueue where it is not. pulumi-kubernetes creates with a client-side
+    create that fails with AlreadyExists on any object that exists (pulumi/pulumi-kubernetes#4278,
+    from v4.29), so such a stack's first `up` would fail half-way."""
+    jobset = crds.get(JOBSET_CRD) or {}
+    if (jobset.get("metadata", {}).get("annotations") or {}).get(STACK_ANNOTATION) == identity:
+        return []
+    present = {
+        kind.release.split()[0]: (kind.crd_name, crd)
+        for kind in reversed(CONTROLLER_KINDS)
+        if (crd := crds.get(kind.crd_name)) is not None
+    }
+    return [
+        f"the cluster already runs {controller} (its CRD {name} was installed {_installer(crd)}), which this "
+        f"stack would create again and fail with AlreadyExists: use the cluster's own with `pulumi config set "
+        f"--path {PROJECT}:kueue.install false` (its API is then checked before anything is created), or remove it"
+        for controller, (name, crd) in sorted(present.items())
+    ]

@@ -16,7 +16,7 @@ from facts.gke import CapacityType
 from facts.kubernetes import Taint
 from facts.project import PROJECT
 from facts.pulumi_cli import SECRET_STAND_IN
-from planners.controller_api import controller_api_problems, crd_names
+from planners.controller_api import controller_api_problems, crd_names, installed_by_others
 from planners.pools import PoolFacts
 from stacks.cluster import ClusterOutputs
 from stacks.contract import ClusterFacts
@@ -101,17 +101,18 @@ def check_kubeconfig(cfg: ExistingClusterConfig, secret: bool, read: KubeconfigR
         raise ConfigError.of([RuleError("existingCluster.kubeconfig", None, why)])
 
 
-def check_controllers(cfg: ExistingClusterConfig, read_crds: CrdReader) -> None:
-    """`kueue.install: false`: the cluster's own Kueue and JobSet must take the program's objects
-    (planners.controller_api). Their CRDs are read before anything is registered; a missing or
-    older release stops the program with one line per kind."""
+def check_controllers(cfg: ExistingClusterConfig, install: bool, identity: str, read_crds: CrdReader) -> None:
+    """The cluster's Kueue and JobSet CRDs, read before anything is registered. `kueue.install:
+    false`: the cluster's own Kueue and JobSet must take the program's objects; a missing or older
+    release stops the program with one line per kind (planners.controller_api). `true`: neither may
+    be there already unless this stack (`identity`) installed it, one line per controller."""
     try:
         crds = read_crds(Kubeconfig(cfg.kubeconfig, cfg.kubeconfig_path, cfg.context), crd_names())
     except ClusterUnreadable as error:
         if error.key:
             raise ConfigError.of([RuleError(f"existingCluster.{error.key}", cfg.kubeconfig_path, str(error))]) from None
-        why = f"the cluster's CRDs could not be read to check kueue.install = false: {error}"
+        why = f"the cluster's CRDs could not be read to check kueue.install = {str(install).lower()}: {error}"
         raise ConfigError.of([RuleError("existingCluster.name", cfg.name, why)]) from None
-    problems = controller_api_problems(crds)
+    problems = installed_by_others(crds, identity) if install else controller_api_problems(crds)
     if problems:
-        raise ConfigError.of([RuleError("kueue.install", False, problem) for problem in problems])
+        raise ConfigError.of([RuleError("kueue.install", install, problem) for problem in problems])

@@ -126,6 +126,8 @@ class PlatformLayerArgs:
     facts: PlatformFacts
     # Labels of every labelled GCP resource.
     labels: Mapping[str, str]
+    # The stack's fully qualified name (facts.kubernetes.STACK_ANNOTATION).
+    identity: str
 
 
 class PlatformLayer(pulumi.ComponentResource):
@@ -269,17 +271,16 @@ class PlatformLayer(pulumi.ComponentResource):
         if cfg.kueue.install:
             jobset = JobSetController(
                 f"{name}-jobset",
-                JobSetControllerArgs(node_selector=system, crd=crd_manifest(versions.JOBSET_CRDS, versions.JOBSET_CRD)),
+                JobSetControllerArgs(
+                    node_selector=system,
+                    crd=crd_manifest(versions.JOBSET_CRDS, versions.JOBSET_CRD),
+                    identity=args.identity,
+                ),
                 opts=child,
             )
             kueue = KueueController(
                 f"{name}-kueue",
-                KueueControllerArgs(
-                    node_selector=system,
-                    wait_for_pods_ready_timeout_seconds=cfg.kueue.wait_for_pods_ready_timeout_seconds,
-                    requeue_limit=cfg.kueue.requeue_limit,
-                    nodes=sum(p.max_nodes for p in cluster.facts.gpu_pools),
-                ),
+                kueue_controller_args(cfg, cluster.facts),
                 # JobSet first: Kueue enables its JobSet integration at start-up.
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[jobset]),
             )
@@ -367,16 +368,28 @@ class PlatformLayer(pulumi.ComponentResource):
             )
 
 
+def kueue_controller_args(cfg: StackConfig, cluster: ClusterFacts) -> KueueControllerArgs:
+    """The Kueue the stack installs; on `kueue.install: false`, what it expects of the cluster's."""
+    return KueueControllerArgs(
+        node_selector=cluster.system_selector,
+        wait_for_pods_ready_timeout_seconds=cfg.kueue.wait_for_pods_ready_timeout_seconds,
+        requeue_limit=cfg.kueue.requeue_limit,
+        nodes=sum(p.max_nodes for p in cluster.gpu_pools),
+    )
+
+
 def build(
     cfg: StackConfig,
     cluster: ClusterOutputs,
     facts: PlatformFacts,
     labels: Mapping[str, str],
     opts: pulumi.ResourceOptions,
+    *,
+    identity: str,
 ) -> tuple[PlatformOutputs, dict[str, Any]]:
     layer = PlatformLayer(
         "platform",
-        PlatformLayerArgs(config=cfg, cluster=cluster, facts=facts, labels=labels),
+        PlatformLayerArgs(config=cfg, cluster=cluster, facts=facts, labels=labels, identity=identity),
         opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(providers={"kubernetes": cluster.provider})),
     )
     exports: dict[str, Any] = {"platform": facts.to_plain()}

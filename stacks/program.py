@@ -13,7 +13,9 @@ import pulumi_gcp as gcp
 from config.loader import ConfigError, parse_stack_config, unread_keys, without_secrets
 from config.stack import Layer, StackConfig
 from facts.errors import RuleError
+from facts.kubernetes import stack_identity as identity_of
 from facts.project import MANAGED_BY_LABEL, PROJECT, STACK_LABEL
+from facts.pulumi_cli import SHOWN_ERROR_EXIT_CODE
 from planners.summary import CpuPool, Filestore, plan_summary
 from stacks import bootstrap, cluster, existing, platform, training
 from stacks.contract import ClusterFacts, PlatformFacts
@@ -23,8 +25,19 @@ from stacks.kubeapi import read_kubeconfig as read_kubeconfig_file
 from stacks.upstream import Upstream
 
 
-class InvalidStackConfig(pulumi.RunError, ConfigError):
-    """A ConfigError as Pulumi reports a RunError: its message, one line per bad key, no traceback."""
+class InvalidStackConfig(ConfigError):
+    """The stack's config, refused: one line per bad key, secret values masked."""
+
+
+def main() -> None:
+    """The program under the Pulumi CLI. A refused configuration is shown once, as an error of the
+    stack, and the program ends the way the Python language host takes as "shown to the user"
+    (facts.pulumi_cli.SHOWN_ERROR_EXIT_CODE): no second copy, no traceback."""
+    try:
+        run()
+    except InvalidStackConfig as refused:
+        pulumi.log.error(str(refused))
+        raise SystemExit(SHOWN_ERROR_EXIT_CODE) from None
 
 
 def stack_config_values() -> dict[str, str]:
@@ -60,6 +73,11 @@ def stack_labels(cfg: StackConfig) -> dict[str, str]:
     """The labels of every labelled GCP resource of the stack, and the GCP provider's defaults."""
     stack = re.sub(r"[^a-z0-9_-]", "-", pulumi.get_stack().lower())[:63]
     return {**cfg.labels, MANAGED_BY_LABEL: "pulumi", STACK_LABEL: stack}
+
+
+def stack_identity() -> str:
+    """This stack's fully qualified name, marked on what it installs that others could own too."""
+    return identity_of(pulumi.get_organization(), pulumi.get_project(), pulumi.get_stack())
 
 
 def gcp_provider(cfg: StackConfig, location: ClusterFacts | None = None) -> gcp.Provider:
@@ -124,8 +142,8 @@ def deploy(cfg: StackConfig, access: Access) -> dict[str, Any]:
     platform_facts: PlatformFacts | None = None
     if cfg.deploys(Layer.PLATFORM):
         platform.check_platform(cfg, cluster_facts)
-        if cfg.existing_cluster is not None and not cfg.kueue.install:
-            existing.check_controllers(cfg.existing_cluster, access.read_crds)
+        if cfg.existing_cluster is not None:
+            existing.check_controllers(cfg.existing_cluster, cfg.kueue.install, stack_identity(), access.read_crds)
         platform_facts = platform.platform_facts(cfg, cluster_facts)
     elif cfg.deploys(Layer.TRAINING):
         platform_facts = _need(upstream).facts("platform", PlatformFacts)
@@ -162,7 +180,9 @@ def deploy(cfg: StackConfig, access: Access) -> dict[str, Any]:
         cluster_outputs = cluster.from_upstream(cluster_facts, _need(upstream).secret("kubeconfig"))
     if platform_facts is not None:  # none on a stack of the cluster layer alone
         if cfg.deploys(Layer.PLATFORM):
-            platform_outputs, platform_exports = platform.build(cfg, cluster_outputs, platform_facts, labels, opts)
+            platform_outputs, platform_exports = platform.build(
+                cfg, cluster_outputs, platform_facts, labels, opts, identity=stack_identity()
+            )
             exports.update(platform_exports)
         else:
             platform_outputs = platform.PlatformOutputs(facts=platform_facts)

@@ -1,7 +1,8 @@
-"""`kueue.install: false` on an existing cluster: the program reads the cluster's Kueue and JobSet
-CRDs before it registers anything, and stops with one line per kind the cluster cannot take:
-no CRD, the version not served, or a field the program sets unknown to the schema (the API
-server would prune it silently: Kubernetes docs, CustomResourceDefinitions, "Field pruning")."""
+"""An existing cluster's Kueue and JobSet, read from their CRDs before anything is registered.
+`kueue.install: false`: the program stops with one line per kind the cluster cannot take: no CRD,
+the version not served, or a field the program sets unknown to the schema (the API server would
+prune it silently: Kubernetes docs, CustomResourceDefinitions, "Field pruning"). `true`: one line
+per controller the cluster already runs that this stack did not install."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import yaml
 from config.loader import ConfigError
 from facts import installed
 from facts.controller_api import CONTROLLER_KINDS, JOB_POD_TEMPLATE
+from facts.kubernetes import STACK_ANNOTATION
 from planners.controller_api import controller_api_problems, schema_knows
 from stacks.kubeapi import ClusterUnreadable, Kubeconfig, read_crds
 from tools.runner import StackFailed, crd_reader, pinned_crds, run_stack, stack_names, stack_with
@@ -124,10 +126,75 @@ def test_the_program_stops_before_registering_anything() -> None:
     ]
 
 
-def test_the_cluster_is_asked_only_when_the_program_does_not_install_kueue() -> None:
-    """With kueue.install: true the program brings its own CRDs; nothing is read."""
-    run = run_stack("existing", read_crds=crd_reader({}))
-    assert run.of_type("kubernetes:helm.sh/v3:Release")
+INSTALLING = stack_with("existing", kueue={"install": True})
+
+
+def _annotated(crds: dict[str, Any], name: str, annotations: Mapping[str, str]) -> dict[str, Any]:
+    crds = copy.deepcopy(crds)
+    crds[name]["metadata"]["annotations"] = dict(annotations)
+    return crds
+
+
+def test_an_empty_cluster_gets_the_pinned_releases() -> None:
+    run = run_stack("existing", values=INSTALLING, read_crds=crd_reader({}))
+    assert len(run.of_type("kubernetes:helm.sh/v3:Release")) == 2
+
+
+def test_kueue_and_jobset_already_installed_are_refused_with_the_fix() -> None:
+    """A cluster-toolkit or xpk cluster (both apply Kueue's and JobSet's release manifests with
+    kubectl): pulumi-kubernetes 4.29+ creates with a client-side create that fails with
+    AlreadyExists (pulumi/pulumi-kubernetes#4278), so `up` would stop half-way. Refused at
+    preview, nothing registered, with the one command that uses the cluster's own."""
+    error = refused(pinned_crds(), INSTALLING)
+    assert [(issue.key, issue.value) for issue in error.issues] == [("kueue.install", True)] * 2
+    jobset, kueue = (str(issue) for issue in error.issues)
+    assert jobset.startswith(
+        "nemo-gke:kueue.install = true: the cluster already runs JobSet (its CRD jobsets.jobset.x-k8s.io was "
+        "installed with kubectl or another tool), which this stack would create again and fail with AlreadyExists"
+    )
+    assert "(its CRD resourceflavors.kueue.x-k8s.io was installed with kubectl" in kueue
+    assert kueue.endswith(
+        "`pulumi config set --path nemo-gke:kueue.install false` (its API is then checked before "
+        "anything is created), or remove it"
+    )
+
+
+def test_a_kueue_from_helm_says_which_release() -> None:
+    crds = {name: crd for name, crd in pinned_crds().items() if name.endswith("kueue.x-k8s.io")}
+    helm = {"meta.helm.sh/release-name": "kueue", "meta.helm.sh/release-namespace": "kueue-system"}
+    (issue,) = refused(_annotated(crds, FLAVORS, helm), INSTALLING).issues
+    assert "Kueue (its CRD resourceflavors.kueue.x-k8s.io was installed by the Helm release kueue in kueue-system)" in (
+        str(issue)
+    )
+
+
+def test_another_stacks_jobset_is_not_adopted() -> None:
+    crds = _annotated(pinned_crds(), "jobsets.jobset.x-k8s.io", {STACK_ANNOTATION: "organization/nemo-gke/team-b"})
+    issues = [str(issue) for issue in refused(crds, INSTALLING).issues]
+    assert "was installed by the Pulumi stack organization/nemo-gke/team-b)" in issues[0]
+
+
+def test_what_this_stack_installed_is_its_own_on_the_next_up() -> None:
+    """The JobSet CRD the program applies carries the stack's identity, and a cluster whose JobSet
+    CRD carries it (this stack's earlier `up`) is taken as the stack's own."""
+    run = run_stack("existing", values=INSTALLING, read_crds=crd_reader({}))
+    (crd,) = run.of_type("kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition")
+    identity = "organization/nemo-gke/existing"
+    assert run.manifest(crd)["metadata"]["annotations"][STACK_ANNOTATION] == identity
+    again = run_stack(
+        "existing",
+        values=INSTALLING,
+        read_crds=crd_reader(_annotated(pinned_crds(), "jobsets.jobset.x-k8s.io", {STACK_ANNOTATION: identity})),
+    )
+    assert len(again.of_type("kubernetes:helm.sh/v3:Release")) == 2
+
+
+@pytest.mark.parametrize("stack", ["existing", "existing-oke"])
+def test_the_shipped_existing_examples_use_the_clusters_kueue(stack: str) -> None:
+    """Clusters from cluster-toolkit, xpk and oci-hpc-oke run Kueue and JobSet already: the shipped
+    examples take them as found."""
+    run = run_stack(stack, read_crds=crd_reader(pinned_crds()))
+    assert not run.of_type("kubernetes:helm.sh/v3:Release")
 
 
 def test_an_unreadable_kubeconfig_names_its_key(tmp_path: Path) -> None:

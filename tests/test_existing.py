@@ -130,7 +130,7 @@ def test_the_claims_come_from_the_cluster_s_storage_class(render: Any) -> None:
 
 
 def test_controllers_run_on_the_untainted_linux_nodes(render: Any) -> None:
-    run = render("existing")
+    run = render("existing", values=stack_with("existing", kueue={"install": True}))
     releases = [r for r in run.resources if r.type == "kubernetes:helm.sh/v3:Release"]
     assert releases
     for deployment in run.of_type("kubernetes:apps/v1:Deployment"):
@@ -379,6 +379,7 @@ def test_existing_claims_in_an_existing_namespace_are_read_not_created(render: A
     TensorBoard mount the named claims; one claim may hold both data and checkpoints."""
     values = existing(namespaceExists=True, claims=FSS)
     del values["nemo-gke:existingCluster"]["storageClass"]
+    values["nemo-gke:kueue"] = {"install": True}
     run = render("existing", values=values)
     assert reads(run, "kubernetes:core/v1:Namespace") == ["nemo"]
     created = [

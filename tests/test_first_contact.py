@@ -15,14 +15,20 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pulumi
 import pytest
+from pulumi.runtime import settings
 
 from config.training import MAX_JOBS_PER_STACK
 from facts.kubernetes import MAX_ENV_STRING_BYTES
-from facts.pulumi_cli import SECRET_STAND_IN
+from facts.project import PROJECT
+from facts.pulumi_cli import SECRET_STAND_IN, SHOWN_ERROR_EXIT_CODE
+from stacks import program
 from stacks.kubeapi import read_kubeconfig
 from tests.conftest import Render, rejected
+from tools.mocks import RecordingEngine, RecordingMocks, RecordingMonitor
 from tools.runner import StackFailed, load_stack_values, run_stack, stack_with
+from tools.stackfile import to_pulumi_config
 
 DEV_RUN = load_stack_values("dev")["nemo-gke:training"]["runs"][0]
 EXISTING = load_stack_values("existing")["nemo-gke:existingCluster"]
@@ -334,3 +340,28 @@ def test_a_stack_of_the_cluster_layer_alone_renders(render: Render) -> None:
     run = render("dev", values={**values, "nemo-gke:layers": ["cluster"]})
     assert run.of_type("gcp:container/cluster:Cluster") and not run.of_type("kubernetes:helm.sh/v3:Release")
     assert run.exports["summary"]["runs"] == []
+
+
+def test_a_refused_config_is_shown_once_and_ends_as_the_language_host_expects(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Under the CLI the refusal is one error of the stack and exit code 32, by which the Python
+    language host knows the message was shown (pulumi/pulumi sdk/python/cmd/pulumi-language-python-exec;
+    pulumi-language-python main.go answers it with Bail, adding nothing). A RunError, as before,
+    exits 1 and the host adds "an unhandled error occurred: program exited with non-zero exit code"."""
+    values = stack_with("dev", region="mars-north1")
+    monkeypatch.setenv("PULUMI_CONFIG", json.dumps(to_pulumi_config(values)))
+    monkeypatch.setenv("PULUMI_CONFIG_SECRET_KEYS", "[]")
+    mocks = RecordingMocks(project="p", preview=True, upstream={})
+    monitor = RecordingMonitor(mocks)
+    settings.ROOT.set(None)
+    pulumi.runtime.set_mocks(mocks, project=PROJECT, stack="dev", preview=True, monitor=monitor)
+    engine = RecordingEngine()
+    settings.SETTINGS.engine = engine
+    with pytest.raises(SystemExit) as ended:
+        program.main()
+    assert ended.value.code == SHOWN_ERROR_EXIT_CODE == 32
+    (shown,) = engine.warnings
+    assert shown.message.startswith('invalid stack configuration:\n  nemo-gke:zone = "us-central1-c": must be a zone')
+    assert ended.value.__cause__ is None and ended.value.__suppress_context__
+    assert monitor.recorded == []

@@ -8,10 +8,12 @@ import re
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from facts import versions
 from facts.project import qualified_stack_name
 from tools import engine
-from tools.lane import api_path, node_manifests
+from tools.lane import api_path, lane_kueue_config, node_manifests
 from tools.runner import run_stack
 
 INTEGRATION = Path(__file__).parent.parent / "integration"
@@ -117,3 +119,15 @@ def test_the_engine_stacks_run_on_the_lane(tmp_path: Path) -> None:
     claims = {"shared": "s", "data": "d", "checkpoints": "d"}
     own = run_stack(engine.OWN_CLAIMS, values=engine.own_claims_values(values, "team", claims))
     assert sorted(r.read_id for r in own.resources if r.read) == ["team", "team/d", "team/s"]
+
+
+def test_the_lanes_kueue_is_configured_as_the_program_configures_its_own() -> None:
+    """A stack that installs Kueue gives its release this configuration; a stack that takes the
+    cluster's Kueue (the shipped existing examples) gets a lane Kueue configured the same way."""
+    installing = run_stack("dev")
+    (release,) = [r for r in installing.of_type("kubernetes:helm.sh/v3:Release") if "kueue" in r.name]
+    given = yaml.safe_load(release.inputs["values"]["managerConfig"]["controllerManagerConfigYaml"])
+    assert lane_kueue_config(installing) == given
+    taken = run_stack("existing")
+    assert not taken.of_type("kubernetes:helm.sh/v3:Release")
+    assert lane_kueue_config(taken)["waitForPodsReady"] == given["waitForPodsReady"]

@@ -34,7 +34,7 @@ def test_the_entry_point_only_runs_the_program() -> None:
     statements = [
         node for node in tree.body if not isinstance(node, ast.Expr) or not isinstance(node.value, ast.Constant)
     ]
-    assert ast.unparse(statements) == "from stacks import program\nprogram.run()"
+    assert ast.unparse(statements) == "from stacks import program\nprogram.main()"
 
 
 def test_each_layer_module_composes_components_in_one_layer_component() -> None:

@@ -37,6 +37,7 @@ from typing import Any
 
 import yaml
 
+from components.scheduling import kueue_configuration
 from facts import versions
 from facts.controller_api import CONTROLLER_KINDS
 from facts.kubernetes import (
@@ -52,8 +53,9 @@ from planners.controller_api import controller_api_problems, crd_names
 from planners.queues import plan_flavor
 from stacks.contract import ClusterFacts
 from stacks.kubeapi import Kubeconfig, read_crds
+from stacks.platform import kueue_controller_args
 from tools import crds
-from tools.runner import StackRun, run_stack
+from tools.runner import StackRun, run_stack, stack_config
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = Path(os.environ.get("NEMO_GKE_CACHE", Path.home() / ".cache" / "nemo-gke"))
@@ -643,10 +645,10 @@ def admit_runs(lane: Lane, api: Api, run: StackRun) -> list[str]:
 
 
 def lane_kueue_config(run: StackRun) -> dict[str, Any]:
-    """The Kueue configuration the program gives its Helm release for the stack."""
-    (release,) = [r for r in run.resources if r.type == "kubernetes:helm.sh/v3:Release" and "kueue" in r.name]
-    config: dict[str, Any] = yaml.safe_load(release.inputs["values"]["managerConfig"]["controllerManagerConfigYaml"])
-    return config
+    """The Kueue configuration the program gives the Kueue it installs, which a stack with
+    `kueue.install: false` expects the cluster's own to have."""
+    cfg = stack_config(run.stack)
+    return kueue_configuration(kueue_controller_args(cfg, ClusterFacts.from_plain(run.exports["cluster"])))
 
 
 def start(lane: Lane, run: StackRun, *, pods_complete: bool = True) -> Api:

@@ -18,9 +18,13 @@ import pulumi
 from pulumi.output import Unknown
 from pulumi.runtime import settings
 
+from config.loader import parse_stack_config
+from config.stack import StackConfig
 from facts import installed
 from facts.controller_api import CONTROLLER_KINDS
-from facts.project import PROJECT, qualified_stack_name
+from facts.kubernetes import STACK_ANNOTATION, stack_identity
+from facts.project import PROJECT, SELF_MANAGED_ORGANIZATION, qualified_stack_name
+from facts.versions import JOBSET_CRD
 from stacks import program
 from stacks.kubeapi import CrdReader, Kubeconfig, KubeconfigReader
 from tools.mocks import LogWarning, RecordedResource, RecordingEngine, RecordingMocks, RecordingMonitor
@@ -57,6 +61,11 @@ def load_stack_file(path: Path) -> StackFile:
 def load_stack_values(stack: str) -> dict[str, Any]:
     """The config values of `Pulumi.<stack>.yaml`, JSON-shaped, `secure:` values stood in for."""
     return load_stack_file(stack_file(stack)).values
+
+
+def stack_config(stack: str) -> StackConfig:
+    """`Pulumi.<stack>.yaml` as the program reads it."""
+    return parse_stack_config(to_pulumi_config(load_stack_values(stack)), stack)
 
 
 def _plain(value: Any) -> Any:
@@ -204,9 +213,13 @@ def pinned_crds() -> dict[str, Any]:
 
 
 def read_pinned_crds(kubeconfig: Kubeconfig, names: Sequence[str]) -> dict[str, Any]:
-    """A stand-in for an existing cluster that runs the pinned releases. The records are read
-    only when the program asks, not for every stack that is run."""
-    return crd_reader(pinned_crds())(kubeconfig, names)
+    """A stand-in for an existing cluster that runs the pinned releases, as the stack being run
+    installed them (its JobSet CRD marked with the stack's identity), so that a stack renders with
+    `kueue.install` either way. The records are read only when the program asks."""
+    crds = pinned_crds()
+    identity = stack_identity(pulumi.get_organization(), pulumi.get_project(), pulumi.get_stack())
+    crds[JOBSET_CRD]["metadata"]["annotations"] = {STACK_ANNOTATION: identity}
+    return crd_reader(crds)(kubeconfig, names)
 
 
 def crd_reader(crds: Mapping[str, Any]) -> CrdReader:
@@ -268,7 +281,9 @@ def run_stack(
     mocks = RecordingMocks(project=project, preview=preview, upstream=upstream)
     monitor = RecordingMonitor(mocks)
     settings.ROOT.set(None)
-    pulumi.runtime.set_mocks(mocks, project=PROJECT, stack=stack, preview=preview, monitor=monitor)
+    pulumi.runtime.set_mocks(
+        mocks, project=PROJECT, stack=stack, preview=preview, monitor=monitor, organization=SELF_MANAGED_ORGANIZATION
+    )
     engine = RecordingEngine()
     engine.warnings.extend(LogWarning(urn="", message=line) for line in advice)
     settings.SETTINGS.engine = engine
