@@ -26,6 +26,8 @@ from facts.kubernetes import (
     IMPENDING_TERMINATION_TOLERATION,
     PART_OF,
     RUN_REPLICATED_JOB,
+    SKIP_AWAIT,
+    TIMEOUT_SECONDS_ANNOTATION,
     TRAINING_CONTAINER,
     dns_label_problem,
 )
@@ -111,7 +113,13 @@ def _service_objects(args: SupervisorArgs, service: resiliency.Service) -> list[
     deployment = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": {"name": f"{NAME}-{service.name}", "namespace": args.namespace, "labels": labels},
+        "metadata": {
+            "name": f"{NAME}-{service.name}",
+            "namespace": args.namespace,
+            "labels": labels,
+            # Awaited, for longer than the recipe's own time to ready.
+            "annotations": {TIMEOUT_SECONDS_ANNOTATION: str(resiliency.SERVICES_AWAIT_SECONDS)},
+        },
         "spec": {
             "replicas": 1,
             "selector": {"matchLabels": labels},
@@ -164,7 +172,16 @@ def host_daemon(args: SupervisorArgs) -> dict[str, Any]:
     return {
         "apiVersion": "apps/v1",
         "kind": "DaemonSet",
-        "metadata": {"name": f"{NAME}-host-daemon", "namespace": args.namespace, "labels": labels},
+        "metadata": {
+            "name": f"{NAME}-host-daemon",
+            "namespace": args.namespace,
+            "labels": labels,
+            # One pod per GPU node, which come and go (repairs, flex-start, autoscaling), and the
+            # recipe saw 8 minutes on 16 nodes: awaiting its rollout would fail `up` past the
+            # 10-minute await on a large pool or one slow node, and `refresh` whenever one GPU node
+            # is down. Left unawaited, as the recipe's own `helm install` leaves it.
+            "annotations": dict(SKIP_AWAIT),
+        },
         "spec": {
             "selector": {"matchLabels": labels},
             "updateStrategy": {"type": "RollingUpdate"},

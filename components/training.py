@@ -41,6 +41,7 @@ from facts.kubernetes import (
     QUEUE_NAME_LABEL,
     RUN_LABEL,
     RUN_REPLICATED_JOB,
+    SKIP_AWAIT,
     TRAINING_CONTAINER,
     cpu_quantity,
     gib_quantity,
@@ -417,7 +418,7 @@ def data_prep_job(args: DataPreparationArgs) -> dict[str, Any]:
             "namespace": args.namespace,
             "labels": {QUEUE_NAME_LABEL: args.local_queue, **PART_OF},
             # Tokenizing a corpus takes hours: `pulumi up` submits it and moves on.
-            "annotations": {"pulumi.com/skipAwait": "true"},
+            "annotations": dict(SKIP_AWAIT),
         },
         "spec": {
             # Kueue unsuspends the Job once it fits.

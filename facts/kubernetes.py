@@ -230,6 +230,14 @@ def stack_identity(organization: str, project: str, stack: str) -> str:
     return f"{organization}/{project}/{stack}"
 
 
+# How the Pulumi Kubernetes provider awaits an object (pulumi/pulumi-kubernetes
+# provider/pkg/metadata/overrides.go @94977969, provider/pkg/await/await.go): `skipAwait` leaves it
+# unawaited on create and update and unchecked on refresh (Read fails on a DaemonSet or Deployment
+# whose rollout is not complete at that moment); `timeoutSeconds` replaces the 10-minute await.
+SKIP_AWAIT = {"pulumi.com/skipAwait": "true"}
+TIMEOUT_SECONDS_ANNOTATION = "pulumi.com/timeoutSeconds"
+
+
 # What Helm writes on every object of a release (helm/helm pkg/action/validate.go, the
 # annotations Helm 3.2+ checks before adopting an object).
 HELM_RELEASE_NAME_ANNOTATION = "meta.helm.sh/release-name"

@@ -20,6 +20,14 @@ from typing import Literal
 SUPERVISOR_POOL = "supervisor"
 SUPERVISOR_MACHINE_TYPE = "e2-standard-8"
 SUPERVISOR_NODES = 2
+# How long the recipe saw its supervisor take (RECIPE README.md @2e1fd5e, "Deploy the Supervisor and the
+# Host Monitor", installed with `helm install` and no --wait): the three Deployments ready at 4m36s,
+# the host daemon on 16 GPU nodes ready at 8m1s.
+OBSERVED_SERVICES_READY_SECONDS = 4 * 60 + 36
+OBSERVED_HOST_DAEMON_READY_SECONDS = 8 * 60 + 1
+# The services' await: three times what the recipe observed, a pool's slowest node and image pull
+# included.
+SERVICES_AWAIT_SECONDS = 3 * OBSERVED_SERVICES_READY_SECONDS
 # The supervisor's service account; the chart hard-codes it in every pod.
 SUPERVISOR_SERVICE_ACCOUNT = "supervisor-sa"
 

@@ -23,13 +23,15 @@ step() {  # step NAME VERSION COMMAND...: runs COMMAND unless bin/NAME-VERSION e
   echo "build $name $version: $((SECONDS - start)) s"
 }
 
-install_module() {  # install_module MODULE VERSION PACKAGE OUT: `go build` inside a copy of the module,
-  # so that its own go.mod and go.sum decide every dependency and its hash
-  local dir tmp
+install_module() {  # install_module MODULE VERSION PACKAGE [PATCH] OUT: `go build` inside a copy of the
+  # module, so that its own go.mod and go.sum decide every dependency and its hash; PATCH, a
+  # function, runs in the copy first
+  local dir tmp out=${*: -1} patch=
+  (( $# == 5 )) && patch=$4
   dir=$(go mod download -json "$1@$2" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
   tmp=$(mktemp -d)
   cp -r "$dir/." "$tmp" && chmod -R u+w "$tmp"
-  (cd "$tmp" && go build -p 2 -trimpath -o "$4" "$3")
+  (cd "$tmp" && ${patch:+$patch} && go build -p 2 -trimpath -o "$out" "$3")
   rm -rf "$tmp"
 }
 
@@ -50,7 +52,12 @@ k8s_version() {  # the version the API server reports (Kueue and the Pulumi prov
 
 tool=${1:-all}
 want() { [[ $tool == all || $tool == "$1" ]]; }
-want kueue && step kueue "$KUEUE_VERSION" install_module sigs.k8s.io/kueue "$KUEUE_VERSION" ./cmd/kueue
+kueue_metrics_cert_dir() {  # the one change to Kueue's source (versions.sh, KUEUE_LANE_PATCH)
+  local from='metricsCertPath := "/etc/kueue/metrics/certs"' to='metricsCertPath := os.Getenv("KUEUE_METRICS_CERT_DIR")'
+  grep -qF "$from" cmd/kueue/main.go || { echo "kueue cmd/kueue/main.go no longer has: $from" >&2; exit 1; }
+  sed -i "s|$from|$to|" cmd/kueue/main.go
+}
+want kueue && step kueue "$KUEUE_VERSION+$KUEUE_LANE_PATCH" install_module sigs.k8s.io/kueue "$KUEUE_VERSION" ./cmd/kueue kueue_metrics_cert_dir
 want jobset && step jobset "$JOBSET_VERSION" install_module sigs.k8s.io/jobset "$JOBSET_VERSION" .
 want kwok && step kwok "$KWOK_VERSION" install_module sigs.k8s.io/kwok "$KWOK_VERSION" ./cmd/kwok
 want etcd && step etcd "$ETCD_VERSION" wrapper etcd . ""

@@ -1,5 +1,9 @@
 # Versions of the integration lane's tools. Kueue and JobSet match facts/versions.py (a test ties them).
 KUEUE_VERSION=v0.19.2
+# The lane's Kueue reads its metrics certificate from $KUEUE_METRICS_CERT_DIR instead of the fixed
+# /etc/kueue/metrics/certs (kueue cmd/kueue/main.go), so the lane writes nothing outside its folders
+# and runs as any user; the binary's name carries the change.
+KUEUE_LANE_PATCH=metrics-cert-dir
 JOBSET_VERSION=v0.12.0
 KWOK_VERSION=v0.8.0
 # Kubernetes of Kueue's own go.mod minor (k8s.io/kubernetes v1.36), and an etcd it supports; the

@@ -131,3 +131,15 @@ def test_the_lanes_kueue_is_configured_as_the_program_configures_its_own() -> No
     taken = run_stack("existing")
     assert not taken.of_type("kubernetes:helm.sh/v3:Release")
     assert lane_kueue_config(taken)["waitForPodsReady"] == given["waitForPodsReady"]
+
+
+def test_the_lane_writes_nothing_outside_its_folders() -> None:
+    """Kueue reads its metrics certificate from /etc/kueue/metrics/certs when it manages no
+    certificates (kueue cmd/kueue/main.go @v0.19.2), which only root may write: the lane builds it
+    to read the folder from KUEUE_METRICS_CERT_DIR instead, and names the binary after the change."""
+    lane_sources = [(INTEGRATION.parent / "tools" / name).read_text() for name in ("lane.py", "engine.py")]
+    assert not [text for text in lane_sources if "/etc/" in text]
+    build = (INTEGRATION / "build-tools.sh").read_text()
+    assert 'metricsCertPath := os.Getenv("KUEUE_METRICS_CERT_DIR")' in build
+    assert 'step kueue "$KUEUE_VERSION+$KUEUE_LANE_PATCH"' in build
+    assert """"kueue": f"{pins['KUEUE_VERSION']}+{pins['KUEUE_LANE_PATCH']}",""" in lane_sources[0]

@@ -420,3 +420,19 @@ def test_local_checkpoints_that_overflow_the_ssd_are_refused() -> None:
     )
     message = issue_for(rejected(values, "a3ultra"), "training.runs[0].resiliency.localCheckpointIntervalSteps")
     assert "GB per node" in message and "local SSD" in message
+
+
+def test_one_slow_gpu_node_never_fails_up_or_refresh(render: Any) -> None:
+    """pulumi-kubernetes awaits a DaemonSet's whole rollout for 10 minutes on create and update, and
+    its refresh (Read) fails whenever the rollout is not complete (provider/pkg/await/daemonset.go,
+    await.go @94977969). The host daemon runs on every GPU node, which come and go, and the recipe
+    saw 8m1s on 16 nodes with `helm install` not waiting at all (its README @2e1fd5e): it is not
+    awaited. The services, one pod each on the supervisor's CPU pool, are awaited for three times
+    the recipe's 4m36s."""
+    run = render("a3ultra")
+    (daemon,) = objects(run, "DaemonSet")
+    assert daemon["metadata"]["annotations"] == {"pulumi.com/skipAwait": "true"}
+    deployments = objects(run, "Deployment")
+    assert [d["metadata"]["annotations"] for d in deployments if "supervisor" in d["metadata"]["name"]] == [
+        {"pulumi.com/timeoutSeconds": "828"}
+    ] * 3

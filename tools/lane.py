@@ -75,7 +75,7 @@ def binary(name: str) -> Path:
     version = {
         "etcd": pins["ETCD_VERSION"],
         "kwok": pins["KWOK_VERSION"],
-        "kueue": pins["KUEUE_VERSION"],
+        "kueue": f"{pins['KUEUE_VERSION']}+{pins['KUEUE_LANE_PATCH']}",
         "jobset": pins["JOBSET_VERSION"],
         "pulumi-config": pins["PULUMI_SDK_VERSION"],
     }.get(name, pins["KUBERNETES_VERSION"])
@@ -194,10 +194,15 @@ class Lane:
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     timings: list[tuple[str, float]] = field(default_factory=list)
 
-    def start(self, name: str, command: Sequence[str]) -> None:
+    def start(self, name: str, command: Sequence[str], env: Mapping[str, str] | None = None) -> None:
         log = open(self.workdir / f"{name}.log", "wb")  # noqa: SIM115 - lives as long as the process
         self.processes[name] = subprocess.Popen(
-            list(command), stdout=log, stderr=subprocess.STDOUT, cwd=self.workdir, start_new_session=True
+            list(command),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=self.workdir,
+            start_new_session=True,
+            env={**os.environ, **(env or {})},
         )
         (self.workdir / "pids").open("a").write(f"{name} {self.processes[name].pid}\n")
 
@@ -486,12 +491,14 @@ def controllers(lane: Lane, api: Api, kueue_config: Mapping[str, Any]) -> None:
         }
         kueue_config_file = lane.workdir / "kueue-config.yaml"
         kueue_config_file.write_text(yaml.safe_dump(kueue))
-        # Kueue reads its metrics certificate from a fixed path when it manages no certificates.
-        _serving_cert(pki, Path("/etc/kueue/metrics/certs"))
+        # Kueue reads its metrics certificate from a folder when it manages no certificates: the
+        # lane's build takes it from the environment (integration/versions.sh, KUEUE_LANE_PATCH).
+        metrics_certs = lane.workdir / "kueue-metrics-certs"
+        _serving_cert(pki, metrics_certs)
         lane.start("kueue", [
             str(binary("kueue")), "--config", str(kueue_config_file), "--kubeconfig", config,
             "--feature-gates=VisibilityOnDemand=false",
-        ])  # fmt: skip
+        ], env={"KUEUE_METRICS_CERT_DIR": str(metrics_certs)})  # fmt: skip
         for module, prefix, port in (
             ("sigs.k8s.io/jobset", "jobset", jobset_port),
             ("sigs.k8s.io/kueue", "kueue", kueue_port),
