@@ -7,7 +7,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: install crds render test lint typecheck unit docs identities bench integration-tools integration integration-engine clean
+.PHONY: install crds render test lint typecheck unit docs docs-check identities bench integration-tools integration integration-engine clean
 
 install: $(VENV)/.installed crds
 
@@ -37,9 +37,14 @@ typecheck: install
 unit: install
 	$(BIN)/pytest --numprocesses=auto --maxprocesses=4
 
-## Regenerate the configuration table in README.md from the config models.
+## Regenerate every generated block of README.md and docs/ (catalog tables, configuration, dev summary).
 docs: install
 	$(BIN)/python -m tools.docs --write
+
+## Run every offline command of the docs as written on a fresh copy of the checkout, with its
+## own `make install`; print each command's time and why the others are not run.
+docs-check: install
+	$(BIN)/python -m tools.docs_commands --run
 
 ## Rewrite tests/identities/ from the program (only while nothing is deployed; otherwise add aliases).
 identities: install

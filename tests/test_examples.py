@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from tests.conftest import MODES
+from tools import docs
 from tools import render as render_cli
 from tools import runner as program
 from tools.runner import ROOT, stack_names, stack_with
@@ -145,12 +146,16 @@ def test_an_encrypted_value_is_an_opaque_secret_to_the_render(
     assert 'nemo-gke:project = "[secret]": must be your GCP project ID' in capsys.readouterr().err
 
 
-def test_the_readme_shows_the_dev_summary_as_rendered(tmp_path: Path) -> None:
+def test_the_readme_shows_the_dev_summary_as_rendered(tmp_path: Path, render: Any) -> None:
+    """The user guide's go/no-go summary is what `make render` writes for the dev stack, and the
+    README's cost is that summary's."""
     assert render_cli.main(["--stack", "dev", "--out", str(tmp_path)]) == 0
     shown = "\n".join(
         "    " + line if line else "" for line in (tmp_path / "dev" / "summary.md").read_text().strip().splitlines()
     )
-    assert shown in (Path(__file__).resolve().parents[1] / "README.md").read_text(), "README's summary is stale"
+    for block, expected in (("dev-summary", shown), ("dev-cost", docs.dev_cost(render("dev")))):
+        page = docs.BLOCKS_BY_NAME[block].page
+        assert docs.block_text((ROOT / page).read_text(), block) == expected, f"{page}: {block} is stale: `make docs`"
 
 
 def test_the_summary_prices_the_cpu_pools_and_the_filestore_the_stack_creates(render: Any) -> None:

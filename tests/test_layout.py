@@ -16,7 +16,7 @@ def test_the_project_layout_matches_the_design_card() -> None:
     for path in (
         "Pulumi.yaml", "Pulumi.dev.yaml", "__main__.py", "README.md", "Makefile", "requirements.txt",
         "stacks/bootstrap.py", "stacks/cluster.py", "stacks/platform.py", "stacks/training.py",
-        "stacks/contract.py", "facts", "config", "planners", "components", "tools/render.py", "tools/docs.py",
+        "stacks/contract.py", "facts", "config", "planners", "components", "tools/render.py", "tools/docs.py", "docs",
         "tests", "tests/identities", "examples", "analysis/__main__.py", ".ci/run",
     ):  # fmt: skip
         assert (ROOT / path).exists(), path
@@ -78,10 +78,11 @@ def test_ci_runs_the_readme_test_command() -> None:
     assert re.search(r"^test: install ", makefile, flags=re.MULTILINE)
 
 
-def test_the_readme_starts_with_the_commands_for_a_fresh_machine() -> None:
-    """The render, the test command CI runs, then the integration lane CI runs after it."""
+def test_the_readme_starts_with_a_quickstart_from_make_install_to_pulumi_up() -> None:
+    """Install, the render and the test command CI runs, then the deployment."""
     readme = (ROOT / "README.md").read_text()
     first_code = re.search(r"```(?:sh|bash|console)?\n(.*?)```", readme, flags=re.DOTALL)
     assert first_code is not None
     commands = [line.split("#")[0].split() for line in first_code.group(1).splitlines()]
-    assert commands == [["make", "render"], ["make", "test"], ["make", "integration"]]
+    assert commands[:3] == [["make", "install"], ["make", "render"], ["make", "test"]]
+    assert commands[-1] == ["pulumi", "up"]

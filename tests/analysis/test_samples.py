@@ -20,8 +20,7 @@ from facts.machines import ACCELERATORS, Precision
 from tests.analysis.logs_for_tests import ROOT
 
 LOGS = ROOT / "examples" / "logs"
-# The analytics docs; the lead moves them to docs/analytics.md.
-DOCS = ROOT / "ANALYTICS-DOCS.md"
+DOCS = ROOT / "docs" / "analytics.md"
 
 
 def test_the_committed_samples_are_what_the_generator_writes() -> None:
