@@ -71,7 +71,9 @@ class KueueConfig(Model):
         description="Install the pinned Kueue and JobSet releases. false: both are on the cluster already "
         "(serving kueue.x-k8s.io/v1beta2 and jobset.x-k8s.io/v1alpha2) and the program creates only its queues; "
         "an existingCluster stack reads the cluster's CRDs at every preview and update, before registering "
-        "anything, and stops where they cannot take its objects. Not with a cluster this stack creates.",
+        "anything, and stops where they cannot take its objects. Not with a cluster this stack creates. "
+        "true on an existingCluster stack: stops where the cluster runs a Kueue or JobSet this stack did not "
+        "install (docs/existing-cluster.md).",
     )
     cluster_queue: str = Field("a3-queue", description="ClusterQueue name.")
     local_queue: str = Field("a3-queue", description="LocalQueue name in the training namespace: runs submit here.")
