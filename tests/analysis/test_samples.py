@@ -18,6 +18,7 @@ from analysis import samples
 from analysis.__main__ import main
 from facts.machines import ACCELERATORS, Precision
 from tests.analysis.logs_for_tests import ROOT
+from tools.docs_commands import doc_commands, shown_pattern
 
 LOGS = ROOT / "examples" / "logs"
 DOCS = ROOT / "docs" / "analytics.md"
@@ -107,57 +108,24 @@ def test_the_nccl_samples_known_answer(capsys: pytest.CaptureFixture[str]) -> No
 # ---------------------------------------------------------------------------- the docs
 
 
-@dataclass
-class DocCommand:
+@dataclass(frozen=True)
+class ConsoleCommand:
     line: int
     argv: list[str]
     exit_code: int
-    # What the docs show it printing (stderr, then stdout); `…` lines stand for any lines,
-    # a line ending in ` …` for any line that begins so.
-    shown: list[str]
+    # What the docs show it printing (stderr, then stdout), as tools.docs_commands.shown_pattern reads it.
+    shown: tuple[str, ...]
 
 
-def doc_commands(text: str) -> Iterator[DocCommand]:
-    """The `$ python -m analysis…` commands of the docs' console blocks, with what follows them."""
-    lines = text.splitlines()
-    in_console = False
-    index = 0
-    while index < len(lines):
-        line = lines[index]
-        index += 1
-        if line.startswith("```"):
-            in_console = line.strip() == "```console" and not in_console
-            continue
-        if not (in_console and line.startswith("$ ")):
-            continue
-        start = index
-        command = line[2:]
-        while command.endswith("\\"):
-            command = command[:-1] + lines[index]
-            index += 1
-        shown = []
-        while index < len(lines) and not lines[index].startswith(("$ ", "```")):
-            shown.append(lines[index])
-            index += 1
-        command, _, comment = command.partition("#")
-        match = re.fullmatch(r"\s*exit code (\d)\s*", comment)
-        words = shlex.split(command)
-        yield DocCommand(start, words, int(match.group(1)) if match else 0, shown)
+def console_commands(text: str) -> Iterator[ConsoleCommand]:
+    """The `$ python -m analysis…` commands of the page's console blocks, read as `make docs-check` reads them."""
+    for command in doc_commands(text):
+        if command.shown is not None:
+            argv = shlex.split(command.text.partition("#")[0])
+            yield ConsoleCommand(command.line, argv, command.exit_code, command.shown)
 
 
-def _pattern(shown: list[str]) -> str:
-    parts = []
-    for line in shown:
-        if line == "…":
-            parts.append(r"(?:[^\n]*\n)*?")
-        elif line.endswith(" …"):
-            parts.append(re.escape(line[:-2]) + r"[^\n]*\n")
-        else:
-            parts.append(re.escape(line) + r"\n")
-    return "".join(parts)
-
-
-COMMANDS = list(doc_commands(DOCS.read_text()))
+COMMANDS = list(console_commands(DOCS.read_text()))
 
 
 def test_the_docs_show_each_command() -> None:
@@ -174,7 +142,7 @@ def test_the_docs_show_each_command() -> None:
 
 @pytest.mark.parametrize("command", COMMANDS, ids=[f"line {c.line}" for c in COMMANDS])
 def test_each_command_of_the_docs_runs_as_written(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, command: DocCommand
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, command: ConsoleCommand
 ) -> None:
     """From a copy of the repository's examples/logs, so what a command writes stays out of the checkout."""
     shutil.copytree(LOGS, tmp_path / "examples" / "logs")
@@ -188,6 +156,6 @@ def test_each_command_of_the_docs_runs_as_written(
     captured = capsys.readouterr()
     assert code == command.exit_code, captured.err
     printed = captured.err + captured.out
-    assert re.fullmatch(_pattern(command.shown), printed.rstrip("\n") + "\n" if command.shown else printed), (
+    assert re.fullmatch(shown_pattern(command.shown), printed.rstrip("\n") + "\n" if command.shown else printed), (
         f"line {command.line}: prints\n{printed}"
     )
