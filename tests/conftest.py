@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+import gc
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -11,6 +13,22 @@ from config.loader import ConfigError
 from tools.mocks import RecordedResource
 from tools.runner import StackFailed, StackRun, run_stack
 from tools.schemas import resource_errors
+
+
+def parse_source(text: str) -> ast.Module:
+    """`ast.parse` with the garbage collector paused. On CPython 3.11.7 a collection during the parse
+    can run a finalizer that parses too (an unretrieved asyncio Future of an earlier mocked run logs
+    its traceback, and 3.11's traceback formatting calls `ast.parse`), and the nested parse corrupts
+    the shared depth counter: "SystemError: AST constructor recursion depth mismatch"
+    (python/cpython#106905, fixed in 3.11.8)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return ast.parse(text)
+    finally:
+        if enabled:
+            gc.enable()
+
 
 MODES = pytest.mark.parametrize("preview", [False, True], ids=["update", "preview"])
 

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import parse_source
+
 ROOT = Path(__file__).resolve().parents[1]
 PULUMI = {"pulumi", "pulumi_gcp", "pulumi_kubernetes"}
 # What each package may import besides the standard library (first name of the module).
@@ -34,7 +36,7 @@ POD_SCRIPTS = ROOT / "planners" / "scripts"
 def imported_modules(path: Path) -> set[str]:
     """First names of every module a file imports (relative imports resolved to its package)."""
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(parse_source(path.read_text())):
         if isinstance(node, ast.Import):
             found |= {alias.name.split(".")[0] for alias in node.names}
         elif isinstance(node, ast.ImportFrom):

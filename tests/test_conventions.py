@@ -11,6 +11,7 @@ from typing import Any
 import pulumi._types as pulumi_types
 import pytest
 
+from tests.conftest import parse_source
 from tools.runner import StackRun, stack_names, stack_with
 from tools.schemas import _args_class
 
@@ -22,7 +23,7 @@ PROGRAM_PACKAGES = ("facts", "config", "planners", "components", "stacks", "tool
 def component_classes() -> list[tuple[Path, ast.ClassDef]]:
     found = []
     for path in SOURCES:
-        for node in ast.parse(path.read_text()).body:
+        for node in parse_source(path.read_text()).body:
             if isinstance(node, ast.ClassDef) and any(ast.unparse(b) == "pulumi.ComponentResource" for b in node.bases):
                 found.append((path, node))
     return found
@@ -58,7 +59,7 @@ def test_type_tokens_are_unique() -> None:
 
 def test_invokes_inside_components_are_parented() -> None:
     for path in SOURCES:
-        for call in ast.walk(ast.parse(path.read_text())):
+        for call in ast.walk(parse_source(path.read_text())):
             if isinstance(call, ast.Call) and re.search(r"\.get_\w+_output$", ast.unparse(call.func)):
                 opts = {k.arg: ast.unparse(k.value) for k in call.keywords}.get("opts", "")
                 assert "parent=self" in opts, f"{path.name}: {ast.unparse(call)}"
@@ -118,7 +119,7 @@ def test_the_program_checks_with_errors_not_asserts() -> None:
     found = [
         f"{path.relative_to(ROOT)}:{node.lineno}"
         for path in program
-        for node in ast.walk(ast.parse(path.read_text()))
+        for node in ast.walk(parse_source(path.read_text()))
         if isinstance(node, ast.Assert)
     ]
     assert program and found == []

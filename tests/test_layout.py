@@ -9,6 +9,8 @@ from pathlib import Path
 
 import yaml
 
+from tests.conftest import parse_source
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -30,7 +32,7 @@ def test_pulumi_project_is_python_with_a_virtualenv() -> None:
 
 
 def test_the_entry_point_only_runs_the_program() -> None:
-    tree = ast.parse((ROOT / "__main__.py").read_text())
+    tree = parse_source((ROOT / "__main__.py").read_text())
     statements = [
         node for node in tree.body if not isinstance(node, ast.Expr) or not isinstance(node.value, ast.Constant)
     ]
@@ -39,7 +41,7 @@ def test_the_entry_point_only_runs_the_program() -> None:
 
 def test_each_layer_module_composes_components_in_one_layer_component() -> None:
     for layer in ("bootstrap", "cluster", "platform", "training"):
-        tree = ast.parse((ROOT / "stacks" / f"{layer}.py").read_text())
+        tree = parse_source((ROOT / "stacks" / f"{layer}.py").read_text())
         classes = [n.name for n in tree.body if isinstance(n, ast.ClassDef)]
         functions = [n.name for n in tree.body if isinstance(n, ast.FunctionDef)]
         assert f"{layer.capitalize()}Layer" in classes and "build" in functions, layer

@@ -3,7 +3,6 @@ runs as their own stacks."""
 
 from __future__ import annotations
 
-import ast
 import copy
 import json
 import re
@@ -16,7 +15,7 @@ from facts.kubernetes import RUN_LABEL, versioned_name
 from facts.machines import machine_type, training_pod_requests
 from facts.models import MODELS, Framework
 from planners import nemo
-from tests.conftest import MODES, flavors_by_pool, issue_for, mebibytes, millicores, rejected
+from tests.conftest import MODES, flavors_by_pool, issue_for, mebibytes, millicores, parse_source, rejected
 from tools.mocks import RecordedResource
 from tools.runner import StackFailed, StackRun, load_stack_values, run_stack, stack_with
 
@@ -426,7 +425,7 @@ def settings_keys(settings: dict[str, Any]) -> set[str]:
 def test_nemo2_runs_get_settings_the_recipe_script_reads_and_nothing_else(render: Any) -> None:
     files = workload_files(render("a3ultra"), "llama31-405b")
     script = files[nemo.NEMO2_SCRIPT]
-    ast.parse(script)
+    parse_source(script)
     settings = json.loads(files[nemo.NEMO2_SETTINGS])
     assert script_keys(script) == settings_keys(settings)
     assert settings["factory"] == "llama31_405b"

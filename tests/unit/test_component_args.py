@@ -25,6 +25,7 @@ from facts.machines import machine_type
 from planners.networks import plan_gpu_networks
 from planners.pools import NodePoolSpec, PoolFacts
 from planners.queues import plan_flavor
+from tests.conftest import parse_source
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -33,7 +34,7 @@ def args_classes() -> list[tuple[str, ast.ClassDef]]:
     return [
         (path.name, node)
         for path in sorted((ROOT / "components").glob("*.py"))
-        for node in ast.parse(path.read_text()).body
+        for node in parse_source(path.read_text()).body
         if isinstance(node, ast.ClassDef) and node.name.endswith("Args")
     ]
 
