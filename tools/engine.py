@@ -471,7 +471,7 @@ def main(argv: list[str] | None = None) -> int:
         reason = (
             f"no {' and '.join(BINARIES)} in {where}: the Go module proxy refuses "
             "github.com/pulumi/pulumi-kubernetes/provider/v4, so they cannot be built here "
-            "(README, The integration lane)"
+            "(docs/integration-lane.md)"
         )
         print(f"engine: scenarios skipped: {reason}" if args.if_available else f"engine: {reason}", file=sys.stderr)
         return 0 if args.if_available else 2
