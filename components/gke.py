@@ -23,11 +23,17 @@ CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 CONTROLLER_PORTS = ["8082", "9443"]
 
 
-def node_identity(service_account: pulumi.Input[str], labels: Mapping[str, str]) -> dict[str, Any]:
-    """What every node pool of the cluster shares: COS, the node service account with
+# The CPU pools' node image; a GPU pool takes its machine's (facts.machines.MachineType.node_image_type).
+CPU_NODE_IMAGE_TYPE = "COS_CONTAINERD"
+
+
+def node_identity(
+    service_account: pulumi.Input[str], labels: Mapping[str, str], image_type: str = CPU_NODE_IMAGE_TYPE
+) -> dict[str, Any]:
+    """What every node pool of the cluster shares: a node image, the node service account with
     Workload Identity's metadata server, shielded boot, the stack's labels."""
     return {
-        "image_type": "COS_CONTAINERD",
+        "image_type": image_type,
         "service_account": service_account,
         "oauth_scopes": [CLOUD_PLATFORM_SCOPE],
         "workload_metadata_config": {"mode": "GKE_METADATA"},
@@ -363,7 +369,7 @@ class GpuNodePool(pulumi.ComponentResource):
             ),
             node_config={
                 "machine_type": machine.name,
-                **node_identity(args.node_service_account, args.labels),
+                **node_identity(args.node_service_account, args.labels, machine.node_image_type),
                 "boot_disk": {"disk_type": plan.boot_disk_type, "size_gb": spec.disk_size_gb},
                 "guest_accelerators": [
                     {

@@ -201,6 +201,9 @@ def _installer_pod(stack: GpuDirectStack) -> dict[str, Any]:
 @dataclass(frozen=True)
 class NcclPluginInstallerArgs:
     stack: GpuDirectStack
+    # The installer's own name: its flavour, with the CPU architecture on Arm hosts
+    # (planners.gpudirect.plugin_installers).
+    key: str
     # GKE accelerator labels of the machines using this flavour.
     accelerators: Sequence[str]
     nri_device_injector: bool
@@ -218,9 +221,8 @@ class NcclPluginInstaller(pulumi.ComponentResource):
     def __init__(self, name: str, args: NcclPluginInstallerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(self.TYPE, name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        flavour = args.stack.flavour.value
         _node_daemonset(
-            f"{name}-plugin", f"nccl-{flavour}-installer", args.accelerators, _installer_pod(args.stack), child
+            f"{name}-plugin", f"nccl-{args.key}-installer", args.accelerators, _installer_pod(args.stack), child
         )
         if args.stack.needs_nri_device_injector and args.nri_device_injector:
             _node_daemonset(

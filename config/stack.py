@@ -35,7 +35,7 @@ from facts.gcp import (
     usable_addresses,
 )
 from facts.kubernetes import RESERVED_NAMESPACES
-from facts.machines import GpuDirect, MachineType
+from facts.machines import GpuDirect, MachineType, nic_layout_groups
 from facts.project import PROGRAM_LABELS, PROJECT, qualified_stack_name, stack_reference_problem
 
 
@@ -319,7 +319,7 @@ class StackConfig(Model):
                 "gpuPools",
                 [p.machine_type for p in self.gpu_pools],
                 "multi-NIC machine types with different GPU network layouts cannot share a cluster; "
-                "use one of tcpx (a3-highgpu-8g), tcpxo (a3-megagpu-8g) or rdma (a3-ultragpu-8g, a4-highgpu-8g)",
+                f"use machines of one layout: {nic_layout_groups()}",
             )
         self._check_subnets()
         pod_range = ipaddress.IPv4Network(self.network.pod_cidr).num_addresses

@@ -25,6 +25,13 @@ class GpuDirect(StrEnum):
     RDMA = "rdma"  # GPUDirect RDMA over RoCE with the gIB NCCL plugin: A3 Ultra and A4
 
 
+class CpuArch(StrEnum):
+    """A node's CPU architecture, as the `kubernetes.io/arch` node label and image manifests name it."""
+
+    AMD64 = "amd64"
+    ARM64 = "arm64"
+
+
 class Precision(StrEnum):
     BF16 = "bf16"
     FP8 = "fp8"
@@ -32,13 +39,19 @@ class Precision(StrEnum):
 
 _RECIPES_PEAKS = "AI-Hypercomputer/gpu-recipes:src/utils/training_metrics/src/data_defs.py@2e1fd5e"
 _NVIDIA_TENSOR_CORE = "https://resources.nvidia.com/en-us-tensor-core (dense = half the sparse figure)"
+_CUDA_GPUS = "https://developer.nvidia.com/cuda-gpus (compute capability per GPU)"
 
 
 @dataclass(frozen=True)
 class Accelerator:
-    """A GPU model and its dense (no sparsity) peak throughput per precision."""
+    """A GPU model: its memory, its dense (no sparsity) peak throughput per precision, and its
+    CUDA compute capability, which is what software keys its choices on (a Hopper GPU is 9.0, a
+    Blackwell B200 10.0): a GPU of a new generation is a new record, not new code."""
 
     name: str
+    # NVIDIA's architecture name, for people: decisions read `compute_capability`.
+    architecture: str
+    compute_capability: tuple[int, int]
     memory_gb: int
     peak_dense_tflops: Mapping[Precision, float]
     sources: Mapping[str, str]
@@ -56,35 +69,50 @@ ACCELERATORS: Mapping[str, Accelerator] = {
     for a in (
         Accelerator(
             "h100",
+            "Hopper",
+            (9, 0),
             80,
             {Precision.BF16: 989.0, Precision.FP8: 1978.0},
             {
                 "peak_dense_tflops": f"{_RECIPES_PEAKS}; {_NVIDIA_TENSOR_CORE}",
                 "memory_gb": "https://www.nvidia.com/en-us/data-center/h100/",
+                "compute_capability": _CUDA_GPUS,
             },
         ),
         Accelerator(
             "h200",
+            "Hopper",
+            (9, 0),
             141,
             {Precision.BF16: 989.0, Precision.FP8: 1978.0},
-            {"peak_dense_tflops": _RECIPES_PEAKS, "memory_gb": "https://www.nvidia.com/en-us/data-center/h200/"},
+            {
+                "peak_dense_tflops": _RECIPES_PEAKS,
+                "memory_gb": "https://www.nvidia.com/en-us/data-center/h200/",
+                "compute_capability": _CUDA_GPUS,
+            },
         ),
         Accelerator(
             "b200",
+            "Blackwell",
+            (10, 0),
             180,
             {Precision.BF16: 2250.0, Precision.FP8: 4500.0},
             {
                 "peak_dense_tflops": f"{_RECIPES_PEAKS}; https://www.nvidia.com/en-us/data-center/hgx/",
                 "memory_gb": "https://www.nvidia.com/en-us/data-center/hgx/",
+                "compute_capability": _CUDA_GPUS,
             },
         ),
         Accelerator(
             "a100",
+            "Ampere",
+            (8, 0),
             80,
             {Precision.BF16: 312.0},
             {
                 "peak_dense_tflops": f"{_RECIPES_PEAKS}; {_NVIDIA_TENSOR_CORE}",
                 "memory_gb": "https://www.nvidia.com/en-us/data-center/a100/",
+                "compute_capability": _CUDA_GPUS,
             },
         ),
     )
@@ -107,6 +135,9 @@ class GpuDirectStack:
     # Pods attach the GPU NICs through GKE Network objects (multi-networking annotations);
     # a host-network pod sees the node's NICs directly.
     pod_networks: bool
+    # Whether the pattern can run training pods on the node's network (TCPXO's recipes always
+    # do, RDMA's can, TCPX's sidecar pattern cannot): the resiliency supervisor needs it.
+    host_network_pods: bool
     # The sidecar receives GPU device nodes through NRI device injection (not when privileged).
     needs_nri_device_injector: bool
     # The RxDM writes $HEALTH_CHECK_LOG_FILE once ready, for a startup probe (TCPXO RxDM v1.0.11
@@ -131,13 +162,14 @@ _A3ULTRA_RECIPE = (
 # src/helm-charts/a3mega/nemo-training/templates/nemo-launcher-job.yaml@3d9b014, above these two).
 _SM_MARGINS = {"NVTE_FWD_LAYERNORM_SM_MARGIN": "8", "NVTE_BWD_LAYERNORM_SM_MARGIN": "8"}
 
-GPUDIRECT_STACKS: Mapping[GpuDirect, GpuDirectStack] = {
-    GpuDirect.TCPX: GpuDirectStack(
+TCPX_STACK, TCPXO_STACK, RDMA_STACK = (
+    GpuDirectStack(
         GpuDirect.TCPX,
         node_plugin=versions.TCPX_PLUGIN,
         pod_plugin=None,
         rxdm_sidecar=versions.TCPX_RXDM,
         pod_networks=True,
+        host_network_pods=False,
         needs_nri_device_injector=True,
         rxdm_health_check=False,  # no probe or health file anywhere in CEA gpudirect-tcpx/
         validated_images=(),
@@ -169,13 +201,14 @@ GPUDIRECT_STACKS: Mapping[GpuDirect, GpuDirectStack] = {
         },
         sources={"node_plugin": _TCPX_TEST, "rxdm_sidecar": _TCPX_TEST, "env": _TCPX_TEST},
     ),
-    GpuDirect.TCPXO: GpuDirectStack(
+    GpuDirectStack(
         GpuDirect.TCPXO,
         node_plugin=versions.TCPXO_PLUGIN,
         pod_plugin=versions.TCPXO_RECIPE_PLUGIN,
         rxdm_sidecar=versions.TCPXO_RECIPE_RXDM,
         # The recipes run TCPXO on the host network with privileged containers: no NRI annotation.
         pod_networks=False,
+        host_network_pods=True,
         needs_nri_device_injector=False,
         rxdm_health_check=False,  # the recipe's RxDM v1.0.9 predates the health file (v1.0.11)
         validated_images=(versions.NEMO_1,),
@@ -188,12 +221,13 @@ GPUDIRECT_STACKS: Mapping[GpuDirect, GpuDirectStack] = {
             "env": _A3MEGA_RECIPE,
         },
     ),
-    GpuDirect.RDMA: GpuDirectStack(
+    GpuDirectStack(
         GpuDirect.RDMA,
         node_plugin=versions.GIB_PLUGIN,
         pod_plugin=None,
         rxdm_sidecar=None,
         pod_networks=True,
+        host_network_pods=True,
         needs_nri_device_injector=False,
         rxdm_health_check=False,
         validated_images=(),
@@ -210,7 +244,7 @@ GPUDIRECT_STACKS: Mapping[GpuDirect, GpuDirectStack] = {
             "env": _A3ULTRA_RECIPE,
         },
     ),
-}
+)
 
 
 @dataclass(frozen=True)
@@ -227,7 +261,13 @@ class MachineType:
     memory_gib: int
     # GKE requires this exact count in ephemeral_storage_local_ssd_config.
     local_ssds: int
-    gpudirect: GpuDirect
+    cpu_arch: CpuArch
+    # GPUs one NVLink domain joins: the node's own on an HGX board, more where NVLink spans
+    # nodes (GB200 NVL72). Tensor parallelism stays inside it.
+    nvlink_domain_gpus: int
+    # How GPUs on different nodes exchange data, as the machine's recipes run it (None: over the
+    # pod network, no GPUDirect).
+    gpudirect_stack: GpuDirectStack | None
     # NICs that carry GPU traffic: one VPC each (TCPX/TCPXO) or one RDMA subnet each (RDMA).
     gpu_nics: int
     # gVNICs beyond the primary one that are not GPU NICs (A3 Ultra and A4 have one).
@@ -235,6 +275,8 @@ class MachineType:
     # MTU of every VPC the node attaches to; None keeps the VPC default.
     mtu: int | None
     boot_disk_types: tuple[str, ...]
+    # GKE node image type of the machine's pools (its GPUDirect stack's requirement).
+    node_image_type: str
     # Oldest GKE version that supports the machine with its GPUDirect flavour.
     min_gke_version: str
     # Whether GKE accepts compact placement together with flex-start on this machine.
@@ -252,6 +294,15 @@ class MachineType:
         if self.reported_allocatable is not None:
             return self.reported_allocatable
         return allocatable_millicores(self.vcpus), allocatable_memory_mib(self.memory_gib)
+
+    @property
+    def gpudirect(self) -> GpuDirect:
+        return self.gpudirect_stack.flavour if self.gpudirect_stack is not None else GpuDirect.NONE
+
+    @property
+    def pods_on_host_network(self) -> bool:
+        """Whether training pods can use the node's network with the machine's GPUDirect stack."""
+        return self.gpudirect_stack is None or self.gpudirect_stack.host_network_pods
 
     @property
     def additional_networks(self) -> int:
@@ -280,6 +331,11 @@ _CTK_RDMA_VPC = f"{_CTK}:modules/network/gpu-rdma-vpc/variables.tf@1047080 (mtu 
 _GKE_TCPX = "https://cloud.google.com/kubernetes-engine/docs/how-to/gpu-bandwidth-gpudirect-tcpx"
 _GKE_RDMA_ENUM = "https://cloud.google.com/kubernetes-engine/docs/reference/rest/v1beta1/NodeConfig#gpudirectstrategy"
 _SIDECARS = "https://kubernetes.io/docs/concepts/workloads/pods/sidecar-containers/"
+# Every A3 and A4 machine is an x86 host; the HGX board's NVSwitch joins its 8 GPUs, and the
+# smaller A3 High shapes are parts of one board.
+_HGX = "https://www.nvidia.com/en-us/data-center/hgx/ (NVLink and NVSwitch inside the 8-GPU board)"
+# GPUDirect on GKE runs on Container-Optimized OS, the node image of every recipe and blueprint.
+_COS = f"{_GKE_TCPX} (requirements: Container-Optimized OS); {_CTK}:modules/compute/gke-node-pool/variables.tf@1047080"
 # Zones: Google's GPU locations page (https://cloud.google.com/compute/docs/gpus/gpu-regions-zones)
 # is the authority; these lists come from sources that record it, and a zone outside them is
 # only warned about (`gcloud compute machine-types list --filter=name=<type>` says for sure).
@@ -330,11 +386,14 @@ def _a3_high(gpus: int, vcpus: int, memory_gib: int, local_ssds: int) -> Machine
         vcpus=vcpus,
         memory_gib=memory_gib,
         local_ssds=local_ssds,
-        gpudirect=GpuDirect.NONE,
+        cpu_arch=CpuArch.AMD64,
+        nvlink_domain_gpus=gpus,
+        gpudirect_stack=None,
         gpu_nics=0,
         extra_gvnics=0,
         mtu=None,
         boot_disk_types=("pd-ssd", "pd-balanced"),
+        node_image_type="COS_CONTAINERD",
         min_gke_version=versions.PLATFORM_MIN_GKE_VERSION,
         compact_with_flex_start=False,
         # The smaller shapes are also offered in europe-west8-c.
@@ -345,10 +404,13 @@ def _a3_high(gpus: int, vcpus: int, memory_gib: int, local_ssds: int) -> Machine
             "vcpus": _GCE_A3,
             "memory_gib": _GCE_A3,
             "local_ssds": _LOCAL_SSD,
-            "gpudirect": f"{_CTK_GPU_DIRECT} (GPUDirect settings exist only for the 8-GPU shapes)",
+            "cpu_arch": _GCE_A3,
+            "nvlink_domain_gpus": _HGX,
+            "gpudirect_stack": f"{_CTK_GPU_DIRECT} (GPUDirect settings exist only for the 8-GPU shapes)",
             "gpu_nics": _GCE_A3,
             "mtu": _GCE_A3,
             "boot_disk_types": _GCE_A3,
+            "node_image_type": _COS,
             "min_gke_version": _SIDECARS,
             "compact_with_flex_start": _CTK_FLEX_COMPACT,
             "zones": _ZONES_SKYPILOT,
@@ -360,7 +422,7 @@ def _a3_8g(
     name: str,
     *,
     gke_accelerator: str,
-    gpudirect: GpuDirect,
+    gpudirect_stack: GpuDirectStack,
     gpu_nics: int,
     min_gke_version: str,
     zones: frozenset[str],
@@ -375,11 +437,14 @@ def _a3_8g(
         vcpus=208,
         memory_gib=1872,
         local_ssds=16,
-        gpudirect=gpudirect,
+        cpu_arch=CpuArch.AMD64,
+        nvlink_domain_gpus=8,
+        gpudirect_stack=gpudirect_stack,
         gpu_nics=gpu_nics,
         extra_gvnics=0,
         mtu=8244,
         boot_disk_types=("pd-ssd", "pd-balanced", "hyperdisk-balanced"),
+        node_image_type="COS_CONTAINERD",
         min_gke_version=min_gke_version,
         compact_with_flex_start=False,
         zones=zones,
@@ -389,7 +454,10 @@ def _a3_8g(
             "vcpus": _GCE_A3,
             "memory_gib": _GCE_A3,
             "local_ssds": f"{_LOCAL_SSD}; {_CTK_DISKS}",
-            "gpudirect": _GKE_TCPX,
+            "cpu_arch": _GCE_A3,
+            "nvlink_domain_gpus": _HGX,
+            "gpudirect_stack": _GKE_TCPX,
+            "node_image_type": _COS,
             "gpu_nics": f"{_GKE_TCPX} (up to 4 secondary NICs on A3 High, 8 on A3 Mega)",
             "boot_disk_types": f"{_GCE_A3}; {_CTK}:examples/machine-learning/a3-megagpu-8g/a3mega-slurm-blueprint.yaml",
             "min_gke_version": _CTK_GPU_DIRECT,
@@ -419,11 +487,14 @@ def _rdma_8g(
         vcpus=224,
         memory_gib=memory_gib,
         local_ssds=32,
-        gpudirect=GpuDirect.RDMA,
+        cpu_arch=CpuArch.AMD64,
+        nvlink_domain_gpus=8,
+        gpudirect_stack=RDMA_STACK,
         gpu_nics=8,
         extra_gvnics=1,
         mtu=8896,
         boot_disk_types=("hyperdisk-balanced",),
+        node_image_type="COS_CONTAINERD",
         min_gke_version=min_gke_version,
         compact_with_flex_start=True,
         zones=zones,
@@ -433,7 +504,10 @@ def _rdma_8g(
             "vcpus": gce,
             "memory_gib": gce,
             "local_ssds": f"{_LOCAL_SSD}; {_CTK_DISKS}",
-            "gpudirect": _GKE_RDMA_ENUM,
+            "cpu_arch": gce,
+            "nvlink_domain_gpus": _HGX,
+            "gpudirect_stack": _GKE_RDMA_ENUM,
+            "node_image_type": _COS,
             "gpu_nics": f"{gce}; {_CTK_RDMA_VPC}",
             "mtu": _CTK_RDMA_VPC,
             "boot_disk_types": f"{gce}; {_CTK}:examples/machine-learning/a3-ultragpu-8g/a3ultra-slurm-blueprint.yaml",
@@ -452,7 +526,7 @@ MACHINE_TYPES: Mapping[str, MachineType] = {
         _a3_8g(
             "a3-highgpu-8g",
             gke_accelerator="nvidia-h100-80gb",
-            gpudirect=GpuDirect.TCPX,
+            gpudirect_stack=TCPX_STACK,
             gpu_nics=4,
             # Highest per-minor floor of CTK's map; the map lists nothing newer.
             min_gke_version="1.29.15-gke.2467000",
@@ -465,7 +539,7 @@ MACHINE_TYPES: Mapping[str, MachineType] = {
         _a3_8g(
             "a3-megagpu-8g",
             gke_accelerator="nvidia-h100-mega-80gb",
-            gpudirect=GpuDirect.TCPXO,
+            gpudirect_stack=TCPXO_STACK,
             gpu_nics=8,
             min_gke_version="1.32.11-gke.1174000",
             zones=_A3_MEGA_ZONES,
@@ -500,6 +574,11 @@ MACHINE_TYPES: Mapping[str, MachineType] = {
         ),
     )
 }
+
+# The GPUDirect stacks of the catalog's machines, each once, in catalog order.
+GPUDIRECT_STACKS: tuple[GpuDirectStack, ...] = tuple(
+    {id(m.gpudirect_stack): m.gpudirect_stack for m in MACHINE_TYPES.values() if m.gpudirect_stack}.values()
+)
 
 # Fields every machine record must cite a source for (the tests check this).
 SOURCED_MACHINE_FIELDS = tuple(
@@ -544,17 +623,31 @@ class OtherMachine:
             vcpus=self.allocatable_millicores // 1000,
             memory_gib=self.allocatable_memory_mib // 1024,
             local_ssds=0,
-            gpudirect=GpuDirect.NONE,
+            # Nothing is decided on these two here: no installer or GPUDirect stack runs on it.
+            cpu_arch=CpuArch.AMD64,
+            nvlink_domain_gpus=self.gpus,
+            gpudirect_stack=None,
             gpu_nics=0,
             extra_gvnics=0,
             mtu=None,
             boot_disk_types=(),
+            node_image_type="",
             min_gke_version="",
             compact_with_flex_start=False,
             zones=frozenset(),
             sources={},
             reported_allocatable=(self.allocatable_millicores, self.allocatable_memory_mib),
         )
+
+
+def nic_layout_groups() -> str:
+    """The catalog's multi-NIC machines grouped by GPU network layout ("tcpx (a3-highgpu-8g); …"):
+    machines of one group can share a cluster's GPU networks."""
+    groups: dict[tuple[GpuDirect, int, int], list[str]] = {}
+    for machine in MACHINE_TYPES.values():
+        if machine.is_multi_nic:
+            groups.setdefault(machine.nic_layout, []).append(machine.name)
+    return "; ".join(f"{layout[0].value} ({', '.join(names)})" for layout, names in groups.items())
 
 
 def machine_type(name: str) -> MachineType:

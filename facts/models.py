@@ -92,10 +92,10 @@ class RunSettings:
 class TpOverlap:
     """A tensor-parallel communication overlap configuration of NeMo's userbuffers module
     (`nemo.collections.llm.recipes.tp_overlap_configs.userbuffers`), tuned for one GPU
-    generation, precision and tensor-parallel size."""
+    generation (its CUDA compute capability), precision and tensor-parallel size."""
 
     config: str
-    accelerators: frozenset[str]
+    compute_capability: tuple[int, int]
     fp8: bool
     tensor_parallel: int
 
@@ -222,14 +222,14 @@ _PERF_ENV = MappingProxyType(
         "TORCH_NCCL_HIGH_PRIORITY": "1",
     }
 )
-_HOPPER = frozenset({"h100", "h200"})
 # The script's userbuffers configs for Llama 3.1 405B; it also turns `aggregate` off on
-# qkv_fprop, proj_dgrad, fc1_fprop and fc2_dgrad. Its "h100" entry serves every Hopper GPU.
+# qkv_fprop, proj_dgrad, fc1_fprop and fc2_dgrad. Its "h100" entries serve every Hopper GPU
+# (compute capability 9.0), its "b200" entries the B200 (10.0).
 _405B_TP_OVERLAPS = (
-    TpOverlap("userbuffers_fp8_h100_h16384_tp8_cp2_mbs1_seqlen8192", _HOPPER, True, 8),
-    TpOverlap("userbuffers_bf16_h100_h16384_tp8_cp2_mbs1_seqlen8192", _HOPPER, False, 8),
-    TpOverlap("userbuffers_fp8_b200_h16384_tp4_cp2_mbs1_seqlen8192", frozenset({"b200"}), True, 4),
-    TpOverlap("userbuffers_bf16_b200_h16384_tp4_cp2_mbs1_seqlen8192", frozenset({"b200"}), False, 4),
+    TpOverlap("userbuffers_fp8_h100_h16384_tp8_cp2_mbs1_seqlen8192", (9, 0), True, 8),
+    TpOverlap("userbuffers_bf16_h100_h16384_tp8_cp2_mbs1_seqlen8192", (9, 0), False, 8),
+    TpOverlap("userbuffers_fp8_b200_h16384_tp4_cp2_mbs1_seqlen8192", (10, 0), True, 4),
+    TpOverlap("userbuffers_bf16_b200_h16384_tp4_cp2_mbs1_seqlen8192", (10, 0), False, 4),
 )
 
 

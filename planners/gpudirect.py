@@ -5,11 +5,11 @@ A3 recipes configure it. Pure data; components/gpudirect.py installs the node si
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from facts.machines import GPUDIRECT_STACKS, GpuDirect, GpuDirectStack
+from facts.machines import CpuArch, GpuDirect, GpuDirectStack, MachineType
 from planners.networks import GpuNetworkPlan
 
 # Where the installers leave the NCCL plugin on the host; workloads mount it from here.
@@ -242,11 +242,12 @@ def _rdma(stack: GpuDirectStack, plan: Sequence[GpuNetworkPlan], host_network: b
 
 
 def pod_networking(
-    flavour: GpuDirect, plan: Sequence[GpuNetworkPlan], gpus: int, host_network: bool = False
+    stack: GpuDirectStack | None, plan: Sequence[GpuNetworkPlan], gpus: int, host_network: bool = False
 ) -> PodNetworking:
-    """The pod side of each flavour, as the public A3 recipes configure it. `host_network` asks
-    for pods on the node's network where the flavour has such a pattern (TCPXO always has)."""
-    if flavour is GpuDirect.NONE:
+    """The pod side of a machine's GPUDirect stack (None: NCCL over the pod network), as the
+    public A3 recipes configure it. `host_network` asks for pods on the node's network where the
+    stack has such a pattern (TCPXO always has)."""
+    if stack is None:
         return PodNetworking(
             annotations={},
             host_network=host_network,
@@ -257,11 +258,31 @@ def pod_networking(
             env={"NCCL_SOCKET_IFNAME": "eth0"},
             nccl_init_script=None,
         )
-    stack = GPUDIRECT_STACKS[flavour]
-    if flavour is GpuDirect.TCPX:
-        if host_network:
-            raise ValueError("the TCPX pattern of this program runs pods off the host network")
+    if host_network and not stack.host_network_pods:
+        raise ValueError(f"the {stack.flavour.value} pattern of this program runs pods off the host network")
+    if stack.flavour is GpuDirect.TCPX:
         return _tcpx(stack, plan, gpus)
-    if flavour is GpuDirect.TCPXO:
+    if stack.flavour is GpuDirect.TCPXO:
         return _tcpxo(stack, plan)
     return _rdma(stack, plan, host_network)
+
+
+def plugin_installers(machines: Iterable[MachineType]) -> dict[str, tuple[GpuDirectStack, list[str]]]:
+    """One node-plugin installer per GPUDirect flavour and CPU architecture among the machines,
+    keyed by its name suffix ("rdma"; "rdma-arm64" for Arm hosts), with the GKE accelerators
+    whose nodes it runs on. Machines sharing an installer must share its plugin image."""
+    found: dict[str, tuple[GpuDirectStack, list[str]]] = {}
+    for machine in machines:
+        stack = machine.gpudirect_stack
+        if stack is None:
+            continue
+        key = stack.flavour.value + ("" if machine.cpu_arch is CpuArch.AMD64 else f"-{machine.cpu_arch.value}")
+        chosen, accelerators = found.setdefault(key, (stack, []))
+        if chosen.node_plugin != stack.node_plugin:
+            raise ValueError(
+                f"{machine.name}'s {key} node plugin {stack.node_plugin.ref} differs from {chosen.node_plugin.ref} "
+                "of another machine of the cluster: one installer runs per flavour and CPU architecture"
+            )
+        if machine.gke_accelerator not in accelerators:
+            accelerators.append(machine.gke_accelerator)
+    return {key: (stack, sorted(accelerators)) for key, (stack, accelerators) in found.items()}

@@ -318,8 +318,10 @@ def tp_overlap(run: RunSpec, machine: MachineType) -> str | None:
     precision and tensor-parallel size, if any."""
     s = run.settings
     for overlap in run.spec.recipe.tp_overlaps:
-        if (machine.accelerator.name, s.fp8, s.tensor_parallel) in (
-            (name, overlap.fp8, overlap.tensor_parallel) for name in overlap.accelerators
+        if (overlap.compute_capability, overlap.fp8, overlap.tensor_parallel) == (
+            machine.accelerator.compute_capability,
+            s.fp8,
+            s.tensor_parallel,
         ):
             return overlap.config
     return None
@@ -475,8 +477,8 @@ def preprocess_command(
     return command
 
 
-# Blackwell and later: NeMo's PerfEnvPlugin `gpu_sm100_or_newer`.
-_SM100_OR_NEWER = frozenset({"b200"})
+# Blackwell and later: NeMo's PerfEnvPlugin `gpu_sm100_or_newer`, compute capability 10.0 and up.
+SM100 = (10, 0)
 # PerfEnvPlugin's P2P chunk for pipeline-parallel runs (helpers.build_perf_env_plugin).
 PP_COMM_CHUNKSIZE = 2097152
 
@@ -490,11 +492,12 @@ def perf_env(run: RunSpec, machine: MachineType) -> dict[str, str]:
     if not recipe.env:
         return {}
     env = dict(recipe.env)
-    if machine.accelerator.name in _SM100_OR_NEWER:
+    sm100_or_newer = machine.accelerator.compute_capability >= SM100
+    if sm100_or_newer:
         # "causes an unexpected error" on B200 (scripts/performance/executors.py leaves it off there).
         env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
     if s.tensor_parallel > 1 or s.context_parallel > 1:
-        env["CUDA_DEVICE_MAX_CONNECTIONS"] = "32" if machine.accelerator.name in _SM100_OR_NEWER else "1"
+        env["CUDA_DEVICE_MAX_CONNECTIONS"] = "32" if sm100_or_newer else "1"
     if s.pipeline_parallel > 1:
         env["NCCL_P2P_NET_CHUNKSIZE"] = str(PP_COMM_CHUNKSIZE)
     return env

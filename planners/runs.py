@@ -15,7 +15,7 @@ from types import MappingProxyType
 from facts import resiliency, versions
 from facts.errors import RuleError
 from facts.kubernetes import TOPOLOGY_LABELS, TopologyLevel
-from facts.machines import GPUDIRECT_STACKS, GpuDirect, MachineType, Precision, training_pod_requests
+from facts.machines import MachineType, Precision, training_pod_requests
 from facts.models import MODELS, Framework, ModelSpec, RunSettings, model_spec
 from planners.queues import Flavor
 
@@ -130,9 +130,12 @@ def check_run(
     cpu, memory = training_pod_requests(machine)
     if run.nodes * cpu > flavor.cpu_millicores or run.nodes * memory > flavor.memory_mib:
         raise RuleError("nodes", run.nodes, f"the run's CPU and memory requests exceed the queue's quota on {pool}")
-    if machine.gpus % s.tensor_parallel:
+    if machine.nvlink_domain_gpus % s.tensor_parallel:
         raise RuleError(
-            "tensorParallel", s.tensor_parallel, f"must divide the {machine.gpus} GPUs of a {machine.name} node"
+            "tensorParallel",
+            s.tensor_parallel,
+            f"must divide the {machine.nvlink_domain_gpus} GPUs of a {machine.name} NVLink domain"
+            + (" (a node)" if machine.nvlink_domain_gpus == machine.gpus else ""),
         )
     if gpus % s.model_parallel:
         raise RuleError(
@@ -203,10 +206,6 @@ def local_ssd_bytes(machine: MachineType) -> int:
     return machine.local_ssds * resiliency.LOCAL_SSD_DISK_GIB * 2**30
 
 
-# GPUDirect flavours whose training pods can run on the host network, which the supervisor needs.
-SUPERVISED_FLAVOURS = frozenset({GpuDirect.NONE, GpuDirect.TCPXO, GpuDirect.RDMA})
-
-
 def check_resiliency(run: RunSpec, machine: MachineType, supervisor: bool, gke: bool = True) -> None:
     """The run's resiliency settings against its model, its checkpoints and the node's SSD."""
     r, steps = run.resiliency, run.settings.steps
@@ -216,7 +215,7 @@ def check_resiliency(run: RunSpec, machine: MachineType, supervisor: bool, gke: 
         raise RuleError("resiliency", None, f"{run.spec.name} runs on NeMo 1; resiliency settings need a NeMo 2 model")
     if r.supervisor and not supervisor:
         raise RuleError("resiliency.supervisor", True, "needs the platform's supervisor: set resiliency.enabled: true")
-    if r.supervisor and machine.gpudirect not in SUPERVISED_FLAVOURS:
+    if r.supervisor and not machine.pods_on_host_network:
         raise RuleError(
             "resiliency.supervisor",
             True,
@@ -294,7 +293,7 @@ def run_advice(run: RunSpec, machine: MachineType) -> list[str]:
 
 
 def _validated(machine: MachineType) -> tuple[str, ...]:
-    stack = GPUDIRECT_STACKS.get(machine.gpudirect)
+    stack = machine.gpudirect_stack
     return tuple(image.ref for image in stack.validated_images) if stack else ()
 
 
@@ -303,9 +302,9 @@ def untested_image(run: RunSpec, machine: MachineType) -> str | None:
     with (facts.machines.GpuDirectStack.validated_images), or None."""
     validated = _validated(machine)
     image = run.image or run.spec.recipe.image.ref
-    if not validated or image in validated:
+    stack = machine.gpudirect_stack
+    if stack is None or not validated or image in validated:
         return None
-    stack = GPUDIRECT_STACKS[machine.gpudirect]
     pair = " and ".join(i.ref for i in (stack.pod_plugin, stack.rxdm_sidecar) if i is not None)
     return f"{image} was never validated with {machine.name}'s {pair}, only {', '.join(validated)}"
 

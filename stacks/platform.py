@@ -49,7 +49,7 @@ from facts.errors import RuleError
 from facts.gcp import REGIONAL_FILESTORE_TIERS
 from facts.installed import crd_manifest
 from facts.kubernetes import DEFAULT_PRIORITY, FABRIC_CHECK_PRIORITY, PRIORITY_VALUES, node_pool_selector
-from facts.machines import GPUDIRECT_STACKS
+from planners import gpudirect
 from planners.monitoring import gpu_alerts, gpu_dashboard
 from planners.queues import plan_flavors
 from stacks.cluster import ClusterOutputs
@@ -185,19 +185,19 @@ class PlatformLayer(pulumi.ComponentResource):
         protect = cluster.facts.production
         training = workspace.principals[facts.service_account]
         data_prep = workspace.principals[facts.data_prep_service_account]
-        machines = [p.machine for p in cluster.facts.gpu_pools]
-        stacks = {m.gpudirect: GPUDIRECT_STACKS[m.gpudirect] for m in machines if m.gpudirect in GPUDIRECT_STACKS}
-        if cluster.facts.gpu_networks and any(stack.pod_networks for stack in stacks.values()):
+        installers = gpudirect.plugin_installers([p.machine for p in cluster.facts.gpu_pools])
+        if cluster.facts.gpu_networks and any(stack.pod_networks for stack, _ in installers.values()):
             objects = GpuNetworkObjects(
                 f"{name}-gpu-networks", GpuNetworkObjectsArgs(plan=cluster.facts.gpu_networks), opts=child
             )
             self.run_dependencies.append(objects)
-        for flavour, stack in stacks.items():
+        for suffix, (stack, accelerators) in installers.items():
             NcclPluginInstaller(
-                f"{name}-nccl-{flavour.value}",
+                f"{name}-nccl-{suffix}",
                 NcclPluginInstallerArgs(
                     stack=stack,
-                    accelerators=sorted({m.gke_accelerator for m in machines if m.gpudirect is flavour}),
+                    key=suffix,
+                    accelerators=accelerators,
                     nri_device_injector=cfg.gpudirect.nri_device_injector,
                 ),
                 opts=child,

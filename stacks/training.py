@@ -29,7 +29,7 @@ from facts.kubernetes import (
     TRAINING_CONTAINER,
     looks_secret,
 )
-from facts.machines import GpuDirect, MachineType
+from facts.machines import GpuDirectStack, MachineType
 from facts.project import PROJECT
 from planners import nemo
 from planners.fabric import NcclTestSpec, check_nccl_test
@@ -85,13 +85,15 @@ def run_spec(run: RunConfig, platform: PlatformFacts) -> RunSpec:
 
 def run_networking(run: RunSpec, machine: MachineType, cluster: ClusterFacts) -> PodNetworking:
     """The pool's pod networking; on the host network for a supervised run."""
-    return pod_networking(flavour(machine, cluster), cluster.gpu_networks, machine.gpus, run.resiliency.supervisor)
+    return pod_networking(
+        gpudirect_stack(machine, cluster), cluster.gpu_networks, machine.gpus, run.resiliency.supervisor
+    )
 
 
-def flavour(machine: MachineType, cluster: ClusterFacts) -> GpuDirect:
+def gpudirect_stack(machine: MachineType, cluster: ClusterFacts) -> GpuDirectStack | None:
     """The machine's GPUDirect wiring on GKE; elsewhere none of GKE's networks or plugins exist,
     so NCCL uses the pod network."""
-    return machine.gpudirect if cluster.gke else GpuDirect.NONE
+    return machine.gpudirect_stack if cluster.gke else None
 
 
 def run_paths(run: RunSpec, platform: PlatformFacts) -> nemo.RunPaths:
@@ -230,7 +232,7 @@ class TrainingLayer(pulumi.ComponentResource):
                         ),
                         service_account=platform.service_account,
                         networking=pod_networking(
-                            flavour(machine, cluster.facts), cluster.facts.gpu_networks, machine.gpus
+                            gpudirect_stack(machine, cluster.facts), cluster.facts.gpu_networks, machine.gpus
                         ),
                         shared_claim=platform.shared_claim,
                         shared_mount=platform.shared_mount,

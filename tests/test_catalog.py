@@ -13,7 +13,6 @@ import pytest
 from facts import versions
 from facts.kubernetes import JOBSET_API, KUEUE_API, NETWORKING_API
 from facts.machines import (
-    GPUDIRECT_STACKS,
     MACHINE_TYPES,
     SOURCED_MACHINE_FIELDS,
     GpuDirect,
@@ -70,7 +69,8 @@ def test_an_unknown_machine_type_lists_the_known_ones() -> None:
 
 
 def test_each_gpudirect_flavour_pairs_a_plugin_with_its_sidecar() -> None:
-    tcpx, tcpxo, rdma = (GPUDIRECT_STACKS[f] for f in (GpuDirect.TCPX, GpuDirect.TCPXO, GpuDirect.RDMA))
+    tcpx, tcpxo, rdma = (machine_type(m).gpudirect_stack for m in ("a3-highgpu-8g", "a3-megagpu-8g", "a3-ultragpu-8g"))
+    assert tcpx and tcpxo and rdma
     assert (tcpx.node_plugin.tag, tcpx.rxdm_sidecar and tcpx.rxdm_sidecar.tag) == ("v3.1.9", "v2.0.12")
     assert rdma.rxdm_sidecar is None and rdma.node_plugin.repository.endswith("nccl-plugin-gib")
     assert tcpx.needs_nri_device_injector and not tcpxo.needs_nri_device_injector and not rdma.needs_nri_device_injector
@@ -81,8 +81,8 @@ def test_a3_mega_runs_the_pair_and_image_its_recipe_validated_never_a_mix() -> N
     README "NCCL Plugin: v1.0.3", "RxDM sidecar: v1.0.9", "NVIDIA NeMo NGC container image :
     24.07") and every other A3 Mega recipe on that pair validated exactly this combination; CEA's
     release table couples the RxDM to its plugin release (gpudirect-tcpxo/README.md)."""
-    tcpxo = GPUDIRECT_STACKS[GpuDirect.TCPXO]
-    assert tcpxo.pod_plugin is not None and tcpxo.rxdm_sidecar is not None
+    tcpxo = machine_type("a3-megagpu-8g").gpudirect_stack
+    assert tcpxo is not None and tcpxo.pod_plugin is not None and tcpxo.rxdm_sidecar is not None
     assert (tcpxo.pod_plugin.tag, tcpxo.rxdm_sidecar.tag) == ("v1.0.3", "v1.0.9")
     assert [image.ref for image in tcpxo.validated_images] == ["nvcr.io/nvidia/nemo:24.07"]
     assert MODELS["gpt3-175b"].recipe.image in tcpxo.validated_images

@@ -300,7 +300,7 @@ def test_a_run_is_checked_against_the_machine_the_pool_describes() -> None:
     training["runs"][0]["tensorParallel"] = 8
     values = {**oke(gpusPerNode=4), "nemo-gke:training": training}
     message = issue_for(rejected(values, "existing-oke"), "training.runs[0].tensorParallel")
-    assert "4 GPUs of a BM.GPU.H100.8 node" in message
+    assert "4 GPUs of a BM.GPU.H100.8 NVLink domain (a node)" in message
     del training["runs"][0]["tensorParallel"]
     training["runs"][0]["fp8"] = True
     values = {**oke(accelerator="a100", machineType="BM.GPU.A100-v2.8"), "nemo-gke:training": training}

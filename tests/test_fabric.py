@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from facts.machines import GPUDIRECT_STACKS, GpuDirect
+from facts.machines import GpuDirect
 from facts.nccl import NCCL_TEST_LAUNCH, PUBLISHED
 from planners import nemo
 from planners.fabric import MIN_BW_FACTOR, NCCL_TEST_SCRIPT
@@ -88,7 +88,6 @@ def test_a_check_runs_the_flavour_s_nccl_test_with_the_training_pods_wiring(
         check["metadata"]["labels"]["kueue.x-k8s.io/queue-name"]
         == training["metadata"]["labels"]["kueue.x-k8s.io/queue-name"]
     )
-    assert GPUDIRECT_STACKS[flavour].flavour is flavour
 
 
 def test_the_published_pass_mark_applies_to_exactly_the_published_test(render: Render) -> None:

@@ -161,12 +161,13 @@ def _zone_list(zones: Iterable[str]) -> str:
 
 def machines_table() -> str:
     table = _table(
-        ["Machine", "GPUs", "vCPUs", "Memory (GiB)", "Local SSDs", "GPUDirect", "GPU NICs", "Other gVNICs", "MTU",
-         "Boot disks", "Oldest GKE", "Compact with flex-start"],
+        ["Machine", "GPUs", "CPU", "vCPUs", "Memory (GiB)", "NVLink domain (GPUs)", "Local SSDs", "GPUDirect",
+         "GPU NICs", "Other gVNICs", "MTU", "Boot disks", "Node image", "Oldest GKE", "Compact with flex-start"],
         (
-            [f"`{m.name}`", f"{m.gpus} × {m.accelerator.name} (`{m.gke_accelerator}`)", m.vcpus, m.memory_gib,
-             m.local_ssds, m.gpudirect.value, m.gpu_nics, m.extra_gvnics, m.mtu or "VPC default",
-             ", ".join(m.boot_disk_types), m.min_gke_version, "yes" if m.compact_with_flex_start else "no"]
+            [f"`{m.name}`", f"{m.gpus} × {m.accelerator.name} (`{m.gke_accelerator}`)", m.cpu_arch.value, m.vcpus,
+             m.memory_gib, m.nvlink_domain_gpus, m.local_ssds, m.gpudirect.value, m.gpu_nics, m.extra_gvnics,
+             m.mtu or "VPC default", ", ".join(m.boot_disk_types), f"`{m.node_image_type}`", m.min_gke_version,
+             "yes" if m.compact_with_flex_start else "no"]
             for m in MACHINE_TYPES.values()
         ),
     )  # fmt: skip
@@ -187,9 +188,21 @@ def accelerators_table() -> str:
         return f"{tflops[precision]:g}" if precision in tflops else "-"
 
     table = _table(
-        ["GPU", "Memory (GB)", *(f"Dense {p.value.upper()} peak (TFLOPS)" for p in Precision)],
+        [
+            "GPU",
+            "Architecture",
+            "Compute capability",
+            "Memory (GB)",
+            *(f"Dense {p.value.upper()} peak (TFLOPS)" for p in Precision),
+        ],
         (
-            [f"`{a.name}`", a.memory_gb, *(peak(a.peak_dense_tflops, p) for p in Precision)]
+            [
+                f"`{a.name}`",
+                a.architecture,
+                ".".join(map(str, a.compute_capability)),
+                a.memory_gb,
+                *(peak(a.peak_dense_tflops, p) for p in Precision),
+            ]
             for a in ACCELERATORS.values()
         ),
     )
@@ -200,7 +213,7 @@ def accelerators_table() -> str:
 def _pod_networking(machine: MachineType) -> tuple[str, str, str]:
     """(pod networking, containers the pod adds, NCCL settings) of a machine's training pod."""
     plan = plan_gpu_networks("cluster", machine, NetworkConfig().gpu_cidr)
-    pod = pod_networking(machine.gpudirect, plan, machine.gpus)
+    pod = pod_networking(machine.gpudirect_stack, plan, machine.gpus)
     if pod.host_network:
         networking = "host network" + (", privileged" if pod.privileged else "")
     else:
@@ -209,7 +222,7 @@ def _pod_networking(machine: MachineType) -> tuple[str, str, str]:
         f"`{c['name']}`" + (" (native sidecar)" if c.get("restartPolicy") == "Always" else " (init)")
         for c in pod.init_containers
     ]
-    stack = GPUDIRECT_STACKS.get(machine.gpudirect)
+    stack = machine.gpudirect_stack
     if stack is not None and stack.needs_nri_device_injector:
         containers.append("GPU devices through NRI device injection")
     nccl_settings = [f"sources `{pod.nccl_init_script}`"] if pod.nccl_init_script else []
@@ -225,7 +238,7 @@ def gpudirect_table() -> str:
         ["Machines", "GPUDirect", "Pod networking", "Containers the pod adds", "NCCL settings"],
         ([", ".join(names), *layout] for layout, names in by_layout.items()),
     )
-    return f"{table}\n\n{_sources((flavour.value, stack.sources) for flavour, stack in GPUDIRECT_STACKS.items())}"
+    return f"{table}\n\n{_sources((stack.flavour.value, stack.sources) for stack in GPUDIRECT_STACKS)}"
 
 
 def gpudirect_images_table() -> str:
@@ -236,9 +249,9 @@ def gpudirect_images_table() -> str:
         ["GPUDirect", "Node plugin (installer DaemonSet)", "Plugin the pod installs", "Receive-path daemon (RxDM)",
          "Validated training images", "RxDM health file"],
         (
-            [flavour.value, image(s.node_plugin), image(s.pod_plugin), image(s.rxdm_sidecar),
+            [s.flavour.value, image(s.node_plugin), image(s.pod_plugin), image(s.rxdm_sidecar),
              ", ".join(f"`{i.ref}`" for i in s.validated_images) or "any", "yes" if s.rxdm_health_check else "no"]
-            for flavour, s in GPUDIRECT_STACKS.items()
+            for s in GPUDIRECT_STACKS
         ),
     )  # fmt: skip
 

@@ -43,7 +43,7 @@ def jobset_for(machine: str, model: str = "gpt-5b") -> dict:  # type: ignore[typ
         local_queue="q",
         service_account="sa",
         networking=pod_networking(
-            m.gpudirect, plan_gpu_networks("c", m if m.is_multi_nic else None, "10.8.0.0/16"), m.gpus
+            m.gpudirect_stack, plan_gpu_networks("c", m if m.is_multi_nic else None, "10.8.0.0/16"), m.gpus
         ),
         paths=nemo.run_paths(run, "/nfs/exp", "/checkpoints", "/data"),
         volumes=VOLUMES,
@@ -150,8 +150,9 @@ def test_the_rxdm_gets_a_health_file_and_startup_probe_where_it_writes_one() -> 
     a startup probe `cat`s it, so a node whose receive path does not come up fails fast. The
     pinned pairs' daemons write no such file (TCPXO v1.0.9; TCPX has none at all): a probe there
     would fail every pod, so they get none."""
-    stack = GPUDIRECT_STACKS[GpuDirect.TCPXO]
-    for pinned in GPUDIRECT_STACKS.values():
+    stack = MACHINE_TYPES["a3-megagpu-8g"].gpudirect_stack
+    assert stack is not None
+    for pinned in GPUDIRECT_STACKS:
         if pinned.rxdm_sidecar is not None:
             sidecar = rxdm_sidecar("daemon", pinned, ["rxdm"], {}, [])
             assert "startupProbe" not in sidecar and "HEALTH_CHECK_LOG_FILE" not in str(sidecar["env"])
