@@ -96,7 +96,7 @@ def _namespace(name: str, namespace: str, parent: pulumi.Resource) -> k8s.core.v
 @dataclass(frozen=True)
 class JobSetControllerArgs:
     node_selector: Mapping[str, str]
-    # The JobSet CRD of the pinned release (facts.installed.crd_manifest): applied by the
+    # The JobSet CRD of the pinned release (stacks.installed.crd_manifest): applied by the
     # program, since Helm never upgrades the chart's `crds/`.
     crd: Mapping[str, Any]
     # The stack's fully qualified name, marked on the CRD: a later `up` tells its own JobSet (and

@@ -47,13 +47,13 @@ from config.stack import StackConfig
 from facts import versions
 from facts.errors import RuleError
 from facts.gcp import REGIONAL_FILESTORE_TIERS
-from facts.installed import crd_manifest
 from facts.kubernetes import DEFAULT_PRIORITY, FABRIC_CHECK_PRIORITY, PRIORITY_VALUES, node_pool_selector
 from planners import gpudirect
 from planners.monitoring import gpu_alerts, gpu_dashboard
 from planners.queues import plan_flavors
 from stacks.cluster import ClusterOutputs
 from stacks.contract import ClusterFacts, PlatformFacts
+from stacks.installed import crd_manifest
 
 SHARED_MOUNT = "/nfs"
 EXPERIMENTS_DIR = f"{SHARED_MOUNT}/nemo-experiments"

@@ -68,6 +68,28 @@ def test_facts_planners_and_analysis_import_neither_pulumi_nor_pydantic() -> Non
         assert not ALLOWED[package] & {*PULUMI, "pydantic"}, package
 
 
+# What reading a file, the environment, a process or the network takes.
+IO_MODULES = {"os", "pathlib", "io", "shutil", "tempfile", "glob", "subprocess", "socket", "urllib", "http"}
+
+
+def io_uses(path: Path) -> list[str]:
+    """The input and output a module does: modules it imports for it and calls of `open`."""
+    tree = parse_source(path.read_text())
+    calls = {
+        "open"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "open"
+    }
+    return sorted((imported_modules(path) & IO_MODULES) | calls)
+
+
+def test_facts_read_nothing() -> None:
+    """Facts are values: what a cache, a file or the environment holds is read by the layers above
+    (stacks.installed reads the CRD cache), so a fact reads the same on every machine."""
+    found = {str(p.relative_to(ROOT)): uses for p in package_files("facts") if (uses := io_uses(p))}
+    assert found == {}
+
+
 def test_the_entry_point_imports_only_the_stacks() -> None:
     assert imported_modules(ROOT / "__main__.py") == {"stacks"}
 

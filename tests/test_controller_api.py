@@ -19,10 +19,10 @@ import pytest
 import yaml
 
 from config.loader import ConfigError
-from facts import installed
 from facts.controller_api import CONTROLLER_KINDS, JOB_POD_TEMPLATE
 from facts.kubernetes import STACK_ANNOTATION
 from planners.controller_api import controller_api_problems, schema_knows
+from stacks import installed
 from stacks.kubeapi import ClusterUnreadable, Kubeconfig, read_crds
 from tools.runner import StackFailed, crd_reader, pinned_crds, run_stack, stack_names, stack_with
 

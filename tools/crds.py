@@ -6,7 +6,7 @@ gke-networking-api), fetched from their Go modules.
 hash pinned in facts.versions, reads its CustomResourceDefinitions, and caches
 their schemas (what custom resources are validated against) and the manifests of the CRDs the
 program applies itself as JSON under `~/.cache/nemo-gke/crds/<module>@<version>.json`
-(facts.installed reads it). Validation and the program read only that cache: no YAML
+(stacks.installed reads it). Validation and the program read only that cache: no YAML
 parsing, no network, no Go. Nothing taken from those modules is ever committed here.
 """
 
@@ -31,9 +31,9 @@ from typing import Any
 
 import yaml
 
-from facts.installed import CACHE_FORMAT, NotInstalled, cache_dir, cache_file
-from facts.installed import record as cached
 from facts.versions import CRD_MODULES, CrdModule
+from stacks.installed import CACHE_FORMAT, NotInstalled, cache_dir, cache_file
+from stacks.installed import record as cached
 
 Schemas = dict[tuple[str, str], dict[str, Any]]
 

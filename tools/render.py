@@ -34,8 +34,8 @@ from typing import Any
 import yaml
 
 from config.loader import ConfigError
-from facts.installed import NotInstalled
 from facts.project import stack_name_problem
+from stacks.installed import NotInstalled
 from tools import crds
 from tools.mocks import RecordedResource
 from tools.runner import ROOT, StackFailed, StackRun, run_stack

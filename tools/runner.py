@@ -20,12 +20,11 @@ from pulumi.runtime import settings
 
 from config.loader import parse_stack_config
 from config.stack import StackConfig
-from facts import installed
 from facts.controller_api import CONTROLLER_KINDS
 from facts.kubernetes import STACK_ANNOTATION, stack_identity
 from facts.project import PROJECT, SELF_MANAGED_ORGANIZATION, qualified_stack_name
 from facts.versions import JOBSET_CRD
-from stacks import program
+from stacks import installed, program
 from stacks.kubeapi import CrdReader, Kubeconfig, KubeconfigReader
 from tools.mocks import LogWarning, RecordedResource, RecordingEngine, RecordingMocks, RecordingMonitor
 from tools.stackfile import StackFile, holds_secret, read_stack_file, to_pulumi_config
