@@ -32,6 +32,7 @@ from facts.kubernetes import (
     dns_label_problem,
     mib_quantity,
 )
+from facts.kueue import QueueingStrategy, ReclaimWithinCohort, RequeuingTimestamp, WithinClusterQueue
 from facts.versions import HelmChart
 from planners.queues import TOPOLOGY, TOPOLOGY_SPEC, Flavor
 
@@ -180,7 +181,7 @@ def kueue_configuration(args: KueueControllerArgs) -> dict[str, Any]:
             "recoveryTimeout": timeout,
             "blockAdmission": True,
             "requeuingStrategy": {
-                "timestamp": "Eviction",
+                "timestamp": RequeuingTimestamp.EVICTION,
                 "backoffLimitCount": args.requeue_limit,
                 "backoffBaseSeconds": 60,
                 "backoffMaxSeconds": 3600,
@@ -289,13 +290,13 @@ class KueueController(pulumi.ComponentResource):
         )
 
 
-def cluster_queue_spec(flavors: Sequence[Flavor], namespace: str, preemption: str) -> dict[str, Any]:
+def cluster_queue_spec(flavors: Sequence[Flavor], namespace: str, preemption: WithinClusterQueue) -> dict[str, Any]:
     """Quotas for GPUs, CPU and memory per flavor: each pool's whole allocatable capacity
     (planners.queues), so CPU and memory requests can never make a run inadmissible."""
     spec: dict[str, Any] = {
         "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
-        "queueingStrategy": "BestEffortFIFO",
-        "preemption": {"withinClusterQueue": preemption, "reclaimWithinCohort": "Never"},
+        "queueingStrategy": QueueingStrategy.BEST_EFFORT_FIFO,
+        "preemption": {"withinClusterQueue": preemption, "reclaimWithinCohort": ReclaimWithinCohort.NEVER},
         "resourceGroups": [
             {
                 "coveredResources": [GPU_RESOURCE, "cpu", "memory"],
@@ -325,7 +326,7 @@ class KueueQueuesArgs:
     cluster_queue: str
     local_queue: str
     namespace: pulumi.Input[str]
-    preemption: str
+    preemption: WithinClusterQueue
     # What every Kueue object waits for: the controller's readiness gate.
     after: Sequence[pulumi.Resource]
 

@@ -19,6 +19,7 @@ from facts.kubernetes import (
     label_value_problem,
     labels_problem,
 )
+from facts.kueue import MAX_FLAVORS_PER_GROUP
 from facts.machines import (
     ACCELERATORS,
     GPUS_PER_NODE,
@@ -213,7 +214,9 @@ class ExistingClusterConfig(Model):
     )
     kubeconfig_path: str | None = Field(None, description="Path of a kubeconfig file on the machine running Pulumi.")
     context: str | None = Field(None, description="Context of the kubeconfig. Default: its current context.")
-    gpu_pools: tuple[ExistingPoolConfig, ...] = Field(min_length=1, description="The cluster's GPU pools to use.")
+    gpu_pools: tuple[ExistingPoolConfig, ...] = Field(
+        min_length=1, max_length=MAX_FLAVORS_PER_GROUP, description="The cluster's GPU pools to use."
+    )
     system_node_labels: dict[str, str] = Field(
         {"kubernetes.io/os": "linux"},
         min_length=1,

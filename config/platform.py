@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from typing import Literal
 
 from pydantic import Field, model_validator
 
@@ -11,6 +10,7 @@ from config.base import Model, check_name
 from facts import resiliency
 from facts.errors import RuleError
 from facts.gcp import FilestoreTier, bucket_name_problem, filestore_capacity_problem, general_machine_problem
+from facts.kueue import WithinClusterQueue
 
 _SHARE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,15}$")
 
@@ -87,8 +87,9 @@ class KueueConfig(Model):
     requeue_limit: int = Field(
         5, ge=0, le=100, description="Evictions for not-ready pods before a workload is deactivated."
     )
-    preemption: Literal["LowerPriority", "LowerOrNewerEqualPriority", "Never"] = Field(
-        "LowerPriority", description="Whether a higher-priority run may preempt a lower one in the queue."
+    preemption: WithinClusterQueue = Field(
+        WithinClusterQueue.LOWER_PRIORITY,
+        description="Whether a higher-priority run may preempt a lower one in the queue.",
     )
 
     @model_validator(mode="after")

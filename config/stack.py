@@ -35,6 +35,7 @@ from facts.gcp import (
     usable_addresses,
 )
 from facts.kubernetes import RESERVED_NAMESPACES
+from facts.kueue import MAX_FLAVORS_PER_GROUP
 from facts.machines import GpuDirect, MachineType, nic_layout_groups
 from facts.project import PROGRAM_LABELS, PROJECT, qualified_stack_name, stack_reference_problem
 
@@ -109,6 +110,8 @@ class StackConfig(Model):
     system_pool: SystemPoolConfig = Field(default_factory=SystemPoolConfig, description="CPU pool for controllers.")
     gpu_pools: tuple[GpuPoolConfig, ...] = Field(
         (GpuPoolConfig(name="a3-highgpu", machine_type="a3-highgpu-8g", node_count=2),),
+        # One Kueue flavor each, in one resource group of the ClusterQueue.
+        max_length=MAX_FLAVORS_PER_GROUP,
         description="GPU node pools (default: the walkthrough's 2 × a3-highgpu-8g).",
     )
     namespace: str = Field("nemo", description="Namespace of the training runs, their volumes and their LocalQueue.")

@@ -20,7 +20,7 @@ from facts.monitoring import (
     RESTART_COUNT,
     XID_FIELD,
 )
-from planners.pools import PoolFacts
+from planners.pools import GpuPoolExport
 
 # The charts, in order: each per GPU model (one per machine type, so per pool of that type)
 # and per node.
@@ -85,7 +85,7 @@ def _chart(
     }
 
 
-def gpu_dashboard(cluster: str, namespace: str, pools: Sequence[PoolFacts]) -> dict[str, Any]:
+def gpu_dashboard(cluster: str, namespace: str, pools: Sequence[GpuPoolExport]) -> dict[str, Any]:
     """One dashboard per environment: each DCGM signal per GPU model and per node, then the
     training containers' restarts."""
     models = ", ".join(sorted({p.machine.accelerator.name for p in pools}))
@@ -162,7 +162,7 @@ def dcgm_series(field: str, cluster: str) -> str:
     return f'{DCGM[field].promql_name}{{{CLUSTER_LABEL}="{cluster}"}}'
 
 
-def gpu_alerts(cluster: str, pools: Sequence[PoolFacts]) -> list[AlertCondition]:
+def gpu_alerts(cluster: str, pools: Sequence[GpuPoolExport]) -> list[AlertCondition]:
     """A GPU reporting a new XID error, and, where every pool holds a fixed number of nodes, fewer
     GPUs reporting than the pools have, none at all included: a node lost. A pool that scales
     changes size on purpose, and its GPUs would hide another pool's loss in the count, so then

@@ -1,4 +1,4 @@
-"""GPU node pools: what later layers know of a pool (`PoolFacts`), and how its settings become
+"""GPU node pools: what later layers know of a pool (`GpuPoolExport`), and how its settings become
 a GKE node pool (`plan_node_pool`), with GKE's rules and the platform's defaults applied."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ def gke_gpu_taints(queued: bool) -> tuple[Taint, ...]:
 
 
 @dataclass(frozen=True)
-class PoolFacts:
+class GpuPoolExport:
     """A GPU pool as later layers know it (the cluster layer's `gpuPools` output)."""
 
     name: str
@@ -117,12 +117,12 @@ class NodePoolSpec:
     max_run_duration_seconds: int | None = None
 
     @property
-    def facts(self) -> PoolFacts:
+    def facts(self) -> GpuPoolExport:
         if self.autoscaling is not None:
             min_nodes, max_nodes = self.autoscaling.min_nodes, self.autoscaling.max_nodes
         else:
             min_nodes = max_nodes = self.node_count or 0
-        return PoolFacts(
+        return GpuPoolExport(
             self.name,
             self.machine_type,
             self.zone,

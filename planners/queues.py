@@ -27,7 +27,7 @@ from facts.kubernetes import (
     versioned_name,
 )
 from facts.machines import MachineType, OtherMachine, machine_type
-from planners.pools import PoolFacts, gke_gpu_taints
+from planners.pools import GpuPoolExport, gke_gpu_taints
 
 # The Kueue Topology every topology-aware flavor names.
 TOPOLOGY_SPEC: dict[str, Any] = {"levels": [{"nodeLabel": label} for label in TOPOLOGY_LABELS.values()]}
@@ -50,7 +50,7 @@ class Flavor:
     topology: bool
     # Nodes come from queued provisioning: admission waits for a ProvisioningRequest.
     queued: bool
-    # Why a run asking for topology cannot have it on this pool (planners.pools.PoolFacts).
+    # Why a run asking for topology cannot have it on this pool (planners.pools.GpuPoolExport).
     # Defaulted: stack outputs drop null values, and a later stack must still read the flavor.
     topology_problem: str | None = None
     # An existing cluster's pool: the labels that select its nodes, and the taints they carry.
@@ -98,7 +98,7 @@ class Flavor:
         return spec
 
 
-def plan_flavor(pool: PoolFacts) -> Flavor:
+def plan_flavor(pool: GpuPoolExport) -> Flavor:
     machine = pool.machine
     millicores, mib = machine.allocatable
     flavor = Flavor(
@@ -119,5 +119,5 @@ def plan_flavor(pool: PoolFacts) -> Flavor:
     return replace(flavor, name=versioned_name(pool.name, flavor.spec))
 
 
-def plan_flavors(pools: Sequence[PoolFacts]) -> tuple[Flavor, ...]:
+def plan_flavors(pools: Sequence[GpuPoolExport]) -> tuple[Flavor, ...]:
     return tuple(plan_flavor(pool) for pool in pools)

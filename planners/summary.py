@@ -21,7 +21,7 @@ from typing import Any
 from facts import pricing
 from facts.gke import CapacityType
 from facts.project import PROJECT, is_placeholder
-from planners.pools import PoolFacts
+from planners.pools import GpuPoolExport
 from planners.runs import RunSpec
 
 
@@ -136,7 +136,7 @@ _NOT_ON_DEMAND = {
 }
 
 
-def _pool_line(pool: PoolFacts, region: str) -> PoolLine:
+def _pool_line(pool: GpuPoolExport, region: str) -> PoolLine:
     price = pricing.on_demand_usd_per_hour(pool.machine_type, region)
     if pool.node_labels is not None:
         note, total = "an existing cluster's nodes: not priced", None
@@ -158,7 +158,7 @@ def _pool_line(pool: PoolFacts, region: str) -> PoolLine:
     )
 
 
-def _run_line(run: RunSpec, pool: PoolFacts, region: str, image_pinned: bool) -> RunLine:
+def _run_line(run: RunSpec, pool: GpuPoolExport, region: str, image_pinned: bool) -> RunLine:
     s = run.settings
     known = run.spec.step_time(pool.machine_type, run.nodes, s.global_batch_size, s.fp8) if image_pinned else None
     hours = s.steps * known.seconds / 3600 if known else None
@@ -213,7 +213,7 @@ def _not_priced(summary: Summary) -> tuple[str, ...]:
     return (*lines, *pricing.NEVER_PRICED)
 
 
-def _no_go(project: str, pools: Sequence[PoolFacts]) -> tuple[str, ...]:
+def _no_go(project: str, pools: Sequence[GpuPoolExport]) -> tuple[str, ...]:
     reasons = []
     if is_placeholder(project):
         reasons.append(f"{PROJECT}:project {project!r} is the shipped files' placeholder")
@@ -229,13 +229,13 @@ def plan_summary(
     project: str,
     region: str,
     zone: str,
-    pools: Sequence[PoolFacts],
+    pools: Sequence[GpuPoolExport],
     runs: Sequence[RunSpec],
     *,
     cpu_pools: Sequence[CpuPool] = (),
     filestore: Filestore | None = None,
 ) -> Summary:
-    by_name: Mapping[str, PoolFacts] = {p.name: p for p in pools}
+    by_name: Mapping[str, GpuPoolExport] = {p.name: p for p in pools}
     summary = Summary(
         project=project,
         region=region,

@@ -42,7 +42,7 @@ from facts.kubernetes import SYSTEM_POOL
 from facts.project import project_advice
 from planners.networks import network_machine, network_mtu, plan_gpu_networks
 from planners.pools import Autoscaling, NodePoolSpec
-from stacks.contract import ClusterFacts
+from stacks.contract import ClusterExports
 
 
 def node_pool_spec(cfg: StackConfig, pool: GpuPoolConfig) -> NodePoolSpec:
@@ -68,9 +68,9 @@ def node_pool_spec(cfg: StackConfig, pool: GpuPoolConfig) -> NodePoolSpec:
     )
 
 
-def cluster_facts(cfg: StackConfig) -> ClusterFacts:
+def cluster_facts(cfg: StackConfig) -> ClusterExports:
     location = cfg.region if cfg.cluster.regional else cfg.zone
-    return ClusterFacts(
+    return ClusterExports(
         project=cfg.gcp_project,
         region=cfg.region,
         zone=cfg.zone,
@@ -113,7 +113,7 @@ def minimum_gke_version(cfg: StackConfig) -> str:
 
 @dataclass(frozen=True)
 class ClusterOutputs:
-    facts: ClusterFacts
+    facts: ClusterExports
     kubeconfig: pulumi.Output[str]
     provider: k8s.Provider
     # The primary VPC's name; an Output of the network in a one-stack environment, so that
@@ -126,7 +126,7 @@ class ClusterOutputs:
 @dataclass(frozen=True)
 class ClusterLayerArgs:
     config: StackConfig
-    facts: ClusterFacts
+    facts: ClusterExports
     # Labels of every labelled GCP resource.
     labels: Mapping[str, str]
 
@@ -253,7 +253,7 @@ class ClusterLayer(pulumi.ComponentResource):
 
 
 def build(
-    cfg: StackConfig, facts: ClusterFacts, labels: Mapping[str, str], opts: pulumi.ResourceOptions
+    cfg: StackConfig, facts: ClusterExports, labels: Mapping[str, str], opts: pulumi.ResourceOptions
 ) -> tuple[ClusterOutputs, dict[str, Any]]:
     layer = ClusterLayer("cluster", ClusterLayerArgs(config=cfg, facts=facts, labels=labels), opts)
     outputs = ClusterOutputs(
@@ -272,7 +272,7 @@ def build(
     return outputs, exports
 
 
-def from_upstream(facts: ClusterFacts, kubeconfig: pulumi.Output[str]) -> ClusterOutputs:
+def from_upstream(facts: ClusterExports, kubeconfig: pulumi.Output[str]) -> ClusterOutputs:
     """The same record for a stack that reads the cluster layer from another stack."""
     provider = k8s.Provider(
         "cluster-k8s",

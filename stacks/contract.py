@@ -1,7 +1,7 @@
 """The contract between layers: what the cluster and platform layers export (stack outputs
 `cluster` and `platform`) and what a later layer reads back, in this stack or in another one.
 
-The records inside are the planners' own (`PoolFacts`, `GpuNetworkPlan`, `Flavor`), so a fact
+The records inside are the planners' own (`GpuPoolExport`, `GpuNetworkPlan`, `Flavor`), so a record
 has one shape from the config to the component that uses it. Reading them back from an upstream
 stack validates every field, strictly: an upstream stack deployed by another version of this
 program is refused with a message instead of being misread.
@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from config.base import Model
 from facts.kubernetes import node_pool_selector
+from facts.kueue import WithinClusterQueue
 from planners.networks import GpuNetworkPlan
-from planners.pools import PoolFacts
+from planners.pools import GpuPoolExport
 from planners.queues import Flavor
 
 
-class ClusterFacts(Model):
+class ClusterExports(Model):
     """The cluster layer's plain outputs (stack output `cluster`)."""
 
     project: str
@@ -30,7 +31,7 @@ class ClusterFacts(Model):
     workload_pool: str
     system_pool: str
     gpu_networks: tuple[GpuNetworkPlan, ...]
-    gpu_pools: tuple[PoolFacts, ...]
+    gpu_pools: tuple[GpuPoolExport, ...]
     # The resiliency supervisor's CPU pool, when the stack has one.
     supervisor_pool: str | None = None
     # False: an existing cluster (config.existing), reached by kubeconfig, with no Google Cloud
@@ -45,7 +46,7 @@ class ClusterFacts(Model):
         return node_pool_selector(self.system_pool)
 
 
-class PlatformFacts(Model):
+class PlatformExports(Model):
     """The platform layer's plain outputs (stack output `platform`)."""
 
     namespace: str
@@ -75,7 +76,7 @@ class PlatformFacts(Model):
     cloud_storage_fuse: bool = True
     # The ClusterQueue's preemption within it (kueue.preemption): whether a fabric check can take
     # the pool from a run.
-    preemption: str = "LowerPriority"
+    preemption: WithinClusterQueue = WithinClusterQueue.LOWER_PRIORITY
 
     @property
     def flavors_by_pool(self) -> dict[str, Flavor]:

@@ -1,4 +1,4 @@
-"""An existing cluster in place of the cluster layer (config.existing): the same `ClusterFacts`
+"""An existing cluster in place of the cluster layer (config.existing): the same `ClusterExports`
 the platform layer reads, built from the pools the config describes, and a Kubernetes provider
 on the given kubeconfig. Nothing here is a Google Cloud resource."""
 
@@ -17,9 +17,9 @@ from facts.kubernetes import Taint
 from facts.project import PROJECT
 from facts.pulumi_cli import SECRET_STAND_IN
 from planners.controller_api import controller_api_problems, crd_names, installed_by_others
-from planners.pools import PoolFacts
+from planners.pools import GpuPoolExport
 from stacks.cluster import ClusterOutputs
-from stacks.contract import ClusterFacts
+from stacks.contract import ClusterExports
 from stacks.kubeapi import (
     ClusterUnreadable,
     CrdReader,
@@ -30,8 +30,8 @@ from stacks.kubeapi import (
 )
 
 
-def cluster_facts(cfg: ExistingClusterConfig, production: bool) -> ClusterFacts:
-    return ClusterFacts(
+def cluster_facts(cfg: ExistingClusterConfig, production: bool) -> ClusterExports:
+    return ClusterExports(
         project="",
         region="",
         zone="",
@@ -43,7 +43,7 @@ def cluster_facts(cfg: ExistingClusterConfig, production: bool) -> ClusterFacts:
         system_pool="",
         gpu_networks=(),
         gpu_pools=tuple(
-            PoolFacts(
+            GpuPoolExport(
                 name=pool.name,
                 machine_type=pool.machine_type,
                 zone="",
@@ -64,7 +64,7 @@ def cluster_facts(cfg: ExistingClusterConfig, production: bool) -> ClusterFacts:
     )
 
 
-def connect(cfg: ExistingClusterConfig, facts: ClusterFacts) -> ClusterOutputs:
+def connect(cfg: ExistingClusterConfig, facts: ClusterExports) -> ClusterOutputs:
     """The cluster's Kubernetes provider; the kubeconfig contents stay secret in the state."""
     kubeconfig: pulumi.Output[str] = (
         pulumi.Output.secret(cfg.kubeconfig)

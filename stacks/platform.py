@@ -52,7 +52,7 @@ from planners import gpudirect
 from planners.monitoring import gpu_alerts, gpu_dashboard
 from planners.queues import plan_flavors
 from stacks.cluster import ClusterOutputs
-from stacks.contract import ClusterFacts, PlatformFacts
+from stacks.contract import ClusterExports, PlatformExports
 from stacks.installed import crd_manifest
 
 SHARED_MOUNT = "/nfs"
@@ -67,19 +67,19 @@ READ_WRITE = "roles/storage.objectUser"
 
 @dataclass(frozen=True)
 class PlatformOutputs:
-    facts: PlatformFacts
+    facts: PlatformExports
     # What a training run must wait for (queue, volumes, identity, GPU network objects); empty
     # when the platform lives in another stack.
     run_dependencies: tuple[pulumi.Resource, ...] = ()
 
 
-def platform_facts(cfg: StackConfig, cluster: ClusterFacts) -> PlatformFacts:
+def platform_facts(cfg: StackConfig, cluster: ClusterExports) -> PlatformExports:
     prefix = f"{cluster.project}-{cluster.name}"
     storage = cfg.storage
     buckets = cluster.gke
     # An existing cluster's own claims, where the config names them.
     claims = ExistingClaimsConfig().names if cluster.gke else _existing(cfg).claims.names
-    return PlatformFacts(
+    return PlatformExports(
         namespace=cfg.namespace,
         service_account=TRAINING_ACCOUNT,
         data_prep_service_account=DATA_PREP_ACCOUNT,
@@ -111,7 +111,7 @@ def _existing(cfg: StackConfig) -> ExistingClusterConfig:
     return cfg.existing_cluster
 
 
-def check_platform(cfg: StackConfig, cluster: ClusterFacts) -> None:
+def check_platform(cfg: StackConfig, cluster: ClusterExports) -> None:
     """What the platform needs of the cluster it lands on, before anything is registered."""
     if cfg.resiliency.enabled and cluster.supervisor_pool is None:
         raise ConfigError.of(
@@ -123,7 +123,7 @@ def check_platform(cfg: StackConfig, cluster: ClusterFacts) -> None:
 class PlatformLayerArgs:
     config: StackConfig
     cluster: ClusterOutputs
-    facts: PlatformFacts
+    facts: PlatformExports
     # Labels of every labelled GCP resource.
     labels: Mapping[str, str]
     # The stack's fully qualified name (facts.kubernetes.STACK_ANNOTATION).
@@ -368,7 +368,7 @@ class PlatformLayer(pulumi.ComponentResource):
             )
 
 
-def kueue_controller_args(cfg: StackConfig, cluster: ClusterFacts) -> KueueControllerArgs:
+def kueue_controller_args(cfg: StackConfig, cluster: ClusterExports) -> KueueControllerArgs:
     """The Kueue the stack installs; on `kueue.install: false`, what it expects of the cluster's."""
     return KueueControllerArgs(
         node_selector=cluster.system_selector,
@@ -381,7 +381,7 @@ def kueue_controller_args(cfg: StackConfig, cluster: ClusterFacts) -> KueueContr
 def build(
     cfg: StackConfig,
     cluster: ClusterOutputs,
-    facts: PlatformFacts,
+    facts: PlatformExports,
     labels: Mapping[str, str],
     opts: pulumi.ResourceOptions,
     *,

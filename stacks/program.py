@@ -18,7 +18,7 @@ from facts.project import MANAGED_BY_LABEL, PROJECT, STACK_LABEL
 from facts.pulumi_cli import SHOWN_ERROR_EXIT_CODE
 from planners.summary import CpuPool, Filestore, plan_summary
 from stacks import bootstrap, cluster, existing, platform, training
-from stacks.contract import ClusterFacts, PlatformFacts
+from stacks.contract import ClusterExports, PlatformExports
 from stacks.kubeapi import CrdReader, KubeconfigReader
 from stacks.kubeapi import read_crds as read_cluster_crds
 from stacks.kubeapi import read_kubeconfig as read_kubeconfig_file
@@ -80,7 +80,7 @@ def stack_identity() -> str:
     return identity_of(pulumi.get_organization(), pulumi.get_project(), pulumi.get_stack())
 
 
-def gcp_provider(cfg: StackConfig, location: ClusterFacts | None = None) -> gcp.Provider:
+def gcp_provider(cfg: StackConfig, location: ClusterExports | None = None) -> gcp.Provider:
     """One explicit provider per stack: the project and region come from validated config (a
     later layer's, from its upstream's cluster), never from ambient gcloud settings."""
     project, region, zone = (
@@ -95,7 +95,7 @@ def gcp_provider(cfg: StackConfig, location: ClusterFacts | None = None) -> gcp.
 _UPSTREAM_KEYS = ("project", "region", "zone", "production")
 
 
-def check_upstream_keys(cfg: StackConfig, cluster: ClusterFacts, platform: PlatformFacts | None) -> None:
+def check_upstream_keys(cfg: StackConfig, cluster: ClusterExports, platform: PlatformExports | None) -> None:
     """A later layer's stack that repeats its upstream's project, region, zone, production or
     namespace repeats it exactly: a different value would be ignored."""
     found = [(key, getattr(cluster, key), getattr(cfg, key)) for key in _UPSTREAM_KEYS]
@@ -137,16 +137,16 @@ def deploy(cfg: StackConfig, access: Access) -> dict[str, Any]:
     elif cfg.deploys(Layer.CLUSTER):
         cluster_facts = cluster.cluster_facts(cfg)
     else:
-        cluster_facts = _need(upstream).facts("cluster", ClusterFacts)
+        cluster_facts = _need(upstream).facts("cluster", ClusterExports)
         check_upstream_keys(cfg, cluster_facts, None)
-    platform_facts: PlatformFacts | None = None
+    platform_facts: PlatformExports | None = None
     if cfg.deploys(Layer.PLATFORM):
         platform.check_platform(cfg, cluster_facts)
         if cfg.existing_cluster is not None:
             existing.check_controllers(cfg.existing_cluster, cfg.kueue.install, stack_identity(), access.read_crds)
         platform_facts = platform.platform_facts(cfg, cluster_facts)
     elif cfg.deploys(Layer.TRAINING):
-        platform_facts = _need(upstream).facts("platform", PlatformFacts)
+        platform_facts = _need(upstream).facts("platform", PlatformExports)
         check_upstream_keys(cfg, cluster_facts, platform_facts)
     runs = []
     if cfg.deploys(Layer.TRAINING) and platform_facts is not None:

@@ -29,6 +29,7 @@ from facts.kubernetes import (
     TRAINING_CONTAINER,
     looks_secret,
 )
+from facts.kueue import WithinClusterQueue
 from facts.machines import GpuDirectStack, MachineType
 from facts.project import PROJECT
 from planners import nemo
@@ -36,7 +37,7 @@ from planners.fabric import NcclTestSpec, check_nccl_test
 from planners.gpudirect import PodNetworking, pod_networking
 from planners.runs import DataPrepSpec, ProfileWindow, Resiliency, RunSpec, Tokenizer, check_data_prep, check_run
 from stacks.cluster import ClusterOutputs
-from stacks.contract import ClusterFacts, PlatformFacts
+from stacks.contract import ClusterExports, PlatformExports
 from stacks.platform import PlatformOutputs
 
 
@@ -44,7 +45,7 @@ def _tokenizer(cfg: TokenizerConfig) -> Tokenizer:
     return Tokenizer(library=cfg.library, type=cfg.type, model=cfg.model)
 
 
-def run_spec(run: RunConfig, platform: PlatformFacts) -> RunSpec:
+def run_spec(run: RunConfig, platform: PlatformExports) -> RunSpec:
     """A run of the config, on the platform's default pool and priority unless it names its own.
     A supervised run defaults to the image that holds the resiliency launcher."""
     r = run.resiliency
@@ -83,24 +84,24 @@ def run_spec(run: RunConfig, platform: PlatformFacts) -> RunSpec:
     )
 
 
-def run_networking(run: RunSpec, machine: MachineType, cluster: ClusterFacts) -> PodNetworking:
+def run_networking(run: RunSpec, machine: MachineType, cluster: ClusterExports) -> PodNetworking:
     """The pool's pod networking; on the host network for a supervised run."""
     return pod_networking(
         gpudirect_stack(machine, cluster), cluster.gpu_networks, machine.gpus, run.resiliency.supervisor
     )
 
 
-def gpudirect_stack(machine: MachineType, cluster: ClusterFacts) -> GpuDirectStack | None:
+def gpudirect_stack(machine: MachineType, cluster: ClusterExports) -> GpuDirectStack | None:
     """The machine's GPUDirect wiring on GKE; elsewhere none of GKE's networks or plugins exist,
     so NCCL uses the pod network."""
     return machine.gpudirect_stack if cluster.gke else None
 
 
-def run_paths(run: RunSpec, platform: PlatformFacts) -> nemo.RunPaths:
+def run_paths(run: RunSpec, platform: PlatformExports) -> nemo.RunPaths:
     return nemo.run_paths(run, platform.experiments_dir, platform.checkpoint_mount, platform.data_mount, platform.gke)
 
 
-def data_prep_spec(job: DataPrepConfig, platform: PlatformFacts) -> DataPrepSpec:
+def data_prep_spec(job: DataPrepConfig, platform: PlatformExports) -> DataPrepSpec:
     return DataPrepSpec(
         name=job.name,
         input=job.input,
@@ -112,7 +113,7 @@ def data_prep_spec(job: DataPrepConfig, platform: PlatformFacts) -> DataPrepSpec
     )
 
 
-def nccl_test_spec(test: NcclTestConfig, platform: PlatformFacts) -> NcclTestSpec:
+def nccl_test_spec(test: NcclTestConfig, platform: PlatformExports) -> NcclTestSpec:
     return NcclTestSpec(
         name=test.name,
         pool=test.pool or platform.flavors[0].pool,
@@ -122,7 +123,7 @@ def nccl_test_spec(test: NcclTestConfig, platform: PlatformFacts) -> NcclTestSpe
     )
 
 
-def check_runs(cfg: StackConfig, cluster: ClusterFacts, platform: PlatformFacts, secret_env: bool = False) -> None:
+def check_runs(cfg: StackConfig, cluster: ClusterExports, platform: PlatformExports, secret_env: bool = False) -> None:
     """Every run and data-prep job against the environment it targets; called before
     anything is registered. Raises ConfigError naming every bad key. `secret_env`: the stack's
     `training` holds encrypted values, so the runs' `env` goes into Secrets."""
@@ -140,7 +141,7 @@ def check_runs(cfg: StackConfig, cluster: ClusterFacts, platform: PlatformFacts,
                 for name in run_config.env
                 if looks_secret(name)
             )
-        if run_config.fabric_check and platform.preemption == "Never":
+        if run_config.fabric_check and platform.preemption is WithinClusterQueue.NEVER:
             why = (
                 "cannot preempt this run once it holds the pool (kueue.preemption is Never): a changed check would "
                 "wait its whole timeout behind the run it gates; set kueue.preemption to LowerPriority"

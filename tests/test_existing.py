@@ -308,7 +308,7 @@ def test_a_run_is_checked_against_the_machine_the_pool_describes() -> None:
 
 
 def test_a_run_only_stack_reads_a_pool_outside_the_catalog_from_its_upstream() -> None:
-    """The described machine travels in the cluster facts (planners.pools.PoolFacts.other_machine):
+    """The described machine travels in the cluster facts (planners.pools.GpuPoolExport.other_machine):
     a run-only stack on top sizes its pods from it, not from a catalog lookup of the name."""
     _, manifest = jobset(run_stack("existing-oke", values=run_only_on("existing-oke")))
     assert pod(manifest)["spec"]["nodeSelector"] == OKE_POOL_LABELS

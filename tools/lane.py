@@ -51,7 +51,7 @@ from facts.kubernetes import (
 )  # fmt: skip
 from planners.controller_api import controller_api_problems, crd_names
 from planners.queues import plan_flavor
-from stacks.contract import ClusterFacts
+from stacks.contract import ClusterExports
 from stacks.kubeapi import Kubeconfig, read_crds
 from stacks.platform import kueue_controller_args
 from tools import crds
@@ -317,7 +317,7 @@ def node_manifests(run: StackRun) -> list[dict[str, Any]]:
     cluster facts describe it (GKE's labels for a GKE pool, the described ones for an existing
     cluster's), with GKE's topology labels where the pool has them."""
     nodes = []
-    for pool in ClusterFacts.from_plain(run.exports["cluster"]).gpu_pools:
+    for pool in ClusterExports.from_plain(run.exports["cluster"]).gpu_pools:
         machine = pool.machine
         flavor = plan_flavor(pool)
         millicores, mib = machine.allocatable
@@ -655,7 +655,7 @@ def lane_kueue_config(run: StackRun) -> dict[str, Any]:
     """The Kueue configuration the program gives the Kueue it installs, which a stack with
     `kueue.install: false` expects the cluster's own to have."""
     cfg = stack_config(run.stack)
-    return kueue_configuration(kueue_controller_args(cfg, ClusterFacts.from_plain(run.exports["cluster"])))
+    return kueue_configuration(kueue_controller_args(cfg, ClusterExports.from_plain(run.exports["cluster"])))
 
 
 def start(lane: Lane, run: StackRun, *, pods_complete: bool = True) -> Api:

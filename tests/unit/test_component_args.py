@@ -23,7 +23,7 @@ from facts.errors import RuleError
 from facts.gke import CapacityType
 from facts.machines import machine_type
 from planners.networks import plan_gpu_networks
-from planners.pools import NodePoolSpec, PoolFacts
+from planners.pools import GpuPoolExport, NodePoolSpec
 from planners.queues import plan_flavor
 from tests.conftest import parse_source
 
@@ -54,7 +54,7 @@ CLUSTER = ClusterArgs(
 )  # fmt: skip
 NETWORKS = GpuNetworksArgs("p", "us-central1", "us-central1-c", plan_gpu_networks(
     "c", machine_type("a3-highgpu-8g"), "192.168.0.0/16"), 8244, "192.168.0.0/16")  # fmt: skip
-FLAVOR = plan_flavor(PoolFacts("pool", "a3-highgpu-8g", "us-central1-c", 2, CapacityType.ON_DEMAND, True, 2))
+FLAVOR = plan_flavor(GpuPoolExport("pool", "a3-highgpu-8g", "us-central1-c", 2, CapacityType.ON_DEMAND, True, 2))
 
 
 def _with(args: Any, **changes: Any) -> Callable[[], Any]:

@@ -11,16 +11,16 @@ from components.scheduling import PROVISIONING_CHECK, cluster_queue_spec
 from facts.gke import DWS_CAPACITY, CapacityType
 from facts.kubernetes import GPU_TAINT, KUEUE_API, TOPOLOGY_NAME, Taint, cpu_quantity, mib_quantity, versioned_name
 from facts.machines import MACHINE_TYPES, allocatable_memory_mib, allocatable_millicores, machine_type
-from planners.pools import PoolFacts
+from planners.pools import GpuPoolExport
 from planners.queues import TOPOLOGY, TOPOLOGY_SPEC, Flavor, plan_flavor, plan_flavors
 from tools import cel
 
 
 def pool(
     name: str, machine: str, nodes: int, capacity: CapacityType = CapacityType.ON_DEMAND, compact: bool = False
-) -> PoolFacts:
+) -> GpuPoolExport:
     min_nodes = 0 if capacity in DWS_CAPACITY else nodes
-    return PoolFacts(name, machine, "us-central1-b", nodes, capacity, compact, min_nodes)
+    return GpuPoolExport(name, machine, "us-central1-b", nodes, capacity, compact, min_nodes)
 
 
 @pytest.mark.parametrize("name", list(MACHINE_TYPES))
@@ -66,11 +66,11 @@ def test_a_pool_that_can_be_at_zero_nodes_gets_no_topology_without_a_provisionin
     KEP 2724 non-goal "support Cluster Autoscaler without ProvisioningRequest"). With topology on
     such a flavor the run would stay suspended and the pool at zero: so the flavor carries none, and
     the run is admitted by quota, its pods scale the pool up."""
-    empty = PoolFacts("p", "a3-ultragpu-8g", "us-central1-b", 4, capacity, True, 0)
+    empty = GpuPoolExport("p", "a3-ultragpu-8g", "us-central1-b", 4, capacity, True, 0)
     flavor = plan_flavor(empty)
     assert not flavor.topology and "zero nodes" in str(flavor.topology_problem)
     # The same pool with a node always up keeps its topology.
-    assert plan_flavor(PoolFacts("p", "a3-ultragpu-8g", "us-central1-b", 4, capacity, True, 1)).topology
+    assert plan_flavor(GpuPoolExport("p", "a3-ultragpu-8g", "us-central1-b", 4, capacity, True, 1)).topology
 
 
 def test_queued_pools_tolerate_the_queued_taint_and_need_the_provisioning_check() -> None:
@@ -108,7 +108,7 @@ def _resource_flavor(flavor: Flavor) -> dict[str, Any]:
 
 
 # One pool, then the changes a stack file can make to it without renaming it.
-_BEFORE = PoolFacts("p", "a3-ultragpu-8g", "us-central1-b", 4, CapacityType.RESERVATION, False, 4)
+_BEFORE = GpuPoolExport("p", "a3-ultragpu-8g", "us-central1-b", 4, CapacityType.RESERVATION, False, 4)
 _CHANGES = {
     "machine type": dataclasses.replace(_BEFORE, machine_type="a4-highgpu-8g"),
     "queued provisioning": dataclasses.replace(_BEFORE, capacity_type=CapacityType.QUEUED_PROVISIONING, min_nodes=0),

@@ -12,7 +12,7 @@ from facts.gke import CapacityType
 from facts.kubernetes import TopologyLevel
 from facts.machines import MACHINE_TYPES
 from facts.models import MODELS, model_spec
-from planners.pools import PoolFacts
+from planners.pools import GpuPoolExport
 from planners.queues import Flavor, plan_flavor
 from planners.runs import ProfileWindow, RunSpec, Tokenizer, check_run, topology_annotation, untested_image
 
@@ -20,7 +20,7 @@ PRIORITIES = ("nemo-low", "nemo-medium", "nemo-high")
 
 
 def flavor(machine: str, nodes: int = 4, compact: bool = True) -> Flavor:
-    return plan_flavor(PoolFacts("p", machine, "us-central1-b", nodes, CapacityType.ON_DEMAND, compact, nodes))
+    return plan_flavor(GpuPoolExport("p", machine, "us-central1-b", nodes, CapacityType.ON_DEMAND, compact, nodes))
 
 
 def run(model: str = "llama3.1-8b", nodes: int = 2, **settings: object) -> RunSpec:

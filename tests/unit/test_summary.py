@@ -9,7 +9,7 @@ import pytest
 from facts import pricing
 from facts.gke import CapacityType
 from facts.models import model_spec
-from planners.pools import PoolFacts
+from planners.pools import GpuPoolExport
 from planners.runs import RunSpec, Tokenizer
 from planners.summary import CpuPool, Filestore, plan_summary
 from tools.mocks import LogWarning
@@ -18,9 +18,9 @@ from tools.summary import markdown, warning_lines
 GPT2 = Tokenizer("megatron", "GPT2BPETokenizer")
 
 
-def pool(name: str, machine: str, nodes: int, capacity: CapacityType = CapacityType.ON_DEMAND) -> PoolFacts:
+def pool(name: str, machine: str, nodes: int, capacity: CapacityType = CapacityType.ON_DEMAND) -> GpuPoolExport:
     reservation = "r1" if capacity is CapacityType.RESERVATION else None
-    return PoolFacts(name, machine, "us-central1-c", nodes, capacity, True, nodes, reservation)
+    return GpuPoolExport(name, machine, "us-central1-c", nodes, capacity, True, nodes, reservation)
 
 
 def gpt3_run(nodes: int = 32, **changes: object) -> RunSpec:

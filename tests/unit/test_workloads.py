@@ -16,7 +16,7 @@ from facts.models import MODELS, Framework, model_spec
 from planners import nemo
 from planners.gpudirect import RXDM_HEALTH_FILE, pod_networking, rxdm_sidecar
 from planners.networks import plan_gpu_networks
-from planners.pools import PoolFacts
+from planners.pools import GpuPoolExport
 from planners.queues import Flavor, plan_flavor
 from planners.runs import DataPrepSpec, RunSpec, Tokenizer
 from tests.conftest import mebibytes, millicores
@@ -26,7 +26,7 @@ GPT2 = Tokenizer("megatron", "GPT2BPETokenizer")
 
 
 def flavor(machine: str) -> Flavor:
-    return plan_flavor(PoolFacts("p", machine, "us-central1-b", 2, CapacityType.ON_DEMAND, True, 2))
+    return plan_flavor(GpuPoolExport("p", machine, "us-central1-b", 2, CapacityType.ON_DEMAND, True, 2))
 
 
 def run_spec(model: str = "gpt-5b") -> RunSpec:
