@@ -58,7 +58,7 @@ bench: install
 integration-tools:
 	integration/build-tools.sh
 
-## The integration lane: build the tools (cached); stack files read by tools.stackfile and by the Pulumi
+## The integration lane: build the tools (cached); stack files read by harness.stackfile and by the Pulumi
 ## CLI's own config reader, compared on a corpus; then a loopback control plane, kwok nodes
 ## shaped like a stack's pools, the pinned Kueue and JobSet managers, and the stack's objects
 ## admitted by the real Kueue: `existing` (a catalog machine, placed by topology), then
@@ -66,14 +66,14 @@ integration-tools:
 ## scenarios where a Pulumi CLI and kubernetes provider are at hand (PULUMI_BIN_DIR), else the
 ## reason they are skipped. Prints each phase's time.
 integration: install integration-tools
-	$(BIN)/python -m tools.stackfile_check
-	$(BIN)/python -m tools.lane smoke --stack existing
-	$(BIN)/python -m tools.lane smoke --stack existing-oke
-	$(BIN)/python -m tools.engine --if-available
+	$(BIN)/python -m integration.stackfile_check
+	$(BIN)/python -m integration.lane smoke --stack existing
+	$(BIN)/python -m integration.lane smoke --stack existing-oke
+	$(BIN)/python -m integration.engine --if-available
 
 ## The real-engine scenarios alone; fails when the Pulumi binaries are absent.
 integration-engine: install integration-tools
-	$(BIN)/python -m tools.engine
+	$(BIN)/python -m integration.engine
 
 clean:
 	rm -rf build $(VENV) .pytest_cache .mypy_cache .ruff_cache

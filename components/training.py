@@ -3,7 +3,7 @@
 `run_jobset` and `data_prep_job` are pure: they return the manifests, so tests can read every
 field; the components only register them.
 
-How `pulumi up` treats them after they start (tools/updates.py models it):
+How `pulumi up` treats them after they start (harness/updates.py models it):
 
 - Kueue owns `spec.suspend` once it admits a job (kubernetes-sigs/kueue
   pkg/controller/jobframework/reconciler.go): it is ignored, so neither `pulumi refresh` nor a

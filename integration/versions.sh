@@ -11,5 +11,5 @@ KWOK_VERSION=v0.8.0
 KUBERNETES_VERSION=v1.36.3
 ETCD_VERSION=v3.6.16
 # The Pulumi CLI's config reader (its sdk module at the CLI version the engine scenarios use): the lane
-# compares tools/stackfile.py with it (integration/wrappers/pulumi-config pins the same version).
+# compares harness/stackfile.py with it (integration/wrappers/pulumi-config pins the same version).
 PULUMI_SDK_VERSION=v3.259.0

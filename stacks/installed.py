@@ -9,12 +9,17 @@ and writes one JSON record per module and version under `~/.cache/nemo-gke/crds/
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from facts.versions import CrdModule
+from facts.versions import CRD_MODULES, CrdModule
+
+# (apiVersion, kind) → a CRD's openAPIV3Schema.
+Schemas = dict[tuple[str, str], dict[str, Any]]
 
 # Bumped when the record's layout changes, so that `make install` fetches again.
 CACHE_FORMAT = 2
@@ -51,3 +56,19 @@ def crd_manifest(module: CrdModule, name: str) -> dict[str, Any]:
     if name not in manifests:
         raise NotInstalled(f"{module.module}@{module.version} has no cached CRD {name}: run `make install`")
     return manifests[name]
+
+
+@functools.cache
+def schemas(modules: tuple[CrdModule, ...] = CRD_MODULES) -> Schemas:
+    """(apiVersion, kind) → the CRD's openAPIV3Schema, for every pinned module."""
+    found: Schemas = {}
+    for module in modules:
+        for key, schema in record(module)["schemas"].items():
+            api_version, kind = key.split(" ")
+            found[(api_version, kind)] = schema
+    return found
+
+
+def groups(modules: Iterable[CrdModule] = CRD_MODULES) -> frozenset[str]:
+    """API groups whose kinds must be validated against the cached CRDs."""
+    return frozenset(group for module in modules for group in module.groups)

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from config.loader import ConfigError
-from tools.mocks import RecordedResource
-from tools.runner import StackFailed, StackRun, run_stack
-from tools.schemas import resource_errors
+from harness.mocks import RecordedResource
+from harness.runner import StackFailed, StackRun, run_stack
+from harness.schemas import resource_errors
 
 
 def parse_source(text: str) -> ast.Module:

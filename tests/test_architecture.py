@@ -24,9 +24,19 @@ ALLOWED: dict[str, set[str]] = {
     # yaml: an existing cluster's kubeconfig (stacks.kubeapi).
     "stacks": {"facts", "config", "planners", "components", "stacks", "pydantic", "yaml", *PULUMI},
     "analysis": {"facts", "analysis", "matplotlib"},
+    # The offline harness: the program under mocks, validated against the real schemas.
+    "harness": {
+        "facts", "config", "planners", "components", "stacks", "harness", "pydantic", "pydantic_core", "yaml",
+        "jsonschema", "referencing", "kubernetes_validate", "packaging", "celpy", *PULUMI,
+    },
+    # The user tools: render, docs, bench, identities, the CRD cache.
     "tools": {
-        "facts", "config", "planners", "components", "stacks", "tools", "analysis", "pydantic", "pydantic_core",
-        "annotated_types", "yaml", "jsonschema", "referencing", "kubernetes_validate", "packaging", "celpy", *PULUMI,
+        "facts", "config", "planners", "components", "stacks", "harness", "tools", "analysis", "pydantic",
+        "pydantic_core", "annotated_types", "yaml", *PULUMI,
+    },
+    # The integration lane and the real-engine scenarios.
+    "integration": {
+        "facts", "config", "planners", "components", "stacks", "harness", "tools", "integration", "yaml", *PULUMI,
     },
 }  # fmt: skip
 # Files the pods run inside the NeMo image: not part of the program.

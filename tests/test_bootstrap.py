@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
+from harness.runner import StackRun, stack_with
 from tests.conftest import MODES
-from tools.runner import StackRun, stack_with
 from tools.summary import markdown
 
 REQUIRED_APIS = {

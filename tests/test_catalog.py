@@ -23,6 +23,7 @@ from facts.machines import (
 )
 from facts.models import MODELS
 from facts.versions import HelmChart, Image
+from stacks import installed
 from tools import crds
 
 SOURCE = re.compile(r"(https://\S+|[\w.-]+/[\w.-]+:\S+)")
@@ -156,7 +157,7 @@ def test_module_paths_are_escaped_as_the_proxy_protocol_spells_them() -> None:
 
 
 def test_the_cached_crds_serve_every_kind_and_version_the_program_writes() -> None:
-    served = crds.schemas()
+    served = installed.schemas()
     for api_version, kinds in (
         (KUEUE_API, ("Topology", "ResourceFlavor", "WorkloadPriorityClass", "ProvisioningRequestConfig",
                      "AdmissionCheck", "ClusterQueue", "LocalQueue")),

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from pulumi.output import Unknown
 
+from harness.mocks import RecordedResource
+from harness.runner import StackFailed, StackRun, load_stack_values, run_stack, stack_with
 from tests.conftest import MODES, NODE_POOL, gpu_pools, issue_for, rejected
-from tools.mocks import RecordedResource
-from tools.runner import StackFailed, StackRun, load_stack_values, run_stack, stack_with
 
 NETWORK = "gcp:compute/network:Network"
 SUBNET = "gcp:compute/subnetwork:Subnetwork"

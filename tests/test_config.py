@@ -19,9 +19,9 @@ from facts.kubernetes import (
 )
 from facts.machines import MACHINE_TYPES
 from facts.models import MODELS
+from harness.runner import load_stack_values, run_stack, stack_with
+from harness.stackfile import to_pulumi_config
 from tests.conftest import issue_for, rejected
-from tools.runner import load_stack_values, run_stack, stack_with
-from tools.stackfile import to_pulumi_config
 
 POOL = {"name": "a3-highgpu", "machineType": "a3-highgpu-8g", "nodeCount": 2}
 

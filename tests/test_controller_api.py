@@ -21,10 +21,10 @@ import yaml
 from config.loader import ConfigError
 from facts.controller_api import CONTROLLER_KINDS, JOB_POD_TEMPLATE
 from facts.kubernetes import STACK_ANNOTATION
+from harness.runner import StackFailed, crd_reader, pinned_crds, run_stack, stack_names, stack_with
 from planners.controller_api import controller_api_problems, schema_knows
 from stacks import installed
 from stacks.kubeapi import ClusterUnreadable, Kubeconfig, read_crds
-from tools.runner import StackFailed, crd_reader, pinned_crds, run_stack, stack_names, stack_with
 
 CLUSTER_QUEUES = "clusterqueues.kueue.x-k8s.io"
 FLAVORS = "resourceflavors.kueue.x-k8s.io"

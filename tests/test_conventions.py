@@ -11,9 +11,9 @@ from typing import Any
 import pulumi._types as pulumi_types
 import pytest
 
+from harness.runner import StackRun, stack_names, stack_with
+from harness.schemas import _args_class
 from tests.conftest import parse_source
-from tools.runner import StackRun, stack_names, stack_with
-from tools.schemas import _args_class
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = sorted([*(ROOT / "components").glob("*.py"), *(ROOT / "stacks").glob("*.py")])

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from harness.runner import ROOT
 from tools import docs
 from tools.docs import BLOCKS, BLOCKS_BY_NAME, MarkerError, block_text, rows, stale_blocks, with_block
 from tools.docs_commands import DocCommand, UnknownCommand, all_commands, bare_block_commands, classify, doc_pages
-from tools.runner import ROOT
 
 FACT_BLOCKS = [block for block in BLOCKS if block.generate is not None]
 

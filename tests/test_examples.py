@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 import yaml
 
+from harness import runner as program
+from harness.runner import ROOT, stack_names, stack_with
 from tests.conftest import MODES
 from tools import docs
 from tools import render as render_cli
-from tools import runner as program
-from tools.runner import ROOT, stack_names, stack_with
 
 SHIPPED = [
     "dev",

@@ -12,10 +12,10 @@ import pytest
 from facts.gke import GCSFUSE_POD_ANNOTATIONS
 from facts.kubernetes import GPU_TAINT, JOBSET_API, KUEUE_API, TOPOLOGY_LABELS
 from facts.machines import NODE_RESERVE_MEMORY_MIB, NODE_RESERVE_MILLICORES
+from harness.runner import load_stack_values, run_stack, stack_with
 from planners import nemo
 from tests.conftest import flavors_by_pool, issue_for, mebibytes, millicores, rejected
 from tests.test_training import container, env, jobset, pod, workload_files
-from tools.runner import load_stack_values, run_stack, stack_with
 
 POOL_LABELS = {"cloud.google.com/gke-nodepool": "a3-ultra-pool"}
 

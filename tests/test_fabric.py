@@ -14,10 +14,10 @@ import pytest
 
 from facts.machines import GpuDirect
 from facts.nccl import NCCL_TEST_LAUNCH, PUBLISHED
+from harness.runner import StackRun, load_stack_values, stack_with
 from planners import nemo
 from planners.fabric import MIN_BW_FACTOR, NCCL_TEST_SCRIPT
 from tests.conftest import Render, issue_for, rejected
-from tools.runner import StackRun, load_stack_values, stack_with
 
 JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
 CHECK_LABEL = "nemo-gke/fabric-check"

@@ -23,12 +23,12 @@ from config.training import MAX_JOBS_PER_STACK
 from facts.kubernetes import MAX_ENV_STRING_BYTES
 from facts.project import PROJECT
 from facts.pulumi_cli import SECRET_STAND_IN, SHOWN_ERROR_EXIT_CODE
+from harness.mocks import RecordingEngine, RecordingMocks, RecordingMonitor
+from harness.runner import StackFailed, load_stack_values, run_stack, stack_with
+from harness.stackfile import to_pulumi_config
 from stacks import program
 from stacks.kubeapi import read_kubeconfig
 from tests.conftest import Render, rejected
-from tools.mocks import RecordingEngine, RecordingMocks, RecordingMonitor
-from tools.runner import StackFailed, load_stack_values, run_stack, stack_with
-from tools.stackfile import to_pulumi_config
 
 DEV_RUN = load_stack_values("dev")["nemo-gke:training"]["runs"][0]
 EXISTING = load_stack_values("existing")["nemo-gke:existingCluster"]

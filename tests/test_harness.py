@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from pulumi.runtime.mocks import MockCallArgs
 
-from tools.mocks import FAKE_CA, RecordingMocks
-from tools.runner import UNKNOWN, StackRun
+from harness.mocks import FAKE_CA, RecordingMocks
+from harness.runner import UNKNOWN, StackRun
 
 
 def test_an_invoke_the_mocks_do_not_know_raises() -> None:

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from harness.runner import StackRun, stack_names
 from tools import identities
-from tools.runner import StackRun, stack_names
 
 CLUSTER = "gcp:container/cluster:Cluster"
 

@@ -12,9 +12,12 @@ import yaml
 
 from facts import versions
 from facts.project import qualified_stack_name
-from tools import engine
-from tools.lane import api_path, lane_kueue_config, node_manifests
-from tools.runner import run_stack
+from harness.runner import run_stack
+from integration import engine
+from integration.controllers import lane_kueue_config
+from integration.controlplane import lane_binary_versions
+from integration.nodes import node_manifests
+from integration.runs import api_path
 
 INTEGRATION = Path(__file__).parent.parent / "integration"
 
@@ -137,9 +140,9 @@ def test_the_lane_writes_nothing_outside_its_folders() -> None:
     """Kueue reads its metrics certificate from /etc/kueue/metrics/certs when it manages no
     certificates (kueue cmd/kueue/main.go @v0.19.2), which only root may write: the lane builds it
     to read the folder from KUEUE_METRICS_CERT_DIR instead, and names the binary after the change."""
-    lane_sources = [(INTEGRATION.parent / "tools" / name).read_text() for name in ("lane.py", "engine.py")]
-    assert not [text for text in lane_sources if "/etc/" in text]
+    lane_sources = {path.name: path.read_text() for path in INTEGRATION.glob("*.py")}
+    assert [name for name, text in lane_sources.items() if "/etc/" in text] == []
     build = (INTEGRATION / "build-tools.sh").read_text()
     assert 'metricsCertPath := os.Getenv("KUEUE_METRICS_CERT_DIR")' in build
     assert 'step kueue "$KUEUE_VERSION+$KUEUE_LANE_PATCH"' in build
-    assert """"kueue": f"{pins['KUEUE_VERSION']}+{pins['KUEUE_LANE_PATCH']}",""" in lane_sources[0]
+    assert lane_binary_versions()["kueue"] == f"{pins()['KUEUE_VERSION']}+{pins()['KUEUE_LANE_PATCH']}"

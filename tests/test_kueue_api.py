@@ -10,9 +10,9 @@ import pytest
 
 from facts import kueue, versions
 from facts.controller_api import CONTROLLER_KINDS
+from harness.runner import stack_with
 from stacks import installed
 from tests.conftest import issue_for, rejected
-from tools.runner import stack_with
 
 
 def cluster_queue_spec_schema() -> dict[str, Any]:

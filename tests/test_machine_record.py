@@ -22,10 +22,10 @@ from facts.machines import (
     Precision,
 )
 from facts.versions import Image
+from harness.runner import run_stack, stack_with
 from planners import gpudirect
 from planners.nemo import SM100
 from tests.conftest import NODE_POOL, Render, assert_valid, gpu_pools, issue_for, rejected
-from tools.runner import run_stack, stack_with
 
 ARM_PLUGIN = Image("example.invalid/gib-arm64", "v9.9.9", source="a test")
 X1 = Accelerator(

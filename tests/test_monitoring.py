@@ -20,8 +20,8 @@ from facts.monitoring import (
     RESTART_COUNT,
     XID_FIELD,
 )
+from harness.runner import StackRun, stack_with
 from tests.conftest import issue_for, rejected
-from tools.runner import StackRun, stack_with
 
 DASHBOARD = "gcp:monitoring/dashboard:Dashboard"
 ALERT = "gcp:monitoring/alertPolicy:AlertPolicy"

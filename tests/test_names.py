@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from harness.runner import StackRun, load_stack_values, stack_names, stack_with
 from tests.conftest import Render
-from tools.runner import StackRun, load_stack_values, stack_names, stack_with
 
 # Node pools are named within their cluster; every other named GCP resource within the project.
 CLUSTER_SCOPED = {"gcp:container/nodePool:NodePool"}

@@ -10,10 +10,11 @@ import pytest
 
 from facts import versions
 from facts.machines import allocatable_memory_mib, allocatable_millicores, machine_type
+from harness.mocks import RecordedResource
+from harness.runner import StackRun, stack_with
+from stacks import installed
 from tests.conftest import MODES, flavors_by_pool, gpu_pools, mebibytes, millicores
 from tools import crds
-from tools.mocks import RecordedResource
-from tools.runner import StackRun, stack_with
 
 KUEUE = "kubernetes:kueue.x-k8s.io/v1beta2"
 PARAMS = "kubernetes:networking.gke.io/v1:GKENetworkParamSet"
@@ -461,7 +462,7 @@ def test_bumping_the_jobset_pin_upgrades_its_crd(render: Any) -> None:
     # The applied CRD serves exactly the schema JobSets are validated against here...
     manifest = run.manifest(crd)
     (served,) = [v for v in manifest["spec"]["versions"] if v["served"]]
-    assert served["schema"]["openAPIV3Schema"] == crds.schemas()[("jobset.x-k8s.io/v1alpha2", "JobSet")]
+    assert served["schema"]["openAPIV3Schema"] == installed.schemas()[("jobset.x-k8s.io/v1alpha2", "JobSet")]
     # ...and is the chart's own `crds/` file of that tag, byte for byte.
     source = crds.module_dir(versions.JOBSET_CRDS)
     chart_file = source / "charts" / "jobset" / "crds" / "jobset.x-k8s.io_jobsets.yaml"

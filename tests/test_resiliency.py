@@ -19,12 +19,12 @@ from facts.errors import RuleError
 from facts.kubernetes import GPU_TAINT, NODE_POOL_LABEL, RUN_REPLICATED_JOB, TRAINING_CONTAINER
 from facts.machines import machine_type
 from facts.models import model_spec
+from harness.runner import StackRun, load_stack_values, stack_with
 from planners import nemo
 from planners.runs import Resiliency, RunSpec, Tokenizer, local_checkpoint_bytes, local_ssd_bytes
 from stacks.platform import check_platform
 from tests.conftest import NODE_POOL, issue_for, rejected
 from tests.test_training import container, env, jobset, pod, workload_files
-from tools.runner import StackRun, load_stack_values, stack_with
 
 SUPERVISOR_TYPES = (
     "kubernetes:apps/v1:Deployment",

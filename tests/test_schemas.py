@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from tools.mocks import RecordedResource
-from tools.runner import StackRun
-from tools.schemas import kubernetes_errors, pulumi_input_errors, resource_errors
+from harness.mocks import RecordedResource
+from harness.runner import StackRun
+from harness.schemas import kubernetes_errors, pulumi_input_errors, resource_errors
 
 
 def recorded(typ: str, inputs: dict[str, Any]) -> RecordedResource:

@@ -1,8 +1,8 @@
-"""Stack files read as the Pulumi CLI reads them (tools/stackfile.py).
+"""Stack files read as the Pulumi CLI reads them (harness/stackfile.py).
 
 Every expected text below is what the CLI's own code (github.com/pulumi/pulumi/sdk v3.259.0:
 workspace.LoadProjectStack, then config.Map.Decrypt) handed the program for the same file;
-`make integration` compares the two again on the whole corpus of tools/stackfile_check.py.
+`make integration` compares the two again on the whole corpus of integration/stackfile_check.py.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ import pytest
 
 from facts.project import PROJECT
 from facts.pulumi_cli import SECRET_STAND_IN
+from harness.runner import run_stack
+from harness.stackfile import StackFileError, cli_reading, parse_stack_file
+from integration.stackfile_check import STRUCTURES, ours
 from tools import render as render_cli
-from tools.runner import run_stack
-from tools.stackfile import StackFileError, cli_reading, parse_stack_file
-from tools.stackfile_check import STRUCTURES, ours
 
 SHIPPED = sorted(
     [*Path(render_cli.ROOT).glob("Pulumi.*.yaml"), *(Path(render_cli.ROOT) / "examples").glob("Pulumi.*.yaml")]

@@ -14,10 +14,10 @@ from config.loader import ConfigError
 from facts.kubernetes import RUN_LABEL, versioned_name
 from facts.machines import machine_type, training_pod_requests
 from facts.models import MODELS, Framework
+from harness.mocks import RecordedResource
+from harness.runner import StackFailed, StackRun, load_stack_values, run_stack, stack_with
 from planners import nemo
 from tests.conftest import MODES, flavors_by_pool, issue_for, mebibytes, millicores, parse_source, rejected
-from tools.mocks import RecordedResource
-from tools.runner import StackFailed, StackRun, load_stack_values, run_stack, stack_with
 
 JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
 CONFIG_MAP = "kubernetes:core/v1:ConfigMap"

@@ -1,8 +1,8 @@
 """What a second `pulumi up` does to the Kubernetes objects the first one created: after Kueue
 admitted the runs and `pulumi refresh` read them back, and after the stack file changed.
 
-tools/updates.py models the engine and the Kubernetes provider (each rule cited there); the
-API server's CEL rules come from the pinned CRDs (tools/cel.py). What no model here covers, a
+harness/updates.py models the engine and the Kubernetes provider (each rule cited there); the
+API server's CEL rules come from the pinned CRDs (harness/cel.py). What no model here covers, a
 real engine and API server do: see the integration lane.
 """
 
@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from facts.kubernetes import KUEUE_API
+from harness import cel, updates
+from harness.mocks import RecordedResource
+from harness.runner import StackRun, load_stack_values, run_stack, stack_with
 from tests.conftest import Render
-from tools import cel, updates
-from tools.mocks import RecordedResource
-from tools.runner import StackRun, load_stack_values, run_stack, stack_with
 
 JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
 JOB = "kubernetes:batch/v1:Job"

@@ -20,7 +20,7 @@ import time
 from collections.abc import Sequence
 
 from analysis import benchmark
-from tools.runner import ROOT, stack_names
+from harness.runner import ROOT, stack_names
 
 RENDER_GOAL_S = 3.0
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import base64
-import functools
 import hashlib
 import io
 import json
@@ -25,7 +24,6 @@ import subprocess
 import sys
 import urllib.request
 import zipfile
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -34,8 +32,6 @@ import yaml
 from facts.versions import CRD_MODULES, CrdModule
 from stacks.installed import CACHE_FORMAT, NotInstalled, cache_dir, cache_file
 from stacks.installed import record as cached
-
-Schemas = dict[tuple[str, str], dict[str, Any]]
 
 
 def hash1(archive: zipfile.ZipFile) -> str:
@@ -137,22 +133,6 @@ def fetch(module: CrdModule) -> Path:
     partial.write_text(json.dumps(record))
     partial.replace(target)
     return target
-
-
-@functools.cache
-def schemas(modules: tuple[CrdModule, ...] = CRD_MODULES) -> Schemas:
-    """(apiVersion, kind) → the CRD's openAPIV3Schema, for every pinned module."""
-    found: Schemas = {}
-    for module in modules:
-        for key, schema in cached(module)["schemas"].items():
-            api_version, kind = key.split(" ")
-            found[(api_version, kind)] = schema
-    return found
-
-
-def groups(modules: Iterable[CrdModule] = CRD_MODULES) -> frozenset[str]:
-    """API groups whose kinds must be validated against the cached CRDs."""
-    return frozenset(group for module in modules for group in module.groups)
 
 
 def main(argv: list[str] | None = None) -> int:

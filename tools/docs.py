@@ -37,10 +37,10 @@ from facts import nccl, pricing, versions
 from facts.machines import ACCELERATORS, GPUDIRECT_STACKS, MACHINE_TYPES, MachineType, Precision
 from facts.models import MODELS, Framework, ModelSpec
 from facts.project import PROJECT
+from harness.runner import ROOT, StackRun, run_stack
 from planners.gpudirect import pod_networking
 from planners.nemo import NEMO1_ENTRYPOINT
 from planners.networks import plan_gpu_networks
-from tools.runner import ROOT, StackRun, run_stack
 from tools.summary import markdown
 
 # The stack whose summary and cost the docs show: the shipped Pulumi.dev.yaml.

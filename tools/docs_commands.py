@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from tools.runner import ROOT
+from harness.runner import ROOT
 
 SHELL_BLOCKS = ("sh", "bash", "shell")
 CONSOLE_BLOCK = "console"
@@ -144,9 +144,9 @@ _PYTHON_MODULES = {
     "tools.docs": Verdict(True, "offline"),
     "analysis": Verdict(True, "offline, on examples/logs"),
     "analysis.samples": Verdict(True, "offline"),
-    "tools.lane": Verdict(False, _LANE),
-    "tools.engine": Verdict(False, _LANE),
-    "tools.stackfile_check": Verdict(False, _LANE),
+    "integration.lane": Verdict(False, _LANE),
+    "integration.engine": Verdict(False, _LANE),
+    "integration.stackfile_check": Verdict(False, _LANE),
 }
 
 

@@ -18,8 +18,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from tools.mocks import RecordedResource
-from tools.runner import ROOT, StackRun, run_stack, stack_names
+from harness.mocks import RecordedResource
+from harness.runner import ROOT, StackRun, run_stack, stack_names
 
 LOCKS = ROOT / "tests" / "identities"
 ROOT_STACK = "pulumi:pulumi:Stack"

@@ -35,12 +35,12 @@ import yaml
 
 from config.loader import ConfigError
 from facts.project import stack_name_problem
+from harness.mocks import RecordedResource
+from harness.runner import ROOT, StackFailed, StackRun, run_stack
+from harness.schemas import resource_errors
+from harness.stackfile import StackFileError
+from stacks import installed
 from stacks.installed import NotInstalled
-from tools import crds
-from tools.mocks import RecordedResource
-from tools.runner import ROOT, StackFailed, StackRun, run_stack
-from tools.schemas import resource_errors
-from tools.stackfile import StackFileError
 from tools.summary import markdown
 
 
@@ -225,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     try:
-        crds.schemas()  # the program applies a cached CRD, and every custom resource is checked
+        installed.schemas()  # the program applies a cached CRD, and every custom resource is checked
     except NotInstalled as missing:
         print(f"error: {missing}", file=sys.stderr)
         return 1

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tools.mocks import LogWarning
+from harness.mocks import LogWarning
 
 GO = "**Verdict: GO**"
 NO_GO = "**Verdict: NO-GO**"

@@ -11,9 +11,9 @@ from components.scheduling import PROVISIONING_CHECK, cluster_queue_spec
 from facts.gke import DWS_CAPACITY, CapacityType
 from facts.kubernetes import GPU_TAINT, KUEUE_API, TOPOLOGY_NAME, Taint, cpu_quantity, mib_quantity, versioned_name
 from facts.machines import MACHINE_TYPES, allocatable_memory_mib, allocatable_millicores, machine_type
+from harness import cel
 from planners.pools import GpuPoolExport
 from planners.queues import TOPOLOGY, TOPOLOGY_SPEC, Flavor, plan_flavor, plan_flavors
-from tools import cel
 
 
 def pool(

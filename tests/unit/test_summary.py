@@ -9,10 +9,10 @@ import pytest
 from facts import pricing
 from facts.gke import CapacityType
 from facts.models import model_spec
+from harness.mocks import LogWarning
 from planners.pools import GpuPoolExport
 from planners.runs import RunSpec, Tokenizer
 from planners.summary import CpuPool, Filestore, plan_summary
-from tools.mocks import LogWarning
 from tools.summary import markdown, warning_lines
 
 GPT2 = Tokenizer("megatron", "GPT2BPETokenizer")

@@ -3,7 +3,7 @@ kubernetes provider drive the `existing` stack (platform and training), a run-on
 of it, and the same stack in a namespace and on claims the cluster has, against the lane's
 cluster, through the Automation API, with a local file backend and a passphrase secrets provider.
 
-    python -m tools.engine [--bin DIR] [--if-available]
+    python -m integration.engine [--bin DIR] [--if-available]
 
 The `pulumi` CLI and `pulumi-resource-kubernetes` are taken from DIR (default: $PULUMI_BIN_DIR,
 else ~/.cache/nemo-gke/integration/pulumi). The Go module proxy refuses the modules they are
@@ -35,12 +35,14 @@ from pulumi import automation as auto
 from facts.controller_api import CONTROLLER_KINDS
 from facts.kubernetes import JOBSET_API, TOPOLOGY_LABELS, TopologyLevel
 from facts.project import PROJECT
+from harness.runner import StackRun, load_stack_values, run_stack
+from harness.stackfile import to_pulumi_config
+from integration.controlplane import CACHE, Api, Lane, has_condition, wait_for
+from integration.lane import start
+from integration.runs import api_path, claim_volumes, jobset_run, placed, stack_objects
 from stacks import program
-from tools import lane as lanes
-from tools.runner import StackRun, load_stack_values, run_stack
-from tools.stackfile import to_pulumi_config
 
-BIN_DIR = lanes.CACHE / "integration" / "pulumi"
+BIN_DIR = CACHE / "integration" / "pulumi"
 BINARIES = ("pulumi", "pulumi-resource-kubernetes")
 FIRST, RUN_ONLY, OWN_CLAIMS = "existing", "run-only", "own-claims"
 # `pulumi destroy` of the platform and its run, with no manual step: measured at 7 to 8 s here.
@@ -169,7 +171,7 @@ def changes(summary: Mapping[Any, int] | None) -> str:
 
 @dataclass
 class Cluster:
-    api: lanes.Api
+    api: Api
     namespace: str
 
     def items(self, path: str) -> list[dict[str, Any]]:
@@ -186,9 +188,9 @@ class Cluster:
     def admitted(self, jobset: str, pods: int, timeout: float = 120.0) -> str:
         """Wait until the run's Workload is admitted and every pod bound; the assignment must
         carry a topology and the pods sit in one block, as the flavor's TAS asks."""
-        placed = functools.partial(lanes.placed, self.api, self.namespace, jobset, pods)
-        lanes.wait_for(f"run {jobset} admitted and placed", placed, timeout)
-        workload, found = lanes.jobset_run(self.api, self.namespace, jobset)
+        is_placed = functools.partial(placed, self.api, self.namespace, jobset, pods)
+        wait_for(f"run {jobset} admitted and placed", is_placed, timeout)
+        workload, found = jobset_run(self.api, self.namespace, jobset)
         if workload is None:
             raise ScenarioFailed(f"run {jobset}: its Workload is gone")
         assignment = workload["status"]["admission"]["podSetAssignments"][0]
@@ -212,21 +214,21 @@ class Cluster:
     def finish(self, jobset: str) -> None:
         """End the run as its workers would: every pod Succeeded; then the Job, the JobSet and
         the Workload finish through their controllers."""
-        _, pods = lanes.jobset_run(self.api, self.namespace, jobset)
+        _, pods = jobset_run(self.api, self.namespace, jobset)
         for pod in pods:
             path = f"/api/v1/namespaces/{self.namespace}/pods/{pod['metadata']['name']}/status"
             status, answer = self.api.request("PATCH", path, {"status": {"phase": "Succeeded"}})
             expect(status == 200, f"PATCH {path}: {status} {answer}")
 
         def finished() -> bool:
-            workload, _ = lanes.jobset_run(self.api, self.namespace, jobset)
-            return workload is not None and lanes.has_condition(workload, "Finished")
+            workload, _ = jobset_run(self.api, self.namespace, jobset)
+            return workload is not None and has_condition(workload, "Finished")
 
-        lanes.wait_for(f"run {jobset} finished", finished, timeout=60)
+        wait_for(f"run {jobset} finished", finished, timeout=60)
 
     def active_queues(self) -> list[str]:
         queues = self.items(CLUSTER_KINDS["ClusterQueue"])
-        return [q["metadata"]["name"] for q in queues if lanes.has_condition(q, "Active")]
+        return [q["metadata"]["name"] for q in queues if has_condition(q, "Active")]
 
     def leftovers(self) -> list[str]:
         """The program's objects still on the API server: cluster-scoped Kueue objects, and its
@@ -250,7 +252,7 @@ class Scenarios:
 
     def run_jobset(self) -> dict[str, Any]:
         """The first stack's one JobSet as the program writes it for the current values."""
-        (jobset,) = [m for m in lanes.stack_objects(self.mock_run) if m["kind"] == "JobSet"]
+        (jobset,) = [m for m in stack_objects(self.mock_run) if m["kind"] == "JobSet"]
         return jobset
 
     @property
@@ -279,7 +281,7 @@ class Scenarios:
         stack = self.first()
         stack.preview()
         result = stack.up()
-        lanes.wait_for("an active ClusterQueue", lambda: bool(self.cluster.active_queues()), timeout=60)
+        wait_for("an active ClusterQueue", lambda: bool(self.cluster.active_queues()), timeout=60)
         placed = self.cluster.admitted(self.run_name, self.run_pods)
         queues = ", ".join(self.cluster.active_queues())
         return f"up: {changes(result.summary.resource_changes)}; ClusterQueue {queues} active; {placed}"
@@ -367,7 +369,7 @@ class Scenarios:
         result = stack.destroy()
         took = time.monotonic() - started
         expect(took < DESTROY_BOUND_S, f"destroy took {took:.0f} s (bound {DESTROY_BOUND_S:.0f} s)")
-        lanes.wait_for("the namespace gone", lambda: not self.cluster.leftovers(), timeout=60)
+        wait_for("the namespace gone", lambda: not self.cluster.leftovers(), timeout=60)
         return f"destroy: {changes(result.summary.resource_changes)} in {took:.1f} s; nothing of the program left"
 
     def scenario_7(self) -> str:
@@ -391,8 +393,8 @@ class Scenarios:
         self.cluster.api.create(
             "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
         )
-        for manifest in [*lanes.claim_volumes(claims), *claims]:
-            self.cluster.api.create(lanes.api_path(manifest), manifest)
+        for manifest in [*claim_volumes(claims), *claims]:
+            self.cluster.api.create(api_path(manifest), manifest)
         values = own_claims_values(self.values, namespace, {**names, "data": "team-missing"})
         try:
             self.engine.stack(OWN_CLAIMS, values).preview()
@@ -433,7 +435,7 @@ def _tail(error: object, lines: int = 30) -> str:
 
 def scenarios(bin_dir: Path) -> int:
     engine_dir = Path(tempfile.mkdtemp(prefix="nemo-gke-engine-"))
-    lane = lanes.Lane(engine_dir / "lane")
+    lane = Lane(engine_dir / "lane")
     lane.workdir.mkdir()
     engine = Engine(engine_dir, bin_dir)
     print(f"engine: {engine.cli_version()}, provider {bin_dir / BINARIES[1]}", flush=True)
@@ -443,10 +445,10 @@ def scenarios(bin_dir: Path) -> int:
     mock_run = run_stack(FIRST, values=values)
     started = time.monotonic()
     try:
-        api = lanes.start(lane, run_stack(FIRST), pods_complete=False)
-        for manifest in lanes.claim_volumes(lanes.stack_objects(mock_run)):
-            api.create(lanes.api_path(manifest), manifest)
-        namespace = next(m["metadata"]["name"] for m in lanes.stack_objects(mock_run) if m["kind"] == "Namespace")
+        api = start(lane, run_stack(FIRST), pods_complete=False)
+        for manifest in claim_volumes(stack_objects(mock_run)):
+            api.create(api_path(manifest), manifest)
+        namespace = next(m["metadata"]["name"] for m in stack_objects(mock_run) if m["kind"] == "Namespace")
         Scenarios(engine, Cluster(api, namespace), values, mock_run).run()
         lane.check_alive()
         print(f"engine: seven scenarios passed in {time.monotonic() - started:.1f} s", flush=True)
@@ -461,7 +463,7 @@ def scenarios(bin_dir: Path) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tools.engine", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m integration.engine", description=__doc__.split("\n\n")[0])
     parser.add_argument("--bin", type=Path, help="directory with `pulumi` and `pulumi-resource-kubernetes`")
     parser.add_argument("--if-available", action="store_true", help="skip, saying why, when the binaries are absent")
     args = parser.parse_args(argv)

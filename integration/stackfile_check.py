@@ -1,10 +1,10 @@
-"""Compare tools.stackfile with the Pulumi CLI's own code on a corpus of stack files.
+"""Compare harness.stackfile with the Pulumi CLI's own code on a corpus of stack files.
 
-`python -m tools.stackfile_check` writes every stack file the project ships and a generated
+`python -m integration.stackfile_check` writes every stack file the project ships and a generated
 corpus (each scalar form YAML and Go tell apart, placed at the top and inside an object, and the
 structures Pulumi treats specially) to a temporary folder, reads them with the binary that
 integration/wrappers/pulumi-config builds from github.com/pulumi/pulumi/sdk at the CLI's version and
-with `tools.stackfile.cli_reading`, and prints every file on which they disagree. Exit code 1 on any
+with `harness.stackfile.cli_reading`, and prints every file on which they disagree. Exit code 1 on any
 disagreement. `make integration` runs it.
 """
 
@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from facts.project import PROJECT
-from tools.lane import binary
-from tools.runner import ROOT
-from tools.stackfile import StackFileError, cli_reading, holds_secret
+from harness.runner import ROOT
+from harness.stackfile import StackFileError, cli_reading, holds_secret
+from integration.controlplane import binary
 
 # Plain scalars whose reading differs between YAML 1.1, YAML 1.2 and Go's parsers.
 SCALARS = (

@@ -24,10 +24,10 @@ from facts.controller_api import CONTROLLER_KINDS
 from facts.kubernetes import STACK_ANNOTATION, stack_identity
 from facts.project import PROJECT, SELF_MANAGED_ORGANIZATION, qualified_stack_name
 from facts.versions import JOBSET_CRD
+from harness.mocks import LogWarning, RecordedResource, RecordingEngine, RecordingMocks, RecordingMonitor
+from harness.stackfile import StackFile, holds_secret, read_stack_file, to_pulumi_config
 from stacks import installed, program
 from stacks.kubeapi import CrdReader, Kubeconfig, KubeconfigReader
-from tools.mocks import LogWarning, RecordedResource, RecordingEngine, RecordingMocks, RecordingMonitor
-from tools.stackfile import StackFile, holds_secret, read_stack_file, to_pulumi_config
 
 ROOT = Path(__file__).resolve().parents[1]
 # The key Pulumi marks special values (secrets, assets) with on the wire.
@@ -53,7 +53,7 @@ def stack_names() -> list[str]:
 
 
 def load_stack_file(path: Path) -> StackFile:
-    """A stack file's config as the Pulumi CLI hands it to the program (tools.stackfile)."""
+    """A stack file's config as the Pulumi CLI hands it to the program (harness.stackfile)."""
     return read_stack_file(path, PROJECT)
 
 

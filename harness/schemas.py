@@ -2,9 +2,10 @@
 
 - Kubernetes built-in kinds: the strict schemas `kubernetes-validate` ships, for the Kubernetes
   minor the project targets (facts.versions.KUBERNETES_MINOR), each loaded once.
-- Kueue, JobSet and networking.gke.io kinds: the CRDs of the pinned releases (tools/crds.py),
+- Kueue, JobSet and networking.gke.io kinds: the CRDs of the pinned releases (fetched by
+  tools/crds.py, read back by stacks/installed.py),
   made strict the way the API server is with `fieldValidation=Strict` (unknown fields are
-  errors), and their CEL rules (`x-kubernetes-validations`) as on create (tools/cel.py).
+  errors), and their CEL rules (`x-kubernetes-validations`) as on create (harness/cel.py).
 - Pulumi resource inputs (GCP, Helm releases, providers): the provider SDK's own generated
   `*Args` classes, recursively, so a misspelt field anywhere inside a dict argument fails.
 """
@@ -29,9 +30,10 @@ from pulumi.output import Unknown
 from referencing import Registry, Resource
 
 from facts.versions import KUBERNETES_MINOR
-from tools import cel, crds
-from tools.mocks import RecordedResource
-from tools.runner import SECRET_SENTINEL, UNKNOWN
+from harness import cel
+from harness.mocks import RecordedResource
+from harness.runner import SECRET_SENTINEL, UNKNOWN
+from stacks import installed
 
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _LABEL_NAME = re.compile(
@@ -67,7 +69,7 @@ def _strict(schema: Any) -> Any:
 @functools.cache
 def _crd_validator(api_version: str, kind: str) -> jsonschema.Draft202012Validator | None:
     """A validator for one custom kind; None when no pinned CRD defines it."""
-    schema = crds.schemas().get((api_version, kind))
+    schema = installed.schemas().get((api_version, kind))
     if schema is None:
         return None
     strict = _strict(schema)
@@ -127,7 +129,7 @@ def _check_metadata(manifest: Mapping[str, Any]) -> Iterator[str]:
 def is_custom(manifest: Mapping[str, Any]) -> bool:
     """Whether the object's API group is one the pinned CRDs define."""
     api_version = str(manifest.get("apiVersion"))
-    return "/" in api_version and api_version.split("/", maxsplit=1)[0] in crds.groups()
+    return "/" in api_version and api_version.split("/", maxsplit=1)[0] in installed.groups()
 
 
 def kubernetes_errors(manifest: Mapping[str, Any]) -> list[str]:

@@ -32,8 +32,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tools.mocks import RecordedResource
-from tools.runner import StackRun
+from harness.mocks import RecordedResource
+from harness.runner import StackRun
 
 # The provider's force-new fields of the kinds this program registers (diff.go).
 _FORCE_NEW: dict[tuple[str, str], tuple[str, ...]] = {

@@ -9,7 +9,8 @@ evaluates them, so a test sees what a real create or update of a custom resource
   `pkg/apiserver/schema/cel/validation.go`).
 - A rule that does not evaluate to true, or fails to evaluate, is an error with its message.
 
-The rules come from the same cache as the schemas (tools/crds.py); cel-python evaluates them.
+The rules come from the same cache as the schemas (tools/crds.py fetches it, stacks/installed.py
+reads it); cel-python evaluates them.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from celpy import celtypes
 from celpy.adapter import json_to_cel
 from celpy.evaluation import CELEvalError
 
-from tools import crds
+from stacks import installed
 
 _ABSENT = object()
 
@@ -80,7 +81,7 @@ def _list_item(old: Any, item: Any, keys: list[str] | None) -> Any:
 
 
 def _schema(manifest: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    return crds.schemas().get((str(manifest.get("apiVersion")), str(manifest.get("kind"))))
+    return installed.schemas().get((str(manifest.get("apiVersion")), str(manifest.get("kind"))))
 
 
 def create_errors(manifest: Mapping[str, Any]) -> list[str]:

@@ -1,0 +1,280 @@
+"""The lane's control plane: etcd and the Kubernetes API server on loopback, from the binaries
+`integration/build-tools.sh` builds (cached by version), its certificates, a small API client and
+the processes, each stopped by its process id."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+CACHE = Path(os.environ.get("NEMO_GKE_CACHE", Path.home() / ".cache" / "nemo-gke"))
+BIN = CACHE / "integration" / "bin"
+LOCALHOST = "127.0.0.1"
+SERVICE_RANGE = "10.96.0.0/16"
+KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
+
+
+def _pins() -> dict[str, str]:
+    text = (ROOT / "integration" / "versions.sh").read_text()
+    return dict(line.split("=", 1) for line in text.splitlines() if line and not line.startswith("#"))
+
+
+def lane_binary_versions() -> dict[str, str]:
+    """The version each binary `integration/build-tools.sh` builds is named after (the Kubernetes
+    binaries: KUBERNETES_VERSION); the lane's Kueue carries its patch in its name."""
+    pins = _pins()
+    return {
+        "etcd": pins["ETCD_VERSION"],
+        "kwok": pins["KWOK_VERSION"],
+        "kueue": f"{pins['KUEUE_VERSION']}+{pins['KUEUE_LANE_PATCH']}",
+        "jobset": pins["JOBSET_VERSION"],
+        "pulumi-config": pins["PULUMI_SDK_VERSION"],
+    }
+
+
+def binary(name: str) -> Path:
+    version = lane_binary_versions().get(name, _pins()["KUBERNETES_VERSION"])
+    path = BIN / f"{name}-{version}"
+    if not path.exists():
+        raise SystemExit(f"{path} is missing: run `make integration-tools` first")
+    return path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind((LOCALHOST, 0))
+        return int(s.getsockname()[1])
+
+
+# --------------------------------------------------------------------------- certificates
+
+
+def _openssl(*args: str, cwd: Path) -> None:
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
+
+
+def make_certs(pki: Path) -> None:
+    """A CA, the API server's serving certificate for 127.0.0.1, an admin client certificate
+    (group system:masters), and the service-account signing key."""
+    pki.mkdir(parents=True, exist_ok=True)
+    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=lane-ca",
+             "-keyout", "ca.key", "-out", "ca.crt", cwd=pki)  # fmt: skip
+    for name, subject, extension in (
+        ("server", "/CN=kube-apiserver", "subjectAltName=IP:127.0.0.1,DNS:localhost"),
+        ("admin", "/O=system:masters/CN=admin", "extendedKeyUsage=clientAuth"),
+    ):
+        _openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", subject, "-keyout", f"{name}.key",
+                 "-out", f"{name}.csr", cwd=pki)  # fmt: skip
+        (pki / f"{name}.ext").write_text(extension + "\n")
+        _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+                 "-days", "2", "-extfile", f"{name}.ext", "-out", f"{name}.crt", cwd=pki)  # fmt: skip
+    _openssl("genrsa", "-out", "sa.key", "2048", cwd=pki)
+    _openssl("rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=pki)
+
+
+def kubeconfig(pki: Path, server: str) -> dict[str, Any]:
+    def data(name: str) -> str:
+        return base64.b64encode((pki / name).read_bytes()).decode()
+
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "lane", "cluster": {"server": server, "certificate-authority-data": data("ca.crt")}}],
+        "users": [
+            {
+                "name": "admin",
+                "user": {"client-certificate-data": data("admin.crt"), "client-key-data": data("admin.key")},
+            }
+        ],
+        "contexts": [{"name": "lane", "context": {"cluster": "lane", "user": "admin"}}],
+        "current-context": "lane",
+    }
+
+
+# --------------------------------------------------------------------------- the API
+
+
+@dataclass
+class Api:
+    server: str
+    pki: Path
+
+    def _context(self) -> ssl.SSLContext:
+        context = ssl.create_default_context(cafile=str(self.pki / "ca.crt"))
+        context.load_cert_chain(str(self.pki / "admin.crt"), str(self.pki / "admin.key"))
+        return context
+
+    def request(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(self.server + path, data=data, method=method)
+        kind = "application/merge-patch+json" if method == "PATCH" else "application/json"
+        request.add_header("Content-Type", kind)
+        try:
+            with urllib.request.urlopen(request, context=self._context(), timeout=30) as response:
+                text = response.read().decode()
+                return response.status, json.loads(text) if text.startswith(("{", "[")) else text
+        except urllib.error.HTTPError as error:
+            text = error.read().decode()
+            return error.code, json.loads(text) if text.startswith("{") else text
+
+    def create(self, path: str, body: Mapping[str, Any]) -> None:
+        status, answer = self.request("POST", path, body)
+        if status not in (200, 201, 409):
+            raise RuntimeError(f"POST {path}: {status} {answer}")
+
+
+def has_condition(obj: Mapping[str, Any], kind: str) -> bool:
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    return any(c["type"] == kind and c["status"] == "True" for c in conditions)
+
+
+def wait_for(what: str, check: Any, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if check():
+                return
+        except (OSError, urllib.error.URLError, ssl.SSLError):
+            pass
+        time.sleep(0.5)
+    raise RuntimeError(f"{what} not ready within {timeout:.0f} s")
+
+
+# --------------------------------------------------------------------------- processes
+
+
+@dataclass
+class Lane:
+    workdir: Path
+    processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    timings: list[tuple[str, float]] = field(default_factory=list)
+
+    def start(self, name: str, command: Sequence[str], env: Mapping[str, str] | None = None) -> None:
+        log = open(self.workdir / f"{name}.log", "wb")  # noqa: SIM115 - lives as long as the process
+        self.processes[name] = subprocess.Popen(
+            list(command),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=self.workdir,
+            start_new_session=True,
+            env={**os.environ, **(env or {})},
+        )
+        (self.workdir / "pids").open("a").write(f"{name} {self.processes[name].pid}\n")
+
+    def alive(self) -> bool:
+        """True, or the error of the first process that exited, with the end of its log."""
+        self.check_alive()
+        return True
+
+    def check_alive(self) -> None:
+        for name, process in self.processes.items():
+            if process.poll() is not None:
+                tail = (self.workdir / f"{name}.log").read_text(errors="replace")[-2000:]
+                raise RuntimeError(f"{name} exited with {process.returncode}:\n{tail}")
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        start = time.monotonic()
+        yield
+        self.timings.append((name, time.monotonic() - start))
+        print(f"lane: {name}: {time.monotonic() - start:.1f} s", flush=True)
+
+    def stop(self) -> None:
+        stop_pids(self.workdir)
+        self.processes.clear()
+
+
+def stop_pids(workdir: Path, grace: float = 10.0) -> None:
+    """Stop every process the lane recorded: SIGTERM to each process group at once, SIGKILL to
+    whatever still runs after `grace` seconds."""
+    pids = workdir / "pids"
+    if not pids.exists():
+        return
+    groups = [int(line.split()[1]) for line in pids.read_text().splitlines()]
+    for pid in groups:
+        with suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and any(_running(pid) for pid in groups):
+        time.sleep(0.2)
+    for pid in groups:
+        with suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
+    pids.unlink()
+
+
+def _running(pid: int) -> bool:
+    with suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def control_plane(lane: Lane) -> Api:
+    pki = lane.workdir / "pki"
+    make_certs(pki)
+    etcd_client, etcd_peer, api_port = free_port(), free_port(), free_port()
+    with lane.phase("etcd"):
+        lane.start("etcd", [
+            str(binary("etcd")), "--name", "lane", "--data-dir", str(lane.workdir / "etcd"),
+            "--listen-client-urls", f"http://{LOCALHOST}:{etcd_client}",
+            "--advertise-client-urls", f"http://{LOCALHOST}:{etcd_client}",
+            "--listen-peer-urls", f"http://{LOCALHOST}:{etcd_peer}",
+            "--initial-advertise-peer-urls", f"http://{LOCALHOST}:{etcd_peer}",
+            "--initial-cluster", f"lane=http://{LOCALHOST}:{etcd_peer}",
+            "--listen-metrics-urls", f"http://{LOCALHOST}:{free_port()}",
+        ])  # fmt: skip
+        wait_for("etcd", lambda: urllib.request.urlopen(f"http://{LOCALHOST}:{etcd_client}/health").status == 200)
+    server = f"https://{LOCALHOST}:{api_port}"
+    api = Api(server, pki)
+    with lane.phase("kube-apiserver"):
+        lane.start("kube-apiserver", [
+            str(binary("kube-apiserver")), "--etcd-servers", f"http://{LOCALHOST}:{etcd_client}",
+            "--bind-address", LOCALHOST, "--advertise-address", LOCALHOST, "--secure-port", str(api_port),
+            "--tls-cert-file", str(pki / "server.crt"), "--tls-private-key-file", str(pki / "server.key"),
+            "--client-ca-file", str(pki / "ca.crt"), "--authorization-mode", "Node,RBAC",
+            "--service-account-key-file", str(pki / "sa.pub"),
+            "--service-account-signing-key-file", str(pki / "sa.key"),
+            "--service-account-issuer", "https://kubernetes.default.svc",
+            "--service-cluster-ip-range", SERVICE_RANGE,
+        ])  # fmt: skip
+        wait_for("kube-apiserver", lambda: lane.alive() and api.request("GET", "/readyz")[0] == 200)
+    config = lane.workdir / "admin.kubeconfig"
+    config.write_text(yaml.safe_dump(kubeconfig(pki, server)))
+    with lane.phase("controller-manager and scheduler"):
+        lane.start("kube-controller-manager", [
+            str(binary("kube-controller-manager")), "--kubeconfig", str(config), "--leader-elect=false",
+            "--bind-address", LOCALHOST, "--secure-port", str(free_port()),
+            "--service-account-private-key-file", str(pki / "sa.key"), "--root-ca-file", str(pki / "ca.crt"),
+            "--cluster-signing-cert-file", str(pki / "ca.crt"), "--cluster-signing-key-file", str(pki / "ca.key"),
+            "--use-service-account-credentials",
+        ])  # fmt: skip
+        lane.start("kube-scheduler", [
+            str(binary("kube-scheduler")), "--kubeconfig", str(config), "--leader-elect=false",
+            "--bind-address", LOCALHOST, "--secure-port", str(free_port()),
+        ])  # fmt: skip
+        # The controller-manager creates the default namespace's service account.
+        wait_for(
+            "the default service account",
+            lambda: lane.alive() and api.request("GET", "/api/v1/namespaces/default/serviceaccounts/default")[0] == 200,
+        )
+    return api

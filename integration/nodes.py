@@ -1,0 +1,117 @@
+"""kwok's simulated nodes, shaped like a stack's GPU pools: their labels (the pool's selector,
+GKE's accelerator and topology labels), the GPU taint and the allocatable GPUs, CPUs and memory
+of the machine type."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from facts.kubernetes import (
+    GPU_RESOURCE,
+    HOSTNAME_LABEL,
+    TOPOLOGY_LABELS,
+    TopologyLevel,
+)  # fmt: skip
+from harness.runner import StackRun
+from integration.controlplane import (
+    CACHE,
+    KWOK_NODE_ANNOTATION,
+    LOCALHOST,
+    Api,
+    Lane,
+    _pins,
+    binary,
+    free_port,
+    has_condition,
+    wait_for,
+)
+from planners.queues import plan_flavor
+from stacks.contract import ClusterExports
+
+# --------------------------------------------------------------------------- nodes
+
+
+def node_manifests(run: StackRun) -> list[dict[str, Any]]:
+    """One Node per node of each GPU pool of the stack, labelled, tainted and sized as the
+    cluster facts describe it (GKE's labels for a GKE pool, the described ones for an existing
+    cluster's), with GKE's topology labels where the pool has them."""
+    nodes = []
+    for pool in ClusterExports.from_plain(run.exports["cluster"]).gpu_pools:
+        machine = pool.machine
+        flavor = plan_flavor(pool)
+        millicores, mib = machine.allocatable
+        for i in range(pool.max_nodes):
+            name = f"{pool.name}-{i}"
+            labels = {**flavor.node_labels, HOSTNAME_LABEL: name, "type": "kwok"}
+            if pool.has_topology_labels:
+                labels |= {
+                    TOPOLOGY_LABELS[TopologyLevel.BLOCK]: "block-0",
+                    TOPOLOGY_LABELS[TopologyLevel.SUBBLOCK]: f"subblock-{i // 4}",
+                    TOPOLOGY_LABELS[TopologyLevel.HOST]: f"host-{i}",
+                }
+            capacity = {"cpu": f"{millicores}m", "memory": f"{mib}Mi", GPU_RESOURCE: str(machine.gpus), "pods": "110"}
+            nodes.append(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Node",
+                    "metadata": {"name": name, "labels": labels, "annotations": {KWOK_NODE_ANNOTATION: "fake"}},
+                    "spec": {"taints": [taint.for_node() for taint in pool.node_taints]},
+                    "status": {"capacity": capacity, "allocatable": capacity},
+                }
+            )
+    system = {"cpu": "8", "memory": "32Gi", "pods": "110"}
+    nodes.append(
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": "system-0",
+                "labels": {
+                    "kubernetes.io/os": "linux",
+                    "cloud.google.com/gke-nodepool": "system",
+                    HOSTNAME_LABEL: "system-0",
+                    "type": "kwok",
+                },
+                "annotations": {KWOK_NODE_ANNOTATION: "fake"},
+            },
+            "status": {"capacity": system, "allocatable": system},
+        }
+    )
+    return nodes
+
+
+def kwok_stages(workdir: Path, pods_complete: bool) -> Path:
+    """kwok's own "fast" node and pod stages, from its module (nothing of it is committed).
+    Without `pods_complete`, a Job's pods stay Running until someone marks them Succeeded."""
+    module = Path(os.environ.get("GOMODCACHE", CACHE / "go" / "mod")) / f"sigs.k8s.io/kwok@{_pins()['KWOK_VERSION']}"
+    pod_stages = sorted((module / "kustomize/stage/pod/fast").glob("pod-*.yaml"))
+    stages = [
+        module / "kustomize/stage/node/fast/node-initialize.yaml",
+        module / "kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
+        *(p for p in pod_stages if pods_complete or p.name != "pod-complete.yaml"),
+    ]
+    target = workdir / "kwok-stages.yaml"
+    target.write_text("\n---\n".join(p.read_text() for p in stages))
+    return target
+
+
+def simulated_nodes(lane: Lane, api: Api, run: StackRun, pods_complete: bool = True) -> int:
+    nodes = node_manifests(run)
+    with lane.phase(f"kwok and {len(nodes)} nodes"):
+        lane.start("kwok", [
+            str(binary("kwok")), "--kubeconfig", str(lane.workdir / "admin.kubeconfig"),
+            "--manage-all-nodes=false", f"--manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION}=fake",
+            "--config", str(kwok_stages(lane.workdir, pods_complete)), "--server-address", f"{LOCALHOST}:{free_port()}",
+        ])  # fmt: skip
+        for node in nodes:
+            api.create("/api/v1/nodes", node)
+
+        def all_ready() -> bool:
+            lane.check_alive()
+            _, listing = api.request("GET", "/api/v1/nodes")
+            return sum(has_condition(n, "Ready") for n in listing["items"]) == len(nodes)
+
+        wait_for("the simulated nodes", all_ready)
+    return len(nodes)

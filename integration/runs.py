@@ -1,0 +1,118 @@
+"""The program's objects applied to the lane, and its runs admitted and placed by the real Kueue
+and JobSet."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from facts.kubernetes import (
+    JOBSET_API,
+    JOBSET_UID_LABEL,
+    KUEUE_API,
+)  # fmt: skip
+from harness.runner import StackRun
+from integration.controlplane import Api, Lane, has_condition, wait_for
+
+# --------------------------------------------------------------------------- the program's objects
+
+# What the lane applies of a stack's render: the platform's namespace, identities, claims and
+# queues, and the runs. The controllers themselves run as processes above.
+APPLIED_KINDS = (
+    "Namespace", "ServiceAccount", "PersistentVolumeClaim", "ResourceFlavor", "Topology",
+    "WorkloadPriorityClass", "ClusterQueue", "LocalQueue", "ConfigMap", "JobSet",
+)  # fmt: skip
+
+
+def _plural(kind: str) -> str:
+    lower = kind.lower()
+    if lower.endswith("y"):
+        return lower[:-1] + "ies"
+    return lower + ("es" if lower.endswith("s") else "s")
+
+
+def api_path(manifest: Mapping[str, Any]) -> str:
+    """The collection a manifest is created in."""
+    version = manifest["apiVersion"]
+    base = f"/api/{version}" if "/" not in version else f"/apis/{version}"
+    namespace = manifest["metadata"].get("namespace")
+    scope = f"/namespaces/{namespace}" if namespace else ""
+    return f"{base}{scope}/{_plural(manifest['kind'])}"
+
+
+def stack_objects(run: StackRun) -> list[dict[str, Any]]:
+    by_kind: dict[str, list[dict[str, Any]]] = {kind: [] for kind in APPLIED_KINDS}
+    for resource in run.resources:
+        kind = resource.type.rsplit(":", 1)[-1]
+        if resource.custom and kind in by_kind:
+            by_kind[kind].append(run.manifest(resource))
+    return [m for kind in APPLIED_KINDS for m in by_kind[kind]]
+
+
+def claim_volumes(objects: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """A StorageClass without a provisioner and a volume per claim: the claims bind, so the
+    runs' pods can be scheduled on the simulated nodes."""
+    claims = [m for m in objects if m["kind"] == "PersistentVolumeClaim"]
+    classes = {c["spec"]["storageClassName"] for c in claims}
+    found: list[dict[str, Any]] = [
+        {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": name},
+         "provisioner": "kubernetes.io/no-provisioner", "volumeBindingMode": "Immediate"}
+        for name in classes
+    ]  # fmt: skip
+    for claim in claims:
+        found.append({
+            "apiVersion": "v1", "kind": "PersistentVolume",
+            "metadata": {"name": f"{claim['metadata']['namespace']}-{claim['metadata']['name']}"},
+            "spec": {
+                "capacity": {"storage": claim["spec"]["resources"]["requests"]["storage"]},
+                "accessModes": ["ReadWriteMany"], "storageClassName": claim["spec"]["storageClassName"],
+                "hostPath": {"path": f"/tmp/lane/{claim['metadata']['name']}"},
+                "claimRef": {"namespace": claim["metadata"]["namespace"], "name": claim["metadata"]["name"]},
+            },
+        })  # fmt: skip
+    return found
+
+
+def jobset_run(api: Api, namespace: str, name: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """The Workload and pods of the JobSet now named `name`, matched by its uid, not those of an
+    earlier JobSet of the same name; (None, []) while there is no such JobSet."""
+    status, jobset = api.request("GET", f"/apis/{JOBSET_API}/namespaces/{namespace}/jobsets/{name}")
+    if status != 200:
+        return None, []
+    uid = jobset["metadata"]["uid"]
+    _, workloads = api.request("GET", f"/apis/{KUEUE_API}/namespaces/{namespace}/workloads")
+    owned = (w for w in workloads["items"] if any(o["uid"] == uid for o in w["metadata"].get("ownerReferences", [])))
+    _, pods = api.request("GET", f"/api/v1/namespaces/{namespace}/pods?labelSelector={JOBSET_UID_LABEL}={uid}")
+    return next(owned, None), list(pods["items"])
+
+
+def placed(api: Api, namespace: str, jobset: str, pods_wanted: int) -> bool:
+    """The JobSet's Workload is admitted and every one of its pods is bound to a node."""
+    workload, pods = jobset_run(api, namespace, jobset)
+    nodes = [p["spec"].get("nodeName") for p in pods]
+    return workload is not None and has_condition(workload, "Admitted") and len(nodes) == pods_wanted and all(nodes)
+
+
+def admit_runs(lane: Lane, api: Api, run: StackRun) -> list[str]:
+    """Apply the stack's objects; every run's Workload must be admitted with a topology
+    assignment where its flavor has one, and its pods bound to the simulated nodes."""
+    objects = stack_objects(run)
+    jobsets = [m for m in objects if m["kind"] == "JobSet"]
+    with lane.phase(f"{len(objects)} objects of the stack applied"):
+        for manifest in [*claim_volumes(objects), *objects]:
+            api.create(api_path(manifest), manifest)
+    admitted = []
+    for jobset in jobsets:
+        namespace, name = jobset["metadata"]["namespace"], jobset["metadata"]["name"]
+        parallelism = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["parallelism"]
+        with lane.phase(f"run {name} admitted and placed"):
+            check = functools.partial(placed, api, namespace, name, parallelism)
+            wait_for(f"run {name}", lambda check=check: lane.alive() and check(), timeout=180)
+        workload, _ = jobset_run(api, namespace, name)
+        if workload is None:
+            raise RuntimeError(f"run {name}: its Workload is gone")
+        assignment = workload["status"]["admission"]["podSetAssignments"][0]
+        topology = "with a topology assignment" if assignment.get("topologyAssignment") else "without topology"
+        admitted.append(f"{name}: admitted on {assignment['flavors']}, {topology}")
+    return admitted
