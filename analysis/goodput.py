@@ -7,7 +7,7 @@ report here can be checked against the calculator's.
 
 Event log (the contract with the training pods): JSON lines, one event per line, appended by
 node 0 to `<experiments dir>/<run>/goodput/events.jsonl` on the shared Filestore volume
-(planners/scripts/launch.sh, `event()`):
+(payload/launch.sh, `event()`):
 
     {"time": "2026-11-22T10:00:00+00:00", "event": "job_started", "run": "gpt3-175b", "attempt": 0}
     {"time": "2026-11-22T10:03:10+00:00", "event": "checkpoint_loaded", "run": "gpt3-175b", "attempt": 0, "step": 0}

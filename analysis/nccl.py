@@ -21,7 +21,7 @@ command line. Lines may carry a prefix: `kubectl logs --prefix` (`[pod/name/cont
 The collective comes from the `Collective test starting` line, else from the last mention of a
 benchmark binary (`all_gather_perf`, the gpu-recipes launchers' `Benchmark: all_gather`) before
 the test, else from `--collective`, else from the file name the fabric check writes
-(`<collective>.log`, planners/scripts/nccl_test.sh). The GPU count is the number of `#  Rank` lines (the hosts
+(`<collective>.log`, payload/nccl_test.sh). The GPU count is the number of `#  Rank` lines (the hosts
 named there give the node count); for the collectives whose size column counts every rank's
 share, size / (count × type size) gives it too.
 

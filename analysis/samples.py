@@ -8,7 +8,7 @@ analytics command of the docs runs on a fresh clone:
   in bf16, steps 0–39; from step 5 on a step takes 19.4 s on average (19.37, 19.40, 19.43 in
   turn), so any window of whole turns, 10–30 included, averages 19.4 s;
 - `diverged.json`: the same run, its loss NaN from step `DIVERGED_AT` on;
-- `events.jsonl`: the run's goodput events (planners/scripts/launch.sh's format): one restart,
+- `events.jsonl`: the run's goodput events (payload/launch.sh's format): one restart,
   checkpoints up to step 400, 9300 s from first to last event; at 19.4 s a step, 400 steps are
   7760 s of kept work, a goodput of 83.44 %;
 - `all_gather.log`: a fabric check's nccl-tests output (its file name: scripts/nccl_test.sh)

@@ -13,6 +13,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+import payload
 from components.kubernetes import KubernetesObject
 from components.training import REPLACE_JOB, field_env, gpu_container, gpu_jobset, named
 from facts.errors import require
@@ -120,7 +121,7 @@ class FabricCheck(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: FabricCheckArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(self.TYPE, name, None, opts)
-        files = {NCCL_TEST_SCRIPT: (nemo.SCRIPTS / NCCL_TEST_SCRIPT).read_text()}
+        files = {NCCL_TEST_SCRIPT: payload.text(NCCL_TEST_SCRIPT)}
         config_name = versioned_name(f"{args.test.name}-nccl", files)
         config_map = k8s.core.v1.ConfigMap(
             f"{name}-script",

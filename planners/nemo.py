@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import payload
 from facts import resiliency, versions
 from facts.errors import RuleError
 from facts.gke import GCSFUSE_CSI_DRIVER, GCSFUSE_HOST_NETWORK_KSA
@@ -30,7 +31,6 @@ from facts.models import Framework, ModelSpec
 from planners.gpudirect import PodNetworking
 from planners.runs import RunSpec, Tokenizer
 
-SCRIPTS = Path(__file__).parent / "scripts"
 # Where the run's ConfigMap is mounted.
 WORKLOAD_DIR = "/workload"
 LAUNCHER = "launch.sh"
@@ -374,12 +374,12 @@ def nemo2_settings(run: RunSpec, paths: RunPaths, machine: MachineType) -> dict[
 
 def workload_files(run: RunSpec, paths: RunPaths, machine: MachineType) -> dict[str, str]:
     """The run's ConfigMap: the launcher and the NeMo configuration of its framework."""
-    files = {name: (SCRIPTS / name).read_text() for name in (LAUNCHER, DLLOGGER)}
+    files = {name: payload.text(name) for name in (LAUNCHER, DLLOGGER)}
     if run.spec.recipe.framework is Framework.NEMO1:
         # JSON is YAML: Hydra reads it as is.
         files[NEMO1_CONFIG] = json.dumps(nemo1_config(run, paths, machine), indent=2)
     else:
-        files[NEMO2_SCRIPT] = (SCRIPTS / NEMO2_SCRIPT).read_text()
+        files[NEMO2_SCRIPT] = payload.text(NEMO2_SCRIPT)
         files[NEMO2_SETTINGS] = json.dumps(nemo2_settings(run, paths, machine), indent=2)
     return files
 

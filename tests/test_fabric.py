@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
+import payload
 from facts.machines import GpuDirect
 from facts.nccl import NCCL_TEST_LAUNCH, PUBLISHED
 from harness.runner import StackRun, load_stack_values, stack_with
-from planners import nemo
 from planners.fabric import MIN_BW_FACTOR, NCCL_TEST_SCRIPT
 from tests.conftest import Render, issue_for, rejected
 
@@ -188,7 +188,7 @@ def node(tmp_path: Path) -> dict[str, str]:
 
 
 def drive(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    script = nemo.SCRIPTS / NCCL_TEST_SCRIPT
+    script = payload.DIR / NCCL_TEST_SCRIPT
     return subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, check=False, timeout=60)
 
 

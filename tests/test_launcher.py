@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+import payload
 from analysis.logs import STEP_TIME, LogFormat, StepRange, read_log
 from facts.models import model_spec
 from planners import nemo
@@ -50,7 +51,7 @@ def workspace(tmp_path: Path) -> dict[str, str]:
     for name in (nemo.LAUNCHER, nemo.DLLOGGER):  # the ConfigMap's items, as mounted
         target = workload / nemo.file_path(name)
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text((nemo.SCRIPTS / name).read_text())
+        target.write_text((payload.DIR / name).read_text())
     for name, body in (("torchrun", TORCHRUN), ("nsys", NSYS), ("ldconfig", LDCONFIG)):
         (bin_dir / name).write_text(body)
         (bin_dir / name).chmod(0o755)
@@ -213,7 +214,7 @@ for attempt, steps in ((0, range(0, 12)), (1, range(10, 20))):
 """
     shipped = subprocess.run(
         [sys.executable, "-c", program],
-        env={**os.environ, "PYTHONPATH": str(nemo.SCRIPTS)},
+        env={**os.environ, "PYTHONPATH": str(payload.DIR)},
         capture_output=True,
         text=True,
         check=False,

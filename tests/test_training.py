@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+import payload
 from config.loader import ConfigError
 from facts.kubernetes import RUN_LABEL, versioned_name
 from facts.machines import machine_type, training_pod_requests
@@ -115,7 +116,7 @@ def test_torchrun_starts_every_node_with_the_first_pod_as_master(render: Any) ->
     # Kubernetes expands $(JOBSET_NAME), set from the pod's label, to the JobSet's name.
     assert variables["MASTER_ADDR"] == "$(JOBSET_NAME)-workers-0-0.$(JOBSET_NAME)"
     assert variables["JOB_COMPLETION_INDEX"] == "<from field>"
-    launcher = (nemo.SCRIPTS / nemo.LAUNCHER).read_text()
+    launcher = (payload.DIR / nemo.LAUNCHER).read_text()
     for flag in (
         '--nproc-per-node="${GPUS_PER_NODE}"',
         '--nnodes="${NNODES}"',
@@ -211,7 +212,7 @@ def test_no_pod_downloads_at_start(render: Any) -> None:
     run): no pip install, no URL in the launcher or the environment, Hugging Face offline, and
     the GPT-2 files from a read-only bucket volume (as gpu-recipes' A3 Mega GPT-3 recipe mounts
     gs://cloud-samples-data/third-party/tokenizers/gpt2)."""
-    launcher = (nemo.SCRIPTS / nemo.LAUNCHER).read_text()
+    launcher = (payload.DIR / nemo.LAUNCHER).read_text()
     assert "pip install" not in launcher and "http" not in launcher and "curl" not in launcher
     for stack in ("dev", "a3high-small"):
         workloads = queued_workloads(render(stack))

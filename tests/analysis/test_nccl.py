@@ -150,8 +150,8 @@ def test_the_collective_comes_from_the_fabric_checks_file_name(
 
 
 def test_the_fabric_check_writes_the_file_names_read() -> None:
-    """The name the inference reads is the one planners/scripts/nccl_test.sh writes."""
-    script = (ROOT / "planners" / "scripts" / "nccl_test.sh").read_text()
+    """The name the inference reads is the one payload/nccl_test.sh writes."""
+    script = (ROOT / "payload" / "nccl_test.sh").read_text()
     assert 'tee "${NCCL_TEST_DIR}/${collective}.log"' in script
 
 
