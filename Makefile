@@ -7,8 +7,17 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: install crds render test lint typecheck unit docs docs-check identities bench integration-tools integration integration-engine clean
+PYTEST := $(BIN)/pytest --numprocesses=auto --maxprocesses=4
 
+.PHONY: help install crds render test lint typecheck unit stacks repo docs docs-check identities bench integration-tools integration integration-engine clean
+.DEFAULT_GOAL := help
+
+## List the targets and what each does (the first line of the comment above each).
+help:
+	@awk '/^## /{if (!doc) doc = substr($$0, 4); next} \
+		/^[a-z-]+:/{if (doc) printf "  %-20s %s\n", substr($$1, 1, length($$1) - 1), doc} {doc = ""}' $(MAKEFILE_LIST)
+
+## The virtual environment from the pinned requirements, and the CRD cache.
 install: $(VENV)/.installed crds
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
@@ -24,29 +33,43 @@ crds: $(VENV)/.installed
 render: install
 	$(BIN)/python -m tools.render --stack $(STACK)
 
-## Lint, type-check and run the unit suite.
-test: install lint typecheck unit
+## Lint, type-check and run the unit, stacks and repo tiers (what CI runs first).
+test: install lint typecheck
+	$(PYTEST) tests/unit tests/stacks tests/repo
 
+## ruff check and ruff format --check.
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+## mypy --strict on every package.
 typecheck: install
 	$(BIN)/mypy
 
+## Pure functions: planners, facts, config rules, the harness, the pod payload, the analytics.
 unit: install
-	$(BIN)/pytest --numprocesses=auto --maxprocesses=4
+	$(PYTEST) tests/unit
 
-## Regenerate every generated block of README.md and docs/ (catalog tables, configuration, dev summary).
+## Whole programs under the mocks: every shipped stack and its variants, validated.
+stacks: install
+	$(PYTEST) tests/stacks
+
+## The repository itself: layering, conventions, docs drift, the lane's pins.
+repo: install
+	$(PYTEST) tests/repo
+
+## Regenerate every generated block of README.md and docs/.
+## (catalog tables, configuration, dev summary)
 docs: install
 	$(BIN)/python -m tools.docs --write
 
-## Run every offline command of the docs as written on a fresh copy of the checkout, with its
-## own `make install`; print each command's time and why the others are not run.
+## Run every offline command of the docs on a fresh copy of the checkout.
+## Each with its own `make install`; prints each command's time and why the others are not run.
 docs-check: install
 	$(BIN)/python -m tools.docs_commands --run
 
-## Rewrite tests/identities/ from the program (only while nothing is deployed; otherwise add aliases).
+## Rewrite tests/identities/ from the program.
+## Only while nothing is deployed; otherwise add aliases.
 identities: install
 	$(BIN)/python -m tools.identities --write
 
@@ -54,26 +77,23 @@ identities: install
 bench: install
 	$(BIN)/python -m tools.bench
 
-## Build the integration lane's Kubernetes-side binaries from Go modules (cached by version).
+## Build the integration lane's binaries from Go modules (cached by version).
 integration-tools:
 	integration/build-tools.sh
 
-## The integration lane: build the tools (cached); stack files read by harness.stackfile and by the Pulumi
-## CLI's own config reader, compared on a corpus; then a loopback control plane, kwok nodes
-## shaped like a stack's pools, the pinned Kueue and JobSet managers, and the stack's objects
-## admitted by the real Kueue: `existing` (a catalog machine, placed by topology), then
-## `existing-oke` (a machine outside the catalog, no topology). Then the seven real-engine
-## scenarios where a Pulumi CLI and kubernetes provider are at hand (PULUMI_BIN_DIR), else the
-## reason they are skipped. Prints each phase's time.
+## The integration tier (tests/integration) on the lane; prints each test's time.
+## Builds the lane's tools (cached); stack files read by harness.stackfile and by the Pulumi CLI's
+## own config reader, compared; a loopback control plane,
+## kwok nodes shaped like each existing-cluster stack's pools and the pinned Kueue and JobSet
+## admitting its runs; the real-engine scenarios where a Pulumi CLI and provider are at hand
+## (PULUMI_BIN_DIR), else skipped with the reason. Prints each test's time.
 integration: install integration-tools
-	$(BIN)/python -m integration.stackfile_check
-	$(BIN)/python -m integration.lane smoke --stack existing
-	$(BIN)/python -m integration.lane smoke --stack existing-oke
-	$(BIN)/python -m integration.engine --if-available
+	$(BIN)/pytest -p no:xdist -s -v --durations=0 tests/integration
 
 ## The real-engine scenarios alone; fails when the Pulumi binaries are absent.
 integration-engine: install integration-tools
-	$(BIN)/python -m integration.engine
+	NEMO_GKE_ENGINE_REQUIRED=1 $(BIN)/pytest -p no:xdist -s -v tests/integration/test_engine.py
 
+## Remove build/, .venv and the tools' caches.
 clean:
-	rm -rf build $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf build $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -23,6 +23,7 @@ from config.training import TrainingConfig
 from facts import resiliency
 from facts.errors import RuleError
 from facts.gcp import (
+    GKE_DEFAULT_MAX_PODS_PER_NODE,
     GPU_SUBNETS,
     MAX_LABELS,
     SUBNET_RESERVED_ADDRESSES,
@@ -30,6 +31,7 @@ from facts.gcp import (
     is_region,
     label_key_problem,
     label_value_problem,
+    pod_range_per_node,
     project_id_problem,
     region_of_zone,
     usable_addresses,
@@ -314,7 +316,7 @@ class StackConfig(Model):
                     f"{', '.join(sorted(pool.machine.zones))}); if Google has added it, set "
                     f"gpuPools[{i}].allowUnlistedZone: true",
                 )
-            pod_addresses += pool.max_nodes * 2 * pool.max_pods_per_node
+            pod_addresses += pool.max_nodes * pod_range_per_node(pool.max_pods_per_node)
         # All GPU machines of one stack share the GPU networks, so their NIC layouts must agree.
         layouts = {m.nic_layout for m in self.gpu_machines if m.is_multi_nic}
         if len(layouts) > 1:
@@ -325,13 +327,15 @@ class StackConfig(Model):
                 f"use machines of one layout: {nic_layout_groups()}",
             )
         self._check_subnets()
+        pod_addresses += self._cpu_nodes() * pod_range_per_node(GKE_DEFAULT_MAX_PODS_PER_NODE)
         pod_range = ipaddress.IPv4Network(self.network.pod_cidr).num_addresses
         if pod_addresses > pod_range:
             raise RuleError(
                 "network.podCidr",
                 self.network.pod_cidr,
-                f"holds {pod_range} addresses but the GPU pools need {pod_addresses} "
-                "(nodes × 2 × maxPodsPerNode); use a larger range or fewer pods per node",
+                f"holds {pod_range} addresses but the pools need {pod_addresses} (GKE gives each node the "
+                "power of two at or above 2 × its maxPodsPerNode, CPU nodes 110 pods); use a larger range "
+                "or fewer pods per node",
             )
 
     def _check_resiliency(self) -> None:
@@ -355,12 +359,16 @@ class StackConfig(Model):
                         "set it false",
                     )
 
+    def _cpu_nodes(self) -> int:
+        """The system pool's nodes in every zone of the cluster, one surge node for its upgrades,
+        and the resiliency supervisor's pool where the stack has one."""
+        supervisor = self.resiliency.pool.node_count if self.resiliency.enabled else 0
+        return self.system_pool.node_count * self.cluster.zones + 1 + supervisor
+
     def _check_subnets(self) -> None:
         """Every node gets an address in the node subnet, and one in each GPU subnet per GPU NIC;
         GCP keeps four addresses of every subnet."""
-        zones = self.cluster.zones
-        # The system pool's nodes in every zone of the cluster, plus one surge node for upgrades.
-        nodes = self.system_pool.node_count * zones + 1 + sum(p.max_nodes for p in self.gpu_pools)
+        nodes = self._cpu_nodes() + sum(p.max_nodes for p in self.gpu_pools)
         usable = usable_addresses(self.network.node_cidr)
         if nodes > usable:
             raise RuleError(

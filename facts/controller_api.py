@@ -2,7 +2,7 @@
 own Kueue and JobSet must serve when the program does not install them (`kueue.install: false`).
 
 A field is written as its path in the CRD's schema (`[]` steps into a list's items); a map
-(label selectors, node labels) ends its path. tests/test_controller_api.py keeps every kind's
+(label selectors, node labels) ends its path. tests/stacks/test_controller_api.py keeps every kind's
 fields equal to what the shipped stacks emit, each present in the pinned release's schema.
 """
 

@@ -117,6 +117,19 @@ SUBNET_RESERVED_ADDRESSES = 4
 GPU_SUBNETS = 16
 
 
+# GKE gives every node a pod range of the power of two at or above twice its maximum pods (at
+# least a /28), and a Standard cluster's node pools take 110 pods per node unless they say.
+# https://cloud.google.com/kubernetes-engine/docs/how-to/flexible-pod-cidr ("Pod CIDR range per
+# node": 8 pods /28, 9-16 /27, 17-32 /26, 33-64 /25, 65-128 /24, 129-256 /23)
+GKE_DEFAULT_MAX_PODS_PER_NODE = 110
+MIN_POD_RANGE_PER_NODE = 16
+
+
+def pod_range_per_node(max_pods: int) -> int:
+    """Pod addresses GKE reserves for one node that holds at most `max_pods` pods."""
+    return max(MIN_POD_RANGE_PER_NODE, 1 << (2 * max_pods - 1).bit_length())
+
+
 def usable_addresses(cidr: str) -> int:
     """Addresses a subnet of this primary range gives to nodes."""
     return ipaddress.IPv4Network(cidr).num_addresses - SUBNET_RESERVED_ADDRESSES

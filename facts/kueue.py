@@ -4,7 +4,7 @@ API server would, and the components write the same names.
 Source: kubernetes-sigs/kueue apis/kueue/v1beta2/clusterqueue_types.go and
 apis/config/v1beta2/configuration_types.go at the pinned version (facts.versions.KUEUE); the
 enums and item limits are the ClusterQueue CRD's (`+kubebuilder:validation:Enum`, `MaxItems`),
-which tests/test_controller_api.py compares with the cached CRD.
+which tests/stacks/test_controller_api.py compares with the cached CRD.
 """
 
 from __future__ import annotations

@@ -3,29 +3,27 @@ kubernetes provider drive the `existing` stack (platform and training), a run-on
 of it, and the same stack in a namespace and on claims the cluster has, against the lane's
 cluster, through the Automation API, with a local file backend and a passphrase secrets provider.
 
-    python -m integration.engine [--bin DIR] [--if-available]
-
-The `pulumi` CLI and `pulumi-resource-kubernetes` are taken from DIR (default: $PULUMI_BIN_DIR,
-else ~/.cache/nemo-gke/integration/pulumi). The Go module proxy refuses the modules they are
-built from, so `make integration-tools` cannot build them; with `--if-available` their absence
-is reported and the scenarios are skipped.
+tests/integration/test_engine.py runs each scenario as a test (`make integration`, or
+`make integration-engine` alone). The `pulumi` CLI and `pulumi-resource-kubernetes` are taken
+from $PULUMI_BIN_DIR, else ~/.cache/nemo-gke/integration/pulumi. The Go module proxy refuses the
+modules they are built from, so `make integration-tools` cannot build them; without them the
+scenarios are skipped, saying why.
 
 Every scenario is an assertion on what the engine did and what the real Kueue, JobSet and
-scheduler then did on the cluster; the first one that fails stops the lane with its reason.
+scheduler then did on the cluster; each returns what it saw, in one line.
 """
 
 from __future__ import annotations
 
-import argparse
+import contextlib
 import functools
 import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -274,7 +272,7 @@ class Scenarios:
             raise ScenarioFailed(f"{when}: preview after refresh wants changes:\n{_tail(error)}") from None
         return f"{when}: refresh ({changes(refreshed.summary.resource_changes)}), preview: no change"
 
-    def scenario_1(self) -> str:
+    def up_admits_the_run_in_one_block(self) -> str:
         """`preview` then `up` of the existing-cluster stack; the ClusterQueue becomes active;
         the run's Workload is admitted with a topology assignment; the JobSet is unsuspended
         and its pods bound in one block."""
@@ -286,7 +284,7 @@ class Scenarios:
         queues = ", ".join(self.cluster.active_queues())
         return f"up: {changes(result.summary.resource_changes)}; ClusterQueue {queues} active; {placed}"
 
-    def scenario_2(self) -> str:
+    def refresh_finds_nothing_to_change(self) -> str:
         """`refresh` then `preview --expect-no-changes` hold while the run is admitted and
         running, and again after it finished."""
         stack = self.first()
@@ -294,7 +292,7 @@ class Scenarios:
         self.cluster.finish(self.run_name)
         return f"{running}; {self.no_changes(stack, 'finished')}"
 
-    def scenario_3(self) -> str:
+    def relabelled_pool_moves_the_queue_to_a_new_flavor(self) -> str:
         """A change of the pool's labels (a ResourceFlavor's immutable nodeLabels) applies
         with `up`: a new flavor, the queue moved to it, the old flavor gone, the run admitted."""
         before = {f["metadata"]["name"] for f in self.cluster.items(CLUSTER_KINDS["ResourceFlavor"])}
@@ -323,7 +321,7 @@ class Scenarios:
         self.cluster.finish(self.run_name)
         return f"up: {changes(result.summary.resource_changes)}; flavors {sorted(before)} -> {sorted(after)}; {placed}"
 
-    def scenario_4(self) -> str:
+    def run_only_stack_destroys_alone(self) -> str:
         """A run-only stack reads the first through `upstreamStack` on the same backend; its
         run is admitted; destroying it leaves the first stack as it was: the same JobSet, and
         a refresh of the first finds nothing to change."""
@@ -341,7 +339,7 @@ class Scenarios:
         made, removed = changes(result.summary.resource_changes), changes(destroyed.summary.resource_changes)
         return f"up: {made}; {placed}; destroy: {removed}; {untouched}"
 
-    def scenario_6(self) -> str:
+    def oversized_run_is_refused_before_registration(self) -> str:
         """A run larger than the pool is refused before anything is registered: one line that
         names the key, and neither the state nor the cluster changes."""
         stack = self.first()
@@ -361,7 +359,7 @@ class Scenarios:
         self.first().preview(expect_no_changes=True)
         return f"refused: {line}"
 
-    def scenario_5(self) -> str:
+    def destroy_leaves_nothing_behind(self) -> str:
         """`destroy` completes with no manual step within the bound, and the API server keeps
         none of the program's objects (no stuck finalizer)."""
         stack = self.first()
@@ -372,7 +370,7 @@ class Scenarios:
         wait_for("the namespace gone", lambda: not self.cluster.leftovers(), timeout=60)
         return f"destroy: {changes(result.summary.resource_changes)} in {took:.1f} s; nothing of the program left"
 
-    def scenario_7(self) -> str:
+    def cluster_namespace_and_claims_are_used_and_kept(self) -> str:
         """The cluster's own namespace and claims (existingCluster.namespaceExists, claims): a
         missing claim stops `preview`; `up` reads them and its run is admitted on them; a refresh
         finds nothing to change; `destroy` leaves the namespace and the claims where they were."""
@@ -420,20 +418,28 @@ class Scenarios:
         kept = "the namespace and claims kept"
         return f"missing claim: {missing}; up: {made}; {placed}; {unchanged}; destroy: {removed}; {kept}"
 
-    def run(self) -> None:
-        for number in (1, 2, 4, 3, 6, 5, 7):
-            step: Callable[[], str] = getattr(self, f"scenario_{number}")
-            started = time.monotonic()
-            outcome = step()
-            took = time.monotonic() - started
-            print(f"engine: scenario {number} ({took:.1f} s): {outcome}", flush=True)
-
 
 def _tail(error: object, lines: int = 30) -> str:
     return "\n".join(str(error).splitlines()[-lines:])
 
 
-def scenarios(bin_dir: Path) -> int:
+def missing_binaries(given: Path | None = None) -> str | None:
+    """Why the scenarios cannot run here, or None when both binaries are at hand."""
+    if binaries_dir(given) is not None:
+        return None
+    where = given or os.environ.get("PULUMI_BIN_DIR", BIN_DIR)
+    return (
+        f"no {' and '.join(BINARIES)} in {where}: the Go module proxy refuses "
+        "github.com/pulumi/pulumi-kubernetes/provider/v4, so they cannot be built here "
+        "(docs/integration-lane.md)"
+    )
+
+
+@contextlib.contextmanager
+def session(bin_dir: Path) -> Iterator[Scenarios]:
+    """The lane with the `existing` stack's pools and controllers (pods stay running), and the
+    engine on a file backend beside it; the scenarios run in this order on one session:
+    up, refresh, run-only, relabelled pool, oversized run, destroy, the cluster's own claims."""
     engine_dir = Path(tempfile.mkdtemp(prefix="nemo-gke-engine-"))
     lane = Lane(engine_dir / "lane")
     lane.workdir.mkdir()
@@ -443,42 +449,14 @@ def scenarios(bin_dir: Path) -> int:
     # The program under the mocks: the shipped stack's pools shape the nodes and its Kueue
     # settings the controller; the lane's variant names the objects the scenarios look for.
     mock_run = run_stack(FIRST, values=values)
-    started = time.monotonic()
     try:
-        api = start(lane, run_stack(FIRST), pods_complete=False)
+        api = start(lane, run_stack(FIRST), pods_complete=False).api
         for manifest in claim_volumes(stack_objects(mock_run)):
             api.create(api_path(manifest), manifest)
         namespace = next(m["metadata"]["name"] for m in stack_objects(mock_run) if m["kind"] == "Namespace")
-        Scenarios(engine, Cluster(api, namespace), values, mock_run).run()
+        yield Scenarios(engine, Cluster(api, namespace), values, mock_run)
         lane.check_alive()
-        print(f"engine: seven scenarios passed in {time.monotonic() - started:.1f} s", flush=True)
-        return 0
-    except ScenarioFailed as failure:
-        print(f"engine: FAILED: {failure}", file=sys.stderr)
-        return 1
     finally:
         lane.stop()
         if not os.environ.get("LANE_KEEP"):
             shutil.rmtree(engine_dir, ignore_errors=True)
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m integration.engine", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--bin", type=Path, help="directory with `pulumi` and `pulumi-resource-kubernetes`")
-    parser.add_argument("--if-available", action="store_true", help="skip, saying why, when the binaries are absent")
-    args = parser.parse_args(argv)
-    found = binaries_dir(args.bin)
-    if found is None:
-        where = args.bin or os.environ.get("PULUMI_BIN_DIR", BIN_DIR)
-        reason = (
-            f"no {' and '.join(BINARIES)} in {where}: the Go module proxy refuses "
-            "github.com/pulumi/pulumi-kubernetes/provider/v4, so they cannot be built here "
-            "(docs/integration-lane.md)"
-        )
-        print(f"engine: scenarios skipped: {reason}" if args.if_available else f"engine: {reason}", file=sys.stderr)
-        return 0 if args.if_available else 2
-    return scenarios(found)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from facts.kubernetes import (
@@ -94,9 +95,21 @@ def placed(api: Api, namespace: str, jobset: str, pods_wanted: int) -> bool:
     return workload is not None and has_condition(workload, "Admitted") and len(nodes) == pods_wanted and all(nodes)
 
 
-def admit_runs(lane: Lane, api: Api, run: StackRun) -> list[str]:
-    """Apply the stack's objects; every run's Workload must be admitted with a topology
-    assignment where its flavor has one, and its pods bound to the simulated nodes."""
+@dataclass(frozen=True)
+class Admitted:
+    """A run as the real Kueue admitted it and the scheduler bound its pods."""
+
+    name: str
+    flavors: dict[str, str]
+    # The topology-aware placement Kueue assigned (None: admitted without topology).
+    topology: dict[str, Any] | None
+    # Node of each pod.
+    nodes: list[str]
+
+
+def admit_runs(lane: Lane, api: Api, run: StackRun) -> list[Admitted]:
+    """Apply the stack's objects; wait until every run's Workload is admitted and its pods bound
+    to the simulated nodes."""
     objects = stack_objects(run)
     jobsets = [m for m in objects if m["kind"] == "JobSet"]
     with lane.phase(f"{len(objects)} objects of the stack applied"):
@@ -109,10 +122,10 @@ def admit_runs(lane: Lane, api: Api, run: StackRun) -> list[str]:
         with lane.phase(f"run {name} admitted and placed"):
             check = functools.partial(placed, api, namespace, name, parallelism)
             wait_for(f"run {name}", lambda check=check: lane.alive() and check(), timeout=180)
-        workload, _ = jobset_run(api, namespace, name)
+        workload, pods = jobset_run(api, namespace, name)
         if workload is None:
             raise RuntimeError(f"run {name}: its Workload is gone")
         assignment = workload["status"]["admission"]["podSetAssignments"][0]
-        topology = "with a topology assignment" if assignment.get("topologyAssignment") else "without topology"
-        admitted.append(f"{name}: admitted on {assignment['flavors']}, {topology}")
+        nodes = sorted(p["spec"]["nodeName"] for p in pods)
+        admitted.append(Admitted(name, assignment["flavors"], assignment.get("topologyAssignment"), nodes))
     return admitted

@@ -5,7 +5,7 @@ corpus (each scalar form YAML and Go tell apart, placed at the top and inside an
 structures Pulumi treats specially) to a temporary folder, reads them with the binary that
 integration/wrappers/pulumi-config builds from github.com/pulumi/pulumi/sdk at the CLI's version and
 with `harness.stackfile.cli_reading`, and prints every file on which they disagree. Exit code 1 on any
-disagreement. `make integration` runs it.
+disagreement. tests/integration/test_stackfile_cli.py runs it (`make integration`).
 """
 
 from __future__ import annotations
@@ -147,13 +147,12 @@ def agree(cli: dict[str, Any], mine: dict[str, Any]) -> bool:
     return True
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument(
-        "--oracle", type=Path, help="the CLI's config reader (default: the one `make integration-tools` builds)"
-    )
-    args = parser.parse_args(argv)
-    oracle = args.oracle or binary("pulumi-config")
+Disagreement = tuple[str, dict[str, Any], dict[str, Any]]
+
+
+def compare(oracle: Path) -> tuple[int, list[Disagreement]]:
+    """How many cases were read, and (name, the CLI's reading, ours) for each on which the CLI's
+    config reader `oracle` and harness.stackfile disagree."""
     cases = list(corpus())
     with tempfile.TemporaryDirectory() as folder:
         paths = []
@@ -168,9 +167,19 @@ def main(argv: list[str] | None = None) -> int:
         for (name, text), cli in zip(cases, readings, strict=True)
         if not agree(cli, mine := ours(text))
     ]
+    return len(cases), disagreements
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument(
+        "--oracle", type=Path, help="the CLI's config reader (default: the one `make integration-tools` builds)"
+    )
+    args = parser.parse_args(argv)
+    count, disagreements = compare(args.oracle or binary("pulumi-config"))
     for name, cli, mine in disagreements:
         print(f"{name}:\n  the CLI: {json.dumps(cli)}\n  ours:    {json.dumps(mine)}")
-    print(f"stack files read as the Pulumi CLI reads them: {len(cases) - len(disagreements)} of {len(cases)}")
+    print(f"stack files read as the Pulumi CLI reads them: {count - len(disagreements)} of {count}")
     return 1 if disagreements else 0
 
 

@@ -8,7 +8,7 @@ the dev stack's go/no-go summary, each between markers in README.md or a page of
 Prose around the markers is written by hand; what lies between them is what `BLOCKS` generates
 from facts/, config/ and the program (cluster-toolkit keeps its module READMEs' tables so).
 `python -m tools.docs --write` (`make docs`) rewrites every block; without `--write` it lists the
-blocks that differ and exits 1. tests/test_docs.py holds a drift test per block.
+blocks that differ and exits 1. tests/repo/test_docs.py holds a drift test per block.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ The commands are the lines of the fenced `sh`/`bash`/`shell` blocks of README.md
 the `$ ` lines of their `console` blocks (with the output shown under them, and an `# exit code N`
 comment where it is not 0). Each is classified (`classify`): run offline on a fresh copy of the
 checkout, or not run, with the reason (a cloud, a cluster, the Pulumi CLI, Go). A command of a
-form not known here is an error: tests/test_docs.py fails on it.
+form not known here is an error: tests/repo/test_docs.py fails on it.
 
 `python -m tools.docs_commands --run` (`make docs-check`) copies the checkout (tracked and new
 files, nothing ignored) into a temporary folder with no `../shared` beside it, runs `make install`
@@ -133,7 +133,9 @@ _MAKE = {
     "render": Verdict(True, "offline"),
     "docs": Verdict(True, "offline"),
     "bench": Verdict(True, "offline"),
-    "test": Verdict(False, "recursive: `make test` runs tests/test_docs.py, which checks these commands; CI runs it"),
+    "test": Verdict(
+        False, "recursive: `make test` runs tests/repo/test_docs.py, which checks these commands; CI runs it"
+    ),
     "docs-check": Verdict(False, "recursive: this check itself"),
     "integration": Verdict(False, _LANE),
     "integration-engine": Verdict(False, _LANE),

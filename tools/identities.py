@@ -3,7 +3,7 @@ tests/identities/.
 
 A URN is how Pulumi knows a deployed resource: its name, its type and its parents' types. A
 change to any of them, without an alias, makes `pulumi up` delete the resource and create a new
-one. `tests/test_identities.py` runs each shipped stack and compares its URNs with the locked
+one. `tests/stacks/test_identities.py` runs each shipped stack and compares its URNs with the locked
 list; a URN that disappears must be kept by an alias on the resource that replaces it.
 
 `python -m tools.identities --write` (`make identities`) rewrites the lists: do that for new
@@ -25,7 +25,7 @@ LOCKS = ROOT / "tests" / "identities"
 ROOT_STACK = "pulumi:pulumi:Stack"
 HEADER = (
     "# Resource identities (URN type chain :: name) of Pulumi.{stack}.yaml, as the engine builds them.\n"
-    "# Written by `make identities`; tests/test_identities.py compares the program with this list.\n"
+    "# Written by `make identities`; tests/stacks/test_identities.py compares the program with this list.\n"
 )
 
 

@@ -24,7 +24,7 @@ from planners import nemo
 from planners.runs import Resiliency, RunSpec, Tokenizer, local_checkpoint_bytes, local_ssd_bytes
 from stacks.platform import check_platform
 from tests.conftest import NODE_POOL, issue_for, rejected
-from tests.test_training import container, env, jobset, pod, workload_files
+from tests.stacks.test_training import container, env, jobset, pod, workload_files
 
 SUPERVISOR_TYPES = (
     "kubernetes:apps/v1:Deployment",

@@ -13,7 +13,7 @@ import pytest
 
 from analysis.samples import dllogger_line, step_data
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SHARED = Path(os.environ.get("NEMO_SHARED_DIR", ROOT.parent / "shared"))
 SHARED_LOG = SHARED / "testdata" / "gpt3-175b-a3mega-256gpu-dllogger.json"
 # The reference log is public data that is never committed here: the tests about it run where

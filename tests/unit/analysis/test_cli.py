@@ -14,7 +14,7 @@ import pytest
 
 from analysis.__main__ import main
 from facts.models import MODELS
-from tests.analysis.logs_for_tests import (
+from tests.unit.analysis.logs_for_tests import (
     GPT_PARAMETERS,
     ROOT,
     SHARED_LOG,

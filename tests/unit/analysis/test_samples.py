@@ -17,7 +17,7 @@ import pytest
 from analysis import samples
 from analysis.__main__ import main
 from facts.machines import ACCELERATORS, Precision
-from tests.analysis.logs_for_tests import ROOT
+from tests.unit.analysis.logs_for_tests import ROOT
 from tools.docs_commands import doc_commands, shown_pattern
 
 LOGS = ROOT / "examples" / "logs"

@@ -292,7 +292,7 @@ def test_a_queued_provisioning_pool_is_queued_flex_start_and_not_compact_and_lea
 ) -> None:
     """GKE taints queued-provisioning nodes with cloud.google.com/gke-queued itself, and keys under
     cloud.google.com/ are GKE's (hashicorp/terraform-provider-google#19677): the pool sets neither
-    that taint nor a label; the Kueue flavor tolerates the taint (tests/test_platform.py)."""
+    that taint nor a label; the Kueue flavor tolerates the taint (tests/stacks/test_platform.py)."""
     (pool,) = [p for p in gpu_pools(render("a3high-small")) if p.inputs.get("queuedProvisioning")]
     node = pool.inputs["nodeConfig"]
     assert pool.inputs["queuedProvisioning"] == {"enabled": True}

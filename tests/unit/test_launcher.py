@@ -160,7 +160,7 @@ def test_the_analytics_read_the_events_the_pods_write(workspace: dict[str, str])
             "0.000001",
             "--json",
         ],
-        cwd=Path(__file__).resolve().parents[1],
+        cwd=Path(__file__).resolve().parents[2],
         capture_output=True,
         text=True,
         check=False,

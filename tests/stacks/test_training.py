@@ -26,7 +26,7 @@ LOCAL_QUEUE = "kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue"
 
 
 def runs(run: StackRun) -> list[RecordedResource]:
-    """The training runs' JobSets (fabric checks are JobSets too: tests/test_fabric.py)."""
+    """The training runs' JobSets (fabric checks are JobSets too: tests/stacks/test_fabric.py)."""
     return [r for r in run.of_type(JOBSET) if RUN_LABEL in run.manifest(r)["metadata"]["labels"]]
 
 
@@ -72,7 +72,7 @@ def test_a_run_is_one_suspended_indexed_jobset_named_after_its_definition(render
     spec = manifest["spec"]
     assert spec["suspend"] is True
     assert spec["failurePolicy"] == {"maxRestarts": 0}
-    # A finished run stays, in the cluster and in the stack's state (see tests/test_updates.py).
+    # A finished run stays, in the cluster and in the stack's state (see tests/stacks/test_updates.py).
     assert "ttlSecondsAfterFinished" not in spec
     assert spec["network"]["enableDNSHostnames"] is True
     (replicated,) = spec["replicatedJobs"]
@@ -81,7 +81,7 @@ def test_a_run_is_one_suspended_indexed_jobset_named_after_its_definition(render
     assert (job["completionMode"], job["backoffLimit"]) == ("Indexed", 0)
     assert pod(manifest)["spec"]["restartPolicy"] == "Never"
     assert resource.ignore_changes == ["spec.suspend"] and not resource.replace_on_changes
-    # `pulumi up --replace` keeps the name: the engine must delete first (tests/test_updates.py).
+    # `pulumi up --replace` keeps the name: the engine must delete first (tests/stacks/test_updates.py).
     assert resource.delete_before_replace
 
 

@@ -20,7 +20,7 @@ import pytest
 
 from analysis import streams
 from analysis.__main__ import main
-from tests.analysis.logs_for_tests import GPT_PARAMETERS, ROOT, dllogger_line, nemo1_update, step_data
+from tests.unit.analysis.logs_for_tests import GPT_PARAMETERS, ROOT, dllogger_line, nemo1_update, step_data
 
 RUN = ["--gpus", "256", "--global-batch-size", "2048", "--accelerator", "h100", "--precision", "fp8"]
 

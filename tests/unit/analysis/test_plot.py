@@ -17,7 +17,7 @@ from analysis.logs import StepRange, read_log
 from analysis.metrics import compute, model_flops
 from analysis.plot import build_figure, write_png
 from facts.machines import Precision
-from tests.analysis.logs_for_tests import (
+from tests.unit.analysis.logs_for_tests import (
     GPT_PARAMETERS,
     SHARED_LOG,
     dllogger_line,
@@ -27,7 +27,7 @@ from tests.analysis.logs_for_tests import (
     write_dllogger,
     write_restarted_dllogger,
 )
-from tests.analysis.test_cli import HOSTILE_LOGS, RUN
+from tests.unit.analysis.test_cli import HOSTILE_LOGS, RUN
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 STEP_TIMES = [9.0] * 5 + [3.0] * 35

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from facts.kubernetes import bytes_quantity, cpu_quantity, gib_quantity, mib_quantity
-from tests.test_examples import SHIPPED
+from tests.stacks.test_examples import SHIPPED
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _QUANTITY = re.compile(r"^(?P<number>[0-9]+)(?P<suffix>m|Ki|Mi|Gi|Ti|Pi|Ei)?$")

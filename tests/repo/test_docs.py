@@ -19,7 +19,7 @@ FACT_BLOCKS = [block for block in BLOCKS if block.generate is not None]
 
 @pytest.mark.parametrize("block", FACT_BLOCKS, ids=[block.name for block in FACT_BLOCKS])
 def test_each_generated_block_matches_its_generator(block: docs.Block) -> None:
-    """The dev stack's summary and cost are checked against a render in tests/test_examples.py."""
+    """The dev stack's summary and cost are checked against a render in tests/stacks/test_examples.py."""
     page = (ROOT / block.page).read_text()
     assert block_text(page, block.name) == block.text(dev=lambda: pytest.fail("needs no render")), (
         f"{block.page}: {block.name} is out of date: run `make docs`"

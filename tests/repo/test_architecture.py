@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import parse_source
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PULUMI = {"pulumi", "pulumi_gcp", "pulumi_kubernetes"}
 # What each package may import besides the standard library (first name of the module).
 ALLOWED: dict[str, set[str]] = {

@@ -15,7 +15,7 @@ from facts.machines import NODE_RESERVE_MEMORY_MIB, NODE_RESERVE_MILLICORES
 from harness.runner import load_stack_values, run_stack, stack_with
 from planners import nemo
 from tests.conftest import flavors_by_pool, issue_for, mebibytes, millicores, rejected
-from tests.test_training import container, env, jobset, pod, workload_files
+from tests.stacks.test_training import container, env, jobset, pod, workload_files
 
 POOL_LABELS = {"cloud.google.com/gke-nodepool": "a3-ultra-pool"}
 
@@ -223,7 +223,7 @@ def test_a_run_only_stack_reads_an_upstream_whose_flavors_are_placed_by_topology
 
 def test_kueue_and_jobset_declared_present_are_not_installed(render: Any) -> None:
     """kueue.install: false: no Helm release, no JobSet CRD of the program's, the queues and runs
-    as before. The existing cluster's CRDs were checked (tests/test_controller_api.py); a GKE
+    as before. The existing cluster's CRDs were checked (tests/stacks/test_controller_api.py); a GKE
     cluster this program creates cannot be read at preview, so a warning names the API versions
     its controllers must serve."""
     run = render("existing", values=stack_with("existing", kueue={"install": False}))

@@ -11,7 +11,7 @@ import yaml
 
 from tests.conftest import parse_source
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_project_layout_matches_the_design_card() -> None:

@@ -17,8 +17,8 @@ from analysis.nccl import COLLECTIVES
 from analysis.samples import Half, NcclRun, at_bandwidth
 from facts.machines import MACHINE_TYPES, GpuDirect
 from facts.nccl import BENCHMARKS, PUBLISHED
-from tests.analysis.logs_for_tests import ROOT
-from tests.analysis.nccl_logs_for_tests import CTK_RDMA, CTK_TCPX, OLD_FORMAT, powers_of_two, shaped_like
+from tests.unit.analysis.logs_for_tests import ROOT
+from tests.unit.analysis.nccl_logs_for_tests import CTK_RDMA, CTK_TCPX, OLD_FORMAT, powers_of_two, shaped_like
 
 MiB, GiB = 1 << 20, 1 << 30
 TCPX_SIZES = powers_of_two(MiB, 512 * MiB)  # -b 1M -e 512M -f 2

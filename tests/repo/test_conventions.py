@@ -15,7 +15,7 @@ from harness.runner import StackRun, stack_names, stack_with
 from harness.schemas import _args_class
 from tests.conftest import parse_source
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SOURCES = sorted([*(ROOT / "components").glob("*.py"), *(ROOT / "stacks").glob("*.py")])
 PROGRAM_PACKAGES = ("facts", "config", "planners", "components", "stacks", "tools", "analysis")
 

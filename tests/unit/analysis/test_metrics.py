@@ -14,7 +14,7 @@ from analysis.errors import AnalysisError
 from analysis.logs import LogFormat, StepRange, read_log
 from analysis.metrics import compute, model_flops
 from facts.machines import Precision
-from tests.analysis.logs_for_tests import (
+from tests.unit.analysis.logs_for_tests import (
     GPT_PARAMETERS,
     LLAMA_PARAMETERS,
     SHARED_LOG,

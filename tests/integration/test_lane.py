@@ -1,0 +1,87 @@
+"""Shipped existing-cluster stacks on the lane: the program's own check of the cluster's Kueue and
+JobSet, then its objects applied and its runs admitted by the real Kueue and bound by the real
+scheduler to kwok nodes shaped like the stack's pools: `existing` (a catalog machine whose nodes
+carry GKE's topology labels, so Kueue places the run by topology) and `existing-oke` (a machine
+outside the catalog, no topology)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from facts.controller_api import CONTROLLER_KINDS
+from facts.kubernetes import TOPOLOGY_LABELS, TopologyLevel
+from harness.runner import StackRun, run_stack
+from integration.controlplane import Lane
+from integration.lane import Started, start
+from integration.runs import Admitted, admit_runs, stack_objects
+
+
+@dataclass
+class LaneRun:
+    run: StackRun
+    lane: Lane
+    started: Started
+    admitted: list[Admitted]
+
+    def node_labels(self, name: str) -> dict[str, str]:
+        _, node = self.started.api.request("GET", f"/api/v1/nodes/{name}")
+        return dict(node["metadata"]["labels"])
+
+
+@pytest.fixture(scope="module", params=["existing", "existing-oke"])
+def lane(request: pytest.FixtureRequest) -> Iterator[LaneRun]:
+    """One lane per stack: started, the stack's objects applied, its runs admitted and placed."""
+    run = run_stack(request.param)
+    workdir = Path(tempfile.mkdtemp(prefix="nemo-gke-lane-"))
+    lane = Lane(workdir)
+    try:
+        started = start(lane, run)
+        admitted = admit_runs(lane, started.api, run)
+        yield LaneRun(run, lane, started, admitted)
+        lane.check_alive()
+    finally:
+        lane.stop()
+        if not os.environ.get("LANE_KEEP"):
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def test_the_programs_check_refuses_each_kind_until_the_crds_are_installed(lane: LaneRun) -> None:
+    """kueue.install: false reads the cluster's CRDs first (stacks/existing.py): on a cluster
+    without them every kind is refused, with them nothing is."""
+    assert len(lane.started.refused_before_crds) == len(CONTROLLER_KINDS), lane.started.refused_before_crds
+    assert lane.started.refused_after_crds == []
+
+
+def test_every_run_is_admitted_and_all_its_pods_are_bound(lane: LaneRun) -> None:
+    jobsets = {m["metadata"]["name"]: m for m in stack_objects(lane.run) if m["kind"] == "JobSet"}
+    assert sorted(a.name for a in lane.admitted) == sorted(jobsets) and jobsets
+    for admitted in lane.admitted:
+        pods = jobsets[admitted.name]["spec"]["replicatedJobs"][0]["template"]["spec"]["parallelism"]
+        assert len(admitted.nodes) == pods and len(set(admitted.nodes)) == pods, admitted
+        print(f"lane: {admitted.name}: admitted on {admitted.flavors}, {pods} pods bound")
+
+
+def test_a_pool_with_topology_labels_gets_its_run_placed_in_one_block(lane: LaneRun) -> None:
+    """Kueue's topology-aware scheduling places the run when the pool's nodes carry GKE's
+    topology labels (existingCluster.gpuPools[].topologyLabels), and not otherwise."""
+    block = TOPOLOGY_LABELS[TopologyLevel.BLOCK]
+    for admitted in lane.admitted:
+        labels = [lane.node_labels(node) for node in admitted.nodes]
+        if all(block in node for node in labels):
+            assert admitted.topology is not None, f"{admitted.name}: admitted without a topology assignment"
+            assert len({node[block] for node in labels}) == 1, f"{admitted.name}: pods spread over blocks"
+        else:
+            assert admitted.topology is None, f"{admitted.name}: a topology assignment without topology labels"
+
+
+def test_the_lane_starts_within_its_budget(lane: LaneRun) -> None:
+    """About 20 s on two cores; a lane that takes minutes hides a wait that should not be there."""
+    print(f"lane: {lane.run.stack} ready in {lane.started.seconds:.1f} s")
+    assert lane.started.seconds < 120
