@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import os
 import re
+import subprocess
 from pathlib import Path
 
 import yaml
@@ -14,14 +15,23 @@ from tests.conftest import parse_source
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_the_project_layout_matches_the_design_card() -> None:
-    for path in (
-        "Pulumi.yaml", "Pulumi.dev.yaml", "__main__.py", "README.md", "Makefile", "requirements.txt",
-        "stacks/bootstrap.py", "stacks/cluster.py", "stacks/platform.py", "stacks/training.py",
-        "stacks/contract.py", "facts", "config", "planners", "components", "tools/render.py", "tools/docs.py", "docs",
-        "tests", "tests/identities", "examples", "analysis/__main__.py", ".ci/run",
-    ):  # fmt: skip
-        assert (ROOT / path).exists(), path
+def design_layout() -> dict[str, str]:
+    """The folders and files docs/design.md's layout block names, with what it says of each."""
+    design = (ROOT / "docs" / "design.md").read_text()
+    block = design.split("## How the code is laid out", 1)[1].split("```", 2)[1]
+    named = {}
+    for line in block.splitlines():
+        if line and not line.startswith(" "):
+            names, _, said = re.split(r"( {2,})", line, maxsplit=1)
+            named.update({name.strip(): said for name in names.split(",")})
+    return named
+
+
+def test_the_design_notes_name_every_top_level_folder_and_nothing_that_is_gone() -> None:
+    named = design_layout()
+    folders = {f"{p.name}/" for p in ROOT.iterdir() if p.is_dir() and not p.name.startswith(".") and p.name != "build"}
+    assert folders - {name for name in named if name.endswith("/")} == set(), "folders the design notes omit"
+    assert [name for name in named if not (ROOT / name.split("/")[0]).exists()] == []
 
 
 def test_pulumi_project_is_python_with_a_virtualenv() -> None:
@@ -56,28 +66,38 @@ def test_runtime_requirements_are_pinned() -> None:
             assert "==" in line, line
 
 
-def test_ci_runs_the_readme_test_command() -> None:
-    script = ROOT / ".ci" / "run"
-    assert os.access(script, os.X_OK)
-    assert "make test\n" in script.read_text() and "make integration\n" in script.read_text()
-    assert "set -euo pipefail" in script.read_text()
+def ci_with_make(tmp_path: Path, failing: str | None) -> tuple[int, list[str]]:
+    """.ci/run with a stand-in `make` that records its arguments and fails on `failing`."""
+    tmp_path.mkdir(exist_ok=True)
+    log = tmp_path / "make.log"
+    fake = tmp_path / "bin" / "make"
+    fake.parent.mkdir()
+    fake.write_text(f'#!/bin/sh\necho "$*" >> {log}\n[ "$*" != "{failing}" ]\n')
+    fake.chmod(0o755)
+    env = {**os.environ, "PATH": f"{fake.parent}:{os.environ['PATH']}"}
+    done = subprocess.run([str(ROOT / ".ci" / "run")], env=env, capture_output=True, text=True, check=False)
+    return done.returncode, log.read_text().splitlines() if log.exists() else []
+
+
+def test_ci_runs_the_readme_test_command_then_the_integration_tier(tmp_path: Path) -> None:
+    assert ci_with_make(tmp_path, None) == (0, ["test", "integration"])
+
+
+def test_ci_stops_at_the_first_failure(tmp_path: Path) -> None:
+    """`set -euo pipefail`: a failing `make test` ends CI before the integration tier, non-zero."""
+    assert ci_with_make(tmp_path, "test") == (1, ["test"])
+    assert ci_with_make(tmp_path / "later", "integration")[0] == 1
+
+
+def test_make_help_lists_every_target_with_its_description() -> None:
+    """Every target of the Makefile's .PHONY list has a `## ` line above it, which `make help` prints."""
     makefile = (ROOT / "Makefile").read_text()
-    assert re.search(r"^STACK \?= dev$", makefile, flags=re.MULTILINE)
-    for target in (
-        "render:",
-        "test:",
-        "lint:",
-        "typecheck:",
-        "unit:",
-        "bench:",
-        "identities:",
-        "crds:",
-        "integration:",
-    ):
-        assert target in makefile
-    # The CRDs are fetched first: the program applies one and the tests validate against them.
-    assert re.search(r"^install: .* crds$", makefile, flags=re.MULTILINE)
-    assert re.search(r"^test: install ", makefile, flags=re.MULTILINE)
+    phony = re.search(r"^\.PHONY: (.*)$", makefile, flags=re.MULTILINE)
+    assert phony is not None
+    shown = subprocess.run(["make", "-s", "help"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    listed = {line.split()[0]: line for line in shown.splitlines() if line.strip()}
+    assert set(phony.group(1).split()) <= set(listed)
+    assert all(len(line.split()) > 2 for line in listed.values())
 
 
 def test_the_readme_starts_with_a_quickstart_from_make_install_to_pulumi_up() -> None:

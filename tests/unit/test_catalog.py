@@ -23,6 +23,7 @@ from facts.machines import (
 )
 from facts.models import MODELS
 from facts.versions import HelmChart, Image
+from planners.networks import network_mtu, plan_gpu_networks
 from stacks import installed
 from tools import crds
 
@@ -43,25 +44,18 @@ def test_every_accelerator_and_model_names_its_sources() -> None:
         assert SOURCE.search(model.sources["architecture"]) and SOURCE.search(model.sources["recipe"])
 
 
-@pytest.mark.parametrize(
-    ("name", "gpus", "label", "flavour", "gpu_nics", "extra", "mtu", "ssds"),
-    [
-        ("a3-highgpu-1g", 1, "nvidia-h100-80gb", GpuDirect.NONE, 0, 0, None, 2),
-        ("a3-highgpu-2g", 2, "nvidia-h100-80gb", GpuDirect.NONE, 0, 0, None, 4),
-        ("a3-highgpu-4g", 4, "nvidia-h100-80gb", GpuDirect.NONE, 0, 0, None, 8),
-        ("a3-highgpu-8g", 8, "nvidia-h100-80gb", GpuDirect.TCPX, 4, 0, 8244, 16),
-        ("a3-megagpu-8g", 8, "nvidia-h100-mega-80gb", GpuDirect.TCPXO, 8, 0, 8244, 16),
-        ("a3-ultragpu-8g", 8, "nvidia-h200-141gb", GpuDirect.RDMA, 8, 1, 8896, 32),
-        ("a4-highgpu-8g", 8, "nvidia-b200", GpuDirect.RDMA, 8, 1, 8896, 32),
-    ],
-)
-def test_machine_facts(
-    name: str, gpus: int, label: str, flavour: GpuDirect, gpu_nics: int, extra: int, mtu: int | None, ssds: int
-) -> None:
-    m = machine_type(name)
-    assert (m.gpus, m.gke_accelerator, m.gpudirect, m.gpu_nics, m.extra_gvnics, m.mtu, m.local_ssds) == (
-        gpus, label, flavour, gpu_nics, extra, mtu, ssds,
-    )  # fmt: skip
+@pytest.mark.parametrize("name", list(MACHINE_TYPES))
+def test_each_machine_gets_one_gpu_network_per_nic_of_its_record(name: str) -> None:
+    """The GPU network plan follows the record: one network per GPU NIC and per extra gVNIC, each
+    with its own subnet of the GPU block, the Kubernetes names the recipes' pods refer to, and
+    a machine with no GPU NIC gets none."""
+    machine = machine_type(name)
+    plan = plan_gpu_networks("c", machine, "192.168.0.0/16")
+    assert len(plan) == machine.additional_networks
+    assert len({n.cidr for n in plan}) == len(plan) and len({n.interface for n in plan}) == len(plan)
+    rdma = [n for n in plan if n.kubernetes_name.startswith("rdma-")]
+    assert len(rdma) == (machine.gpu_nics if machine.gpudirect is GpuDirect.RDMA else 0)
+    assert (network_mtu([machine]) is None) is (machine.mtu is None)
 
 
 def test_an_unknown_machine_type_lists_the_known_ones() -> None:
