@@ -181,7 +181,7 @@ def kueue_configuration(args: KueueControllerArgs) -> dict[str, Any]:
             "recoveryTimeout": timeout,
             "blockAdmission": True,
             "requeuingStrategy": {
-                "timestamp": RequeuingTimestamp.EVICTION,
+                "timestamp": RequeuingTimestamp.EVICTION.value,
                 "backoffLimitCount": args.requeue_limit,
                 "backoffBaseSeconds": 60,
                 "backoffMaxSeconds": 3600,
@@ -295,8 +295,8 @@ def cluster_queue_spec(flavors: Sequence[Flavor], namespace: str, preemption: Wi
     (planners.queues), so CPU and memory requests can never make a run inadmissible."""
     spec: dict[str, Any] = {
         "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
-        "queueingStrategy": QueueingStrategy.BEST_EFFORT_FIFO,
-        "preemption": {"withinClusterQueue": preemption, "reclaimWithinCohort": ReclaimWithinCohort.NEVER},
+        "queueingStrategy": QueueingStrategy.BEST_EFFORT_FIFO.value,
+        "preemption": {"withinClusterQueue": preemption.value, "reclaimWithinCohort": ReclaimWithinCohort.NEVER.value},
         "resourceGroups": [
             {
                 "coveredResources": [GPU_RESOURCE, "cpu", "memory"],

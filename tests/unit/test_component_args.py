@@ -21,6 +21,7 @@ from components.storage import BucketVolumeArgs, SharedFilesystemArgs
 from components.workspace import TrainingWorkspaceArgs
 from facts.errors import RuleError
 from facts.gke import CapacityType
+from facts.kueue import WithinClusterQueue
 from facts.machines import machine_type
 from planners.networks import plan_gpu_networks
 from planners.pools import GpuPoolExport, NodePoolSpec
@@ -90,8 +91,11 @@ BAD: dict[str, tuple[Callable[[], Any], str]] = {
     "bucket volume": (lambda: bucket("Data", []), "bucket_name"),
     "bucket role": (lambda: bucket("data-1", [("storage.admin", "m")]), "grants"),
     "kueue timeout": (lambda: KueueControllerArgs({"pool": "system"}, 30, 5, 2), "wait_for_pods_ready_timeout_seconds"),
-    "queue name": (lambda: KueueQueuesArgs([FLAVOR], "A3_Queue", "q", "ns", "Never", []), "cluster_queue"),
-    "no flavors": (lambda: KueueQueuesArgs([], "q", "q", "ns", "Never", []), "flavors"),
+    "queue name": (
+        lambda: KueueQueuesArgs([FLAVOR], "A3_Queue", "q", "ns", WithinClusterQueue.NEVER, []),
+        "cluster_queue",
+    ),
+    "no flavors": (lambda: KueueQueuesArgs([], "q", "q", "ns", WithinClusterQueue.NEVER, []), "flavors"),
     "namespace": (lambda: TrainingWorkspaceArgs("p", "p.svc.id.goog", "Nemo", ["sa"]), "namespace"),
 }
 

@@ -6,10 +6,12 @@ import dataclasses
 from typing import Any
 
 import pytest
+import yaml
 
-from components.scheduling import PROVISIONING_CHECK, cluster_queue_spec
+from components.scheduling import PROVISIONING_CHECK, KueueControllerArgs, cluster_queue_spec, kueue_configuration
 from facts.gke import DWS_CAPACITY, CapacityType
 from facts.kubernetes import GPU_TAINT, KUEUE_API, TOPOLOGY_NAME, Taint, cpu_quantity, mib_quantity, versioned_name
+from facts.kueue import WithinClusterQueue
 from facts.machines import MACHINE_TYPES, allocatable_memory_mib, allocatable_millicores, machine_type
 from harness import cel
 from planners.pools import GpuPoolExport
@@ -81,14 +83,14 @@ def test_queued_pools_tolerate_the_queued_taint_and_need_the_provisioning_check(
     assert {"key": "cloud.google.com/gke-queued", "operator": "Exists", "effect": "NoSchedule"} in flavors[
         1
     ].tolerations
-    spec = cluster_queue_spec(flavors, "nemo", "LowerPriority")
+    spec = cluster_queue_spec(flavors, "nemo", WithinClusterQueue.LOWER_PRIORITY)
     checks = {"admissionChecks": [{"name": PROVISIONING_CHECK, "onFlavors": [flavors[1].name]}]}
     assert spec["admissionChecksStrategy"] == checks
 
 
 def test_the_cluster_queue_covers_gpus_cpu_and_memory_with_each_flavor_s_quota() -> None:
     flavors = plan_flavors([pool("a", "a3-megagpu-8g", 32), pool("b", "a3-highgpu-1g", 2)])
-    spec = cluster_queue_spec(flavors, "team", "Never")
+    spec = cluster_queue_spec(flavors, "team", WithinClusterQueue.NEVER)
     assert spec["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": "team"}}
     assert spec["preemption"] == {"withinClusterQueue": "Never", "reclaimWithinCohort": "Never"}
     (group,) = spec["resourceGroups"]
@@ -101,6 +103,15 @@ def test_the_cluster_queue_covers_gpus_cpu_and_memory_with_each_flavor_s_quota()
     }
     assert quotas[flavors[1].name]["nvidia.com/gpu"] == "2"
     assert "admissionChecksStrategy" not in spec
+
+
+def test_kueue_objects_are_plain_data_as_kubectl_and_the_lane_write_them() -> None:
+    """What the components build is written as YAML too (the lane's Kueue configuration file):
+    enum members would not serialise (yaml.safe_dump refuses str subclasses)."""
+    flavors = plan_flavors([pool("a", "a3-megagpu-8g", 32)])
+    args = KueueControllerArgs({"pool": "system"}, 1800, 5, 2)
+    for built in (cluster_queue_spec(flavors, "team", WithinClusterQueue.LOWER_PRIORITY), kueue_configuration(args)):
+        assert yaml.safe_load(yaml.safe_dump(built)) == built
 
 
 def _resource_flavor(flavor: Flavor) -> dict[str, Any]:
