@@ -267,11 +267,11 @@ def run_jobset(args: TrainingRunArgs, config_map: str, files: Sequence[str]) -> 
     shm_gib = min(MAX_SHARED_MEMORY_GIB, machine.memory_gib // 4)
     container = gpu_container(
         TRAINING_CONTAINER,
-        run.image or run.spec.recipe.image.ref,
+        run.image or run.recipe.image.ref,
         machine,
         net,
         command=["bash", f"{nemo.WORKLOAD_DIR}/{nemo.LAUNCHER}"],
-        args=nemo.entrypoint(run.spec)[1],
+        args=nemo.entrypoint(run.recipe)[1],
         env=run_env(args),
         volumeMounts=[
             {"name": "workload", "mountPath": nemo.WORKLOAD_DIR},

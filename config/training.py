@@ -220,8 +220,13 @@ class RunConfig(Model):
 
     @property
     def settings(self) -> RunSettings:
-        """The run's effective settings: its own values on top of the model's recipe."""
-        return self.spec.recipe.settings(
+        """The run's settings on top of its model's general recipe (settings_on: its machine's)."""
+        return self.settings_on(None)
+
+    def settings_on(self, machine_type: str | None) -> RunSettings:
+        """The run's effective settings: its own values on top of the recipe for its machine."""
+        spec = self.spec
+        return (spec.recipe_on(machine_type) if machine_type else spec.recipe).settings(
             steps=self.steps,
             global_batch_size=self.global_batch_size,
             micro_batch_size=self.micro_batch_size,

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
+from typing import Any
 
 from facts import versions
 from facts.versions import Image
@@ -20,6 +21,30 @@ class Framework(StrEnum):
     NEMO1 = "nemo1"
     # NeMo 2.0: NeMo-Run recipes through `nemo llm pretrain --factory <recipe>`
     NEMO2 = "nemo2"
+    # Megatron-Bridge's training loop (`megatron.bridge.training.pretrain`) in the NeMo Framework
+    # containers from 25.11 on: NVIDIA's LLM pretraining path after NeMo 2's LLM collection.
+    MEGATRON_BRIDGE = "megatron-bridge"
+
+    @property
+    def label(self) -> str:
+        return {"nemo1": "NeMo 1", "nemo2": "NeMo 2", "megatron-bridge": "Megatron-Bridge"}[self.value]
+
+
+class Fp8Scaling(StrEnum):
+    """How FP8 training scales its tensors, when a run trains in FP8."""
+
+    # One scale per tensor from a history of maxima: NeMo 2's `bf16_with_fp8_mixed`.
+    DELAYED = "delayed"
+    # One scale per tensor from its current maximum: Megatron-Bridge's
+    # `bf16_with_fp8_current_scaling_mixed`, the "fp8_cs" of the recipes.
+    CURRENT = "current"
+    # Microscaling, one scale per 32 values: `bf16_with_mxfp8_mixed` ("fp8_mx"), Blackwell only.
+    MXFP8 = "mxfp8"
+
+
+# Compute capability from which the GPU's tensor cores take MXFP8 (Blackwell, sm_100).
+# https://docs.nvidia.com/cuda/cuda-c-programming-guide/ (block-scaled MMA, sm_100a)
+MXFP8_MIN_COMPUTE_CAPABILITY = (10, 0)
 
 
 @dataclass(frozen=True)
@@ -117,6 +142,11 @@ class Recipe:
     max_steps: int
     # NeMo 2 recipe factory (`llm.<factory>.pretrain_recipe`).
     factory: str | None = None
+    # Megatron-Bridge model provider (`megatron.bridge.models.<provider>`): the architecture the
+    # library's recipe builds from the model's Hugging Face config, without fetching it.
+    provider: str | None = None
+    # How an FP8 run of the recipe scales (NeMo 2 knows delayed scaling only).
+    fp8_scaling: Fp8Scaling = Fp8Scaling.DELAYED
     # NeMo 1 optimizer and initialisation (NeMo 2 recipes carry their own).
     learning_rate: float | None = None
     init_std: float | None = None
@@ -174,9 +204,17 @@ class StepTime:
 class ModelSpec:
     name: str
     architecture: Architecture
+    # The recipe of every machine `machine_recipes` does not name.
     recipe: Recipe
     sources: Mapping[str, str]
     step_times: tuple[StepTime, ...] = ()
+    # Recipes published for one machine type, with their sources ("recipe on <machine>" in
+    # `sources`): a run on that machine starts from them.
+    machine_recipes: Mapping[str, Recipe] = field(default_factory=lambda: MappingProxyType({}))
+
+    def recipe_on(self, machine_type: str) -> Recipe:
+        """The recipe a run of the model on `machine_type` starts from."""
+        return self.machine_recipes.get(machine_type, self.recipe)
 
     def step_time(self, machine_type: str, nodes: int, global_batch_size: int, fp8: bool) -> StepTime | None:
         """The published step time at exactly this layout, if there is one."""
@@ -194,6 +232,33 @@ class ModelSpec:
 _GPT2_VOCAB = 50257
 _LLAMA3_VOCAB = 128256
 _LLAMA31_POSITIONS = 131072
+_LLAMA3_POSITIONS = 8192
+_MB = "NVIDIA-NeMo/Megatron-Bridge"
+_LLAMA3_PROVIDERS = f"{_MB}:src/megatron/bridge/models/llama/llama_provider.py@21b02e0 (Llama3ModelProvider8B, 70B)"
+_BRIDGE_LLAMA3_RECIPE = f"{_MB}:src/megatron/bridge/recipes/llama/llama3.py@21b02e0"
+_BRIDGE_CONFIGS = f"{_MB}:scripts/performance/configs/llama/llama3_workload_base_configs.py@21b02e0"
+
+
+def _bridge_recipe(folder: str, variant: str) -> str:
+    """A gpu-recipes Megatron-Bridge recipe on NeMo 26.02: its values and launcher."""
+    recipe = f"AI-Hypercomputer/gpu-recipes:training/{folder}/nemo2602/{variant}/recipe"
+    return f"{recipe}/values.yaml and launcher.sh@2e1fd5e"
+
+
+def _bridge(**layout: Any) -> Recipe:
+    """A Megatron-Bridge recipe of the catalog: NeMo 26.02, 8192-token sequences, and FP8 with
+    current scaling where it trains in FP8 unless it says otherwise."""
+    return Recipe(
+        **{
+            "framework": Framework.MEGATRON_BRIDGE,
+            "image": versions.NEMO_2602,
+            "seq_length": 8192,
+            "fp8_scaling": Fp8Scaling.CURRENT,
+            **layout,
+        }
+    )
+
+
 _WALKTHROUGH = (
     "GoogleCloudPlatform/nvidia-nemo-on-gke:infra/4-training/nemo-example/nemo-configurations/gpt-5b.yaml@d685ebe"
 )
@@ -225,6 +290,12 @@ _PERF_ENV = MappingProxyType(
 # The script's userbuffers configs for Llama 3.1 405B; it also turns `aggregate` off on
 # qkv_fprop, proj_dgrad, fc1_fprop and fc2_dgrad. Its "h100" entries serve every Hopper GPU
 # (compute capability 9.0), its "b200" entries the B200 (10.0).
+# The userbuffers configuration Megatron-Bridge's Llama 3 70B recipe turns on for Hopper at TP4
+# (recipes/llama/llama3.py), and its FP8 twin (training/comm_overlap.py@21b02e0).
+_LLAMA3_70B_TP_OVERLAPS = (
+    TpOverlap("userbuffers_bf16_h100_h8192_tp4_mbs1_seqlen8192", (9, 0), False, 4),
+    TpOverlap("userbuffers_fp8_h100_h8192_tp4_mbs1_seqlen8192", (9, 0), True, 4),
+)
 _405B_TP_OVERLAPS = (
     TpOverlap("userbuffers_fp8_h100_h16384_tp8_cp2_mbs1_seqlen8192", (9, 0), True, 8),
     TpOverlap("userbuffers_bf16_h100_h16384_tp8_cp2_mbs1_seqlen8192", (9, 0), False, 8),
@@ -233,7 +304,7 @@ _405B_TP_OVERLAPS = (
 )
 
 
-def _llama(layers: int, hidden: int, heads: int, ffn: int) -> Architecture:
+def _llama(layers: int, hidden: int, heads: int, ffn: int, positions: int = _LLAMA31_POSITIONS) -> Architecture:
     return Architecture(
         layers=layers,
         hidden=hidden,
@@ -241,7 +312,7 @@ def _llama(layers: int, hidden: int, heads: int, ffn: int) -> Architecture:
         kv_heads=8,
         ffn_hidden=ffn,
         vocab_size=_LLAMA3_VOCAB,
-        max_positions=_LLAMA31_POSITIONS,
+        max_positions=positions,
         gated_mlp=True,
     )
 
@@ -373,6 +444,84 @@ MODELS: Mapping[str, ModelSpec] = {
                 tp_overlaps=_405B_TP_OVERLAPS,
             ),
             {"architecture": _LLAMA_ARCH, "recipe": _A3U_405B, "env": _PERF_SCRIPT, "tp_overlaps": _PERF_SCRIPT},
+        ),
+        ModelSpec(
+            "llama3-8b",
+            _llama(layers=32, hidden=4096, heads=32, ffn=14336, positions=_LLAMA3_POSITIONS),
+            # No A3 recipe runs Llama 3 8B on Megatron-Bridge in a GKE container (A3 Ultra's is a
+            # Slurm recipe on 25.11): Hopper machines take NVIDIA's H100 workload configuration.
+            _bridge(
+                global_batch_size=128,
+                micro_batch_size=1,
+                fp8=True,
+                max_steps=50,
+                tensor_parallel=1,
+                pipeline_parallel=1,
+                virtual_pipeline=None,
+                context_parallel=1,
+                provider="Llama3ModelProvider8B",
+            ),
+            {
+                "architecture": _LLAMA3_PROVIDERS,
+                "recipe": f"{_BRIDGE_CONFIGS} (LLAMA3_8B_PRETRAIN_CONFIG_H100_FP8_CS_V1: no GKE recipe for A3)",
+                "recipe on a4-highgpu-8g": _bridge_recipe(
+                    "a4/llama3-8b/megatron-bridge-gke", "8gpus-fp8cs-seq8192-gbs128"
+                ),
+            },
+            machine_recipes=MappingProxyType(
+                {
+                    "a4-highgpu-8g": _bridge(
+                        global_batch_size=128,
+                        micro_batch_size=2,
+                        fp8=True,
+                        max_steps=30,
+                        tensor_parallel=1,
+                        pipeline_parallel=1,
+                        virtual_pipeline=None,
+                        context_parallel=1,
+                        provider="Llama3ModelProvider8B",
+                    ),
+                }
+            ),
+        ),
+        ModelSpec(
+            "llama3-70b",
+            _llama(layers=80, hidden=8192, heads=64, ffn=28672, positions=_LLAMA3_POSITIONS),
+            # A3 Ultra's recipe, on every Hopper machine: 64 GPUs, BF16, TP4 × PP8 × VP5.
+            _bridge(
+                global_batch_size=256,
+                micro_batch_size=1,
+                fp8=False,
+                max_steps=50,
+                tensor_parallel=4,
+                pipeline_parallel=8,
+                virtual_pipeline=5,
+                context_parallel=1,
+                provider="Llama3ModelProvider70B",
+                tp_overlaps=_LLAMA3_70B_TP_OVERLAPS,
+            ),
+            {
+                "architecture": _LLAMA3_PROVIDERS,
+                "recipe": _bridge_recipe("a3ultra/llama3_70b/megatron-bridge-gke", "64gpus-bf16-seq8192-gbs256"),
+                "recipe on a4-highgpu-8g": _bridge_recipe("a4/llama3_70b/nemo-gke", "64gpus-fp8mx-gbs256"),
+                "tp_overlaps": _BRIDGE_LLAMA3_RECIPE,
+            },
+            machine_recipes=MappingProxyType(
+                {
+                    "a4-highgpu-8g": _bridge(
+                        global_batch_size=256,
+                        micro_batch_size=1,
+                        fp8=True,
+                        fp8_scaling=Fp8Scaling.MXFP8,
+                        max_steps=30,
+                        tensor_parallel=4,
+                        pipeline_parallel=8,
+                        virtual_pipeline=5,
+                        context_parallel=1,
+                        provider="Llama3ModelProvider70B",
+                    ),
+                }
+            ),
         ),
     )
 }

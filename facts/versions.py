@@ -198,6 +198,19 @@ NEMO_2 = Image(
     "25.07",
     "AI-Hypercomputer/gpu-recipes:training/a4/llama31_405b/nemo-gke/nemo2507/128gpus-fp8-gbs128/recipe/values.yaml@2e1fd5e",
 )
+# The NeMo Framework container whose Megatron-Bridge (0.3.0, with Megatron Core 0.16) the
+# Megatron-Bridge recipes of A3 Ultra and A4 run; published by tag only (no digest in any public
+# recipe). NVIDIA-NeMo/Megatron-Bridge:docs/releases/software-versions.md@21b02e0 lists the versions.
+NEMO_2602 = Image(
+    "nvcr.io/nvidia/nemo",
+    "26.02",
+    "AI-Hypercomputer/gpu-recipes:training/a3ultra/llama3_70b/megatron-bridge-gke/nemo2602/"
+    "64gpus-bf16-seq8192-gbs256/recipe/values.yaml@2e1fd5e",
+)
+# The Megatron-Bridge and Megatron Core releases inside NEMO_2602, on PyPI: the launcher's
+# configuration step is checked against them (make runtime-check).
+MEGATRON_BRIDGE = "0.3.0"
+MEGATRON_CORE = "0.16.0"
 # The Google Cloud Resiliency supervisor and its training launcher (resiliency/launcher.py under
 # /workspace): the image of the A3 Ultra and A3 Mega resiliency recipes, published by tag only.
 RESILIENCY = Image(

@@ -27,7 +27,7 @@ from facts.kubernetes import (
     TRAINING_CONTAINER,
 )
 from facts.machines import MachineType
-from facts.models import Framework, ModelSpec
+from facts.models import MXFP8_MIN_COMPUTE_CAPABILITY, Fp8Scaling, Framework, Recipe
 from planners.gpudirect import PodNetworking
 from planners.runs import RunSpec, Tokenizer
 
@@ -41,6 +41,8 @@ PYTHON_DIR = "python"
 NEMO1_CONFIG = "nemo-config.yaml"
 NEMO2_SCRIPT = "nemo2_pretrain.py"
 NEMO2_SETTINGS = "run.json"
+# Megatron-Bridge's launcher; it reads its settings from NEMO2_SETTINGS too.
+BRIDGE_SCRIPT = "megatron_bridge_pretrain.py"
 NEMO1_ENTRYPOINT = "/opt/NeMo/examples/nlp/language_modeling/megatron_gpt_pretraining.py"
 PREPROCESS_SCRIPT = "/opt/NeMo/scripts/nlp_language_modeling/preprocess_data_for_megatron.py"
 # Node-local scratch on the local NVMe SSDs (ephemeral storage).
@@ -159,7 +161,7 @@ def _set_dotted(config: dict[str, Any], dotted: str, value: Any) -> None:
 def nemo1_config(run: RunSpec, paths: RunPaths, machine: MachineType) -> dict[str, Any]:
     """A complete NeMo 1.x Hydra config for a GPT model (layout of the public recipes)."""
     spec, s = run.spec, run.settings
-    arch, recipe = spec.architecture, spec.recipe
+    arch, recipe = spec.architecture, run.recipe
     if recipe.framework is not Framework.NEMO1 or recipe.learning_rate is None:
         raise ValueError(f"{spec.name} is not a NeMo 1 model with an optimizer in the catalog")
     checkpoint = paths.checkpoint_dir is not None
@@ -317,7 +319,7 @@ def tp_overlap(run: RunSpec, machine: MachineType) -> str | None:
     """The userbuffers configuration NeMo's performance scripts tuned for this model on this GPU,
     precision and tensor-parallel size, if any."""
     s = run.settings
-    for overlap in run.spec.recipe.tp_overlaps:
+    for overlap in run.recipe.tp_overlaps:
         if (overlap.compute_capability, overlap.fp8, overlap.tensor_parallel) == (
             machine.accelerator.compute_capability,
             s.fp8,
@@ -329,13 +331,13 @@ def tp_overlap(run: RunSpec, machine: MachineType) -> str | None:
 
 def nemo2_settings(run: RunSpec, paths: RunPaths, machine: MachineType) -> dict[str, Any]:
     """The settings `scripts/nemo2_pretrain.py` applies to the model's NeMo 2 recipe."""
-    spec, s = run.spec, run.settings
-    if spec.recipe.framework is not Framework.NEMO2 or spec.recipe.factory is None:
+    spec, s, recipe = run.spec, run.settings, run.recipe
+    if recipe.framework is not Framework.NEMO2 or recipe.factory is None:
         raise ValueError(f"{spec.name} is not a NeMo 2 model with a recipe factory in the catalog")
     tokenizer = tokenizer_settings(run.tokenizer, paths.data_mount, paths.gpt2_dir)
     return {
         "runName": run.name,
-        "factory": spec.recipe.factory,
+        "factory": recipe.factory,
         "nodes": run.nodes,
         "gpusPerNode": machine.gpus,
         "steps": s.steps,
@@ -372,15 +374,106 @@ def nemo2_settings(run: RunSpec, paths: RunPaths, machine: MachineType) -> dict[
     }
 
 
+def mixed_precision(run: RunSpec, machine: MachineType) -> str:
+    """The Megatron-Bridge mixed-precision recipe of the run
+    (megatron.bridge.training.mixed_precision, registered by name)."""
+    if not run.settings.fp8:
+        return "bf16_mixed"
+    scaling = run.recipe.fp8_scaling
+    if scaling is Fp8Scaling.MXFP8 and machine.accelerator.compute_capability < MXFP8_MIN_COMPUTE_CAPABILITY:
+        # The Blackwell recipe's scaling on an older GPU: the scaling Hopper's recipes use.
+        scaling = Fp8Scaling.CURRENT
+    return {
+        Fp8Scaling.DELAYED: "bf16_with_fp8_delayed_scaling_mixed",
+        Fp8Scaling.CURRENT: "bf16_with_fp8_current_scaling_mixed",
+        Fp8Scaling.MXFP8: "bf16_with_mxfp8_mixed",
+    }[scaling]
+
+
+def bridge_tokenizer(run: RunSpec, paths: RunPaths) -> dict[str, Any]:
+    """Megatron-Bridge's TokenizerConfig fields. Mock data needs no tokenizer files: the
+    recipes use NullTokenizer with the model's vocabulary size; real data names its files."""
+    vocab = run.spec.architecture.vocab_size
+    if paths.dataset_prefix is None:
+        return {"tokenizer_type": "NullTokenizer", "vocab_size": vocab}
+    fields = tokenizer_settings(run.tokenizer, paths.data_mount, paths.gpt2_dir)
+    if fields["library"] == "huggingface":
+        return {"tokenizer_type": "HuggingFaceTokenizer", "tokenizer_model": fields["type"]}
+    if fields["library"] == "sentencepiece":
+        return {"tokenizer_type": "SentencePieceTokenizer", "tokenizer_model": fields["model"]}
+    return {
+        "tokenizer_type": "GPT2BPETokenizer",
+        "vocab_file": fields["vocab_file"],
+        "merge_file": fields["merge_file"],
+    }
+
+
+def bridge_settings(run: RunSpec, paths: RunPaths, machine: MachineType) -> dict[str, Any]:
+    """The settings `payload/megatron_bridge_pretrain.py` builds the run's ConfigContainer from,
+    by Megatron-Bridge's field names (megatron/bridge/training/config.py@21b02e0)."""
+    spec, s, recipe = run.spec, run.settings, run.recipe
+    if recipe.framework is not Framework.MEGATRON_BRIDGE or recipe.provider is None:
+        raise ValueError(f"{spec.name} has no Megatron-Bridge recipe with a model provider on {machine.name}")
+    return {
+        "runName": run.name,
+        "provider": recipe.provider,
+        "worldSize": run.nodes * machine.gpus,
+        "model": {
+            "tensor_model_parallel_size": s.tensor_parallel,
+            "pipeline_model_parallel_size": s.pipeline_parallel,
+            "virtual_pipeline_model_parallel_size": s.virtual_pipeline,
+            "context_parallel_size": s.context_parallel,
+            "sequence_parallel": s.tensor_parallel > 1,
+            "seq_length": s.sequence_length,
+        },
+        "train": {
+            "train_iters": s.steps,
+            "global_batch_size": s.global_batch_size,
+            "micro_batch_size": s.micro_batch_size,
+        },
+        "mixedPrecision": mixed_precision(run, machine),
+        "tpOverlapConfig": tp_overlap(run, machine),
+        "dataset": {
+            "seq_length": s.sequence_length,
+            # Megatron's blend: prefixes of .bin/.idx pairs, equal weights; none trains on mock data.
+            "blend": [[paths.dataset_prefix], None] if paths.dataset_prefix else None,
+            "path_to_cache": f"{paths.experiment_dir}/index_mapping",
+        },
+        "tokenizer": bridge_tokenizer(run, paths),
+        "checkpoint": {
+            "save": paths.checkpoint_dir,
+            "load": paths.checkpoint_dir if run.resume else None,
+            "save_interval": run.checkpoint_interval_steps if paths.checkpoint_dir else None,
+        },
+        "logger": {"log_interval": 1, "tensorboard_dir": f"{paths.experiment_dir}/tensorboard"},
+        "profiling": (
+            {
+                "use_nsys_profiler": True,
+                "profile_step_start": run.profile.start_step,
+                "profile_step_end": run.profile.end_step,
+                "profile_ranks": [0],
+            }
+            if run.profile
+            else None
+        ),
+        "dlloggerFile": paths.dllogger_file,
+        "overrides": dict(run.overrides),
+    }
+
+
 def workload_files(run: RunSpec, paths: RunPaths, machine: MachineType) -> dict[str, str]:
-    """The run's ConfigMap: the launcher and the NeMo configuration of its framework."""
+    """The run's ConfigMap: the launcher and the configuration of its framework."""
     files = {name: payload.text(name) for name in (LAUNCHER, DLLOGGER)}
-    if run.spec.recipe.framework is Framework.NEMO1:
+    framework = run.recipe.framework
+    if framework is Framework.NEMO1:
         # JSON is YAML: Hydra reads it as is.
         files[NEMO1_CONFIG] = json.dumps(nemo1_config(run, paths, machine), indent=2)
-    else:
+    elif framework is Framework.NEMO2:
         files[NEMO2_SCRIPT] = payload.text(NEMO2_SCRIPT)
         files[NEMO2_SETTINGS] = json.dumps(nemo2_settings(run, paths, machine), indent=2)
+    else:
+        files[BRIDGE_SCRIPT] = payload.text(BRIDGE_SCRIPT)
+        files[NEMO2_SETTINGS] = json.dumps(bridge_settings(run, paths, machine), indent=2)
     return files
 
 
@@ -389,24 +482,26 @@ def file_path(name: str) -> str:
     return f"{PYTHON_DIR}/{name}" if name == DLLOGGER else name
 
 
-def entrypoint(spec: ModelSpec) -> tuple[str, list[str]]:
+def entrypoint(recipe: Recipe) -> tuple[str, list[str]]:
     """The script torchrun starts on every node and its arguments."""
-    if spec.recipe.framework is Framework.NEMO1:
+    if recipe.framework is Framework.NEMO1:
         return NEMO1_ENTRYPOINT, [f"--config-path={WORKLOAD_DIR}", f"--config-name={NEMO1_CONFIG}"]
-    return f"{WORKLOAD_DIR}/{NEMO2_SCRIPT}", ["--yes"]
+    if recipe.framework is Framework.NEMO2:
+        return f"{WORKLOAD_DIR}/{NEMO2_SCRIPT}", ["--yes"]
+    return f"{WORKLOAD_DIR}/{BRIDGE_SCRIPT}", []
 
 
 def launcher_env(run: RunSpec, paths: RunPaths) -> dict[str, str]:
     """Environment the launcher reads (see scripts/launch.sh)."""
     env = {
         "RUN_NAME": run.name,
-        "NEMO_ENTRYPOINT": entrypoint(run.spec)[0],
+        "NEMO_ENTRYPOINT": entrypoint(run.recipe)[0],
         "EXPERIMENT_DIR": paths.experiment_dir,
         "CHECKPOINT_DIR": paths.checkpoint_dir or "",
         "OMP_NUM_THREADS": "12",
         "GLOO_SOCKET_IFNAME": "eth0",
     }
-    if run.spec.recipe.framework is Framework.NEMO2:
+    if run.recipe.framework is not Framework.NEMO1:
         env["NEMO_RUN_SETTINGS"] = f"{WORKLOAD_DIR}/{NEMO2_SETTINGS}"
     env.update(OFFLINE_ENV)
     if paths.dataset_source is not None and paths.dataset_prefix is not None:
@@ -488,7 +583,7 @@ def perf_env(run: RunSpec, machine: MachineType) -> dict[str, str]:
     what PerfEnvPlugin derives from the GPU and the layout (NVIDIA/NeMo
     nemo/lightning/run/plugins.py@8cfedd7, PerfEnvPlugin.setup). Its layernorm SM margin is left
     to the machine's recipe (facts.machines), which the public GKE recipes tune to 8."""
-    recipe, s = run.spec.recipe, run.settings
+    recipe, s = run.recipe, run.settings
     if not recipe.env:
         return {}
     env = dict(recipe.env)

@@ -16,7 +16,7 @@ from facts import resiliency, versions
 from facts.errors import RuleError
 from facts.kubernetes import TOPOLOGY_LABELS, TopologyLevel
 from facts.machines import MachineType, Precision, training_pod_requests
-from facts.models import MODELS, Framework, ModelSpec, RunSettings, model_spec
+from facts.models import MODELS, Framework, ModelSpec, Recipe, RunSettings, model_spec
 from planners.queues import Flavor
 
 
@@ -91,9 +91,18 @@ class RunSpec:
     # the one the user wrote.
     given: frozenset[str] = frozenset()
 
+    # The pool's machine type: the recipe published for it, if any, is the run's.
+    machine_type: str | None = None
+
     @property
     def spec(self) -> ModelSpec:
         return model_spec(self.model)
+
+    @property
+    def recipe(self) -> Recipe:
+        """The recipe the run starts from: its model's on its machine."""
+        spec = self.spec
+        return spec.recipe_on(self.machine_type) if self.machine_type else spec.recipe
 
 
 @dataclass(frozen=True)
@@ -211,8 +220,12 @@ def check_resiliency(run: RunSpec, machine: MachineType, supervisor: bool, gke: 
     r, steps = run.resiliency, run.settings.steps
     if not r.enabled:
         return
-    if run.spec.recipe.framework is not Framework.NEMO2:
-        raise RuleError("resiliency", None, f"{run.spec.name} runs on NeMo 1; resiliency settings need a NeMo 2 model")
+    if run.recipe.framework is not Framework.NEMO2:
+        raise RuleError(
+            "resiliency",
+            None,
+            f"{run.spec.name} runs on {run.recipe.framework.label}; resiliency settings need a NeMo 2 model",
+        )
     if r.supervisor and not supervisor:
         raise RuleError("resiliency.supervisor", True, "needs the platform's supervisor: set resiliency.enabled: true")
     if r.supervisor and not machine.pods_on_host_network:
@@ -283,7 +296,7 @@ def run_advice(run: RunSpec, machine: MachineType) -> list[str]:
     problem = untested_image(run, machine)
     if problem:
         advice.append(f"run {run.name}: {problem}; the image was chosen explicitly, so it runs")
-    recipe_image = run.spec.recipe.image.ref
+    recipe_image = run.recipe.image.ref
     if run.resiliency.supervisor and run.image == versions.RESILIENCY.ref and recipe_image != run.image:
         advice.append(
             f"run {run.name}: supervised, so it runs on the resiliency recipe's image {run.image} (NeMo 24.12) "
@@ -301,7 +314,7 @@ def untested_image(run: RunSpec, machine: MachineType) -> str | None:
     """Why the run's image is not one the machine's GPUDirect plugin and sidecar were validated
     with (facts.machines.GpuDirectStack.validated_images), or None."""
     validated = _validated(machine)
-    image = run.image or run.spec.recipe.image.ref
+    image = run.image or run.recipe.image.ref
     stack = machine.gpudirect_stack
     if stack is None or not validated or image in validated:
         return None

@@ -49,12 +49,16 @@ def run_spec(run: RunConfig, platform: PlatformExports) -> RunSpec:
     """A run of the config, on the platform's default pool and priority unless it names its own.
     A supervised run defaults to the image that holds the resiliency launcher."""
     r = run.resiliency
+    pool = run.pool or platform.flavors[0].pool
+    flavor = platform.flavors_by_pool.get(pool)
+    machine_type = flavor.machine.name if flavor else None
     return RunSpec(
         name=run.name,
         model=run.model,
-        pool=run.pool or platform.flavors[0].pool,
+        pool=pool,
         nodes=run.nodes,
-        settings=run.settings,
+        settings=run.settings_on(machine_type),
+        machine_type=machine_type,
         tokenizer=_tokenizer(run.tokenizer),
         priority=run.priority.value if run.priority else platform.default_priority_class,
         dataset_prefix=run.dataset.prefix,

@@ -35,11 +35,11 @@ from config.loader import unwrap_annotation
 from config.stack import StackConfig
 from facts import nccl, pricing, versions
 from facts.machines import ACCELERATORS, GPUDIRECT_STACKS, MACHINE_TYPES, MachineType, Precision
-from facts.models import MODELS, Framework, ModelSpec
+from facts.models import MODELS, Framework, Recipe
 from facts.project import PROJECT
 from harness.runner import ROOT, StackRun, run_stack
 from planners.gpudirect import pod_networking
-from planners.nemo import NEMO1_ENTRYPOINT
+from planners.nemo import BRIDGE_SCRIPT, NEMO1_ENTRYPOINT
 from planners.networks import plan_gpu_networks
 from tools.summary import markdown
 
@@ -256,14 +256,19 @@ def gpudirect_images_table() -> str:
     )  # fmt: skip
 
 
-def _entry_point(model: ModelSpec) -> str:
-    if model.recipe.framework is Framework.NEMO1:
+def _entry_point(recipe: Recipe) -> str:
+    if recipe.framework is Framework.NEMO1:
         return f"`{Path(NEMO1_ENTRYPOINT).name}` with a generated Hydra config"
-    return f"`llm pretrain` on the recipe `{model.recipe.factory}`"
+    if recipe.framework is Framework.NEMO2:
+        return f"`llm pretrain` on the recipe `{recipe.factory}`"
+    return f"`pretrain` on `{recipe.provider}` (`payload/{BRIDGE_SCRIPT}`)"
 
 
-def _layout(model: ModelSpec) -> str:
-    r = model.recipe
+def _precision(recipe: Recipe) -> str:
+    return f"FP8 ({recipe.fp8_scaling.value} scaling)" if recipe.fp8 else "BF16"
+
+
+def _layout(r: Recipe) -> str:
     parallel = [
         f"{name}{size}"
         for name, size in (("TP", r.tensor_parallel), ("PP", r.pipeline_parallel), ("VP", r.virtual_pipeline),
@@ -272,24 +277,41 @@ def _layout(model: ModelSpec) -> str:
     ]  # fmt: skip
     return ", ".join(
         [" × ".join(parallel) or "no model parallelism", f"micro {r.micro_batch_size}", f"global {r.global_batch_size}",
-         f"seq {r.seq_length}", "FP8" if r.fp8 else "BF16", f"{r.max_steps} steps"]
+         f"seq {r.seq_length}", _precision(r), f"{r.max_steps} steps"]
     )  # fmt: skip
 
 
 def models_table() -> str:
     table = _table(
-        ["Model", "NeMo", "Image", "Entry point", "Shape", "Default layout"],
+        ["Model", "Runtime", "Image", "Entry point", "Shape", "Default layout"],
         (
-            [f"`{m.name}`", "1.x" if m.recipe.framework is Framework.NEMO1 else "2.0", f"`{m.recipe.image.ref}`",
-             _entry_point(m),
+            [f"`{m.name}`", m.recipe.framework.label, f"`{m.recipe.image.ref}`",
+             _entry_point(m.recipe),
              f"{a.layers} layers, hidden {a.hidden}, {a.heads} heads ({a.kv_heads} KV), FFN {a.ffn_hidden}, "
              f"vocab {a.vocab_size}, {a.parameters / 1e9:.1f} B parameters",
-             _layout(m)]
+             _layout(m.recipe)]
             for m in MODELS.values()
             for a in (m.architecture,)
         ),
     )  # fmt: skip
     return f"{table}\n\n{_sources((f'`{m.name}`', m.sources) for m in MODELS.values())}"
+
+
+def runtimes_table() -> str:
+    """Machine × model: the runtime, image and layout a run starts from, and where they come from."""
+    rows = []
+    for m in MODELS.values():
+        for machine in MACHINE_TYPES.values():
+            if machine.gpudirect_stack is None:
+                continue
+            recipe = m.recipe_on(machine.name)
+            own = machine.name in m.machine_recipes
+            source = m.sources[f"recipe on {machine.name}"] if own else f"the model's recipe: {m.sources['recipe']}"
+            rows.append(
+                [f"`{machine.name}`", f"`{m.name}`", recipe.framework.label, f"`{recipe.image.ref}`",
+                 _layout(recipe), source]
+            )  # fmt: skip
+    return _table(["Machine", "Model", "Runtime", "Image", "Layout", "Source"], rows)
 
 
 def step_times_table() -> str:
@@ -438,6 +460,7 @@ BLOCKS = (
     Block("gpudirect", "docs/catalog.md", gpudirect_table),
     Block("gpudirect-images", "docs/catalog.md", gpudirect_images_table),
     Block("models", "docs/catalog.md", models_table),
+    Block("runtimes", "docs/catalog.md", runtimes_table),
     Block("step-times", "docs/catalog.md", step_times_table),
     Block("versions", "docs/catalog.md", versions_table),
     Block("fabric", "docs/catalog.md", fabric_table),

@@ -536,12 +536,14 @@ def test_gcs_data_is_copied_to_local_ssd_before_training(render: Any) -> None:
 
 def test_every_model_pins_its_image_and_framework() -> None:
     for spec in MODELS.values():
-        recipe = spec.recipe
-        assert recipe.image.tag and recipe.image.tag != "latest"
-        if recipe.framework is Framework.NEMO2:
-            assert recipe.factory
-        else:
-            assert recipe.learning_rate and recipe.init_std
+        for recipe in (spec.recipe, *spec.machine_recipes.values()):
+            assert recipe.image.tag and recipe.image.tag != "latest"
+            if recipe.framework is Framework.NEMO2:
+                assert recipe.factory
+            elif recipe.framework is Framework.MEGATRON_BRIDGE:
+                assert recipe.provider
+            else:
+                assert recipe.learning_rate and recipe.init_std
 
 
 # --------------------------------------------------------------------------- data preparation

@@ -135,10 +135,15 @@ def test_every_model_gets_the_nemo_configuration_of_its_framework(model: str) ->
         config = json.loads(files[nemo.NEMO1_CONFIG])
         layout = (config["model"]["tensor_model_parallel_size"], config["model"]["pipeline_model_parallel_size"])
         assert config["trainer"]["num_nodes"] == 2 and config["trainer"]["devices"] == 8
-    else:
+    elif model_spec(model).recipe.framework is Framework.NEMO2:
         settings = json.loads(files[nemo.NEMO2_SETTINGS])
         layout = (settings["tensorParallel"], settings["pipelineParallel"])
         assert settings["factory"] == model_spec(model).recipe.factory and settings["nodes"] == 2
+    else:
+        settings = json.loads(files[nemo.NEMO2_SETTINGS])
+        layout = (settings["model"]["tensor_model_parallel_size"], settings["model"]["pipeline_model_parallel_size"])
+        assert settings["provider"] == model_spec(model).recipe.provider and settings["worldSize"] == 16
+        assert nemo.BRIDGE_SCRIPT in files and nemo.NEMO2_SCRIPT not in files
     assert layout == (s.tensor_parallel, s.pipeline_parallel)
     assert nemo.LAUNCHER in files
 

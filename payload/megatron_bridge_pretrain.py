@@ -1,0 +1,193 @@
+"""Megatron-Bridge pretraining of one nemo-gke run, started by torchrun on every node.
+
+Builds the run's ConfigContainer the way Megatron-Bridge's own Llama 3 recipe does
+(megatron/bridge/recipes/llama/llama3.py `_llama3_common` at v0.3.0, the release in NeMo 26.02),
+with the model's provider class instead of a Hugging Face lookup (no download at run time), then
+sets the run's values from the JSON file named by $NEMO_RUN_SETTINGS (written by nemo-gke) by
+their typed fields, validates it, and trains with `pretrain`. Every step also goes to the run's
+DLLogger file in the record format `python -m analysis` reads.
+
+    python megatron_bridge_pretrain.py            train (under torchrun)
+    python megatron_bridge_pretrain.py --check    build and validate the configuration only
+
+Runs inside the NeMo Framework container; `make runtime-check` runs `--check` against the pinned
+Megatron-Bridge and Megatron Core releases.
+"""
+
+import json
+import os
+import sys
+import time
+
+import dllogger
+import torch
+from megatron.bridge import models
+from megatron.bridge.recipes.utils.optimizer_utils import distributed_fused_adam_with_cosine_annealing
+from megatron.bridge.training import comm_overlap
+from megatron.bridge.training.callbacks import Callback
+from megatron.bridge.training.config import (
+    CheckpointConfig,
+    ConfigContainer,
+    DistributedDataParallelConfig,
+    GPTDatasetConfig,
+    LoggerConfig,
+    ProfilingConfig,
+    RNGConfig,
+    TokenizerConfig,
+    TrainingConfig,
+)
+from megatron.bridge.training.mixed_precision import get_mixed_precision_config
+
+# The library recipe's learning-rate schedule (_llama3_common defaults).
+LEARNING_RATE, MIN_LEARNING_RATE, WARMUP_STEPS = 3e-4, 3e-5, 2000
+
+
+def load_settings(path):
+    with open(path) as settings_file:
+        return json.load(settings_file)
+
+
+def _set(target, dotted, value):
+    *path, last = dotted.split(".")
+    for part in path:
+        target = getattr(target, part)
+    if not hasattr(target, last):
+        raise AttributeError(f"override {dotted}: {type(target).__name__} has no field {last!r}")
+    setattr(target, last, value)
+
+
+def model_provider(settings):
+    provider = getattr(models, settings["provider"])(**settings["model"])
+    provider.pipeline_dtype = torch.bfloat16 if settings["model"]["pipeline_model_parallel_size"] > 1 else None
+    provider.cross_entropy_fusion_impl = "te"
+    return provider
+
+
+def dataset(settings):
+    fields = settings["dataset"]
+    blend = fields["blend"]
+    return GPTDatasetConfig(
+        seq_length=fields["seq_length"],
+        random_seed=1234,
+        reset_attention_mask=False,
+        reset_position_ids=False,
+        eod_mask_loss=False,
+        num_dataset_builder_threads=1,
+        blend=(blend[0], blend[1]) if blend else None,
+        split="9999,8,2",
+        path_to_cache=fields["path_to_cache"],
+        data_sharding=True,
+        dataloader_type="single",
+        skip_getting_attention_mask_from_dataset=True,
+    )
+
+
+def config(settings):
+    """The run's ConfigContainer, validated."""
+    train = settings["train"]
+    steps = train["train_iters"]
+    optimizer, scheduler = distributed_fused_adam_with_cosine_annealing(
+        lr_warmup_iters=min(WARMUP_STEPS, max(1, steps // 10)),
+        lr_decay_iters=steps,
+        max_lr=LEARNING_RATE,
+        min_lr=MIN_LEARNING_RATE,
+        adam_eps=1e-5,
+    )
+    checkpoint = settings["checkpoint"]
+    profiling = settings["profiling"]
+    overlap = settings["tpOverlapConfig"]
+    cfg = ConfigContainer(
+        model=model_provider(settings),
+        train=TrainingConfig(
+            train_iters=steps,
+            eval_interval=steps,
+            eval_iters=0,
+            global_batch_size=train["global_batch_size"],
+            micro_batch_size=train["micro_batch_size"],
+            manual_gc=True,
+            manual_gc_interval=100,
+            manual_gc_eval=100,
+        ),
+        optimizer=optimizer,
+        scheduler=scheduler,
+        ddp=DistributedDataParallelConfig(
+            check_for_nan_in_grad=True,
+            grad_reduce_in_fp32=True,
+            overlap_grad_reduce=True,
+            overlap_param_gather=True,
+            average_in_collective=True,
+            use_distributed_optimizer=True,
+        ),
+        dataset=dataset(settings),
+        logger=LoggerConfig(
+            log_interval=settings["logger"]["log_interval"],
+            tensorboard_dir=settings["logger"]["tensorboard_dir"],
+            log_timers_to_tensorboard=True,
+        ),
+        tokenizer=TokenizerConfig(**settings["tokenizer"]),
+        checkpoint=CheckpointConfig(
+            save=checkpoint["save"],
+            load=checkpoint["load"],
+            save_interval=checkpoint["save_interval"],
+            ckpt_format="torch_dist",
+            fully_parallel_save=True,
+        ),
+        rng=RNGConfig(seed=1234),
+        profiling=ProfilingConfig(**profiling) if profiling else ProfilingConfig(),
+        comm_overlap=(
+            comm_overlap.CommOverlapConfig(tp_comm_overlap=True, tp_comm_overlap_cfg=getattr(comm_overlap, overlap))
+            if overlap
+            else None
+        ),
+        mixed_precision=get_mixed_precision_config(settings["mixedPrecision"]),
+    )
+    for key, value in settings["overrides"].items():
+        _set(cfg, key, value)
+    cfg.validate()
+    return cfg
+
+
+class StepLog(Callback):
+    """Each training step's time and loss as DLLogger records (`train_step_timing in s`,
+    `reduced_train_loss`), written by the last rank, which holds the loss."""
+
+    def __init__(self, path):
+        self.path = path
+        self.started = None
+
+    def on_train_start(self, context):
+        if torch.distributed.get_rank() == torch.distributed.get_world_size() - 1:
+            dllogger.init(backends=[dllogger.JSONStreamBackend(dllogger.Verbosity.VERBOSE, self.path)])
+
+    def on_train_step_start(self, context):
+        self.started = time.monotonic()
+
+    def on_train_step_end(self, context):
+        if torch.distributed.get_rank() != torch.distributed.get_world_size() - 1 or self.started is None:
+            return
+        data = {"train_step_timing in s": time.monotonic() - self.started}
+        data["global_step"] = float(context.state.train_state.step)
+        loss = (context.loss_dict or {}).get("lm loss")
+        if loss is not None:
+            data["reduced_train_loss"] = float(loss)
+        dllogger.log(step=context.state.train_state.step, data=data)
+        dllogger.flush()
+
+
+def main(argv):
+    settings = load_settings(os.environ["NEMO_RUN_SETTINGS"])
+    if "--check" in argv:
+        # Validation reads the world size the run will have.
+        os.environ.setdefault("WORLD_SIZE", str(settings["worldSize"]))
+        config(settings)
+        print(f"{settings['runName']}: the configuration builds and validates")
+        return 0
+    from megatron.bridge.training.gpt_step import forward_step  # noqa: PLC0415 - needs the GPU stack
+    from megatron.bridge.training.pretrain import pretrain  # noqa: PLC0415
+
+    pretrain(config=config(settings), forward_step_func=forward_step, callbacks=[StepLog(settings["dlloggerFile"])])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

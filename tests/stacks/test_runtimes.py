@@ -1,0 +1,57 @@
+"""Megatron-Bridge runs through the whole program: a run on a machine with a published recipe
+starts from that recipe, in the recipe's image, with the launcher and its settings shipped in the
+run's ConfigMap; what the runtime cannot do is refused by key."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from facts import versions
+from harness.runner import stack_with
+from planners import nemo
+from tests.conftest import Render, issue_for, rejected
+
+
+def bridge_stack(machine: str, **run: Any) -> dict[str, Any]:
+    return stack_with(
+        "dev",
+        zone="us-central1-b",
+        gpuPools=[{"name": "gpu", "machineType": machine, "nodeCount": 8}],
+        training={"runs": [{"name": "l70", "model": "llama3-70b", "nodes": 8, **run}]},
+    )
+
+
+def test_a_run_on_a4_starts_from_the_a4_recipe_in_its_image(render: Render) -> None:
+    run = render("dev", values=bridge_stack("a4-highgpu-8g"))
+    (jobset,) = map(run.manifest, run.of_type("kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"))
+    (container,) = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == versions.NEMO_2602.ref
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["NEMO_ENTRYPOINT"] == f"{nemo.WORKLOAD_DIR}/{nemo.BRIDGE_SCRIPT}"
+    (config_map,) = (
+        run.manifest(r)
+        for r in run.of_type("kubernetes:core/v1:ConfigMap")
+        if nemo.BRIDGE_SCRIPT in run.manifest(r)["data"]
+    )
+    settings = json.loads(config_map["data"][nemo.NEMO2_SETTINGS])
+    assert (settings["mixedPrecision"], settings["train"]["train_iters"]) == ("bf16_with_mxfp8_mixed", 30)
+
+
+def test_a_runs_own_keys_override_the_machines_recipe(render: Render) -> None:
+    run = render("dev", values=bridge_stack("a3-ultragpu-8g", steps=10, fp8=True, globalBatchSize=512))
+    (config_map,) = (
+        run.manifest(r)
+        for r in run.of_type("kubernetes:core/v1:ConfigMap")
+        if nemo.BRIDGE_SCRIPT in run.manifest(r)["data"]
+    )
+    settings = json.loads(config_map["data"][nemo.NEMO2_SETTINGS])
+    assert settings["train"] == {"train_iters": 10, "global_batch_size": 512, "micro_batch_size": 1}
+    assert settings["mixedPrecision"] == "bf16_with_fp8_current_scaling_mixed"
+
+
+def test_resiliency_settings_are_refused_on_megatron_bridge_naming_the_runtime() -> None:
+    message = issue_for(
+        rejected(bridge_stack("a3-ultragpu-8g", resiliency={"faultTolerance": True})), "training.runs[0].resiliency"
+    )
+    assert "llama3-70b runs on Megatron-Bridge; resiliency settings need a NeMo 2 model" in message

@@ -1,0 +1,135 @@
+"""The Megatron-Bridge runtime: the catalog's recipes per machine and model (values as the cited
+recipes publish them), the precision each runs in, and the settings the launcher builds its
+ConfigContainer from."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from facts import versions
+from facts.machines import MACHINE_TYPES
+from facts.models import MODELS, Fp8Scaling, Framework, model_spec
+from planners import nemo
+from planners.runs import RunSpec, Tokenizer
+
+HOPPER = ("a3-highgpu-8g", "a3-megagpu-8g", "a3-ultragpu-8g")
+
+
+def run_on(machine: str, model: str, nodes: int = 8, **fields: object) -> RunSpec:
+    recipe = model_spec(model).recipe_on(machine)
+    settings = recipe.settings(**{k: v for k, v in fields.items() if k in ("fp8", "steps")})  # type: ignore[arg-type]
+    tokenizer = Tokenizer("huggingface", "meta-llama/Meta-Llama-3-70B", "tokenizers/llama3")
+    return RunSpec("r", model, "gpu", nodes, settings, tokenizer, "normal", machine_type=machine)
+
+
+# (model, machine): layout, precision, steps and the recipe folder, as the cited recipe sets them
+# (gpu-recipes@2e1fd5e launcher.sh arguments; Megatron-Bridge@21b02e0 workload base configs).
+PUBLISHED = {
+    ("llama3-70b", "a3-ultragpu-8g"): (
+        (4, 8, 5, 1, 256, 1),
+        (False, None),
+        50,
+        "a3ultra/llama3_70b/megatron-bridge-gke/nemo2602/64gpus-bf16",
+    ),
+    ("llama3-70b", "a4-highgpu-8g"): (
+        (4, 8, 5, 1, 256, 1),
+        (True, Fp8Scaling.MXFP8),
+        30,
+        "a4/llama3_70b/nemo-gke/nemo2602/64gpus-fp8mx-gbs256",
+    ),
+    ("llama3-8b", "a4-highgpu-8g"): (
+        (1, 1, None, 1, 128, 2),
+        (True, Fp8Scaling.CURRENT),
+        30,
+        "a4/llama3-8b/megatron-bridge-gke/nemo2602/8gpus-fp8cs",
+    ),
+    ("llama3-8b", "a3-ultragpu-8g"): (
+        (1, 1, None, 1, 128, 1),
+        (True, Fp8Scaling.CURRENT),
+        50,
+        "LLAMA3_8B_PRETRAIN_CONFIG_H100_FP8_CS_V1",
+    ),
+}
+
+
+@pytest.mark.parametrize(("model", "machine"), list(PUBLISHED))
+def test_each_megatron_bridge_recipe_is_the_published_one(model: str, machine: str) -> None:
+    layout, precision, steps, folder = PUBLISHED[(model, machine)]
+    spec = model_spec(model)
+    r = spec.recipe_on(machine)
+    assert (r.tensor_parallel, r.pipeline_parallel, r.virtual_pipeline, r.context_parallel) == layout[:4]
+    assert (r.global_batch_size, r.micro_batch_size, r.seq_length, r.max_steps) == (*layout[4:], 8192, steps)
+    assert (r.fp8, r.fp8_scaling if r.fp8 else None) == precision
+    assert (r.framework, r.image) == (Framework.MEGATRON_BRIDGE, versions.NEMO_2602)
+    own = machine in spec.machine_recipes
+    assert folder in spec.sources[f"recipe on {machine}" if own else "recipe"]
+
+
+@pytest.mark.parametrize("machine", list(MACHINE_TYPES))
+def test_a_machine_without_a_published_recipe_takes_the_models_own(machine: str) -> None:
+    for spec in MODELS.values():
+        if machine not in spec.machine_recipes:
+            assert spec.recipe_on(machine) is spec.recipe
+        else:
+            assert f"recipe on {machine}" in spec.sources, f"{spec.name} on {machine} cites no source"
+
+
+@pytest.mark.parametrize(
+    ("machine", "model", "fp8", "expected"),
+    [
+        ("a4-highgpu-8g", "llama3-70b", None, "bf16_with_mxfp8_mixed"),
+        ("a4-highgpu-8g", "llama3-70b", False, "bf16_mixed"),
+        ("a3-ultragpu-8g", "llama3-70b", None, "bf16_mixed"),
+        ("a3-ultragpu-8g", "llama3-70b", True, "bf16_with_fp8_current_scaling_mixed"),
+        ("a3-ultragpu-8g", "llama3-8b", None, "bf16_with_fp8_current_scaling_mixed"),
+    ],
+)
+def test_precision_follows_the_recipe_and_the_gpu(machine: str, model: str, fp8: bool | None, expected: str) -> None:
+    run = run_on(machine, model, fp8=fp8)
+    assert nemo.mixed_precision(run, MACHINE_TYPES[machine]) == expected
+
+
+def test_mxfp8_is_never_asked_of_a_hopper_gpu() -> None:
+    """MXFP8 needs Blackwell's block-scaled tensor cores: a Blackwell recipe's FP8 run on an H100
+    or H200 uses current scaling instead."""
+    blackwell = model_spec("llama3-70b").recipe_on("a4-highgpu-8g")
+    for machine in HOPPER:
+        run = dataclasses.replace(run_on(machine, "llama3-70b"), settings=blackwell.settings())
+        run = dataclasses.replace(run, machine_type="a4-highgpu-8g")
+        assert nemo.mixed_precision(run, MACHINE_TYPES[machine]) == "bf16_with_fp8_current_scaling_mixed"
+
+
+def test_the_launcher_settings_carry_the_runs_layout_by_megatron_bridge_field_names() -> None:
+    run = run_on("a3-ultragpu-8g", "llama3-70b", steps=20)
+    paths = nemo.run_paths(run, "/nfs/exp", "/checkpoints", "/data")
+    files = nemo.workload_files(run, paths, MACHINE_TYPES["a3-ultragpu-8g"])
+    settings = json.loads(files[nemo.NEMO2_SETTINGS])
+    assert settings["provider"] == "Llama3ModelProvider70B" and settings["worldSize"] == 64
+    assert settings["model"] == {
+        "tensor_model_parallel_size": 4,
+        "pipeline_model_parallel_size": 8,
+        "virtual_pipeline_model_parallel_size": 5,
+        "context_parallel_size": 1,
+        "sequence_parallel": True,
+        "seq_length": 8192,
+    }
+    assert settings["train"] == {"train_iters": 20, "global_batch_size": 256, "micro_batch_size": 1}
+    assert settings["tpOverlapConfig"] == "userbuffers_bf16_h100_h8192_tp4_mbs1_seqlen8192"
+    assert settings["checkpoint"] == {"save": "/checkpoints/r", "load": "/checkpoints/r", "save_interval": 100}
+    assert settings["dlloggerFile"] == "/nfs/exp/r/dllogger.json"
+    assert nemo.entrypoint(run.recipe) == (f"{nemo.WORKLOAD_DIR}/{nemo.BRIDGE_SCRIPT}", [])
+    assert files[nemo.BRIDGE_SCRIPT].startswith('"""Megatron-Bridge pretraining')
+
+
+def test_mock_data_needs_no_tokenizer_files_and_real_data_reads_them_from_the_bucket() -> None:
+    run = run_on("a4-highgpu-8g", "llama3-8b", nodes=1)
+    mock = nemo.run_paths(run, "/nfs/exp", "/checkpoints", "/data")
+    assert nemo.bridge_tokenizer(run, mock) == {"tokenizer_type": "NullTokenizer", "vocab_size": 128256}
+    real = nemo.run_paths(dataclasses.replace(run, dataset_prefix="wiki/wiki_text_document"), "/e", "/c", "/data")
+    assert nemo.bridge_tokenizer(run, real) == {
+        "tokenizer_type": "HuggingFaceTokenizer",
+        "tokenizer_model": "/data/tokenizers/llama3",
+    }
