@@ -6,10 +6,11 @@ STACK ?= dev
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+RUNTIME_VENV := .venv-runtime
 
 PYTEST := $(BIN)/pytest --numprocesses=auto --maxprocesses=4
 
-.PHONY: help install crds render test lint typecheck unit stacks repo docs docs-check identities bench integration-tools integration integration-engine clean
+.PHONY: help install crds render test lint typecheck unit stacks repo docs docs-check identities bench integration-tools integration integration-engine runtime-check clean
 .DEFAULT_GOAL := help
 
 ## List the targets and what each does (the first line of the comment above each).
@@ -94,6 +95,19 @@ integration: install integration-tools
 integration-engine: install integration-tools
 	NEMO_GKE_ENGINE_REQUIRED=1 $(BIN)/pytest -p no:xdist -s -v tests/integration/test_engine.py
 
+## The Megatron-Bridge launcher's configuration step against the real, pinned library; no GPU.
+## Builds .venv-runtime from requirements-runtime.txt (2.2 GB of wheels from PyPI, about a minute),
+## then builds and validates the configuration of every Megatron-Bridge run and catalog recipe
+## with the launcher's own code, and shows that a renamed field fails.
+runtime-check: install $(RUNTIME_VENV)/.installed
+	$(BIN)/python -m tools.runtime_check --python $(RUNTIME_VENV)/bin/python
+
+$(RUNTIME_VENV)/.installed: requirements-runtime.txt
+	$(PYTHON) -m venv $(RUNTIME_VENV)
+	$(RUNTIME_VENV)/bin/pip install --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
+		-r requirements-runtime.txt
+	touch $@
+
 ## Remove build/, .venv and the tools' caches.
 clean:
-	rm -rf build $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf build $(VENV) $(RUNTIME_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

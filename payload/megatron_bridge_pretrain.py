@@ -83,7 +83,7 @@ def dataset(settings):
 
 
 def config(settings):
-    """The run's ConfigContainer, validated."""
+    """The run's ConfigContainer (`pretrain` completes and validates it)."""
     train = settings["train"]
     steps = train["train_iters"]
     optimizer, scheduler = distributed_fused_adam_with_cosine_annealing(
@@ -143,7 +143,6 @@ def config(settings):
     )
     for key, value in settings["overrides"].items():
         _set(cfg, key, value)
-    cfg.validate()
     return cfg
 
 
@@ -177,9 +176,12 @@ class StepLog(Callback):
 def main(argv):
     settings = load_settings(os.environ["NEMO_RUN_SETTINGS"])
     if "--check" in argv:
-        # Validation reads the world size the run will have.
+        # What `pretrain` does first: mixed precision and overlap applied, then the library's
+        # validate(), which reads the run's world size.
+        from megatron.bridge.training.config import runtime_config_update  # noqa: PLC0415
+
         os.environ.setdefault("WORLD_SIZE", str(settings["worldSize"]))
-        config(settings)
+        runtime_config_update(config(settings))
         print(f"{settings['runName']}: the configuration builds and validates")
         return 0
     from megatron.bridge.training.gpt_step import forward_step  # noqa: PLC0415 - needs the GPU stack

@@ -80,7 +80,7 @@ def ci_with_make(tmp_path: Path, failing: str | None) -> tuple[int, list[str]]:
 
 
 def test_ci_runs_the_readme_test_command_then_the_integration_tier(tmp_path: Path) -> None:
-    assert ci_with_make(tmp_path, None) == (0, ["test", "integration"])
+    assert ci_with_make(tmp_path, None) == (0, ["test", "integration", "runtime-check"])
 
 
 def test_ci_stops_at_the_first_failure(tmp_path: Path) -> None:

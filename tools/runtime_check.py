@@ -1,0 +1,152 @@
+"""The Megatron-Bridge launcher's configuration step against the real, pinned library.
+
+    python -m tools.runtime_check --python .venv-runtime/bin/python     (make runtime-check)
+
+For every Megatron-Bridge run the shipped stacks define and every catalog model on every machine
+whose recipe is Megatron-Bridge's, writes the settings the program would ship
+(planners.nemo.bridge_settings) and runs `payload/megatron_bridge_pretrain.py --check` with the
+given interpreter, whose environment holds megatron-bridge and megatron-core at the versions
+NeMo 26.02 ships (facts.versions.MEGATRON_BRIDGE, MEGATRON_CORE; requirements-runtime.txt): the
+launcher builds the ConfigContainer with the library's own classes and runs its `validate()`
+for the run's world size. No GPU and no training step; GPU-only packages the library imports at
+module level are stood in for (tools/runtime_stub.py). Then it shows the check can fail: a copy
+of the launcher with one field renamed must be refused. Exit code 1 on any failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from facts.machines import MACHINE_TYPES, MachineType
+from facts.models import MODELS, Framework
+from harness.runner import ROOT, run_stack, stack_names
+from planners import nemo
+from planners.runs import RunSpec, Tokenizer
+
+LAUNCHER = ROOT / "payload" / nemo.BRIDGE_SCRIPT
+STUB = Path(__file__).with_name("runtime_stub.py")
+# A field the launcher sets, and a misspelling the library must refuse.
+RENAMED = ("train_iters=steps,", "train_iter=steps,")
+
+
+def smallest_run(model: str, machine: MachineType) -> RunSpec:
+    """The model's recipe on the machine at the fewest nodes its layout and batch allow."""
+    recipe = MODELS[model].recipe_on(machine.name)
+    settings = recipe.settings()
+    parallel = settings.model_parallel
+    nodes = math.lcm(parallel, machine.gpus) // machine.gpus
+    while settings.global_batch_size % (nodes * machine.gpus // parallel * settings.micro_batch_size):
+        nodes += math.lcm(parallel, machine.gpus) // machine.gpus
+    tokenizer = Tokenizer("huggingface", "", None)
+    return RunSpec(
+        f"{model}-{machine.name}", model, "gpu", nodes, settings, tokenizer, "normal", machine_type=machine.name
+    )
+
+
+def catalog_cases() -> list[tuple[str, dict[str, Any]]]:
+    cases = []
+    for model, spec in MODELS.items():
+        # The machines multi-node training runs on: each with its GPUDirect stack.
+        for machine in MACHINE_TYPES.values():
+            if (
+                machine.gpudirect_stack is None
+                or spec.recipe_on(machine.name).framework is not Framework.MEGATRON_BRIDGE
+            ):
+                continue
+            run = smallest_run(model, machine)
+            paths = nemo.run_paths(run, "/nfs/experiments", "/checkpoints", "/data")
+            cases.append((f"{model} on {machine.name} ({run.nodes} nodes)", nemo.bridge_settings(run, paths, machine)))
+    return cases
+
+
+def shipped_cases() -> list[tuple[str, dict[str, Any]]]:
+    """The settings every shipped stack's Megatron-Bridge runs ship in their ConfigMaps."""
+    cases = []
+    for stack in stack_names():
+        run = run_stack(stack)
+        for resource in run.of_type("kubernetes:core/v1:ConfigMap"):
+            data = run.manifest(resource).get("data", {})
+            if nemo.BRIDGE_SCRIPT in data:
+                cases.append((f"{stack}: {resource.name}", json.loads(data[nemo.NEMO2_SETTINGS])))
+    return cases
+
+
+# Run by the runtime environment's interpreter: the launcher loaded once (its module-level imports
+# are the slow part), then each case's configuration built by the launcher's own `config` and
+# completed and validated as `pretrain` does first; one JSON line per case.
+_CHECKER = """
+import json, os, runpy, sys
+sys.path.insert(0, sys.argv[1])
+import runtime_stub
+launcher = runpy.run_path(sys.argv[2], run_name="launcher")
+from megatron.bridge.training.config import runtime_config_update
+for path in sys.argv[3:]:
+    with open(path) as f:
+        settings = json.load(f)
+    os.environ["WORLD_SIZE"] = str(settings["worldSize"])
+    try:
+        runtime_config_update(launcher["config"](settings))
+        print(json.dumps({"ok": True}), flush=True)
+    except Exception as error:
+        print(json.dumps({"ok": False, "error": f"{type(error).__name__}: {error}"}), flush=True)
+"""
+
+
+def check(python: str, launcher: Path, cases: list[dict[str, Any]], folder: Path) -> list[str | None]:
+    """For each case, None where its configuration builds and validates, else the library's error."""
+    files = []
+    for i, settings in enumerate(cases):
+        path = folder / f"case-{i}.json"
+        path.write_text(json.dumps(settings))
+        files.append(str(path))
+    env = {**os.environ, "PYTHONPATH": str(LAUNCHER.parent), "CUDA_VISIBLE_DEVICES": ""}
+    command = [python, "-c", _CHECKER, str(STUB.parent), str(launcher), *files]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    results = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    if len(results) != len(cases):
+        lines = [line for line in done.stderr.splitlines() if line.strip()] or [f"exit {done.returncode}"]
+        return [lines[-1]] * len(cases)
+    return [None if r["ok"] else r["error"] for r in results]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.runtime_check", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--python", required=True, help="interpreter of the runtime environment (make runtime-check)")
+    args = parser.parse_args(argv)
+    shipped = shipped_cases()
+    cases = shipped + catalog_cases()
+    print(f"runtime check: {len(shipped)} shipped Megatron-Bridge runs, {len(cases) - len(shipped)} catalog cases")
+    with tempfile.TemporaryDirectory() as folder:
+        started = time.monotonic()
+        errors = check(args.python, LAUNCHER, [settings for _, settings in cases], Path(folder))
+        for (name, _), error in zip(cases, errors, strict=True):
+            print(f"  {name}: {'ok' if error is None else f'FAILED: {error}'}")
+        print(f"  ({time.monotonic() - started:.1f} s, the library's import included)")
+        failures = sum(error is not None for error in errors)
+        text = LAUNCHER.read_text()
+        if RENAMED[0] not in text:
+            print(f"runtime check: the launcher no longer sets {RENAMED[0]!r}: update RENAMED", file=sys.stderr)
+            return 1
+        broken = Path(folder) / "broken" / LAUNCHER.name
+        broken.parent.mkdir()
+        broken.write_text(text.replace(*RENAMED))
+        (refused,) = check(args.python, broken, [cases[-1][1]], Path(folder))
+        if refused is None:
+            print(f"runtime check: a launcher calling {RENAMED[1]!r} passed: the check cannot fail", file=sys.stderr)
+            return 1
+        print(f"  a launcher with {RENAMED[0]!r} renamed is refused: {refused}")
+    print(f"runtime check: {len(cases) - failures} of {len(cases)} configurations build and validate")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

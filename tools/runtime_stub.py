@@ -1,0 +1,74 @@
+"""Stand-ins for the GPU-only packages Megatron-Bridge 0.3.0 and Megatron Core 0.16.0 import at
+module level, so that `make runtime-check` imports the real libraries on a machine without CUDA.
+
+Only the modules in STUBBED (and their submodules) are faked; every attribute of a stand-in is a
+class that can be subclassed, called or subscripted, so module-level code such as
+`class X(te.pytorch.Linear)` or `@triton.jit` runs. Nothing of them executes: building and
+validating a configuration calls no GPU code. Why each is here:
+- transformer_engine: imported unconditionally (peft/lora_layers.py, mixed_precision.py);
+  transformer-engine-torch has no binary wheel (its sdist compiles against CUDA);
+- triton: Megatron Core applies `@triton.jit` at import;
+- torch.utils.tensorboard: reached through megatron.bridge.recipes' package import, and would
+  pull in tensorboard and protobuf;
+- megatron.energon: the vision-language data modules the same package import reaches.
+Imported (only) by tools/runtime_check.py's check process, before the launcher.
+"""
+
+import importlib.abc
+import importlib.machinery
+import sys
+import types
+from collections.abc import Sequence
+from typing import Any
+
+STUBBED = ("transformer_engine", "triton", "torch.utils.tensorboard", "megatron.energon")
+# Transformer Engine's version in NeMo 26.02, which version gates compare against.
+FAKE_VERSION = "2.12.0"
+
+
+class _Anything(type):
+    def __getattr__(cls, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _stand_in(name)
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        return cls
+
+    def __getitem__(cls, item: Any) -> Any:
+        return cls
+
+
+def _stand_in(name: str) -> type:
+    return _Anything(name, (object,), {})
+
+
+class _Module(types.ModuleType):
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        value = _stand_in(name)
+        setattr(self, name, value)
+        return value
+
+
+class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: types.ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if any(fullname == prefix or fullname.startswith(prefix + ".") for prefix in STUBBED):
+            return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
+        return None
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
+        module = _Module(spec.name)
+        module.__path__ = []
+        setattr(module, "__version__", FAKE_VERSION)  # noqa: B010 - a module attribute mypy does not know
+        return module
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        pass
+
+
+if not any(isinstance(finder, _Finder) for finder in sys.meta_path):
+    sys.meta_path.insert(0, _Finder())
