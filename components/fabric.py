@@ -63,11 +63,7 @@ class FabricCheckArgs:
 def nccl_test_jobset(args: FabricCheckArgs, config_map: str) -> dict[str, Any]:
     """The check's JobSet, unnamed."""
     test, machine, net = args.test, args.flavor.machine, args.networking
-    env = {
-        **nccl_test_env(test, machine, args.results_dir),
-        **net.env,
-        **({"NCCL_INIT_SCRIPT": net.nccl_init_script} if net.nccl_init_script else {}),
-    }
+    env = nemo.with_nccl_init(nccl_test_env(test, machine, args.results_dir), machine, net)
     container = gpu_container(
         CONTAINER,
         NCCL_TEST_LAUNCH[machine.gpudirect].image.ref,

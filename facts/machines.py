@@ -9,8 +9,9 @@ pinned in `facts.versions`; this module says which pins belong to which machine.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
+from types import MappingProxyType
 
 from facts import versions
 from facts.versions import Image
@@ -287,6 +288,9 @@ class MachineType:
     # CPU (millicores) and memory (MiB) a node leaves to pods as its kubelet reports them
     # (`status.allocatable`), for a machine outside the catalog; None: GKE's reservations apply.
     reported_allocatable: tuple[int, int] | None = None
+    # NCCL settings the machine's recipes export after their GPUDirect stack's init script (which
+    # would otherwise set its own): they win over it in the training pods.
+    nccl_env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
     @property
     def allocatable(self) -> tuple[int, int]:
@@ -475,6 +479,7 @@ def _rdma_8g(
     memory_gib: int,
     min_gke_version: str,
     zones: frozenset[str],
+    tuner_config: str,
     sources: Mapping[str, str],
 ) -> MachineType:
     """A3 Ultra and A4: two gVNICs plus eight ConnectX-7 RDMA NICs."""
@@ -498,6 +503,11 @@ def _rdma_8g(
         min_gke_version=min_gke_version,
         compact_with_flex_start=True,
         zones=zones,
+        # The recipes' charts, after sourcing gIB's set_nccl_env.sh: NCCL's bootstrap on both
+        # gVNICs, and gIB's tuner configuration for the machine.
+        nccl_env=MappingProxyType(
+            {"NCCL_SOCKET_IFNAME": "eth0,eth1", "NCCL_TUNER_CONFIG_PATH": f"/usr/local/gib/configs/{tuner_config}"}
+        ),
         sources={
             "gpus": gce,
             "gke_accelerator": _CTK_LABELS,
@@ -555,7 +565,10 @@ MACHINE_TYPES: Mapping[str, MachineType] = {
             memory_gib=2952,
             min_gke_version="1.31.7-gke.1265000",
             zones=_A3_ULTRA_ZONES,
+            tuner_config="tuner_config_a3u.txtpb",
             sources={
+                "nccl_env": "AI-Hypercomputer/gpu-recipes:training/a3ultra/llama3_70b/megatron-bridge-gke/nemo2602/"
+                "64gpus-bf16-seq8192-gbs256/recipe/templates/workload-job.yaml@2e1fd5e",
                 "min_gke_version": "AI-Hypercomputer/gpu-recipes:docs/configuring-environment-gke-a3-ultra.md@2e1fd5e",
                 "zones": f"{_ZONES_SKYPILOT}; {_ZONES_AI_ON_GKE}",
             },
@@ -567,7 +580,10 @@ MACHINE_TYPES: Mapping[str, MachineType] = {
             memory_gib=3968,
             min_gke_version="1.32.4-gke.1236000",
             zones=_A4_ZONES,
+            tuner_config="tuner_config_a4.txtpb",
             sources={
+                "nccl_env": "AI-Hypercomputer/gpu-recipes:training/a4/llama3_70b/nemo-gke/nemo2602/"
+                "64gpus-fp8mx-gbs256/recipe/templates/workload-job.yaml@2e1fd5e",
                 "min_gke_version": "AI-Hypercomputer/gpu-recipes:docs/configuring-environment-gke-a4.md@2e1fd5e",
                 "zones": _ZONES_A4,
             },
@@ -584,7 +600,7 @@ GPUDIRECT_STACKS: tuple[GpuDirectStack, ...] = tuple(
 SOURCED_MACHINE_FIELDS = tuple(
     f.name
     for f in fields(MachineType)
-    if f.name not in {"name", "accelerator", "extra_gvnics", "sources", "reported_allocatable"}
+    if f.name not in {"name", "accelerator", "extra_gvnics", "sources", "reported_allocatable", "nccl_env"}
 )
 
 

@@ -5,6 +5,7 @@
 #   EXPERIMENT_DIR      logs, DLLogger metrics and goodput events (shared volume)
 #   CHECKPOINT_DIR      checkpoints (empty: none)
 #   NCCL_INIT_SCRIPT    sourced when set: the GPUDirect plugin's NCCL environment
+#   NCCL_KEEP_AFTER_INIT  names of variables whose values here win over what that script sets
 #   NCCL_PLUGIN_PATH    the NCCL network plugin's library directories (a:b), added to the linker cache
 #   DATASET_SOURCE, DATASET_TARGET                    copy the dataset to local SSD when set
 #   NSYS_START_STEP     wrap the run in Nsight Systems when set
@@ -56,8 +57,15 @@ finish() {
 trap finish EXIT
 
 if [ -n "${NCCL_INIT_SCRIPT:-}" ]; then
+  declare -A kept=()
+  for name in ${NCCL_KEEP_AFTER_INIT:-}; do
+    [ -n "${!name+set}" ] && kept["${name}"]="${!name}"
+  done
   # shellcheck disable=SC1090
   source "${NCCL_INIT_SCRIPT}"
+  for name in "${!kept[@]}"; do
+    export "${name}=${kept[${name}]}"
+  done
 fi
 
 if [ -n "${NCCL_PLUGIN_PATH:-}" ]; then

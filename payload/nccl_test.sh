@@ -11,6 +11,7 @@
 #   NCCL_TEST_RANK         what each MPI rank runs, {bench} standing for <collective>_perf
 #   NCCL_TEST_MIN_BUSBW_<collective>  the pass mark, GB/s: nccl-tests fails below 90 % of it
 #   NCCL_INIT_SCRIPT       sourced when set: the GPUDirect plugin's NCCL environment
+#   NCCL_KEEP_AFTER_INIT   names of variables whose values here win over what that script sets
 #   NCCL_TEST_TIMEOUT_S    how long a node waits for the others
 set -euo pipefail
 
@@ -43,8 +44,15 @@ for i in $(seq 0 $((NNODES - 1))); do
 done
 
 if [ -n "${NCCL_INIT_SCRIPT:-}" ]; then
+  declare -A kept=()
+  for name in ${NCCL_KEEP_AFTER_INIT:-}; do
+    [ -n "${!name+set}" ] && kept["${name}"]="${!name}"
+  done
   # shellcheck disable=SC1090
   source "${NCCL_INIT_SCRIPT}"
+  for name in "${!kept[@]}"; do
+    export "${name}=${kept[${name}]}"
+  done
 fi
 forward=(-x LD_LIBRARY_PATH -x PATH)
 for variable in $(compgen -e | grep '^NCCL_' || true); do

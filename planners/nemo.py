@@ -598,15 +598,32 @@ def perf_env(run: RunSpec, machine: MachineType) -> dict[str, str]:
     return env
 
 
+def with_nccl_init(env: Mapping[str, str], machine: MachineType, networking: PodNetworking) -> dict[str, str]:
+    """`env` with the pod's GPUDirect environment. Where the stack brings an NCCL init script,
+    the machine's own NCCL settings join in, and every NCCL variable set here is named to keep
+    its value over what the script sets (NCCL_KEEP_AFTER_INIT, read by launch.sh and
+    nccl_test.sh), as the recipes export theirs after sourcing it."""
+    if not networking.nccl_init_script:
+        return {**env, **networking.env}
+    merged = {**env, **networking.env, **machine.nccl_env}
+    kept = sorted(name for name in merged if name.startswith("NCCL_"))
+    return {**merged, "NCCL_INIT_SCRIPT": networking.nccl_init_script, "NCCL_KEEP_AFTER_INIT": " ".join(kept)}
+
+
 def platform_env(run: RunSpec, machine: MachineType, networking: PodNetworking, paths: RunPaths) -> dict[str, str]:
     """Every variable the platform sets in the training container (FIELD_ENV aside): the
     launcher's, the model's performance settings, then the machine's NCCL environment (which
-    wins where both tune NCCL), and torchrun's rendezvous."""
+    wins where both tune NCCL, with_nccl_init), and torchrun's rendezvous."""
+    init: dict[str, str] = {}
+    if networking.nccl_init_script:
+        init = {**machine.nccl_env, "NCCL_INIT_SCRIPT": networking.nccl_init_script}
+    env = {**launcher_env(run, paths), **perf_env(run, machine), **networking.env, **init}
+    if networking.nccl_init_script:
+        env["NCCL_KEEP_AFTER_INIT"] = " ".join(
+            sorted(k for k in env if k.startswith("NCCL_") and k != "NCCL_INIT_SCRIPT")
+        )
     return {
-        **launcher_env(run, paths),
-        **perf_env(run, machine),
-        **networking.env,
-        **({"NCCL_INIT_SCRIPT": networking.nccl_init_script} if networking.nccl_init_script else {}),
+        **env,
         "NNODES": str(run.nodes),
         "GPUS_PER_NODE": str(machine.gpus),
         # The first pod, by the stable hostname JobSet gives it; Kubernetes expands $(JOBSET_NAME).

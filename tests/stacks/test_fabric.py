@@ -81,7 +81,7 @@ def test_a_check_runs_the_flavour_s_nccl_test_with_the_training_pods_wiring(
     assert container["image"] == NCCL_TEST_LAUNCH[flavour].image.ref
     assert container["command"] == ["bash", f"/workload/{NCCL_TEST_SCRIPT}"]
     variables, training_env = env(check), env(training)
-    for key in ("NCCL_INIT_SCRIPT", "LD_LIBRARY_PATH", "NCCL_SOCKET_IFNAME"):
+    for key in ("NCCL_INIT_SCRIPT", "LD_LIBRARY_PATH", "NCCL_SOCKET_IFNAME", "NCCL_TUNER_CONFIG_PATH"):
         assert variables.get(key) == training_env.get(key), key
     assert check["spec"]["suspend"] is True
     assert (

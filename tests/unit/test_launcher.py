@@ -316,3 +316,26 @@ def test_an_unknown_launcher_is_refused(workspace: dict[str, str]) -> None:
     workspace["RUN_LAUNCHER"] = "mpirun"
     result = launch(workspace)
     assert result.returncode == 2 and "expected torchrun, ft or supervisor" in result.stdout
+
+
+def test_the_platforms_nccl_settings_win_over_the_init_script(workspace: dict[str, str], tmp_path: Path) -> None:
+    """The RDMA recipes export NCCL_SOCKET_IFNAME and the tuner configuration after sourcing gIB's
+    set_nccl_env.sh (gpu-recipes training/a4/llama3_70b/nemo-gke/nemo2602/64gpus-fp8mx-gbs256/
+    recipe/templates/workload-job.yaml@2e1fd5e): what NCCL_KEEP_AFTER_INIT names keeps its value,
+    and what the script sets alone stays the script's."""
+    (tmp_path / "nccl-env.sh").write_text(
+        "export FROM_NCCL_INIT=sourced NCCL_SOCKET_IFNAME=eth0 NCCL_P2P_NET_CHUNKSIZE=131072 NCCL_NET=gIB\n"
+    )
+    seen = tmp_path / "bin" / "torchrun"
+    seen.write_text(
+        "#!/bin/bash\n"
+        'echo "$NCCL_SOCKET_IFNAME $NCCL_P2P_NET_CHUNKSIZE $NCCL_NET ${NCCL_TUNER_CONFIG_PATH:-none}" '
+        '> "$RECORD/nccl"\n'
+    )
+    workspace.update(
+        NCCL_SOCKET_IFNAME="eth0,eth1",
+        NCCL_P2P_NET_CHUNKSIZE="2097152",
+        NCCL_KEEP_AFTER_INIT="NCCL_P2P_NET_CHUNKSIZE NCCL_SOCKET_IFNAME NCCL_TUNER_CONFIG_PATH",
+    )
+    assert launch(workspace).returncode == 0
+    assert (Path(workspace["RECORD"]) / "nccl").read_text().split() == ["eth0,eth1", "2097152", "gIB", "none"]

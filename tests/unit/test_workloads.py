@@ -206,3 +206,26 @@ def test_the_performance_environment_follows_nemo_s_per_gpu_rules(
     assert env["CUDA_DEVICE_MAX_CONNECTIONS"] == connections
     assert ("PYTORCH_CUDA_ALLOC_CONF" in env) is alloc_conf
     assert env["NCCL_P2P_NET_CHUNKSIZE"] == "2097152"  # pipeline parallel 9
+
+
+@pytest.mark.parametrize(
+    ("machine", "tuner"), [("a3-ultragpu-8g", "tuner_config_a3u.txtpb"), ("a4-highgpu-8g", "tuner_config_a4.txtpb")]
+)
+def test_rdma_runs_keep_the_recipes_nccl_settings_over_gibs_init_script(machine: str, tuner: str) -> None:
+    """gpu-recipes' A3 Ultra and A4 charts export NCCL_SOCKET_IFNAME=eth0,eth1 and the machine's
+    tuner configuration after sourcing set_nccl_env.sh; every NCCL variable the platform sets
+    (the pipeline chunk size included) is named to survive the script."""
+    run = dataclasses.replace(run_spec("llama3.1-405b"), machine_type=machine)
+    m = MACHINE_TYPES[machine]
+    networking = pod_networking(m.gpudirect_stack, plan_gpu_networks("c", m, "192.168.0.0/16"), m.gpus, False)
+    env = nemo.platform_env(run, m, networking, nemo.run_paths(run, "/nfs/exp", "/checkpoints", "/data"))
+    assert env["NCCL_SOCKET_IFNAME"] == "eth0,eth1"
+    assert env["NCCL_TUNER_CONFIG_PATH"] == f"/usr/local/gib/configs/{tuner}"
+    kept = env["NCCL_KEEP_AFTER_INIT"].split()
+    assert {"NCCL_SOCKET_IFNAME", "NCCL_TUNER_CONFIG_PATH", "NCCL_P2P_NET_CHUNKSIZE"} <= set(kept)
+    assert all(env[name] for name in kept) and "NCCL_INIT_SCRIPT" not in kept
+
+
+def test_machine_nccl_settings_cite_their_recipe() -> None:
+    for machine in MACHINE_TYPES.values():
+        assert not machine.nccl_env or "gpu-recipes" in machine.sources["nccl_env"], machine.name
