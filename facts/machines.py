@@ -291,6 +291,9 @@ class MachineType:
     # NCCL settings the machine's recipes export after their GPUDirect stack's init script (which
     # would otherwise set its own): they win over it in the training pods.
     nccl_env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    # GPUs per NUMA node where the machine's recipes bind each rank to its GPU's NUMA node
+    # (CPU and memory, numactl); None: no binding.
+    gpus_per_numa_node: int | None = None
 
     @property
     def allocatable(self) -> tuple[int, int]:
@@ -508,6 +511,8 @@ def _rdma_8g(
         nccl_env=MappingProxyType(
             {"NCCL_SOCKET_IFNAME": "eth0,eth1", "NCCL_TUNER_CONFIG_PATH": f"/usr/local/gib/configs/{tuner_config}"}
         ),
+        # The recipes' launchers: `numactl --cpunodebind=$((LOCAL_RANK/4)) --membind=$((LOCAL_RANK/4))`.
+        gpus_per_numa_node=4,
         sources={
             "gpus": gce,
             "gke_accelerator": _CTK_LABELS,
@@ -569,6 +574,8 @@ MACHINE_TYPES: Mapping[str, MachineType] = {
             sources={
                 "nccl_env": "AI-Hypercomputer/gpu-recipes:training/a3ultra/llama3_70b/megatron-bridge-gke/nemo2602/"
                 "64gpus-bf16-seq8192-gbs256/recipe/templates/workload-job.yaml@2e1fd5e",
+                "gpus_per_numa_node": "AI-Hypercomputer/gpu-recipes:training/a3ultra/llama3_70b/megatron-bridge-gke/"
+                "nemo2602/64gpus-bf16-seq8192-gbs256/recipe/launcher.sh@2e1fd5e",
                 "min_gke_version": "AI-Hypercomputer/gpu-recipes:docs/configuring-environment-gke-a3-ultra.md@2e1fd5e",
                 "zones": f"{_ZONES_SKYPILOT}; {_ZONES_AI_ON_GKE}",
             },
@@ -584,6 +591,8 @@ MACHINE_TYPES: Mapping[str, MachineType] = {
             sources={
                 "nccl_env": "AI-Hypercomputer/gpu-recipes:training/a4/llama3_70b/nemo-gke/nemo2602/"
                 "64gpus-fp8mx-gbs256/recipe/templates/workload-job.yaml@2e1fd5e",
+                "gpus_per_numa_node": "AI-Hypercomputer/gpu-recipes:training/a4/llama3_70b/nemo-gke/nemo2602/"
+                "64gpus-fp8mx-gbs256/recipe/launcher.sh@2e1fd5e",
                 "min_gke_version": "AI-Hypercomputer/gpu-recipes:docs/configuring-environment-gke-a4.md@2e1fd5e",
                 "zones": _ZONES_A4,
             },
@@ -600,7 +609,8 @@ GPUDIRECT_STACKS: tuple[GpuDirectStack, ...] = tuple(
 SOURCED_MACHINE_FIELDS = tuple(
     f.name
     for f in fields(MachineType)
-    if f.name not in {"name", "accelerator", "extra_gvnics", "sources", "reported_allocatable", "nccl_env"}
+    if f.name
+    not in {"name", "accelerator", "extra_gvnics", "sources", "reported_allocatable", "nccl_env", "gpus_per_numa_node"}
 )
 
 

@@ -9,6 +9,8 @@
 #   NCCL_PLUGIN_PATH    the NCCL network plugin's library directories (a:b), added to the linker cache
 #   DATASET_SOURCE, DATASET_TARGET                    copy the dataset to local SSD when set
 #   NSYS_START_STEP     wrap the run in Nsight Systems when set
+#   GPUS_PER_NUMA_NODE  bind each torchrun worker to its GPU's NUMA node (CPUs and memory) with
+#                       numactl, as the machine's recipes do, where the image has numactl
 #   RUN_LAUNCHER        torchrun (unset), ft (ft_launcher, the nvidia-resiliency-ext entry point in
 #                       the NeMo images: rank heartbeats, in-job restarts)
 #                       or supervisor (the resiliency recipe's launcher, reporting to the host
@@ -87,8 +89,22 @@ heartbeats=(--ft-param-initial_rank_heartbeat_timeout="${FT_PARAM_INITIAL_RANK_H
   --ft-param-rank_heartbeat_timeout="${FT_PARAM_RANK_HEARTBEAT_TIMEOUT:-}" --max-restarts="${MAX_IN_JOB_RESTARTS:-0}")
 rendezvous=(--nproc-per-node="${GPUS_PER_NODE}" --nnodes="${NNODES}" --node-rank="${node}"
   --master-addr="${MASTER_ADDR}" --master-port="${MASTER_PORT}")
+bind=()
+if [ -n "${GPUS_PER_NUMA_NODE:-}" ]; then
+  if command -v numactl > /dev/null; then
+    worker="$(mktemp)"
+    # LOCAL_RANK is torchrun's, per worker.
+    cat > "${worker}" <<'WORKER'
+numa=$((LOCAL_RANK / GPUS_PER_NUMA_NODE))
+exec numactl --cpunodebind="${numa}" --membind="${numa}" python "$@"
+WORKER
+    bind=(--no-python bash "${worker}")
+  else
+    echo "GPUS_PER_NUMA_NODE is set but the image has no numactl: ranks are not bound to their NUMA node"
+  fi
+fi
 case "${RUN_LAUNCHER:-torchrun}" in
-  torchrun) launch=(torchrun "${rendezvous[@]}") ;;
+  torchrun) launch=(torchrun "${rendezvous[@]}" "${bind[@]}") ;;
   # ft_launcher rendezvouses through c10d only, at --rdzv-endpoint (it ignores --master-addr).
   ft) launch=(ft_launcher "${heartbeats[@]}" "${rendezvous[@]}" --rdzv-backend=c10d
       --rdzv-endpoint="${MASTER_ADDR}:${MASTER_PORT}" --rdzv-id="${JOBSET_NAME}") ;;

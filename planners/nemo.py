@@ -614,16 +614,9 @@ def platform_env(run: RunSpec, machine: MachineType, networking: PodNetworking, 
     """Every variable the platform sets in the training container (FIELD_ENV aside): the
     launcher's, the model's performance settings, then the machine's NCCL environment (which
     wins where both tune NCCL, with_nccl_init), and torchrun's rendezvous."""
-    init: dict[str, str] = {}
-    if networking.nccl_init_script:
-        init = {**machine.nccl_env, "NCCL_INIT_SCRIPT": networking.nccl_init_script}
-    env = {**launcher_env(run, paths), **perf_env(run, machine), **networking.env, **init}
-    if networking.nccl_init_script:
-        env["NCCL_KEEP_AFTER_INIT"] = " ".join(
-            sorted(k for k in env if k.startswith("NCCL_") and k != "NCCL_INIT_SCRIPT")
-        )
+    numa = {"GPUS_PER_NUMA_NODE": str(machine.gpus_per_numa_node)} if machine.gpus_per_numa_node else {}
     return {
-        **env,
+        **with_nccl_init({**launcher_env(run, paths), **perf_env(run, machine), **numa}, machine, networking),
         "NNODES": str(run.nodes),
         "GPUS_PER_NODE": str(machine.gpus),
         # The first pod, by the stable hostname JobSet gives it; Kubernetes expands $(JOBSET_NAME).

@@ -339,3 +339,31 @@ def test_the_platforms_nccl_settings_win_over_the_init_script(workspace: dict[st
     )
     assert launch(workspace).returncode == 0
     assert (Path(workspace["RECORD"]) / "nccl").read_text().split() == ["eth0,eth1", "2097152", "gIB", "none"]
+
+
+def test_each_worker_is_bound_to_its_gpus_numa_node(workspace: dict[str, str], tmp_path: Path) -> None:
+    """gpu-recipes' A3 Ultra and A4 launchers run each rank under `numactl --cpunodebind=$((LOCAL_RANK/4))
+    --membind=$((LOCAL_RANK/4))` (training/a4/llama3_70b/nemo-gke/nemo2602/64gpus-fp8mx-gbs256/recipe/
+    launcher.sh@2e1fd5e): torchrun starts a worker script that does so, with the entry point after it."""
+    numactl = tmp_path / "bin" / "numactl"
+    numactl.write_text('#!/bin/bash\nprintf \'%s\\n\' "$@" > "$RECORD/numactl.args"\n')
+    numactl.chmod(0o755)
+    workspace["GPUS_PER_NUMA_NODE"] = "4"
+    assert launch(workspace, "--yes").returncode == 0
+    args = (Path(workspace["RECORD"]) / "torchrun.args").read_text().split("\n")
+    at = args.index("--no-python")
+    assert args[at + 1] == "bash" and args[at + 3 :][:2] == [workspace["NEMO_ENTRYPOINT"], "--yes"]
+    worker = args[at + 2]
+    env = {**workspace, "LOCAL_RANK": "5"}
+    subprocess.run(["bash", worker, "entry.py", "--yes"], env=env, check=True, timeout=30)
+    assert (Path(workspace["RECORD"]) / "numactl.args").read_text().split() == [
+        "--cpunodebind=1", "--membind=1", "python", "entry.py", "--yes",
+    ]  # fmt: skip
+
+
+def test_without_numactl_the_workers_run_unbound(workspace: dict[str, str]) -> None:
+    workspace["GPUS_PER_NUMA_NODE"] = "4"
+    workspace["PATH"] = workspace["PATH"].replace(os.environ["PATH"], "/usr/bin:/bin")
+    done = launch(workspace)
+    assert done.returncode == 0 and "no numactl" in done.stdout
+    assert "--no-python" not in (Path(workspace["RECORD"]) / "torchrun.args").read_text().split()

@@ -224,6 +224,14 @@ def test_rdma_runs_keep_the_recipes_nccl_settings_over_gibs_init_script(machine:
     kept = env["NCCL_KEEP_AFTER_INIT"].split()
     assert {"NCCL_SOCKET_IFNAME", "NCCL_TUNER_CONFIG_PATH", "NCCL_P2P_NET_CHUNKSIZE"} <= set(kept)
     assert all(env[name] for name in kept) and "NCCL_INIT_SCRIPT" not in kept
+    assert env["GPUS_PER_NUMA_NODE"] == "4"
+
+
+def test_ranks_are_bound_to_numa_nodes_only_where_the_machines_recipes_do() -> None:
+    bound = {m.name for m in MACHINE_TYPES.values() if m.gpus_per_numa_node}
+    assert bound == {"a3-ultragpu-8g", "a4-highgpu-8g"}
+    for name in bound:
+        assert "launcher.sh" in MACHINE_TYPES[name].sources["gpus_per_numa_node"]
 
 
 def test_machine_nccl_settings_cite_their_recipe() -> None:
