@@ -14,6 +14,7 @@ from analysis.errors import AnalysisError
 from analysis.logs import LogFormat, StepRange, read_log
 from analysis.metrics import compute, model_flops
 from facts.machines import Precision
+from facts.models import MODELS
 from tests.unit.analysis.logs_for_tests import (
     GPT_PARAMETERS,
     LLAMA_PARAMETERS,
@@ -78,6 +79,20 @@ def test_shared_log_reproduces_the_published_figures() -> None:
     assert flops.seq_length == 2048
     assert flops.flops_per_sample == pytest.approx(megatron_gpt_flops(96, 12288, GPT2_VOCAB, 2048), rel=1e-12)
     assert result.tokens_per_s == pytest.approx(2048 * 2048 / result.step_time_s, rel=1e-12)
+
+
+@needs_shared_log
+def test_the_catalogs_gpt3_step_time_is_the_recipes_own_mean_of_steps_10_to_30() -> None:
+    """The summary's published step time for GPT-3 175B on 32 A3 Mega nodes is what the recipe's
+    method gives on its published log (the mean of steps 10-30), not one line of it."""
+    (published,) = MODELS["gpt3-175b"].step_times
+    log = read_log(SHARED_LOG, WINDOW)
+    result = compute(
+        log, WINDOW, model_flops(log.parameters), gpus=256, global_batch_size=2048, accelerator_name="h100",
+        precision=Precision.FP8,
+    )  # fmt: skip
+    assert published.seconds == pytest.approx(result.step_time_s, abs=0.0005)
+    assert (published.nodes, published.global_batch_size, published.fp8) == (32, 2048, True)
 
 
 @needs_shared_log
