@@ -152,6 +152,9 @@ class GpuDirectStack:
 
 
 _TCPX_TEST = "GoogleCloudPlatform/container-engine-accelerators:gpudirect-tcpx/nccl-test-latest.yaml@992db81"
+# The GKE 1.34+ NCCL configuration (CEA 0e5609b "Finalize NCCL config for GKE 1.34+"): no
+# FORCE_ACK, TX_COMPLETION_NANOSLEEP or 8-channel caps any more, and Ring and Tree algorithms.
+_TCPX_NCCL_CONFIG = "GoogleCloudPlatform/container-engine-accelerators:gpudirect-tcpx/nccl-config.yaml@992db81"
 _A3MEGA_RECIPE = (
     "AI-Hypercomputer/gpu-recipes:training/a3mega/gpt3_175b/nemo-gke/nemo2507/recipe/values.yaml and README.md, "
     "src/helm-charts/a3mega/jobset/templates/workload-jobset.yaml@2e1fd5e"
@@ -183,10 +186,8 @@ TCPX_STACK, TCPXO_STACK, RDMA_STACK = (
                 "eth1:22-35,126-139;eth2:22-35,126-139;eth3:74-87,178-191;eth4:74-87,178-191"
             ),
             "NCCL_GPUDIRECTTCPX_PROGRAM_FLOW_STEERING_WAIT_MICROS": "500000",
-            "NCCL_GPUDIRECTTCPX_FORCE_ACK": "0",
-            "NCCL_GPUDIRECTTCPX_TX_COMPLETION_NANOSLEEP": "1000",
             "NCCL_CROSS_NIC": "0",
-            "NCCL_ALGO": "Ring",
+            "NCCL_ALGO": "Ring,Tree",
             "NCCL_PROTO": "Simple",
             "NCCL_NET_GDR_LEVEL": "PIX",
             "NCCL_P2P_PXN_LEVEL": "0",
@@ -196,11 +197,9 @@ TCPX_STACK, TCPXO_STACK, RDMA_STACK = (
             "NCCL_P2P_NVL_CHUNKSIZE": "1048576",
             "NCCL_NSOCKS_PERTHREAD": "4",
             "NCCL_SOCKET_NTHREADS": "1",
-            "NCCL_MIN_NCHANNELS": "8",
-            "NCCL_MAX_NCHANNELS": "8",
             "NCCL_BUFFSIZE": "4194304",
         },
-        sources={"node_plugin": _TCPX_TEST, "rxdm_sidecar": _TCPX_TEST, "env": _TCPX_TEST},
+        sources={"node_plugin": _TCPX_TEST, "rxdm_sidecar": _TCPX_TEST, "env": _TCPX_NCCL_CONFIG},
     ),
     GpuDirectStack(
         GpuDirect.TCPXO,

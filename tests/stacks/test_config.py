@@ -421,7 +421,7 @@ def test_every_error_of_a_config_is_reported_at_once() -> None:
     [
         ({"NNODES": "4"}, "NNODES", "(2)"),
         ({"MASTER_ADDR": "10.0.0.1"}, "MASTER_ADDR", "($(JOBSET_NAME)-workers-0-0.$(JOBSET_NAME))"),
-        ({"NCCL_ALGO": "Tree"}, "NCCL_ALGO", "(Ring)"),
+        ({"NCCL_ALGO": "Ring"}, "NCCL_ALGO", "(Ring,Tree)"),
         ({"JOB_COMPLETION_INDEX": "0"}, "JOB_COMPLETION_INDEX", "(from the pod's metadata)"),
     ],
 )

@@ -237,3 +237,17 @@ def test_ranks_are_bound_to_numa_nodes_only_where_the_machines_recipes_do() -> N
 def test_machine_nccl_settings_cite_their_recipe() -> None:
     for machine in MACHINE_TYPES.values():
         assert not machine.nccl_env or "gpu-recipes" in machine.sources["nccl_env"], machine.name
+
+
+def test_tcpx_runs_take_ceas_gke_134_nccl_configuration() -> None:
+    """CEA 0e5609b ("Finalize NCCL config for GKE 1.34+", gpudirect-tcpx/nccl-config.yaml) removed
+    FORCE_ACK, TX_COMPLETION_NANOSLEEP and the 8-channel caps and runs Ring and Tree."""
+    env = MACHINE_TYPES["a3-highgpu-8g"].gpudirect_stack.env  # type: ignore[union-attr]
+    gone = {
+        "NCCL_GPUDIRECTTCPX_FORCE_ACK",
+        "NCCL_GPUDIRECTTCPX_TX_COMPLETION_NANOSLEEP",
+        "NCCL_MIN_NCHANNELS",
+        "NCCL_MAX_NCHANNELS",
+    }
+    assert not gone & set(env)
+    assert env["NCCL_ALGO"] == "Ring,Tree" and env["NCCL_PROTO"] == "Simple"
