@@ -211,6 +211,9 @@ class ModelSpec:
     # Recipes published for one machine type, with their sources ("recipe on <machine>" in
     # `sources`): a run on that machine starts from them.
     machine_recipes: Mapping[str, Recipe] = field(default_factory=lambda: MappingProxyType({}))
+    # The catalog's model of the same family and size on today's runtime, for a model whose
+    # runtime NVIDIA has deprecated: its runs still work, and are told where the recipes went.
+    successor: str | None = None
 
     def recipe_on(self, machine_type: str) -> Recipe:
         """The recipe a run of the model on `machine_type` starts from."""
@@ -406,6 +409,7 @@ MODELS: Mapping[str, ModelSpec] = {
                 factory="llama31_8b",
             ),
             {"architecture": _LLAMA_ARCH, "recipe": _LLAMA_RECIPES},
+            successor="llama3-8b",
         ),
         ModelSpec(
             "llama3.1-70b",
@@ -425,6 +429,7 @@ MODELS: Mapping[str, ModelSpec] = {
                 factory="llama31_70b",
             ),
             {"architecture": _LLAMA_ARCH, "recipe": _LLAMA_RECIPES},
+            successor="llama3-70b",
         ),
         ModelSpec(
             "llama3.1-405b",

@@ -296,6 +296,13 @@ def run_advice(run: RunSpec, machine: MachineType) -> list[str]:
     problem = untested_image(run, machine)
     if problem:
         advice.append(f"run {run.name}: {problem}; the image was chosen explicitly, so it runs")
+    successor = run.spec.successor
+    if successor and run.recipe.framework is Framework.NEMO2:
+        after = model_spec(successor).recipe_on(machine.name)
+        advice.append(
+            f"run {run.name}: {run.model} runs on NeMo 2's LLM collection ({run.recipe.image.ref}), which NVIDIA has "
+            f"deprecated; the current recipes train model {successor} on {after.framework.label} ({after.image.ref})"
+        )
     recipe_image = run.recipe.image.ref
     if run.resiliency.supervisor and run.image == versions.RESILIENCY.ref and recipe_image != run.image:
         advice.append(

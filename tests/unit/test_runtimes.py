@@ -13,7 +13,7 @@ from facts import versions
 from facts.machines import MACHINE_TYPES
 from facts.models import MODELS, Fp8Scaling, Framework, model_spec
 from planners import nemo
-from planners.runs import RunSpec, Tokenizer
+from planners.runs import RunSpec, Tokenizer, run_advice
 
 HOPPER = ("a3-highgpu-8g", "a3-megagpu-8g", "a3-ultragpu-8g")
 
@@ -133,3 +133,30 @@ def test_mock_data_needs_no_tokenizer_files_and_real_data_reads_them_from_the_bu
         "tokenizer_type": "HuggingFaceTokenizer",
         "tokenizer_model": "/data/tokenizers/llama3",
     }
+
+
+def test_a_run_on_a_deprecated_runtime_is_told_where_the_recipes_went() -> None:
+    """NVIDIA deprecated NeMo 2's LLM collection for Megatron-Bridge: a Llama 3.1 run still works,
+    with advice naming the catalog model the current recipes train and their runtime and image."""
+
+    old = dataclasses.replace(run_on("a4-highgpu-8g", "llama3-70b"), model="llama3.1-70b", machine_type=None)
+    (line,) = [a for a in run_advice(old, MACHINE_TYPES["a4-highgpu-8g"]) if "deprecated" in a]
+    assert "llama3.1-70b runs on NeMo 2's LLM collection (nvcr.io/nvidia/nemo:25.07)" in line
+    assert "train model llama3-70b on Megatron-Bridge (nvcr.io/nvidia/nemo:26.02)" in line
+    current = run_advice(run_on("a4-highgpu-8g", "llama3-70b"), MACHINE_TYPES["a4-highgpu-8g"])
+    assert not [a for a in current if "deprecated" in a]
+
+
+def test_a_successor_is_the_same_model_size_on_megatron_bridge() -> None:
+    for spec in MODELS.values():
+        if spec.successor:
+            after = model_spec(spec.successor)
+            assert after.recipe.framework is Framework.MEGATRON_BRIDGE
+            a, b = spec.architecture, after.architecture
+            assert (a.layers, a.hidden, a.heads, a.kv_heads, a.ffn_hidden) == (
+                b.layers,
+                b.hidden,
+                b.heads,
+                b.kv_heads,
+                b.ffn_hidden,
+            )
