@@ -126,6 +126,15 @@ class TpOverlap:
 
 
 @dataclass(frozen=True)
+class CudaGraphs:
+    """Megatron-Bridge's CUDA graph capture: `local` (Megatron Core's, `full_iteration` scope) or
+    `transformer_engine` (per module: attn, mlp, moe, moe_router, moe_preprocess, mamba)."""
+
+    impl: str
+    scope: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Recipe:
     """How a model runs by default; every field can be overridden per run."""
 
@@ -147,6 +156,8 @@ class Recipe:
     provider: str | None = None
     # How an FP8 run of the recipe scales (NeMo 2 knows delayed scaling only).
     fp8_scaling: Fp8Scaling = Fp8Scaling.DELAYED
+    # CUDA graphs the recipe captures (Megatron-Bridge `cuda_graph_impl` and its scopes).
+    cuda_graphs: CudaGraphs | None = None
     # NeMo 1 optimizer and initialisation (NeMo 2 recipes carry their own).
     learning_rate: float | None = None
     init_std: float | None = None
@@ -488,6 +499,8 @@ MODELS: Mapping[str, ModelSpec] = {
                         virtual_pipeline=None,
                         context_parallel=1,
                         provider="Llama3ModelProvider8B",
+                        # LLAMA3_8B_PRETRAIN_CONFIG_B200_FP8_CS_V1 (the recipe passes none of its own).
+                        cuda_graphs=CudaGraphs("local", ("full_iteration",)),
                     ),
                 }
             ),
@@ -521,6 +534,7 @@ MODELS: Mapping[str, ModelSpec] = {
                         micro_batch_size=1,
                         fp8=True,
                         fp8_scaling=Fp8Scaling.MXFP8,
+                        cuda_graphs=CudaGraphs("transformer_engine", ("mlp", "attn")),
                         max_steps=30,
                         tensor_parallel=4,
                         pipeline_parallel=8,

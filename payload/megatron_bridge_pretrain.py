@@ -141,9 +141,31 @@ def config(settings):
         ),
         mixed_precision=get_mixed_precision_config(settings["mixedPrecision"]),
     )
+    performance_settings(cfg, settings["cudaGraphs"])
     for key, value in settings["overrides"].items():
         _set(cfg, key, value)
     return cfg
+
+
+def performance_settings(cfg, cuda_graphs):
+    """What the recipes' entry point (scripts/performance/run_script.py at v0.3.0) sets on top of
+    the library recipe for throughput: no NaN or large-gradient checks, fused RoPE and Transformer
+    Engine's cross entropy, a padded vocabulary, gradients reduced in BF16
+    (utils/overrides.py _set_common_perf_overrides, configs/llama/llama3_llm_pretrain.py
+    set_llama3_common_configs), and the recipe's CUDA graphs (_set_cuda_graph_overrides). The
+    learning-rate schedule stays the library recipe's: runs here train, they do not benchmark."""
+    cfg.ddp.check_for_nan_in_grad = False
+    cfg.ddp.check_for_large_grads = False
+    cfg.rerun_state_machine.check_for_nan_in_loss = False
+    cfg.ddp.grad_reduce_in_fp32 = False
+    cfg.mixed_precision.grad_reduce_in_fp32 = False
+    cfg.model.apply_rope_fusion = True
+    cfg.model.cross_entropy_fusion_impl = "te"
+    cfg.model.should_pad_vocab = True
+    if cuda_graphs:
+        cfg.model.cuda_graph_impl = cuda_graphs["impl"]
+        cfg.rng.te_rng_tracker = cfg.model.use_te_rng_tracker = True
+        cfg.model.cuda_graph_scope = cuda_graphs["scope"]
 
 
 class StepLog(Callback):

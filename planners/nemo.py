@@ -433,6 +433,9 @@ def bridge_settings(run: RunSpec, paths: RunPaths, machine: MachineType) -> dict
         },
         "mixedPrecision": mixed_precision(run, machine),
         "tpOverlapConfig": tp_overlap(run, machine),
+        "cudaGraphs": (
+            {"impl": recipe.cuda_graphs.impl, "scope": list(recipe.cuda_graphs.scope)} if recipe.cuda_graphs else None
+        ),
         "dataset": {
             "seq_length": s.sequence_length,
             # Megatron's blend: prefixes of .bin/.idx pairs, equal weights; none trains on mock data.

@@ -160,3 +160,19 @@ def test_a_successor_is_the_same_model_size_on_megatron_bridge() -> None:
                 b.kv_heads,
                 b.ffn_hidden,
             )
+
+
+@pytest.mark.parametrize(
+    ("model", "machine", "graphs"),
+    [
+        # a4/llama3_70b/nemo-gke/nemo2602/64gpus-fp8mx-gbs256 launcher.sh: --cuda_graph_impl transformer_engine
+        # --cuda_graph_scope mlp,attn; a4/llama3-8b takes LLAMA3_8B_PRETRAIN_CONFIG_B200_FP8_CS_V1's local capture.
+        ("llama3-70b", "a4-highgpu-8g", {"impl": "transformer_engine", "scope": ["mlp", "attn"]}),
+        ("llama3-8b", "a4-highgpu-8g", {"impl": "local", "scope": ["full_iteration"]}),
+        ("llama3-70b", "a3-ultragpu-8g", None),
+    ],
+)
+def test_cuda_graphs_are_the_recipes(model: str, machine: str, graphs: dict[str, object] | None) -> None:
+    run = run_on(machine, model)
+    settings = nemo.bridge_settings(run, nemo.run_paths(run, "/e", "/c", "/d"), MACHINE_TYPES[machine])
+    assert settings["cudaGraphs"] == graphs
