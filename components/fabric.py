@@ -117,7 +117,7 @@ class FabricCheck(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: FabricCheckArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(self.TYPE, name, None, opts)
-        files = {NCCL_TEST_SCRIPT: payload.text(NCCL_TEST_SCRIPT)}
+        files = {name: payload.text(name) for name in (NCCL_TEST_SCRIPT, nemo.NCCL_INIT)}
         config_name = versioned_name(f"{args.test.name}-nccl", files)
         config_map = k8s.core.v1.ConfigMap(
             f"{name}-script",

@@ -58,17 +58,8 @@ finish() {
 }
 trap finish EXIT
 
-if [ -n "${NCCL_INIT_SCRIPT:-}" ]; then
-  declare -A kept=()
-  for name in ${NCCL_KEEP_AFTER_INIT:-}; do
-    [ -n "${!name+set}" ] && kept["${name}"]="${!name}"
-  done
-  # shellcheck disable=SC1090
-  source "${NCCL_INIT_SCRIPT}"
-  for name in "${!kept[@]}"; do
-    export "${name}=${kept[${name}]}"
-  done
-fi
+# shellcheck source=nccl_init.sh
+source "$(dirname "$0")/nccl_init.sh"
 
 if [ -n "${NCCL_PLUGIN_PATH:-}" ]; then
   # As the public recipes' launchers do, so the plugin's libraries resolve by name.

@@ -43,17 +43,8 @@ for i in $(seq 0 $((NNODES - 1))); do
   echo "${host} port=222 slots=${GPUS_PER_NODE}" >> "${hostfile}"
 done
 
-if [ -n "${NCCL_INIT_SCRIPT:-}" ]; then
-  declare -A kept=()
-  for name in ${NCCL_KEEP_AFTER_INIT:-}; do
-    [ -n "${!name+set}" ] && kept["${name}"]="${!name}"
-  done
-  # shellcheck disable=SC1090
-  source "${NCCL_INIT_SCRIPT}"
-  for name in "${!kept[@]}"; do
-    export "${name}=${kept[${name}]}"
-  done
-fi
+# shellcheck source=nccl_init.sh
+source "$(dirname "$0")/nccl_init.sh"
 forward=(-x LD_LIBRARY_PATH -x PATH)
 for variable in $(compgen -e | grep '^NCCL_' || true); do
   forward+=(-x "${variable}")

@@ -34,6 +34,9 @@ from planners.runs import RunSpec, Tokenizer
 # Where the run's ConfigMap is mounted.
 WORKLOAD_DIR = "/workload"
 LAUNCHER = "launch.sh"
+# Sourced by the launcher and the fabric check: the GPUDirect init script, the platform's NCCL
+# settings kept over it.
+NCCL_INIT = "nccl_init.sh"
 # A stand-in for NVIDIA's dllogger package (absent from the NeMo images): the launcher puts it on
 # PYTHONPATH, so NeMo's DLLogger writes the metrics file without installing anything at start.
 DLLOGGER = "dllogger.py"
@@ -466,7 +469,7 @@ def bridge_settings(run: RunSpec, paths: RunPaths, machine: MachineType) -> dict
 
 def workload_files(run: RunSpec, paths: RunPaths, machine: MachineType) -> dict[str, str]:
     """The run's ConfigMap: the launcher and the configuration of its framework."""
-    files = {name: payload.text(name) for name in (LAUNCHER, DLLOGGER)}
+    files = {name: payload.text(name) for name in (LAUNCHER, NCCL_INIT, DLLOGGER)}
     framework = run.recipe.framework
     if framework is Framework.NEMO1:
         # JSON is YAML: Hydra reads it as is.

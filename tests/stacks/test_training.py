@@ -390,7 +390,7 @@ def test_nemo1_runs_get_a_complete_hydra_config(render: Any) -> None:
     assert config["exp_manager"]["checkpoint_callback_params"]["dirpath"] == "/checkpoints/gpt5b-demo"
     assert config["exp_manager"]["resume_if_exists"] is True
     assert model["tokenizer"]["vocab_file"] == f"{nemo.GPT2_TOKENIZER_DIR}/gpt2-vocab.json"
-    assert set(files) == {nemo.LAUNCHER, nemo.DLLOGGER, nemo.NEMO1_CONFIG}
+    assert set(files) == {nemo.LAUNCHER, nemo.NCCL_INIT, nemo.DLLOGGER, nemo.NEMO1_CONFIG}
 
 
 def test_the_gpt3_175b_recipe_layout(render: Any) -> None:

@@ -48,7 +48,7 @@ def workspace(tmp_path: Path) -> dict[str, str]:
     bin_dir, record, workload = tmp_path / "bin", tmp_path / "record", tmp_path / "workload"
     bin_dir.mkdir()
     record.mkdir()
-    for name in (nemo.LAUNCHER, nemo.DLLOGGER):  # the ConfigMap's items, as mounted
+    for name in (nemo.LAUNCHER, nemo.NCCL_INIT, nemo.DLLOGGER):  # the ConfigMap's items, as mounted
         target = workload / nemo.file_path(name)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text((payload.DIR / name).read_text())
