@@ -158,6 +158,9 @@ class Recipe:
     fp8_scaling: Fp8Scaling = Fp8Scaling.DELAYED
     # CUDA graphs the recipe captures (Megatron-Bridge `cuda_graph_impl` and its scopes).
     cuda_graphs: CudaGraphs | None = None
+    # Whether the pipeline split counts the embedding and the loss as a layer each
+    # (account_for_embedding_in_pipeline_split and account_for_loss_in_pipeline_split).
+    pipeline_split_counts_embedding_and_loss: bool = False
     # NeMo 1 optimizer and initialisation (NeMo 2 recipes carry their own).
     learning_rate: float | None = None
     init_std: float | None = None
@@ -284,6 +287,10 @@ _LLAMA_ARCH = (
 )
 _A3U_405B = (
     "AI-Hypercomputer/gpu-recipes:src/frameworks/a3ultra/nemo-configs/llama3-1-405b-576gpus-a3ultra-fp8.yaml@2e1fd5e"
+)
+_A4_405B = (
+    "AI-Hypercomputer/gpu-recipes:training/a4/llama31_405b/nemo-gke/nemo2507/128gpus-fp8-gbs128/recipe/recipe/"
+    "llama3-1-405b-seq8192-gbs128-mbs1-gpus128.py and values.yaml@2e1fd5e"
 )
 # What NeMo's own Llama 3.1 405B pretraining script sets: its executor's PERF_ENV_VARS and the
 # constant part of PerfEnvPlugin (the GPU- and layout-dependent part: planners.nemo.perf_env).
@@ -445,7 +452,9 @@ MODELS: Mapping[str, ModelSpec] = {
         ModelSpec(
             "llama3.1-405b",
             _llama(layers=126, hidden=16384, heads=128, ffn=53248),
-            # The A3 Ultra recipe's layout: 72 nodes, TP8 × PP9 × VP14, FP8.
+            # The A3 Ultra recipe's layout: 72 nodes, TP8 × PP9 × VP14, FP8: its 126 layers split
+            # evenly, so the launcher turns off the embedding and loss accounting NeMo's
+            # llama31_405b recipe has on (NVIDIA/NeMo tests/collections/llm/recipes/test_llama31_405b.py@edc0cbf).
             Recipe(
                 framework=Framework.NEMO2,
                 image=versions.NEMO_2,
@@ -462,7 +471,39 @@ MODELS: Mapping[str, ModelSpec] = {
                 env=_PERF_ENV,
                 tp_overlaps=_405B_TP_OVERLAPS,
             ),
-            {"architecture": _LLAMA_ARCH, "recipe": _A3U_405B, "env": _PERF_SCRIPT, "tp_overlaps": _PERF_SCRIPT},
+            {
+                "architecture": _LLAMA_ARCH,
+                "recipe": _A3U_405B,
+                "env": _PERF_SCRIPT,
+                "tp_overlaps": _PERF_SCRIPT,
+                "recipe on a4-highgpu-8g": _A4_405B,
+            },
+            # A4's own layout: 16 nodes, TP8 × PP8 × VP2, FP8 with current scaling (the A3 Ultra
+            # layout's 72-node pipeline of 9 does not divide 16- or 32-node A4 runs).
+            machine_recipes=MappingProxyType(
+                {
+                    "a4-highgpu-8g": Recipe(
+                        framework=Framework.NEMO2,
+                        image=versions.NEMO_2,
+                        seq_length=8192,
+                        micro_batch_size=1,
+                        global_batch_size=128,
+                        tensor_parallel=8,
+                        pipeline_parallel=8,
+                        virtual_pipeline=2,
+                        context_parallel=1,
+                        fp8=True,
+                        fp8_scaling=Fp8Scaling.CURRENT,
+                        max_steps=50,
+                        factory="llama31_405b",
+                        env=_PERF_ENV,
+                        tp_overlaps=_405B_TP_OVERLAPS,
+                        # NeMo's llama31_405b recipe counts both (the A4 recipe keeps its default:
+                        # 126 layers + 2 over PP8 × VP2).
+                        pipeline_split_counts_embedding_and_loss=True,
+                    ),
+                }
+            ),
         ),
         ModelSpec(
             "llama3-8b",

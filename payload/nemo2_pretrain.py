@@ -17,7 +17,7 @@ from nemo.collections.common.tokenizers.huggingface.auto_tokenizer import AutoTo
 from nemo.collections.common.tokenizers.sentencepiece_tokenizer import SentencePieceTokenizer
 from nemo.collections.llm.gpt.data.mock import MockDataModule
 from nemo.collections.llm.gpt.data.pre_training import PreTrainingDataModule
-from nemo.collections.llm.recipes.precision.mixed_precision import bf16_with_fp8_mixed
+from nemo.collections.llm.recipes.precision import mixed_precision
 from nemo.collections.llm.recipes.tp_overlap_configs import userbuffers
 from nemo.collections.nlp.modules.common.tokenizer_utils import get_nmt_tokenizer
 from nemo.lightning.pytorch.callbacks.megatron_comm_overlap import MegatronCommOverlapCallback
@@ -99,6 +99,10 @@ def recipe():
     strategy.virtual_pipeline_model_parallel_size = SETTINGS["virtualPipeline"]
     strategy.context_parallel_size = SETTINGS["contextParallel"]
     strategy.sequence_parallel = SETTINGS["tensorParallel"] > 1
+    # Set either way: recipes differ (llama31_405b counts both by default).
+    counted = SETTINGS["pipelineSplitCountsEmbeddingAndLoss"]
+    strategy.account_for_embedding_in_pipeline_split = counted
+    strategy.account_for_loss_in_pipeline_split = counted
 
     seq_length = SETTINGS["sequenceLength"]
     pretrain.model.config.seq_length = seq_length
@@ -115,7 +119,14 @@ def recipe():
         pretrain.data = run.Config(MockDataModule, tokenizer=_tokenizer(), **batches)
 
     if SETTINGS["fp8"]:
-        pretrain.trainer.plugins = bf16_with_fp8_mixed()
+        # Delayed scaling (bf16_with_fp8_mixed), or what the machine's recipe uses: current
+        # scaling ("cs" in gpu-recipes' A4 recipes) or MXFP8 on Blackwell.
+        plugin = {
+            "delayed": "bf16_with_fp8_mixed",
+            "current": "bf16_with_fp8_current_scaling_mixed",
+            "mxfp8": "bf16_with_mxfp8_mixed",
+        }[SETTINGS["fp8Scaling"]]
+        pretrain.trainer.plugins = getattr(mixed_precision, plugin)()
     if SETTINGS["tpOverlapConfig"]:
         _tp_overlap(pretrain)
 

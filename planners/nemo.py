@@ -352,6 +352,8 @@ def nemo2_settings(run: RunSpec, paths: RunPaths, machine: MachineType) -> dict[
         "globalBatchSize": s.global_batch_size,
         "microBatchSize": s.micro_batch_size,
         "fp8": s.fp8,
+        "fp8Scaling": recipe.fp8_scaling.value,
+        "pipelineSplitCountsEmbeddingAndLoss": recipe.pipeline_split_counts_embedding_and_loss,
         "tpOverlapConfig": tp_overlap(run, machine),
         "datasetPrefix": paths.dataset_prefix,
         "tokenizer": {

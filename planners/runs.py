@@ -174,11 +174,15 @@ def check_run(
             f"must divide the {arch.heads} attention heads and {arch.kv_heads} key/value heads of {spec.name}",
         )
     stages = s.pipeline_parallel * (s.virtual_pipeline or 1)
-    if arch.layers % stages:
+    # With the embedding and the loss each counted as a layer of the split, Megatron divides
+    # two more "layers" among the stages.
+    split = arch.layers + (2 if run.recipe.pipeline_split_counts_embedding_and_loss else 0)
+    if split % stages:
+        counted = " (with the embedding and the loss, as its recipe splits them)" if split != arch.layers else ""
         raise RuleError(
             "pipelineParallel",
             s.pipeline_parallel,
-            f"pipeline × virtual stages ({stages}) must divide the {arch.layers} layers of {spec.name}",
+            f"pipeline × virtual stages ({stages}) must divide the {split} layers of {spec.name}{counted}",
         )
     if s.fp8 and Precision.FP8 not in machine.accelerator.peak_dense_tflops:
         raise RuleError("fp8", True, f"{machine.accelerator.name} GPUs have no FP8")

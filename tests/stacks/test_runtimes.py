@@ -55,3 +55,32 @@ def test_resiliency_settings_are_refused_on_megatron_bridge_naming_the_runtime()
         rejected(bridge_stack("a3-ultragpu-8g", resiliency={"faultTolerance": True})), "training.runs[0].resiliency"
     )
     assert "llama3-70b runs on Megatron-Bridge; resiliency settings need a NeMo 2 model" in message
+
+
+def test_a4_trains_llama_405b_at_its_own_recipes_layout(render: Render) -> None:
+    """gpu-recipes' A4 recipe (training/a4/llama31_405b/nemo-gke/nemo2507/128gpus-fp8-gbs128@2e1fd5e)
+    trains on 16 nodes at TP8 × PP8 × VP2 with FP8 current scaling; the A3 Ultra recipe's layout
+    (72 nodes, PP9) cannot split 16 nodes, so an A4 run starts from A4's recipe."""
+    values = stack_with(
+        "dev",
+        zone="us-central1-b",
+        gpuPools=[{"name": "gpu", "machineType": "a4-highgpu-8g", "nodeCount": 16}],
+        training={"runs": [{"name": "l405", "model": "llama3.1-405b", "nodes": 16}]},
+    )
+    run = render("dev", values=values)
+    (config_map,) = (
+        run.manifest(r)
+        for r in run.of_type("kubernetes:core/v1:ConfigMap")
+        if nemo.NEMO2_SCRIPT in run.manifest(r)["data"]
+    )
+    settings = json.loads(config_map["data"][nemo.NEMO2_SETTINGS])
+    layout = [settings[k] for k in ("tensorParallel", "pipelineParallel", "virtualPipeline", "globalBatchSize")]
+    assert layout == [8, 8, 2, 128]
+    assert (settings["fp8"], settings["fp8Scaling"]) == (True, "current")
+    # The A3 Ultra layout on as many A4 nodes: A4's recipe counts the embedding and the loss.
+    a3_layout = {"pipelineParallel": 9, "virtualPipeline": 14, "globalBatchSize": 2016}
+    runs = {"runs": [{"name": "l405", "model": "llama3.1-405b", "nodes": 72, **a3_layout}]}
+    pools = [{"name": "gpu", "machineType": "a4-highgpu-8g", "nodeCount": 72}]
+    bad = {**values, "nemo-gke:training": runs, "nemo-gke:gpuPools": pools}
+    message = issue_for(rejected(bad), "training.runs[0].pipelineParallel")
+    assert "(126) must divide the 128 layers of llama3.1-405b (with the embedding and the loss" in message
