@@ -191,6 +191,7 @@ def gpu_jobset(
     volumes: Sequence[dict[str, Any]],
     pod_labels: Mapping[str, str],
     annotations: Mapping[str, str],
+    termination_grace_seconds: int = 30,
 ) -> dict[str, Any]:
     """An unnamed JobSet of one pod per node on the flavor's pool, suspended until Kueue admits
     all of it, each pod wired for the pool's GPUDirect flavour."""
@@ -201,7 +202,7 @@ def gpu_jobset(
         # is admitted on its own pool, never on another pool's quota.
         "nodeSelector": flavor.selector,
         "tolerations": tolerations(flavor),
-        "terminationGracePeriodSeconds": 30,
+        "terminationGracePeriodSeconds": termination_grace_seconds,
         # An empty list is dropped by the API server (omitempty): written, it would read back
         # as a change after every refresh.
         **({"initContainers": net.init_containers} if net.init_containers else {}),
@@ -264,7 +265,10 @@ def run_jobset(args: TrainingRunArgs, config_map: str, files: Sequence[str]) -> 
     `files` are the keys of the ConfigMap `config_map`, each placed at nemo.file_path."""
     run, machine, net = args.run, args.flavor.machine, args.networking
     tokenizer_volumes, tokenizer_mounts = nemo.tokenizer_volumes(run.tokenizer) if args.volumes.gke else ([], [])
-    shm_gib = min(MAX_SHARED_MEMORY_GIB, machine.memory_gib // 4)
+    supervised = run.resiliency.supervisor
+    shm_gib = min(
+        resiliency.SUPERVISED_SHARED_MEMORY_GIB if supervised else MAX_SHARED_MEMORY_GIB, machine.memory_gib // 4
+    )
     container = gpu_container(
         TRAINING_CONTAINER,
         run.image or run.recipe.image.ref,
@@ -324,6 +328,8 @@ def run_jobset(args: TrainingRunArgs, config_map: str, files: Sequence[str]) -> 
         volumes=volumes,
         pod_labels={RUN_LABEL: run.name},
         annotations={**fuse_annotations(args.volumes), **topology_annotation(run, args.flavor)},
+        # The resiliency recipe's: the supervisor replaces a failed node's pods at once.
+        termination_grace_seconds=resiliency.SUPERVISED_TERMINATION_GRACE_SECONDS if supervised else 30,
     )
 
 

@@ -190,7 +190,13 @@ class RunConfig(Model):
     dataset: DatasetConfig = Field(default_factory=DatasetConfig, description="Training data.")
     tokenizer: TokenizerConfig = Field(default_factory=TokenizerConfig, description="Tokenizer of the data.")
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig, description="Checkpointing and resume.")
-    max_restarts: int = Field(0, ge=0, le=100, description="JobSet restarts of the whole run after a failure.")
+    max_restarts: int | None = Field(
+        None,
+        ge=0,
+        le=100,
+        description="JobSet restarts of the whole run after a failure. Default: 0, or the resiliency recipe's 20 "
+        "for a run with resiliency.supervisor.",
+    )
     resiliency: RunResiliencyConfig = Field(
         default_factory=RunResiliencyConfig, description="Fault tolerance, restarts and local checkpoints."
     )

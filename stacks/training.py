@@ -19,7 +19,7 @@ from config.base import Model, to_snake
 from config.loader import ConfigError
 from config.stack import StackConfig
 from config.training import DataPrepConfig, NcclTestConfig, RunConfig, TokenizerConfig
-from facts import versions
+from facts import resiliency, versions
 from facts.errors import RuleError
 from facts.kubernetes import (
     COMPLETION_INDEX_LABEL,
@@ -67,7 +67,11 @@ def run_spec(run: RunConfig, platform: PlatformExports) -> RunSpec:
         checkpoint_interval_steps=run.checkpoint.interval_steps,
         resume=run.checkpoint.resume,
         profile=ProfileWindow(run.profile.start_step, run.profile.end_step) if run.profile else None,
-        max_restarts=run.max_restarts,
+        max_restarts=(
+            run.max_restarts
+            if run.max_restarts is not None
+            else (resiliency.SUPERVISED_MAX_RESTARTS if r.supervisor else 0)
+        ),
         resiliency=Resiliency(
             supervisor=r.supervisor,
             fault_tolerance=r.heartbeats,
