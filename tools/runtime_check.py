@@ -16,6 +16,7 @@ of the launcher with one field renamed must be refused. Exit code 1 on any failu
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -30,7 +31,7 @@ from facts.machines import MACHINE_TYPES, MachineType
 from facts.models import MODELS, Framework
 from harness.runner import ROOT, run_stack, stack_names
 from planners import nemo
-from planners.runs import RunSpec, Tokenizer
+from planners.runs import ProfileWindow, RunSpec, Tokenizer
 
 LAUNCHER = ROOT / "payload" / nemo.BRIDGE_SCRIPT
 STUB = Path(__file__).with_name("runtime_stub.py")
@@ -65,6 +66,16 @@ def catalog_cases() -> list[tuple[str, dict[str, Any]]]:
             run = smallest_run(model, machine)
             paths = nemo.run_paths(run, "/nfs/experiments", "/checkpoints", "/data")
             cases.append((f"{model} on {machine.name} ({run.nodes} nodes)", nemo.bridge_settings(run, paths, machine)))
+    # Every optional setting at once: real data with its tokenizer folder, a profile window.
+    machine = MACHINE_TYPES["a3-ultragpu-8g"]
+    run = dataclasses.replace(
+        smallest_run("llama3-8b", machine),
+        dataset_prefix="datasets/wiki/wiki_text_document",
+        tokenizer=Tokenizer("huggingface", "meta-llama/Meta-Llama-3-8B", "tokenizers/llama3"),
+        profile=ProfileWindow(10, 12),
+    )
+    paths = nemo.run_paths(run, "/nfs/experiments", "/checkpoints", "/data")
+    cases.append(("llama3-8b with real data and a profile", nemo.bridge_settings(run, paths, machine)))
     return cases
 
 
@@ -81,14 +92,20 @@ def shipped_cases() -> list[tuple[str, dict[str, Any]]]:
 
 
 # Run by the runtime environment's interpreter: the launcher loaded once (its module-level imports
-# are the slow part), then each case's configuration built by the launcher's own `config` and
-# completed and validated as `pretrain` does first; one JSON line per case.
+# are the slow part) and its step log registered with the library's callback manager, then each
+# case's configuration built by the launcher's own `config` and completed and validated as
+# `pretrain` does first; one JSON line per case.
 _CHECKER = """
 import json, os, runpy, sys
 sys.path.insert(0, sys.argv[1])
 import runtime_stub
 launcher = runpy.run_path(sys.argv[2], run_name="launcher")
+from megatron.bridge.training.callbacks import normalize_callbacks, should_fire
 from megatron.bridge.training.config import runtime_config_update
+# The step log's hooks are events the library fires (pretrain() registers callbacks so).
+manager = normalize_callbacks([launcher["StepLog"]("dllogger.json")])
+for event in ("on_train_start", "on_train_step_start", "on_train_step_end"):
+    assert should_fire(manager, event), f"the launcher's StepLog does not handle {event}"
 for path in sys.argv[3:]:
     with open(path) as f:
         settings = json.load(f)
