@@ -34,6 +34,7 @@ from typing import Any
 import yaml
 
 from config.loader import ConfigError
+from facts.kubernetes import RUN_LABEL
 from facts.project import stack_name_problem
 from harness.mocks import RecordedResource
 from harness.runner import ROOT, StackFailed, StackRun, run_stack
@@ -173,6 +174,50 @@ def clear(out: Path) -> None:
             folder.rmdir()
 
 
+# A run's JobSet as a render wrote it: its name (which carries the digest of its definition) and
+# its training image.
+RunJobSet = tuple[str, str]
+
+
+def run_jobsets(manifests: list[dict[str, Any]]) -> dict[str, RunJobSet]:
+    """The training runs' JobSets among manifests, by run name."""
+    found = {}
+    for manifest in manifests:
+        run = manifest.get("metadata", {}).get("labels", {}).get(RUN_LABEL)
+        if manifest.get("kind") == "JobSet" and run:
+            spec = manifest["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+            found[run] = (manifest["metadata"]["name"], spec["containers"][0]["image"])
+    return found
+
+
+def previous_jobsets(out: Path) -> dict[str, RunJobSet]:
+    """The run JobSets the last render into `out` wrote (none where it wrote nothing)."""
+    listed = out / WRITTEN
+    if not listed.is_file():
+        return {}
+    paths = [out / line for line in listed.read_text().splitlines() if "-jobset-" in line]
+    return run_jobsets([yaml.safe_load(path.read_text()) for path in paths if path.is_file()])
+
+
+def jobset_changes(before: dict[str, RunJobSet], after: dict[str, RunJobSet]) -> list[str]:
+    """What `pulumi up` would do to each run, between two renders: a run whose definition changed
+    (another image, more steps, a bumped runtime) is a new JobSet, submitted after the old one is
+    deleted; a running run keeps its JobSet, and its image, until then."""
+    lines = []
+    for run in sorted(before.keys() | after.keys()):
+        if run not in after:
+            lines.append(f"run {run}: removed (JobSet {before[run][0]} is deleted)")
+        elif run not in before:
+            lines.append(f"run {run}: new JobSet {after[run][0]}")
+        elif before[run][0] != after[run][0]:
+            image = f"; image {before[run][1]} -> {after[run][1]}" if before[run][1] != after[run][1] else ""
+            lines.append(
+                f"run {run}: a new JobSet {after[run][0]} replaces {before[run][0]}{image}: `pulumi up` deletes the "
+                "running one first and the new one resumes from the run's checkpoints"
+            )
+    return lines
+
+
 def write(run: StackRun, out: Path) -> None:
     clear(out)
     (out / "kubernetes").mkdir(parents=True, exist_ok=True)  # kubectl apply -f takes it even empty
@@ -251,6 +296,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     out = args.out / stack
     try:
+        before = previous_jobsets(out) if out.is_dir() else {}
         write(run, out)
     except OutputFolderError as error:
         print(f"error: {error}", file=sys.stderr)
@@ -258,6 +304,9 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as error:
         print(f"error: --out: cannot write {error.filename or out}: {error.strerror or error}", file=sys.stderr)
         return 2
+    changes = jobset_changes(before, run_jobsets([run.manifest(r) for r in run.kubernetes_objects])) if before else []
+    if changes:
+        print(f"Runs since the last render in {out}:", *changes, sep="\n  ")
     print(summary(run))
     print("\n".join(tree(run)))
     print(f"wrote {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}\n")

@@ -5,12 +5,16 @@ run's ConfigMap; what the runtime cannot do is refused by key."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
+import yaml
+
 from facts import versions
-from harness.runner import stack_with
+from harness.runner import ROOT, stack_with
 from planners import nemo
 from tests.conftest import Render, issue_for, rejected
+from tools import render as render_cli
 
 
 def bridge_stack(machine: str, **run: Any) -> dict[str, Any]:
@@ -84,3 +88,23 @@ def test_a4_trains_llama_405b_at_its_own_recipes_layout(render: Render) -> None:
     bad = {**values, "nemo-gke:training": runs, "nemo-gke:gpuPools": pools}
     message = issue_for(rejected(bad), "training.runs[0].pipelineParallel")
     assert "(126) must divide the 128 layers of llama3.1-405b (with the embedding and the loss" in message
+
+
+def test_a_render_says_which_runs_an_update_would_replace(tmp_path: Path, capsys: Any) -> None:
+    """A runtime or image bump is a catalog change whose effect `make render` shows: the second
+    render into the same folder names each run that becomes a new JobSet, with its image change;
+    an unchanged run is not named (its JobSet, and the image it runs, stay until the stack changes)."""
+    stack_file = tmp_path / "Pulumi.dev.yaml"
+    values = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())
+    stack_file.write_text(yaml.safe_dump(values))
+    out = tmp_path / "build"
+    assert render_cli.main(["--file", str(stack_file), "--out", str(out)]) == 0
+    assert "Runs since the last render" not in capsys.readouterr().out
+    assert render_cli.main(["--file", str(stack_file), "--out", str(out)]) == 0
+    assert "Runs since the last render" not in capsys.readouterr().out
+    values["config"]["nemo-gke:training"]["runs"][0]["image"] = "nvcr.io/nvidia/nemo:24.12"
+    stack_file.write_text(yaml.safe_dump(values))
+    assert render_cli.main(["--file", str(stack_file), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    (line,) = [line for line in printed.splitlines() if line.startswith("  run gpt5b-demo:")]
+    assert "a new JobSet gpt5b-demo-" in line and "image nvcr.io/nvidia/nemo:24.07 -> nvcr.io/nvidia/nemo:24.12" in line
