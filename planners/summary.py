@@ -76,6 +76,9 @@ class RunLine:
     name: str
     model: str
     pool: str
+    # What the run trains with: its runtime (Framework.label) and image.
+    runtime: str
+    image: str
     nodes: int
     gpus: int
     steps: int
@@ -168,6 +171,8 @@ def _run_line(run: RunSpec, pool: GpuPoolExport, region: str, image_pinned: bool
         name=run.name,
         model=run.model,
         pool=run.pool,
+        runtime=run.recipe.framework.label,
+        image=run.image or run.recipe.image.ref,
         nodes=run.nodes,
         gpus=run.nodes * pool.machine.gpus,
         steps=s.steps,

@@ -67,15 +67,15 @@ def _pools(summary: Mapping[str, Any]) -> list[str]:
 
 def _runs(summary: Mapping[str, Any]) -> list[str]:
     lines = [
-        "| Run | Model | Pool | Nodes | GPUs | Steps | Step time | Duration | Cost |",
-        "|---|---|---|---:|---:|---:|---|---|---|",
+        "| Run | Model | Runtime | Image | Pool | Nodes | GPUs | Steps | Step time | Duration | Cost |",
+        "|---|---|---|---|---|---:|---:|---:|---|---|---|",
     ]
     for run in summary["runs"]:
         step = f"{run['stepTimeS']:.1f} s" if run["stepTimeS"] is not None else "unknown"
         cost = "unknown" if run["hours"] is None else _usd(run["usd"])
         lines.append(
-            f"| {run['name']} | {run['model']} | {run['pool']} | {run['nodes']} | {run['gpus']} | "
-            f"{run['steps']} | {step} | {_hours(run['hours'])} | {cost} |"
+            f"| {run['name']} | {run['model']} | {run['runtime']} | `{run['image']}` | {run['pool']} | "
+            f"{run['nodes']} | {run['gpus']} | {run['steps']} | {step} | {_hours(run['hours'])} | {cost} |"
         )
     sources = sorted({run["stepTimeSource"] for run in summary["runs"] if run["stepTimeSource"]})
     if sources:

@@ -59,6 +59,8 @@ def test_a_run_with_a_published_step_time_gets_a_duration_and_a_cost() -> None:
     assert run.usd == pytest.approx(hours * 32 * (9.46006 + 82.75421))
     output = summary.as_output()["runs"][0]
     assert output["stepTimeS"] == 25.397 and output["usd"] == pytest.approx(run.usd)
+    # The summary says what each run trains with.
+    assert (output["runtime"], output["image"]) == ("NeMo 1", "nvcr.io/nvidia/nemo:24.07")
 
 
 @pytest.mark.parametrize(
