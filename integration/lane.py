@@ -54,6 +54,9 @@ def start(lane: Lane, run: StackRun, *, pods_complete: bool = True) -> Started:
     before = controller_api_check(lane)
     count = install_crds(lane, api)
     after = controller_api_check(lane)
+    if not before or after:
+        # The program's check must refuse a cluster without the CRDs and take one with them.
+        raise RuntimeError(f"the program's CRD check: before the CRDs {before}; after {after}")
     controllers(lane, api, lane_kueue_config(run))
     took = time.monotonic() - started
     print(f"lane: ready in {took:.1f} s: {nodes} nodes, {count} CRDs ({lane.workdir})", flush=True)

@@ -35,10 +35,11 @@ event() {  # event <type> [step]: one goodput record, written by node 0 only
     "$(date -u +%Y-%m-%dT%H:%M:%S.%3N+00:00)" "$1" "${RUN_NAME}" "${JOBSET_RESTART_ATTEMPT:-0}" "${step}" >> "${events}"
 }
 
-latest_checkpoint_step() {  # newest step=N among the run's checkpoints, or nothing
+latest_checkpoint_step() {  # newest step among the run's checkpoints, or nothing: NeMo names
+  # them `...step=N...`, Megatron-Bridge `iter_000000N` (training/utils/checkpoint_utils.py)
   [ -n "${CHECKPOINT_DIR:-}" ] && [ -d "${CHECKPOINT_DIR}" ] || return 0
-  find "${CHECKPOINT_DIR}" -maxdepth 2 -name '*step=*' 2>/dev/null \
-    | sed -n 's/.*step=\([0-9][0-9]*\).*/\1/p' | sort -n | tail -n 1
+  find "${CHECKPOINT_DIR}" -maxdepth 2 \( -name '*step=*' -o -name 'iter_[0-9]*' \) 2>/dev/null \
+    | sed -n -e 's/.*step=\([0-9][0-9]*\).*/\1/p' -e 's/.*iter_0*\([0-9][0-9]*\)$/\1/p' | sort -n | tail -n 1
 }
 
 loaded_step="$(latest_checkpoint_step)"
@@ -98,8 +99,9 @@ case "${RUN_LAUNCHER:-torchrun}" in
   torchrun) launch=(torchrun "${rendezvous[@]}" "${bind[@]}") ;;
   # ft_launcher rendezvouses through c10d only, at --rdzv-endpoint (it ignores --master-addr).
   ft) launch=(ft_launcher "${heartbeats[@]}" "${rendezvous[@]}" --rdzv-backend=c10d
-      --rdzv-endpoint="${MASTER_ADDR}:${MASTER_PORT}" --rdzv-id="${JOBSET_NAME}") ;;
+      --rdzv-endpoint="${MASTER_ADDR}:${MASTER_PORT}" --rdzv-id="${JOBSET_NAME}" "${bind[@]}") ;;
   supervisor)
+    [ "${#bind[@]}" -gt 0 ] && echo "the resiliency launcher starts the workers itself: ranks are not bound to their NUMA node"
     # Newer resiliency launchers read the node's rank from NODE_RANK.
     export NODE_RANK="${node}"
     # Workload scaling off: one data-parallel group of all nodes, never fewer.

@@ -99,10 +99,13 @@ def recipe():
     strategy.virtual_pipeline_model_parallel_size = SETTINGS["virtualPipeline"]
     strategy.context_parallel_size = SETTINGS["contextParallel"]
     strategy.sequence_parallel = SETTINGS["tensorParallel"] > 1
-    # Set either way: recipes differ (llama31_405b counts both by default).
-    counted = SETTINGS["pipelineSplitCountsEmbeddingAndLoss"]
-    strategy.account_for_embedding_in_pipeline_split = counted
-    strategy.account_for_loss_in_pipeline_split = counted
+    # llama31_405b's recipe counts both by default: a layout that splits the layers alone turns
+    # them off. Left alone otherwise, so images whose strategy predates the fields still run.
+    if not SETTINGS["pipelineSplitCountsEmbeddingAndLoss"] and hasattr(
+        strategy, "account_for_embedding_in_pipeline_split"
+    ):
+        strategy.account_for_embedding_in_pipeline_split = False
+        strategy.account_for_loss_in_pipeline_split = False
 
     seq_length = SETTINGS["sequenceLength"]
     pretrain.model.config.seq_length = seq_length
@@ -122,7 +125,7 @@ def recipe():
         # Delayed scaling (bf16_with_fp8_mixed), or what the machine's recipe uses: current
         # scaling ("cs" in gpu-recipes' A4 recipes) or MXFP8 on Blackwell.
         plugin = {
-            "delayed": "bf16_with_fp8_mixed",
+            "delayed": "bf16_with_fp8_mixed",  # the only one NeMo 24.x images have
             "current": "bf16_with_fp8_current_scaling_mixed",
             "mxfp8": "bf16_with_mxfp8_mixed",
         }[SETTINGS["fp8Scaling"]]

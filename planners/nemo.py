@@ -623,8 +623,13 @@ def platform_env(run: RunSpec, machine: MachineType, networking: PodNetworking, 
     launcher's, the model's performance settings, then the machine's NCCL environment (which
     wins where both tune NCCL, with_nccl_init), and torchrun's rendezvous."""
     numa = {"GPUS_PER_NUMA_NODE": str(machine.gpus_per_numa_node)} if machine.gpus_per_numa_node else {}
+    env = with_nccl_init({**launcher_env(run, paths), **perf_env(run, machine), **numa}, machine, networking)
+    if "NCCL_KEEP_AFTER_INIT" in env:
+        # The run's own NCCL settings (env) win over the init script too.
+        kept = set(env["NCCL_KEEP_AFTER_INIT"].split()) | {name for name in run.env if name.startswith("NCCL_")}
+        env["NCCL_KEEP_AFTER_INIT"] = " ".join(sorted(kept))
     return {
-        **with_nccl_init({**launcher_env(run, paths), **perf_env(run, machine), **numa}, machine, networking),
+        **env,
         "NNODES": str(run.nodes),
         "GPUS_PER_NODE": str(machine.gpus),
         # The first pod, by the stable hostname JobSet gives it; Kubernetes expands $(JOBSET_NAME).

@@ -72,6 +72,9 @@ def test_a_pool_with_topology_labels_gets_its_run_placed_in_one_block(lane: Lane
     """Kueue's topology-aware scheduling places the run when the pool's nodes carry GKE's
     topology labels (existingCluster.gpuPools[].topologyLabels), and not otherwise."""
     block = TOPOLOGY_LABELS[TopologyLevel.BLOCK]
+    if lane.run.stack == "existing":
+        # Its pool says topologyLabels: true, so its nodes carry them and the first branch runs.
+        assert all(block in lane.node_labels(node) for a in lane.admitted for node in a.nodes)
     for admitted in lane.admitted:
         labels = [lane.node_labels(node) for node in admitted.nodes]
         if all(block in node for node in labels):

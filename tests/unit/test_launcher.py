@@ -367,3 +367,33 @@ def test_without_numactl_the_workers_run_unbound(workspace: dict[str, str]) -> N
     done = launch(workspace)
     assert done.returncode == 0 and "no numactl" in done.stdout
     assert "--no-python" not in (Path(workspace["RECORD"]) / "torchrun.args").read_text().split()
+
+
+def test_megatron_bridge_checkpoints_count_as_steps(workspace: dict[str, str], tmp_path: Path) -> None:
+    """Megatron-Bridge names checkpoints `iter_<7 digits>` (megatron/bridge/training/utils/
+    checkpoint_utils.py@21b02e0): the goodput events read their steps as they read NeMo's."""
+    checkpoints = Path(workspace["CHECKPOINT_DIR"])
+    for old in checkpoints.iterdir():
+        old.rmdir()
+    (checkpoints / "iter_0000100").mkdir()
+    torchrun = tmp_path / "bin" / "torchrun"
+    torchrun.write_text('#!/bin/bash\nmkdir -p "$CHECKPOINT_DIR/iter_0000150"\n')
+    assert launch(workspace).returncode == 0
+    assert [(e["event"], e.get("step")) for e in events(workspace)][1:3] == [
+        ("checkpoint_loaded", 100),
+        ("checkpoint_saved", 150),
+    ]
+
+
+def test_fault_tolerant_workers_are_bound_to_their_numa_node_too(workspace: dict[str, str], tmp_path: Path) -> None:
+    """ft_launcher takes torchrun's arguments, --no-python included (nvidia-resiliency-ext)."""
+    numactl = tmp_path / "bin" / "numactl"
+    numactl.write_text("#!/bin/bash\n")
+    numactl.chmod(0o755)
+    ft = tmp_path / "bin" / "ft_launcher"
+    ft.write_text('#!/bin/bash\nprintf \'%s\\n\' "$@" > "$RECORD/ft.args"\n')
+    ft.chmod(0o755)
+    workspace.update(GPUS_PER_NUMA_NODE="4", RUN_LAUNCHER="ft", JOBSET_NAME="run-abc")
+    assert launch(workspace).returncode == 0
+    args = (Path(workspace["RECORD"]) / "ft.args").read_text().split("\n")
+    assert args[args.index("--no-python") + 1] == "bash"

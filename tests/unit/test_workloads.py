@@ -251,3 +251,13 @@ def test_tcpx_runs_take_ceas_gke_134_nccl_configuration() -> None:
     }
     assert not gone & set(env)
     assert env["NCCL_ALGO"] == "Ring,Tree" and env["NCCL_PROTO"] == "Simple"
+
+
+def test_a_runs_own_nccl_settings_also_win_over_the_init_script() -> None:
+    """An NCCL variable of the run's env (one the platform does not set) would otherwise be
+    overwritten by set_nccl_env.sh without a word."""
+    m = MACHINE_TYPES["a3-ultragpu-8g"]
+    run = dataclasses.replace(run_spec("llama3.1-405b"), machine_type=m.name, env={"NCCL_IB_QPS_PER_CONNECTION": "4"})
+    networking = pod_networking(m.gpudirect_stack, plan_gpu_networks("c", m, "192.168.0.0/16"), m.gpus, False)
+    env = nemo.platform_env(run, m, networking, nemo.run_paths(run, "/nfs/exp", "/checkpoints", "/data"))
+    assert "NCCL_IB_QPS_PER_CONNECTION" in env["NCCL_KEEP_AFTER_INIT"].split()
