@@ -251,7 +251,7 @@ class RunConfig(Model):
             raise RuleError("model", self.model, f"is not in the model catalog; known: {', '.join(MODELS)}")
         if self.image is not None and not _IMAGE.match(self.image):
             raise RuleError("image", self.image, "must be a registry/repository:tag or @sha256 reference")
-        if self.virtual_pipeline is not None and self.settings.pipeline_parallel == 1:
+        if self.virtual_pipeline is not None and self.pipeline_parallel == 1:
             raise RuleError("virtualPipeline", self.virtual_pipeline, "needs pipelineParallel above 1")
         for key in self.overrides:
             if not _OVERRIDE_KEY.match(key):

@@ -158,6 +158,9 @@ class Recipe:
     fp8_scaling: Fp8Scaling = Fp8Scaling.DELAYED
     # CUDA graphs the recipe captures (Megatron-Bridge `cuda_graph_impl` and its scopes).
     cuda_graphs: CudaGraphs | None = None
+    # Layers whose activations are recomputed in the backward pass, in blocks (Megatron's full
+    # recomputation, `recompute_method: block`): the recipe's memory headroom.
+    recompute_layers: int | None = None
     # Whether the pipeline split counts the embedding and the loss as a layer each
     # (account_for_embedding_in_pipeline_split and account_for_loss_in_pipeline_split).
     pipeline_split_counts_embedding_and_loss: bool = False
@@ -520,6 +523,7 @@ MODELS: Mapping[str, ModelSpec] = {
                 virtual_pipeline=None,
                 context_parallel=1,
                 provider="Llama3ModelProvider8B",
+                recompute_layers=5,
             ),
             {
                 "architecture": _LLAMA3_PROVIDERS,

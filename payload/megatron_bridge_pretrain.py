@@ -141,18 +141,19 @@ def config(settings):
         ),
         mixed_precision=get_mixed_precision_config(settings["mixedPrecision"]),
     )
-    performance_settings(cfg, settings["cudaGraphs"])
+    performance_settings(cfg, settings["cudaGraphs"], settings["recomputeLayers"])
     for key, value in settings["overrides"].items():
         _set(cfg, key, value)
     return cfg
 
 
-def performance_settings(cfg, cuda_graphs):
+def performance_settings(cfg, cuda_graphs, recompute_layers):
     """What the recipes' entry point (scripts/performance/run_script.py at v0.3.0) sets on top of
     the library recipe for throughput: no NaN or large-gradient checks, fused RoPE and Transformer
     Engine's cross entropy, a padded vocabulary, gradients reduced in BF16
     (utils/overrides.py _set_common_perf_overrides, configs/llama/llama3_llm_pretrain.py
-    set_llama3_common_configs), and the recipe's CUDA graphs (_set_cuda_graph_overrides). The
+    set_llama3_common_configs), the recipe's CUDA graphs (_set_cuda_graph_overrides) and its
+    recomputed layers (_set_recompute_overrides). The
     learning-rate schedule stays the library recipe's: runs here train, they do not benchmark."""
     cfg.ddp.check_for_nan_in_grad = False
     cfg.ddp.check_for_large_grads = False
@@ -162,6 +163,10 @@ def performance_settings(cfg, cuda_graphs):
     cfg.model.apply_rope_fusion = True
     cfg.model.cross_entropy_fusion_impl = "te"
     cfg.model.should_pad_vocab = True
+    if recompute_layers:
+        cfg.model.recompute_granularity = "full"
+        cfg.model.recompute_method = "block"
+        cfg.model.recompute_num_layers = recompute_layers
     if cuda_graphs:
         cfg.model.cuda_graph_impl = cuda_graphs["impl"]
         cfg.rng.te_rng_tracker = cfg.model.use_te_rng_tracker = True

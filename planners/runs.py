@@ -136,6 +136,22 @@ def check_run(
         raise RuleError("nodes", run.nodes, f"pool {pool} holds at most {flavor.nodes} nodes")
     if gpus > flavor.gpus:
         raise RuleError("nodes", run.nodes, f"{gpus} GPUs exceed the queue's quota of {flavor.gpus} on {pool}")
+    tokenizer = run.tokenizer
+    if (
+        run.recipe.framework is Framework.MEGATRON_BRIDGE
+        and run.dataset_prefix
+        and tokenizer.library == "megatron"
+        and not tokenizer.type.startswith("GPT2")
+    ):
+        # Megatron-Bridge's TokenizerConfig takes GPT-2 BPE files, a Hugging Face folder or a
+        # sentencepiece model here (planners.nemo.bridge_tokenizer); another Megatron type would
+        # fail only when the pods build it.
+        raise RuleError(
+            "tokenizer.type",
+            tokenizer.type,
+            f"is not a Megatron tokenizer {run.model}'s runtime (Megatron-Bridge) reads: use GPT2BPETokenizer, or "
+            "library huggingface or sentencepiece with its files in the data bucket",
+        )
     cpu, memory = training_pod_requests(machine)
     if run.nodes * cpu > flavor.cpu_millicores or run.nodes * memory > flavor.memory_mib:
         raise RuleError("nodes", run.nodes, f"the run's CPU and memory requests exceed the queue's quota on {pool}")
@@ -173,6 +189,8 @@ def check_run(
             s.tensor_parallel,
             f"must divide the {arch.heads} attention heads and {arch.kv_heads} key/value heads of {spec.name}",
         )
+    if s.virtual_pipeline is not None and s.pipeline_parallel == 1 and "virtualPipeline" in run.given:
+        raise RuleError("virtualPipeline", s.virtual_pipeline, "needs pipelineParallel above 1")
     stages = s.pipeline_parallel * (s.virtual_pipeline or 1)
     # With the embedding and the loss each counted as a layer of the split, Megatron divides
     # two more "layers" among the stages.
@@ -195,7 +213,9 @@ def check_run(
     check_resiliency(run, machine, supervisor, gke)
     problem = untested_image(run, machine)
     if problem and run.image is None:
-        tested = [name for name, spec in MODELS.items() if spec.recipe.image.ref in _validated(machine)]
+        tested = [
+            name for name, spec in MODELS.items() if spec.recipe_on(machine.name).image.ref in _validated(machine)
+        ]
         raise RuleError(
             "model", run.model, f"{problem}: run {', '.join(tested)} there, or set `image` to take the risk"
         )

@@ -108,3 +108,13 @@ def test_a_render_says_which_runs_an_update_would_replace(tmp_path: Path, capsys
     printed = capsys.readouterr().out
     (line,) = [line for line in printed.splitlines() if line.startswith("  run gpt5b-demo:")]
     assert "a new JobSet gpt5b-demo-" in line and "image nvcr.io/nvidia/nemo:24.07 -> nvcr.io/nvidia/nemo:24.12" in line
+
+
+def test_a_megatron_tokenizer_megatron_bridge_cannot_build_is_refused_by_key() -> None:
+    values = bridge_stack(
+        "a3-ultragpu-8g",
+        dataset={"source": "gcs", "prefix": "datasets/wiki/wiki_text_document"},
+        tokenizer={"library": "megatron", "type": "BertWordPieceLowerCase"},
+    )
+    message = issue_for(rejected(values), "training.runs[0].tokenizer.type")
+    assert "use GPT2BPETokenizer, or library huggingface or sentencepiece" in message

@@ -176,3 +176,13 @@ def test_cuda_graphs_are_the_recipes(model: str, machine: str, graphs: dict[str,
     run = run_on(machine, model)
     settings = nemo.bridge_settings(run, nemo.run_paths(run, "/e", "/c", "/d"), MACHINE_TYPES[machine])
     assert settings["cudaGraphs"] == graphs
+
+
+def test_the_h100_configuration_recomputes_five_layers_of_llama3_8b() -> None:
+    """LLAMA3_8B_PRETRAIN_CONFIG_H100_FP8_CS_V1 (Megatron-Bridge@21b02e0 workload base configs):
+    recompute_num_layers=5, set as full recomputation in blocks (utils/overrides.py
+    _set_recompute_overrides); the A4 recipe recomputes nothing."""
+    for machine, layers in (("a3-ultragpu-8g", 5), ("a4-highgpu-8g", None)):
+        run = run_on(machine, "llama3-8b", nodes=1)
+        settings = nemo.bridge_settings(run, nemo.run_paths(run, "/e", "/c", "/d"), MACHINE_TYPES[machine])
+        assert settings["recomputeLayers"] == layers
