@@ -140,6 +140,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--python", required=True, help="interpreter of the runtime environment (make runtime-check)")
     args = parser.parse_args(argv)
     shipped = shipped_cases()
+    if not shipped:
+        print("runtime check: no shipped stack runs Megatron-Bridge: nothing shipped would be checked", file=sys.stderr)
+        return 1
     cases = shipped + catalog_cases()
     print(f"runtime check: {len(shipped)} shipped Megatron-Bridge runs, {len(cases) - len(shipped)} catalog cases")
     with tempfile.TemporaryDirectory() as folder:

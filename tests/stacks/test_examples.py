@@ -24,6 +24,7 @@ SHIPPED = [
     "a3mega",
     "a3ultra",
     "a3ultra-flex",
+    "a4",
     "a3high-small",
     "run-llama8b",
     "existing",
