@@ -144,6 +144,12 @@ def config(settings):
     performance_settings(cfg, settings["cudaGraphs"], settings["recomputeLayers"])
     for key, value in settings["overrides"].items():
         _set(cfg, key, value)
+        # `pretrain` copies the mixed-precision recipe's fields onto the model, optimizer and DDP
+        # configurations (MixedPrecisionConfig.setup): an override of one of them goes there too,
+        # or it would be replaced without a word.
+        section, _, field = key.partition(".")
+        if section in ("model", "optimizer", "ddp") and "." not in field and hasattr(cfg.mixed_precision, field):
+            setattr(cfg.mixed_precision, field, value)
     return cfg
 
 

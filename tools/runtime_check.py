@@ -73,9 +73,11 @@ def catalog_cases() -> list[tuple[str, dict[str, Any]]]:
         dataset_prefix="datasets/wiki/wiki_text_document",
         tokenizer=Tokenizer("huggingface", "meta-llama/Meta-Llama-3-8B", "tokenizers/llama3"),
         profile=ProfileWindow(10, 12),
+        # One the mixed-precision recipe would otherwise set back (grad_reduce_in_fp32).
+        overrides={"ddp.grad_reduce_in_fp32": True, "train.eval_iters": 0},
     )
     paths = nemo.run_paths(run, "/nfs/experiments", "/checkpoints", "/data")
-    cases.append(("llama3-8b with real data and a profile", nemo.bridge_settings(run, paths, machine)))
+    cases.append(("llama3-8b with real data, a profile and overrides", nemo.bridge_settings(run, paths, machine)))
     return cases
 
 
@@ -111,7 +113,14 @@ for path in sys.argv[3:]:
         settings = json.load(f)
     os.environ["WORLD_SIZE"] = str(settings["worldSize"])
     try:
-        runtime_config_update(launcher["config"](settings))
+        cfg = launcher["config"](settings)
+        runtime_config_update(cfg)
+        # Every override keeps its value through what pretrain() derives.
+        for key, value in settings["overrides"].items():
+            target = cfg
+            for part in key.split("."):
+                target = getattr(target, part)
+            assert target == value, f"override {key}={value!r} became {target!r}"
         print(json.dumps({"ok": True}), flush=True)
     except Exception as error:
         print(json.dumps({"ok": False, "error": f"{type(error).__name__}: {error}"}), flush=True)
