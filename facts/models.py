@@ -6,6 +6,7 @@ sample), so it lives here once. Every entry names its sources.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -354,6 +355,81 @@ def _gpt(layers: int, hidden: int, heads: int) -> Architecture:
     )
 
 
+_LLAMA31_405B_A3U = Recipe(
+    framework=Framework.NEMO2,
+    image=versions.NEMO_2,
+    seq_length=8192,
+    micro_batch_size=1,
+    global_batch_size=2016,
+    tensor_parallel=8,
+    pipeline_parallel=9,
+    virtual_pipeline=14,
+    context_parallel=1,
+    fp8=True,
+    max_steps=50,
+    factory="llama31_405b",
+    env=_PERF_ENV,
+    tp_overlaps=_405B_TP_OVERLAPS,
+)
+# A4's own layout: 16 nodes, TP8 × PP8 × VP2, FP8 with current scaling; NeMo's llama31_405b
+# recipe counts the embedding and the loss in the pipeline split, and the A4 recipe keeps that
+# (126 layers + 2 over PP8 × VP2).
+_LLAMA31_405B_A4 = dataclasses.replace(
+    _LLAMA31_405B_A3U,
+    global_batch_size=128,
+    pipeline_parallel=8,
+    virtual_pipeline=2,
+    fp8_scaling=Fp8Scaling.CURRENT,
+    pipeline_split_counts_embedding_and_loss=True,
+)
+
+
+# No A3 recipe runs Llama 3 8B on Megatron-Bridge in a GKE container (A3 Ultra's is a Slurm
+# recipe on 25.11): Hopper machines take NVIDIA's H100 workload configuration.
+_LLAMA3_8B_H100 = _bridge(
+    global_batch_size=128,
+    micro_batch_size=1,
+    fp8=True,
+    max_steps=50,
+    tensor_parallel=1,
+    pipeline_parallel=1,
+    virtual_pipeline=None,
+    context_parallel=1,
+    provider="Llama3ModelProvider8B",
+    recompute_layers=5,
+)
+# A4's recipe takes LLAMA3_8B_PRETRAIN_CONFIG_B200_FP8_CS_V1 (it passes no layout of its own).
+_LLAMA3_8B_A4 = dataclasses.replace(
+    _LLAMA3_8B_H100,
+    micro_batch_size=2,
+    max_steps=30,
+    recompute_layers=None,
+    cuda_graphs=CudaGraphs("local", ("full_iteration",)),
+)
+# A3 Ultra's recipe, on every Hopper machine: 64 GPUs, BF16, TP4 × PP8 × VP5.
+_LLAMA3_70B_A3U = _bridge(
+    global_batch_size=256,
+    micro_batch_size=1,
+    fp8=False,
+    max_steps=50,
+    tensor_parallel=4,
+    pipeline_parallel=8,
+    virtual_pipeline=5,
+    context_parallel=1,
+    provider="Llama3ModelProvider70B",
+    tp_overlaps=_LLAMA3_70B_TP_OVERLAPS,
+)
+# A4's: the same layout in MXFP8, with Transformer Engine's CUDA graphs of attention and MLP.
+_LLAMA3_70B_A4 = dataclasses.replace(
+    _LLAMA3_70B_A3U,
+    fp8=True,
+    fp8_scaling=Fp8Scaling.MXFP8,
+    cuda_graphs=CudaGraphs("transformer_engine", ("mlp", "attn")),
+    max_steps=30,
+    tp_overlaps=(),
+)
+
+
 MODELS: Mapping[str, ModelSpec] = {
     m.name: m
     for m in (
@@ -458,22 +534,7 @@ MODELS: Mapping[str, ModelSpec] = {
             # The A3 Ultra recipe's layout: 72 nodes, TP8 × PP9 × VP14, FP8: its 126 layers split
             # evenly, so the launcher turns off the embedding and loss accounting NeMo's
             # llama31_405b recipe has on (NVIDIA/NeMo tests/collections/llm/recipes/test_llama31_405b.py@edc0cbf).
-            Recipe(
-                framework=Framework.NEMO2,
-                image=versions.NEMO_2,
-                seq_length=8192,
-                micro_batch_size=1,
-                global_batch_size=2016,
-                tensor_parallel=8,
-                pipeline_parallel=9,
-                virtual_pipeline=14,
-                context_parallel=1,
-                fp8=True,
-                max_steps=50,
-                factory="llama31_405b",
-                env=_PERF_ENV,
-                tp_overlaps=_405B_TP_OVERLAPS,
-            ),
+            _LLAMA31_405B_A3U,
             {
                 "architecture": _LLAMA_ARCH,
                 "recipe": _A3U_405B,
@@ -481,50 +542,17 @@ MODELS: Mapping[str, ModelSpec] = {
                 "tp_overlaps": _PERF_SCRIPT,
                 "recipe on a4-highgpu-8g": _A4_405B,
             },
-            # A4's own layout: 16 nodes, TP8 × PP8 × VP2, FP8 with current scaling (the A3 Ultra
-            # layout's 72-node pipeline of 9 does not divide 16- or 32-node A4 runs).
+            # A4's own layout (the A3 Ultra layout's pipeline of 9 does not divide 16- or 32-node A4 runs).
             machine_recipes=MappingProxyType(
                 {
-                    "a4-highgpu-8g": Recipe(
-                        framework=Framework.NEMO2,
-                        image=versions.NEMO_2,
-                        seq_length=8192,
-                        micro_batch_size=1,
-                        global_batch_size=128,
-                        tensor_parallel=8,
-                        pipeline_parallel=8,
-                        virtual_pipeline=2,
-                        context_parallel=1,
-                        fp8=True,
-                        fp8_scaling=Fp8Scaling.CURRENT,
-                        max_steps=50,
-                        factory="llama31_405b",
-                        env=_PERF_ENV,
-                        tp_overlaps=_405B_TP_OVERLAPS,
-                        # NeMo's llama31_405b recipe counts both (the A4 recipe keeps its default:
-                        # 126 layers + 2 over PP8 × VP2).
-                        pipeline_split_counts_embedding_and_loss=True,
-                    ),
+                    "a4-highgpu-8g": _LLAMA31_405B_A4,
                 }
             ),
         ),
         ModelSpec(
             "llama3-8b",
             _llama(layers=32, hidden=4096, heads=32, ffn=14336, positions=_LLAMA3_POSITIONS),
-            # No A3 recipe runs Llama 3 8B on Megatron-Bridge in a GKE container (A3 Ultra's is a
-            # Slurm recipe on 25.11): Hopper machines take NVIDIA's H100 workload configuration.
-            _bridge(
-                global_batch_size=128,
-                micro_batch_size=1,
-                fp8=True,
-                max_steps=50,
-                tensor_parallel=1,
-                pipeline_parallel=1,
-                virtual_pipeline=None,
-                context_parallel=1,
-                provider="Llama3ModelProvider8B",
-                recompute_layers=5,
-            ),
+            _LLAMA3_8B_H100,
             {
                 "architecture": _LLAMA3_PROVIDERS,
                 "recipe": f"{_BRIDGE_CONFIGS} (LLAMA3_8B_PRETRAIN_CONFIG_H100_FP8_CS_V1: no GKE recipe for A3)",
@@ -532,63 +560,19 @@ MODELS: Mapping[str, ModelSpec] = {
                     "a4/llama3-8b/megatron-bridge-gke", "8gpus-fp8cs-seq8192-gbs128"
                 ),
             },
-            machine_recipes=MappingProxyType(
-                {
-                    "a4-highgpu-8g": _bridge(
-                        global_batch_size=128,
-                        micro_batch_size=2,
-                        fp8=True,
-                        max_steps=30,
-                        tensor_parallel=1,
-                        pipeline_parallel=1,
-                        virtual_pipeline=None,
-                        context_parallel=1,
-                        provider="Llama3ModelProvider8B",
-                        # LLAMA3_8B_PRETRAIN_CONFIG_B200_FP8_CS_V1 (the recipe passes none of its own).
-                        cuda_graphs=CudaGraphs("local", ("full_iteration",)),
-                    ),
-                }
-            ),
+            machine_recipes=MappingProxyType({"a4-highgpu-8g": _LLAMA3_8B_A4}),
         ),
         ModelSpec(
             "llama3-70b",
             _llama(layers=80, hidden=8192, heads=64, ffn=28672, positions=_LLAMA3_POSITIONS),
-            # A3 Ultra's recipe, on every Hopper machine: 64 GPUs, BF16, TP4 × PP8 × VP5.
-            _bridge(
-                global_batch_size=256,
-                micro_batch_size=1,
-                fp8=False,
-                max_steps=50,
-                tensor_parallel=4,
-                pipeline_parallel=8,
-                virtual_pipeline=5,
-                context_parallel=1,
-                provider="Llama3ModelProvider70B",
-                tp_overlaps=_LLAMA3_70B_TP_OVERLAPS,
-            ),
+            _LLAMA3_70B_A3U,
             {
                 "architecture": _LLAMA3_PROVIDERS,
                 "recipe": _bridge_recipe("a3ultra/llama3_70b/megatron-bridge-gke", "64gpus-bf16-seq8192-gbs256"),
                 "recipe on a4-highgpu-8g": _bridge_recipe("a4/llama3_70b/nemo-gke", "64gpus-fp8mx-gbs256"),
                 "tp_overlaps": _BRIDGE_LLAMA3_RECIPE,
             },
-            machine_recipes=MappingProxyType(
-                {
-                    "a4-highgpu-8g": _bridge(
-                        global_batch_size=256,
-                        micro_batch_size=1,
-                        fp8=True,
-                        fp8_scaling=Fp8Scaling.MXFP8,
-                        cuda_graphs=CudaGraphs("transformer_engine", ("mlp", "attn")),
-                        max_steps=30,
-                        tensor_parallel=4,
-                        pipeline_parallel=8,
-                        virtual_pipeline=5,
-                        context_parallel=1,
-                        provider="Llama3ModelProvider70B",
-                    ),
-                }
-            ),
+            machine_recipes=MappingProxyType({"a4-highgpu-8g": _LLAMA3_70B_A4}),
         ),
     )
 }
