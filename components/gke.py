@@ -14,6 +14,7 @@ from facts.errors import require, require_no_problem
 from facts.gcp import general_machine_problem, resource_name_problem
 from facts.gke import UNTIL_END_OF_SUPPORT, workload_pool
 from facts.kubernetes import SYSTEM_POOL
+from facts.machines import COS_CONTAINERD
 from facts.versions import gke_version_key
 from planners.pools import NodePoolSpec, node_pool_advice, plan_node_pool
 
@@ -24,7 +25,7 @@ CONTROLLER_PORTS = ["8082", "9443"]
 
 
 # The CPU pools' node image; a GPU pool takes its machine's (facts.machines.MachineType.node_image_type).
-CPU_NODE_IMAGE_TYPE = "COS_CONTAINERD"
+CPU_NODE_IMAGE_TYPE = COS_CONTAINERD
 
 
 def node_identity(

@@ -64,6 +64,8 @@ def tolerations(flavor: Flavor) -> list[dict[str, str]]:
 
 
 MAX_SHARED_MEMORY_GIB = 256
+# Seconds a GPU pod has to stop after SIGTERM (a supervised run's are the resiliency recipe's).
+TERMINATION_GRACE_SECONDS = 30
 
 
 @dataclass(frozen=True)
@@ -191,7 +193,7 @@ def gpu_jobset(
     volumes: Sequence[dict[str, Any]],
     pod_labels: Mapping[str, str],
     annotations: Mapping[str, str],
-    termination_grace_seconds: int = 30,
+    termination_grace_seconds: int = TERMINATION_GRACE_SECONDS,
 ) -> dict[str, Any]:
     """An unnamed JobSet of one pod per node on the flavor's pool, suspended until Kueue admits
     all of it, each pod wired for the pool's GPUDirect flavour."""
@@ -329,7 +331,9 @@ def run_jobset(args: TrainingRunArgs, config_map: str, files: Sequence[str]) -> 
         pod_labels={RUN_LABEL: run.name},
         annotations={**fuse_annotations(args.volumes), **topology_annotation(run, args.flavor)},
         # The resiliency recipe's: the supervisor replaces a failed node's pods at once.
-        termination_grace_seconds=resiliency.SUPERVISED_TERMINATION_GRACE_SECONDS if supervised else 30,
+        termination_grace_seconds=(
+            resiliency.SUPERVISED_TERMINATION_GRACE_SECONDS if supervised else TERMINATION_GRACE_SECONDS
+        ),
     )
 
 

@@ -231,8 +231,7 @@ class RunConfig(Model):
 
     def settings_on(self, machine_type: str | None) -> RunSettings:
         """The run's effective settings: its own values on top of the recipe for its machine."""
-        spec = self.spec
-        return (spec.recipe_on(machine_type) if machine_type else spec.recipe).settings(
+        return self.spec.recipe_on(machine_type).settings(
             steps=self.steps,
             global_batch_size=self.global_batch_size,
             micro_batch_size=self.micro_batch_size,

@@ -26,6 +26,10 @@ class GpuDirect(StrEnum):
     RDMA = "rdma"  # GPUDirect RDMA over RoCE with the gIB NCCL plugin: A3 Ultra and A4
 
 
+# Container-Optimized OS with containerd: the node image GPUDirect on GKE runs on.
+COS_CONTAINERD = "COS_CONTAINERD"
+
+
 class CpuArch(StrEnum):
     """A node's CPU architecture, as the `kubernetes.io/arch` node label and image manifests name it."""
 
@@ -399,7 +403,7 @@ def _a3_high(gpus: int, vcpus: int, memory_gib: int, local_ssds: int) -> Machine
         extra_gvnics=0,
         mtu=None,
         boot_disk_types=("pd-ssd", "pd-balanced"),
-        node_image_type="COS_CONTAINERD",
+        node_image_type=COS_CONTAINERD,
         min_gke_version=versions.PLATFORM_MIN_GKE_VERSION,
         compact_with_flex_start=False,
         # The smaller shapes are also offered in europe-west8-c.
@@ -450,7 +454,7 @@ def _a3_8g(
         extra_gvnics=0,
         mtu=8244,
         boot_disk_types=("pd-ssd", "pd-balanced", "hyperdisk-balanced"),
-        node_image_type="COS_CONTAINERD",
+        node_image_type=COS_CONTAINERD,
         min_gke_version=min_gke_version,
         compact_with_flex_start=False,
         zones=zones,
@@ -501,7 +505,7 @@ def _rdma_8g(
         extra_gvnics=1,
         mtu=8896,
         boot_disk_types=("hyperdisk-balanced",),
-        node_image_type="COS_CONTAINERD",
+        node_image_type=COS_CONTAINERD,
         min_gke_version=min_gke_version,
         compact_with_flex_start=True,
         zones=zones,

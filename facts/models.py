@@ -233,9 +233,9 @@ class ModelSpec:
     # runtime NVIDIA has deprecated: its runs still work, and are told where the recipes went.
     successor: str | None = None
 
-    def recipe_on(self, machine_type: str) -> Recipe:
-        """The recipe a run of the model on `machine_type` starts from."""
-        return self.machine_recipes.get(machine_type, self.recipe)
+    def recipe_on(self, machine_type: str | None) -> Recipe:
+        """The recipe a run of the model on `machine_type` starts from (None: the model's own)."""
+        return self.machine_recipes.get(machine_type, self.recipe) if machine_type else self.recipe
 
     def step_time(self, machine_type: str, nodes: int, global_batch_size: int, fp8: bool) -> StepTime | None:
         """The published step time at exactly this layout, if there is one."""

@@ -10,7 +10,7 @@ this module).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -115,14 +115,10 @@ def run_paths(run: RunSpec, experiments_dir: str, checkpoint_mount: str, data_mo
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
 
-def uses_gpt2_files(tokenizer: Tokenizer) -> bool:
-    return tokenizer.library == "megatron" and tokenizer.type.startswith("GPT2")
-
-
 def tokenizer_settings(tokenizer: Tokenizer, data_mount: str, gpt2: str = GPT2_TOKENIZER_DIR) -> dict[str, Any]:
     """NeMo's tokenizer fields. Every file is local: the GPT-2 BPE files on their read-only
     volume, a sentencepiece model or a Hugging Face tokenizer folder in the data bucket."""
-    files = uses_gpt2_files(tokenizer)
+    files = tokenizer.uses_gpt2_files
     in_bucket = f"{data_mount}/{tokenizer.model}" if tokenizer.model else None
     return {
         "library": tokenizer.library,
@@ -137,7 +133,7 @@ def tokenizer_settings(tokenizer: Tokenizer, data_mount: str, gpt2: str = GPT2_T
 
 def tokenizer_volumes(tokenizer: Tokenizer) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The read-only GPT-2 files volume and its mount, when the tokenizer uses them."""
-    if not uses_gpt2_files(tokenizer):
+    if not tokenizer.uses_gpt2_files:
         return [], []
     volume = {
         "name": "gpt2-tokenizer",
@@ -607,15 +603,18 @@ def perf_env(run: RunSpec, machine: MachineType) -> dict[str, str]:
     return env
 
 
-def with_nccl_init(env: Mapping[str, str], machine: MachineType, networking: PodNetworking) -> dict[str, str]:
+def with_nccl_init(
+    env: Mapping[str, str], machine: MachineType, networking: PodNetworking, own: Iterable[str] = ()
+) -> dict[str, str]:
     """`env` with the pod's GPUDirect environment. Where the stack brings an NCCL init script,
-    the machine's own NCCL settings join in, and every NCCL variable set here is named to keep
-    its value over what the script sets (NCCL_KEEP_AFTER_INIT, read by launch.sh and
-    nccl_test.sh), as the recipes export theirs after sourcing it."""
+    the machine's own NCCL settings join in, and every NCCL variable set here or named in `own`
+    (a run's own env) is named to keep its value over what the script sets
+    (NCCL_KEEP_AFTER_INIT, read by payload/nccl_init.sh), as the recipes export theirs after
+    sourcing it."""
     if not networking.nccl_init_script:
         return {**env, **networking.env}
     merged = {**env, **networking.env, **machine.nccl_env}
-    kept = sorted(name for name in merged if name.startswith("NCCL_"))
+    kept = sorted({name for name in (*merged, *own) if name.startswith("NCCL_")})
     return {**merged, "NCCL_INIT_SCRIPT": networking.nccl_init_script, "NCCL_KEEP_AFTER_INIT": " ".join(kept)}
 
 
@@ -624,13 +623,10 @@ def platform_env(run: RunSpec, machine: MachineType, networking: PodNetworking, 
     launcher's, the model's performance settings, then the machine's NCCL environment (which
     wins where both tune NCCL, with_nccl_init), and torchrun's rendezvous."""
     numa = {"GPUS_PER_NUMA_NODE": str(machine.gpus_per_numa_node)} if machine.gpus_per_numa_node else {}
-    env = with_nccl_init({**launcher_env(run, paths), **perf_env(run, machine), **numa}, machine, networking)
-    if "NCCL_KEEP_AFTER_INIT" in env:
-        # The run's own NCCL settings (env) win over the init script too.
-        kept = set(env["NCCL_KEEP_AFTER_INIT"].split()) | {name for name in run.env if name.startswith("NCCL_")}
-        env["NCCL_KEEP_AFTER_INIT"] = " ".join(sorted(kept))
     return {
-        **env,
+        **with_nccl_init(
+            {**launcher_env(run, paths), **perf_env(run, machine), **numa}, machine, networking, own=run.env
+        ),
         "NNODES": str(run.nodes),
         "GPUS_PER_NODE": str(machine.gpus),
         # The first pod, by the stable hostname JobSet gives it; Kubernetes expands $(JOBSET_NAME).

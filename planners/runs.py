@@ -27,6 +27,11 @@ class Tokenizer:
     # sentencepiece: the model file, inside the data bucket.
     model: str | None = None
 
+    @property
+    def uses_gpt2_files(self) -> bool:
+        """Megatron's GPT-2 BPE tokenizer: its vocabulary and merges files (facts.versions)."""
+        return self.library == "megatron" and self.type.startswith("GPT2")
+
 
 @dataclass(frozen=True)
 class ProfileWindow:
@@ -101,8 +106,7 @@ class RunSpec:
     @property
     def recipe(self) -> Recipe:
         """The recipe the run starts from: its model's on its machine."""
-        spec = self.spec
-        return spec.recipe_on(self.machine_type) if self.machine_type else spec.recipe
+        return self.spec.recipe_on(self.machine_type)
 
 
 @dataclass(frozen=True)
@@ -141,7 +145,7 @@ def check_run(
         run.recipe.framework is Framework.MEGATRON_BRIDGE
         and run.dataset_prefix
         and tokenizer.library == "megatron"
-        and not tokenizer.type.startswith("GPT2")
+        and not tokenizer.uses_gpt2_files
     ):
         # Megatron-Bridge's TokenizerConfig takes GPT-2 BPE files, a Hugging Face folder or a
         # sentencepiece model here (planners.nemo.bridge_tokenizer); another Megatron type would
