@@ -296,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     out = args.out / stack
     try:
-        before = previous_jobsets(out) if out.is_dir() else {}
+        before = previous_jobsets(out)
         write(run, out)
     except OutputFolderError as error:
         print(f"error: {error}", file=sys.stderr)
