@@ -59,8 +59,9 @@ finish() {
 }
 trap finish EXIT
 
+workload_dir="$(dirname "$0")"
 # shellcheck source=nccl_init.sh
-source "$(dirname "$0")/nccl_init.sh"
+source "${workload_dir}/nccl_init.sh"
 
 if [ -n "${NCCL_PLUGIN_PATH:-}" ]; then
   # As the public recipes' launchers do, so the plugin's libraries resolve by name.
@@ -68,7 +69,6 @@ if [ -n "${NCCL_PLUGIN_PATH:-}" ]; then
   ldconfig "${plugin_dirs[@]}"
 fi
 
-workload_dir="$(dirname "$0")"
 export PYTHONPATH="${workload_dir}/python${PYTHONPATH:+:${PYTHONPATH}}"
 
 if [ -n "${DATASET_SOURCE:-}" ]; then
