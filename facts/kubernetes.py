@@ -168,6 +168,11 @@ GPU_TAINT = Taint("nvidia.com/gpu", "present")
 # Nodes of a queued-provisioning pool carry this taint and a label of the same key.
 # https://cloud.google.com/kubernetes-engine/docs/how-to/provisioningrequest
 QUEUED_TAINT = Taint("cloud.google.com/gke-queued", "true")
+# GKE taints the nodes of Arm machine types, so that pods built for x86 only stay off them; every
+# pod that runs there tolerates it (GKE adds the toleration itself only to pods that select
+# kubernetes.io/arch=arm64). https://cloud.google.com/kubernetes-engine/docs/how-to/prepare-arm-workloads-for-deployment;
+# GoogleCloudPlatform/cluster-toolkit:examples/gke-a4x/nccl-jobset-example.yaml@1047080
+ARM64_TAINT = Taint("kubernetes.io/arch", "arm64")
 # GKE's notice on a node about to be reclaimed; the public A3 recipes' training pods tolerate it.
 # AI-Hypercomputer/gpu-recipes:src/helm-charts/a3mega/jobset/templates/workload-jobset.yaml@2e1fd5e
 IMPENDING_TERMINATION_TOLERATION = {"key": "cloud.google.com/impending-node-termination", "operator": "Exists"}

@@ -9,11 +9,12 @@ pinned in `facts.versions`; this module says which pins belong to which machine.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from enum import StrEnum
 from types import MappingProxyType
 
 from facts import versions
+from facts.kubernetes import ARM64_TAINT, Taint, TopologyLevel
 from facts.versions import Image
 
 
@@ -45,6 +46,7 @@ class Precision(StrEnum):
 _RECIPES_PEAKS = "AI-Hypercomputer/gpu-recipes:src/utils/training_metrics/src/data_defs.py@2e1fd5e"
 _NVIDIA_TENSOR_CORE = "https://resources.nvidia.com/en-us-tensor-core (dense = half the sparse figure)"
 _CUDA_GPUS = "https://developer.nvidia.com/cuda-gpus (compute capability per GPU)"
+_NVL72 = "https://www.nvidia.com/en-us/data-center/gb200-nvl72/ (specifications)"
 
 
 @dataclass(frozen=True)
@@ -105,6 +107,21 @@ ACCELERATORS: Mapping[str, Accelerator] = {
             {
                 "peak_dense_tflops": f"{_RECIPES_PEAKS}; https://www.nvidia.com/en-us/data-center/hgx/",
                 "memory_gb": "https://www.nvidia.com/en-us/data-center/hgx/",
+                "compute_capability": _CUDA_GPUS,
+            },
+        ),
+        # A4X's GPU: the B200 die pair of a Grace Blackwell superchip, run at a higher power than
+        # HGX B200 (so higher peaks); NVIDIA publishes the rack's figures (GB200 NVL72: 360 PFLOPS
+        # BF16 and 720 PFLOPS FP8 with sparsity, 13.4 TB HBM3e, over 72 GPUs).
+        Accelerator(
+            "gb200",
+            "Blackwell",
+            (10, 0),
+            186,
+            {Precision.BF16: 2500.0, Precision.FP8: 5000.0},
+            {
+                "peak_dense_tflops": f"{_NVL72} (dense = half the sparse figure, per GPU = rack / 72)",
+                "memory_gb": f"{_NVL72} (13.4 TB / 72 GPUs)",
                 "compute_capability": _CUDA_GPUS,
             },
         ),
@@ -250,6 +267,18 @@ TCPX_STACK, TCPXO_STACK, RDMA_STACK = (
     ),
 )
 
+# GB200 hosts are Arm (Grace): the same gIB pattern, with the plugin built for arm64.
+RDMA_ARM64_STACK = replace(
+    RDMA_STACK,
+    node_plugin=versions.GIB_ARM64_PLUGIN,
+    sources={
+        **RDMA_STACK.sources,
+        "node_plugin": (
+            "GoogleCloudPlatform/container-engine-accelerators:gpudirect-rdma/nccl-rdma-installer-a4x.yaml@992db81"
+        ),
+    },
+)
+
 
 @dataclass(frozen=True)
 class MachineType:
@@ -291,6 +320,13 @@ class MachineType:
     # CPU (millicores) and memory (MiB) a node leaves to pods as its kubelet reports them
     # (`status.allocatable`), for a machine outside the catalog; None: GKE's reservations apply.
     reported_allocatable: tuple[int, int] | None = None
+    # GCE workload policy topology every pool of the machine is placed with (a HIGH_THROUGHPUT
+    # policy's accelerator_topology: "1x72" is one GB200 NVL72 domain); None: compact placement
+    # by the platform's default (planners.pools).
+    accelerator_topology: str | None = None
+    # The Kueue topology level whose domains are the machine's NVLink domains (a node on an HGX
+    # board, a GKE sub-block for GB200 NVL72): runs keep tensor parallelism inside one.
+    nvlink_domain_level: TopologyLevel = TopologyLevel.HOSTNAME
     # NCCL settings the machine's recipes export after their GPUDirect stack's init script (which
     # would otherwise set its own): they win over it in the training pods.
     nccl_env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
@@ -313,6 +349,22 @@ class MachineType:
     def pods_on_host_network(self) -> bool:
         """Whether training pods can use the node's network with the machine's GPUDirect stack."""
         return self.gpudirect_stack is None or self.gpudirect_stack.host_network_pods
+
+    @property
+    def nvlink_domain_nodes(self) -> int:
+        """Nodes one NVLink domain joins."""
+        return self.nvlink_domain_gpus // self.gpus
+
+    @property
+    def nvlink_across_nodes(self) -> bool:
+        """NVLink joins GPUs of several nodes (GB200 NVL72): a run's pods reach each other's GPU
+        memory only through IMEX channels, which NVIDIA's DRA driver gives them (ComputeDomain)."""
+        return self.nvlink_domain_gpus > self.gpus
+
+    @property
+    def arch_taints(self) -> tuple[Taint, ...]:
+        """Taints GKE puts on the machine's nodes for their CPU architecture."""
+        return (ARM64_TAINT,) if self.cpu_arch is CpuArch.ARM64 else ()
 
     @property
     def additional_networks(self) -> int:
@@ -535,6 +587,69 @@ def _rdma_8g(
     )
 
 
+_GCE_A4X = "https://cloud.google.com/compute/docs/accelerator-optimized-machines#a4x-vms"
+_CTK_A4X = f"{_CTK}:examples/gke-a4x/gke-a4x.yaml@1047080"
+_GCE_A4X_DOC = "https://cloud.google.com/ai-hypercomputer/docs/gpu (A4X: 140 vCPUs, 884 GB)"
+_A4X_RECIPE = "AI-Hypercomputer/gpu-recipes:training/a4x/llama3_70b/nemo-gke/nemo2602/64gpus-fp8cs-gbs256/recipe"
+# A4X: GB200 NVL72. Four GPUs per Arm host, 18 hosts per rack-wide NVLink domain, which GCE
+# provisions as one sub-block placed by a HIGH_THROUGHPUT workload policy of topology 1x72.
+A4X = MachineType(
+    name="a4x-highgpu-4g",
+    accelerator=ACCELERATORS["gb200"],
+    gpus=4,
+    gke_accelerator="nvidia-gb200",
+    vcpus=140,
+    memory_gib=884,
+    local_ssds=0,
+    cpu_arch=CpuArch.ARM64,
+    nvlink_domain_gpus=72,
+    gpudirect_stack=RDMA_ARM64_STACK,
+    gpu_nics=4,
+    extra_gvnics=1,
+    mtu=8896,
+    boot_disk_types=("hyperdisk-balanced",),
+    node_image_type=COS_CONTAINERD,
+    # The NVIDIA DRA driver's floor; gpu-recipes' A4X environment asks for 1.33.4-gke.1036000.
+    min_gke_version=versions.NVIDIA_DRA_DRIVER_MIN_GKE_VERSION,
+    compact_with_flex_start=False,
+    # Where A4X became generally available; the GPU locations page has the current list.
+    zones=frozenset({"us-central1-a"}),
+    # The A4X recipes keep A3 Ultra's gIB tuner configuration.
+    nccl_env=MappingProxyType(
+        {"NCCL_SOCKET_IFNAME": "eth0,eth1", "NCCL_TUNER_CONFIG_PATH": "/usr/local/gib/configs/tuner_config_a3u.txtpb"}
+    ),
+    # Two superchips per host, each a Grace CPU with two GPUs: numactl --cpunodebind=$((LOCAL_RANK/2)).
+    gpus_per_numa_node=2,
+    accelerator_topology="1x72",
+    nvlink_domain_level=TopologyLevel.SUBBLOCK,
+    sources={
+        "gpus": f"{_GCE_A4X}; {_CTK_A4X}",
+        "gke_accelerator": _CTK_LABELS,
+        "vcpus": _GCE_A4X_DOC,
+        "memory_gib": _GCE_A4X_DOC,
+        "local_ssds": f"{_CTK_DISKS} (no local SSD count for a4x: GKE's default applies)",
+        "cpu_arch": f"{_GCE_A4X}; {_CTK_A4X} (target_architecture arm64)",
+        "nvlink_domain_gpus": f"{_GCE_A4X} (an NVL72 domain: 18 instances, 72 GPUs); {_CTK_A4X} (1x72)",
+        "gpudirect_stack": "GoogleCloudPlatform/container-engine-accelerators:gpudirect-rdma/nccl-rdma-installer-a4x.yaml@992db81",
+        "gpu_nics": f"{_CTK}:examples/gke-a4x/gke-a4x.yaml@0f9034d (4 RDMA subnets); {_CTK_RDMA_VPC}",
+        "mtu": _CTK_RDMA_VPC,
+        "boot_disk_types": f"{_CTK_A4X} (hyperdisk-balanced); {_GCE_A4X}",
+        "node_image_type": _COS,
+        "min_gke_version": "NVIDIA/k8s-dra-driver-gpu:docs/prerequisites.md@2240711; "
+        "AI-Hypercomputer/gpu-recipes:docs/configuring-environment-gke-a4x.md@2e1fd5e",
+        "compact_with_flex_start": _CTK_FLEX_COMPACT,
+        "zones": "https://cloud.google.com/compute/docs/release-notes (2025-09-10: A4X generally available in "
+        "us-central1-a); https://cloud.google.com/compute/docs/gpus/gpu-regions-zones",
+        "gpus_per_numa_node": f"{_A4X_RECIPE}/launcher.sh@2e1fd5e",
+        "nccl_env": f"{_A4X_RECIPE}/templates/workload-job.yaml@2e1fd5e",
+        "accelerator_topology": f"{_CTK_A4X} (workload_policy); AI-Hypercomputer/xpk:src/xpk/core/nodepool.py@367c838",
+        "nvlink_domain_level": f"{_CTK}:examples/gke-a4x/nccl-jobset-example.yaml@1047080 (podset-required-topology "
+        "gce-topology-subblock); AI-Hypercomputer/gpu-recipes:training/a4x/deepseek_v3/megatron-bridge-gke/"
+        "nemo2511/256gpus-bf16-seq4096-gbs4096/recipe/values.yaml@2e1fd5e (16-node slices per sub-block)",
+    },
+)
+
+
 MACHINE_TYPES: Mapping[str, MachineType] = {
     m.name: m
     for m in (
@@ -600,6 +715,7 @@ MACHINE_TYPES: Mapping[str, MachineType] = {
                 "zones": _ZONES_A4,
             },
         ),
+        A4X,
     )
 }
 
@@ -613,7 +729,17 @@ SOURCED_MACHINE_FIELDS = tuple(
     f.name
     for f in fields(MachineType)
     if f.name
-    not in {"name", "accelerator", "extra_gvnics", "sources", "reported_allocatable", "nccl_env", "gpus_per_numa_node"}
+    not in {
+        "name",
+        "accelerator",
+        "extra_gvnics",
+        "sources",
+        "reported_allocatable",
+        "nccl_env",
+        "gpus_per_numa_node",
+        "accelerator_topology",
+        "nvlink_domain_level",
+    }
 )
 
 

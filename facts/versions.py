@@ -63,6 +63,21 @@ JOBSET = HelmChart(
     source="https://github.com/kubernetes-sigs/jobset/releases/tag/v0.12.0",
 )
 
+# NVIDIA's DRA driver for GPUs, with only its ComputeDomain part enabled: IMEX channels for
+# NVLink across the nodes of a GB200 NVL72 domain (GKE's device plugin keeps serving the GPUs).
+# Renamed from nvidia-dra-driver-gpu and moved to registry.k8s.io at 0.4.0; it needs Kubernetes
+# 1.34.2 (DRA's resource.k8s.io/v1) and an NVIDIA driver of at least 570.158.01.
+# NVIDIA/k8s-dra-driver-gpu (now kubernetes-sigs/dra-driver-nvidia-gpu):docs/install.md,
+# docs/prerequisites.md@2240711
+NVIDIA_DRA_DRIVER = HelmChart(
+    repository="oci://registry.k8s.io/dra-driver-nvidia/charts",
+    name="dra-driver-nvidia-gpu",
+    version="0.4.0",
+    source="https://github.com/kubernetes-sigs/dra-driver-nvidia-gpu/releases/tag/v0.4.0",
+)
+# Oldest Kubernetes the driver's ComputeDomains run on (docs/prerequisites.md@2240711).
+NVIDIA_DRA_DRIVER_MIN_GKE_VERSION = "1.34.2-gke.0"
+
 
 @dataclass(frozen=True)
 class CrdModule:
@@ -157,6 +172,12 @@ GIB_PLUGIN = Image(
     "us-docker.pkg.dev/gce-ai-infra/gpudirect-gib/nccl-plugin-gib",
     "v1.1.1",
     "GoogleCloudPlatform/container-engine-accelerators:gpudirect-rdma/nccl-rdma-installer.yaml@992db81",
+)
+# Arm hosts (A4X) take gIB from its own repository, at the version CEA's A4X installer pins.
+GIB_ARM64_PLUGIN = Image(
+    "us-docker.pkg.dev/gce-ai-infra/gpudirect-gib/nccl-plugin-gib-arm64",
+    "v1.1.0",
+    "GoogleCloudPlatform/container-engine-accelerators:gpudirect-rdma/nccl-rdma-installer-a4x.yaml@992db81",
 )
 # gIB with nccl-tests, MPI and an ssh server: the image CEA's RDMA NCCL test runs.
 GIB_DIAGNOSTIC = Image(

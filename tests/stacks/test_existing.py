@@ -325,7 +325,7 @@ def test_a_run_only_stack_reads_a_pool_outside_the_catalog_from_its_upstream() -
         ),
         ({"allocatableMemoryGib": None}, "allocatableMemoryGib", "is required for BM.GPU.H100.8"),
         ({"machineType": "a3-ultragpu-8g"}, "gpusPerNode", "the catalog describes a3-ultragpu-8g's nodes"),
-        ({"accelerator": "mi300x"}, "accelerator", "must be one of h100, h200, b200, a100"),
+        ({"accelerator": "mi300x"}, "accelerator", "must be one of h100, h200, b200, gb200, a100"),
         ({"allocatableCpus": 8}, "allocatableCpus", "must exceed 8"),
         ({"allocatableMemoryGib": 64}, "allocatableMemoryGib", "must exceed 64"),
         ({"gpusPerNode": 17}, "gpusPerNode", "less than or equal to 16"),

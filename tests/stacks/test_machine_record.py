@@ -13,6 +13,7 @@ from facts import machines
 from facts.machines import (
     ACCELERATORS,
     MACHINE_TYPES,
+    RDMA_ARM64_STACK,
     RDMA_STACK,
     TCPX_STACK,
     TCPXO_STACK,
@@ -142,20 +143,23 @@ def test_catalog_gpu_generations_are_told_apart_by_compute_capability() -> None:
         "h100": (9, 0),
         "h200": (9, 0),
         "b200": (10, 0),
+        "gb200": (10, 0),
         "a100": (8, 0),
     }
 
 
 def test_one_installer_per_flavour_and_architecture() -> None:
     catalog = MACHINE_TYPES.values()
-    installers = gpudirect.plugin_installers([*catalog, X9])
+    installers = gpudirect.plugin_installers(catalog)
     assert {key: accelerators for key, (_, accelerators) in installers.items()} == {
         "tcpx": ["nvidia-h100-80gb"],
         "tcpxo": ["nvidia-h100-mega-80gb"],
         "rdma": ["nvidia-b200", "nvidia-h200-141gb"],
-        "rdma-arm64": ["nvidia-x1"],
+        "rdma-arm64": ["nvidia-gb200"],
     }
-    assert installers["rdma-arm64"][0].node_plugin == ARM_PLUGIN
+    assert installers["rdma-arm64"][0].node_plugin == RDMA_ARM64_STACK.node_plugin
+    (installer, accelerators) = gpudirect.plugin_installers([X9])["rdma-arm64"]
+    assert (installer.node_plugin, accelerators) == (ARM_PLUGIN, ["nvidia-x1"])
     assert gpudirect.plugin_installers(m for m in catalog if m.gpudirect_stack is None) == {}
 
 
@@ -182,7 +186,7 @@ def test_host_network_pods_come_from_the_machines_gpudirect_stack(stack: Any, ho
 
 def test_the_gpudirect_stacks_are_those_of_the_catalog_each_once() -> None:
     stacks = [m.gpudirect_stack for m in MACHINE_TYPES.values() if m.gpudirect_stack]
-    assert list(machines.GPUDIRECT_STACKS) == [TCPX_STACK, TCPXO_STACK, RDMA_STACK]
+    assert list(machines.GPUDIRECT_STACKS) == [TCPX_STACK, TCPXO_STACK, RDMA_STACK, RDMA_ARM64_STACK]
     assert set(map(id, stacks)) == set(map(id, machines.GPUDIRECT_STACKS))
 
 

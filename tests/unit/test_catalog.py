@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shutil
 import subprocess
@@ -16,6 +17,7 @@ from facts.machines import (
     MACHINE_TYPES,
     SOURCED_MACHINE_FIELDS,
     GpuDirect,
+    MachineType,
     allocatable_memory_mib,
     allocatable_millicores,
     machine_type,
@@ -35,6 +37,11 @@ def test_every_machine_fact_names_its_public_source(name: str) -> None:
     machine = MACHINE_TYPES[name]
     for field in SOURCED_MACHINE_FIELDS:
         assert SOURCE.search(machine.sources.get(field, "")), f"{name}.{field} has no source"
+    # A field left at its default needs no source; one a machine sets does.
+    for field in dataclasses.fields(MachineType):
+        if field.name not in SOURCED_MACHINE_FIELDS and field.default is not dataclasses.MISSING:
+            if getattr(machine, field.name) != field.default and field.name != "reported_allocatable":
+                assert SOURCE.search(machine.sources.get(field.name, "")), f"{name}.{field.name} has no source"
 
 
 def test_every_accelerator_and_model_names_its_sources() -> None:

@@ -41,10 +41,12 @@ def test_tcpx_and_tcpxo_get_one_vpc_per_gpu_nic_named_as_the_recipes_name_them(n
 
 @pytest.mark.parametrize("name", [n for n, m in MACHINE_TYPES.items() if m.gpudirect is GpuDirect.RDMA])
 def test_rdma_machines_get_a_gvnic_vpc_and_one_rdma_vpc_with_a_subnet_per_nic(name: str) -> None:
-    plan = plan_gpu_networks("c", machine_type(name), GPU_CIDR)
-    assert [nic.kubernetes_name for nic in plan] == ["gvnic-1", *(f"rdma-{i}" for i in range(8))]
+    machine = machine_type(name)
+    plan = plan_gpu_networks("c", machine, GPU_CIDR)
+    nics = machine.gpu_nics
+    assert [nic.kubernetes_name for nic in plan] == ["gvnic-1", *(f"rdma-{i}" for i in range(nics))]
     rdma = [nic for nic in plan if nic.device_mode == "RDMA"]
-    assert {nic.vpc for nic in rdma} == {"c-rdma"} and len({nic.subnet for nic in rdma}) == 8
+    assert {nic.vpc for nic in rdma} == {"c-rdma"} and len({nic.subnet for nic in rdma}) == nics
 
 
 def test_the_gpu_block_is_cut_into_sixteen_equal_subnets() -> None:

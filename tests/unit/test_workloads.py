@@ -95,14 +95,16 @@ def test_variables_that_name_the_jobset_refer_to_a_variable_defined_before_them(
 @pytest.mark.parametrize("machine", list(MACHINE_TYPES))
 def test_each_machine_gets_its_gpudirect_wiring_and_only_that(machine: str) -> None:
     spec = pod(jobset_for(machine))
-    annotations, flavour = spec["metadata"]["annotations"], MACHINE_TYPES[machine].gpudirect
+    record = MACHINE_TYPES[machine]
+    annotations, flavour = spec["metadata"]["annotations"], record.gpudirect
     sidecars = [c["name"] for c in spec["spec"].get("initContainers", [])]
     interfaces = json.loads(annotations.get("networking.gke.io/interfaces", "[]"))
     expected = {
         GpuDirect.NONE: ([], 0, False),
         GpuDirect.TCPX: (["tcpx-daemon"], 5, False),
         GpuDirect.TCPXO: (["nccl-plugin-installer", "tcpxo-daemon"], 0, True),
-        GpuDirect.RDMA: ([], 10, False),
+        # The pod network, the second gVNIC and one interface per RDMA NIC.
+        GpuDirect.RDMA: ([], 2 + record.gpu_nics, False),
     }[flavour]
     assert (sidecars, len(interfaces), bool(spec["spec"].get("hostNetwork"))) == expected
 
@@ -229,7 +231,7 @@ def test_rdma_runs_keep_the_recipes_nccl_settings_over_gibs_init_script(machine:
 
 def test_ranks_are_bound_to_numa_nodes_only_where_the_machines_recipes_do() -> None:
     bound = {m.name for m in MACHINE_TYPES.values() if m.gpus_per_numa_node}
-    assert bound == {"a3-ultragpu-8g", "a4-highgpu-8g"}
+    assert bound == {"a3-ultragpu-8g", "a4-highgpu-8g", "a4x-highgpu-4g"}
     for name in bound:
         assert "launcher.sh" in MACHINE_TYPES[name].sources["gpus_per_numa_node"]
 

@@ -172,7 +172,7 @@ HOSTILE_LOGS: dict[str, tuple[str | None, list[str], str]] = {
     "unknown accelerator": (
         None,
         ["--accelerator", "tpu-v9"],
-        r"unknown accelerator 'tpu-v9'; known: h100, h200, b200, a100",
+        r"unknown accelerator 'tpu-v9'; known: h100, h200, b200, gb200, a100",
     ),
     "no fp8 peak": (None, ["--accelerator", "a100"], "a100 has no published dense fp8 peak"),
     "unknown model": (None, ["--model", "gpt-9"], r"unknown model 'gpt-9'; known: gpt-5b, gpt3-175b, llama3.1-8b"),
