@@ -380,7 +380,9 @@ class GpuNodePool(pulumi.ComponentResource):
                     }
                 ],
                 "gvnic": {"enabled": True},
-                "ephemeral_storage_local_ssd_config": {"local_ssd_count": machine.local_ssds},
+                "ephemeral_storage_local_ssd_config": (
+                    None if machine.local_ssds_automatic else {"local_ssd_count": machine.local_ssds}
+                ),
                 # GKE taints GPU nodes itself; declaring the same taint keeps the plan clean.
                 "taints": list(plan.taints),
                 "spot": True if plan.spot else None,

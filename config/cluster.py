@@ -14,8 +14,10 @@ from facts.gke import (
     NODE_UPGRADE_EXCLUSION_NAME,
     NODE_UPGRADE_EXCLUSION_SCOPE,
     CapacityType,
+    capacity_problem,
     compact_placement_problem,
     default_compact,
+    pool_size_problem,
 )
 from facts.machines import MACHINE_TYPES, MachineType, machine_type
 from facts.project import PROJECT
@@ -290,10 +292,24 @@ class GpuPoolConfig(Model):
                 )
             if self.auto_repair:
                 raise RuleError("autoRepair", True, f"must be false with capacity.type {mode.value!r}")
+        problem = capacity_problem(mode, machine)
+        if problem:
+            raise RuleError("capacity.type", mode.value, problem)
+        problem = pool_size_problem(machine, self.max_nodes)
+        if problem:
+            key = "autoscaling.maxNodes" if self.autoscaling else "nodeCount"
+            raise RuleError(key, self.max_nodes, problem)
         if self.placement == "compact":
             problem = compact_placement_problem(mode, machine)
             if problem:
                 raise RuleError("placement", "compact", problem)
+        if self.placement == "none" and machine.accelerator_topology is not None:
+            raise RuleError(
+                "placement",
+                "none",
+                f"{machine.name} pools are always placed in one NVLink domain by a {machine.accelerator_topology} "
+                "workload policy",
+            )
         if self.placement_policy is not None:
             if not self.compact:
                 raise RuleError("placementPolicy", self.placement_policy, "needs compact placement")

@@ -31,7 +31,7 @@ def compact_placement_problem(capacity: CapacityType, machine: MachineType) -> s
     a specific reservation carries its own placement: cluster-toolkit's A3 Mega and A3 Ultra
     examples (examples/gke-a3-megagpu, examples/gke-a3-ultragpu @1047080) consume reservations
     with no placement policy, and no GKE document shows the two together."""
-    if capacity is CapacityType.RESERVATION:
+    if capacity is CapacityType.RESERVATION and machine.accelerator_topology is None:
         return "a specific reservation brings its own placement (dense deployment): leave placement unset"
     if capacity is CapacityType.QUEUED_PROVISIONING:
         return "queued provisioning excludes compact placement (GKE allows it only for TPUs)"
@@ -43,8 +43,30 @@ def compact_placement_problem(capacity: CapacityType, machine: MachineType) -> s
 
 def default_compact(capacity: CapacityType, machine: MachineType, max_nodes: int) -> bool:
     """The platform's default placement: compact for multi-node 8-GPU pools where GKE allows it,
-    so their nodes share a block and carry GKE's topology labels."""
+    so their nodes share a block and carry GKE's topology labels; always for a machine placed by
+    its accelerator topology (an A4X pool is one NVLink domain)."""
+    if machine.accelerator_topology is not None:
+        return True
     return machine.gpus == 8 and max_nodes > 1 and compact_placement_problem(capacity, machine) is None
+
+
+def capacity_problem(capacity: CapacityType, machine: MachineType) -> str | None:
+    """Why the machine cannot be had in this capacity mode, or None."""
+    if machine.reservation_only and capacity is not CapacityType.RESERVATION:
+        return f"{machine.name} is offered only through reservations: use capacity.type 'reservation'"
+    return None
+
+
+def pool_size_problem(machine: MachineType, max_nodes: int) -> str | None:
+    """Why a pool of this size cannot be placed as the machine is, or None: a pool placed by an
+    accelerator topology takes one NVLink domain, and holds at most its nodes (GKE's A4X guide,
+    https://cloud.google.com/ai-hypercomputer/docs/create/gke-ai-hypercompute-custom-a4x)."""
+    if machine.accelerator_topology is not None and max_nodes > machine.nvlink_domain_nodes:
+        return (
+            f"a {machine.name} pool is one {machine.accelerator_topology} NVLink domain of at most "
+            f"{machine.nvlink_domain_nodes} nodes: add another pool for more"
+        )
+    return None
 
 
 # Node label and taint key prefixes a node pool may not set: Kubernetes reserves kubernetes.io/

@@ -292,7 +292,8 @@ class MachineType:
     vcpus: int
     # GiB, as Compute Engine reports machine memory.
     memory_gib: int
-    # GKE requires this exact count in ephemeral_storage_local_ssd_config.
+    # Local SSD disks bundled with the machine; GKE requires this exact count in
+    # ephemeral_storage_local_ssd_config (unless `local_ssds_automatic`).
     local_ssds: int
     cpu_arch: CpuArch
     # GPUs one NVLink domain joins: the node's own on an HGX board, more where NVLink spans
@@ -327,6 +328,12 @@ class MachineType:
     # The Kueue topology level whose domains are the machine's NVLink domains (a node on an HGX
     # board, a GKE sub-block for GB200 NVL72): runs keep tensor parallelism inside one.
     nvlink_domain_level: TopologyLevel = TopologyLevel.HOSTNAME
+    # Size of one bundled Local SSD disk, GiB (375 on A3 and A4: https://cloud.google.com/compute/docs/disks/local-ssd).
+    local_ssd_gib: int = 375
+    # GKE puts the bundled disks under ephemeral storage itself, and a pool names no count.
+    local_ssds_automatic: bool = False
+    # Compute Engine offers the machine only through reservations (no on-demand, Spot or flex-start VMs).
+    reservation_only: bool = False
     # NCCL settings the machine's recipes export after their GPUDirect stack's init script (which
     # would otherwise set its own): they win over it in the training pods.
     nccl_env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
@@ -590,6 +597,8 @@ def _rdma_8g(
 _GCE_A4X = "https://cloud.google.com/compute/docs/accelerator-optimized-machines#a4x-vms"
 _CTK_A4X = f"{_CTK}:examples/gke-a4x/gke-a4x.yaml@1047080"
 _GCE_A4X_DOC = "https://cloud.google.com/ai-hypercomputer/docs/gpu (A4X: 140 vCPUs, 884 GB)"
+_GKE_A4X = "https://cloud.google.com/ai-hypercomputer/docs/create/gke-ai-hypercompute-custom-a4x"
+_A4X_SSD = "https://cloud.google.com/ai-hypercomputer/docs/view-reserved-capacity (an a4x reservation's localSsds)"
 _A4X_RECIPE = "AI-Hypercomputer/gpu-recipes:training/a4x/llama3_70b/nemo-gke/nemo2602/64gpus-fp8cs-gbs256/recipe"
 # A4X: GB200 NVL72. Four GPUs per Arm host, 18 hosts per rack-wide NVLink domain, which GCE
 # provisions as one sub-block placed by a HIGH_THROUGHPUT workload policy of topology 1x72.
@@ -600,7 +609,7 @@ A4X = MachineType(
     gke_accelerator="nvidia-gb200",
     vcpus=140,
     memory_gib=884,
-    local_ssds=0,
+    local_ssds=4,
     cpu_arch=CpuArch.ARM64,
     nvlink_domain_gpus=72,
     gpudirect_stack=RDMA_ARM64_STACK,
@@ -622,12 +631,20 @@ A4X = MachineType(
     gpus_per_numa_node=2,
     accelerator_topology="1x72",
     nvlink_domain_level=TopologyLevel.SUBBLOCK,
+    local_ssd_gib=3000,
+    local_ssds_automatic=True,
+    reservation_only=True,
     sources={
         "gpus": f"{_GCE_A4X}; {_CTK_A4X}",
         "gke_accelerator": _CTK_LABELS,
         "vcpus": _GCE_A4X_DOC,
         "memory_gib": _GCE_A4X_DOC,
-        "local_ssds": f"{_CTK_DISKS} (no local SSD count for a4x: GKE's default applies)",
+        "local_ssds": f"{_A4X_SSD} (4 NVMe disks of 3000 GB)",
+        "local_ssd_gib": _A4X_SSD,
+        "local_ssds_automatic": f"{_CTK_DISKS} (no count for a4x); GoogleCloudPlatform/cluster-autoscaler:pkg/"
+        "cloudprovider/gke/machinetypes/deprecated_machine_types_config.go@0d974c0 (automatic ephemeral local SSD "
+        "count 4)",
+        "reservation_only": f"{_GKE_A4X} (reservation-bound provisioning only; no Spot or flex-start VMs)",
         "cpu_arch": f"{_GCE_A4X}; {_CTK_A4X} (target_architecture arm64)",
         "nvlink_domain_gpus": f"{_GCE_A4X} (an NVL72 domain: 18 instances, 72 GPUs); {_CTK_A4X} (1x72)",
         "gpudirect_stack": "GoogleCloudPlatform/container-engine-accelerators:gpudirect-rdma/nccl-rdma-installer-a4x.yaml@992db81",
@@ -642,7 +659,8 @@ A4X = MachineType(
         "us-central1-a); https://cloud.google.com/compute/docs/gpus/gpu-regions-zones",
         "gpus_per_numa_node": f"{_A4X_RECIPE}/launcher.sh@2e1fd5e",
         "nccl_env": f"{_A4X_RECIPE}/templates/workload-job.yaml@2e1fd5e",
-        "accelerator_topology": f"{_CTK_A4X} (workload_policy); AI-Hypercomputer/xpk:src/xpk/core/nodepool.py@367c838",
+        "accelerator_topology": f"{_GKE_A4X} (a 1x72 pool takes one whole 18-instance sub-block); {_CTK_A4X} "
+        "(workload_policy); AI-Hypercomputer/xpk:src/xpk/core/nodepool.py@367c838",
         "nvlink_domain_level": f"{_CTK}:examples/gke-a4x/nccl-jobset-example.yaml@1047080 (podset-required-topology "
         "gce-topology-subblock); AI-Hypercomputer/gpu-recipes:training/a4x/deepseek_v3/megatron-bridge-gke/"
         "nemo2511/256gpus-bf16-seq4096-gbs4096/recipe/values.yaml@2e1fd5e (16-node slices per sub-block)",
@@ -739,6 +757,9 @@ SOURCED_MACHINE_FIELDS = tuple(
         "gpus_per_numa_node",
         "accelerator_topology",
         "nvlink_domain_level",
+        "local_ssd_gib",
+        "local_ssds_automatic",
+        "reservation_only",
     }
 )
 

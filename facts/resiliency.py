@@ -117,8 +117,6 @@ LOCAL_CHECKPOINTS_AT_PEAK = 2
 # shard (Megatron-LM docs/source/api-guide/dist_optimizer.md).
 WEIGHT_BYTES = 2
 OPTIMIZER_BYTES = 12
-# A Local SSD disk of an A3/A4 machine (https://cloud.google.com/compute/docs/disks/local-ssd).
-LOCAL_SSD_DISK_GIB = 375
 # Share of a node's local SSD the local checkpoints may take: the rest holds container images,
 # the dataset copy and logs (this program's rule).
 LOCAL_CHECKPOINT_SSD_SHARE = 0.5

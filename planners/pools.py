@@ -8,7 +8,7 @@ from typing import Any
 
 from facts.errors import RuleError, require
 from facts.gcp import region_of_zone, reservation_path, scoped_name
-from facts.gke import DWS_CAPACITY, CapacityType, compact_placement_problem
+from facts.gke import DWS_CAPACITY, CapacityType, capacity_problem, compact_placement_problem, pool_size_problem
 from facts.kubernetes import GPU_TAINT, QUEUED_TAINT, Taint
 from facts.machines import MachineType, OtherMachine, machine_type
 from facts.project import is_placeholder
@@ -51,10 +51,11 @@ class GpuPoolExport:
 
     @property
     def node_taints(self) -> tuple[Taint, ...]:
-        """The taints the pool's nodes carry: an existing pool's declared ones, else GKE's."""
+        """The taints the pool's nodes carry: an existing pool's declared ones, else GKE's (for GPUs,
+        queued provisioning and the CPU architecture)."""
         if self.node_labels is not None:
             return self.taints
-        return gke_gpu_taints(self.queued)
+        return gke_gpu_taints(self.queued) + self.machine.arch_taints
 
     @property
     def has_topology_labels(self) -> bool:
@@ -188,8 +189,13 @@ def plan_node_pool(spec: NodePoolSpec, project: str, cluster_name: str) -> NodeP
         spec.reservation,
         "a reservation is named exactly when capacity.type is 'reservation'",
     )
+    problem = capacity_problem(capacity, machine)
+    require(problem is None, "capacity.type", capacity.value, problem or "")
     placement_problem = compact_placement_problem(capacity, machine) if spec.compact else None
     require(placement_problem is None, "placement", "compact", placement_problem or "")
+    require(spec.compact or machine.accelerator_topology is None, "placement", "none", "the machine needs placement")
+    problem = pool_size_problem(machine, spec.facts.max_nodes)
+    require(problem is None, "nodeCount", spec.facts.max_nodes, problem or "")
     require(spec.compact or spec.placement_policy is None, "placementPolicy", spec.placement_policy, "needs compact")
     boot_disk_type = spec.disk_type or machine.boot_disk_types[0]
     require(
@@ -228,12 +234,7 @@ def plan_node_pool(spec: NodePoolSpec, project: str, cluster_name: str) -> NodeP
         ),
         compact=spec.compact,
         placement_policy=spec.placement_policy,
-        # Flex-start takes compact placement only through a HIGH_THROUGHPUT workload policy.
-        workload_policy=(
-            {"type": "HIGH_THROUGHPUT", "max_topology_distance": "CLUSTER"}
-            if spec.compact and capacity is CapacityType.FLEX_START and spec.placement_policy is None
-            else None
-        ),
+        workload_policy=_workload_policy(spec, machine),
         workload_policy_name=scoped_name(cluster_name, spec.name, "placement"),
         queued_provisioning=queued,
         auto_repair=spec.auto_repair if spec.auto_repair is not None else not dws,
@@ -254,6 +255,20 @@ def plan_node_pool(spec: NodePoolSpec, project: str, cluster_name: str) -> NodeP
     )
 
 
+def _workload_policy(spec: NodePoolSpec, machine: MachineType) -> dict[str, str] | None:
+    """The HIGH_THROUGHPUT workload policy to create for the pool's compact placement, or None:
+    a machine placed by its accelerator topology gets one of that topology (GKE's A4X guide:
+    `--type=HIGH_THROUGHPUT --accelerator-topology=1x72`; cluster-toolkit examples/gke-a4x), and
+    flex-start takes compact placement only through one."""
+    if not spec.compact or spec.placement_policy is not None:
+        return None
+    if machine.accelerator_topology is not None:
+        return {"type": "HIGH_THROUGHPUT", "accelerator_topology": machine.accelerator_topology}
+    if spec.capacity_type is CapacityType.FLEX_START:
+        return {"type": "HIGH_THROUGHPUT", "max_topology_distance": "CLUSTER"}
+    return None
+
+
 def node_pool_advice(spec: NodePoolSpec) -> list[str]:
     """What is probably wrong but may be right: a zone the catalog does not list for the machine,
     a reservation name left as the example's placeholder."""
@@ -264,6 +279,13 @@ def node_pool_advice(spec: NodePoolSpec) -> list[str]:
             f"the catalog cannot confirm {machine.name} capacity in {spec.zone} (known zones: "
             f"{', '.join(sorted(machine.zones))}); check with "
             f"`gcloud compute machine-types list --filter=name={machine.name} --format='value(zone)'`"
+        )
+    domain = machine.nvlink_domain_nodes
+    if machine.accelerator_topology is not None and spec.facts.max_nodes < domain:
+        advice.append(
+            f"the pool takes a whole {machine.accelerator_topology} NVLink domain of {domain} nodes and uses "
+            f"{spec.facts.max_nodes}: the other {domain - spec.facts.max_nodes} stay idle, and no other pool can "
+            f"use them until this one grows"
         )
     for key, value in (("reservation", spec.reservation), ("reservationBlock", spec.reservation_block)):
         if value is not None and is_placeholder(value):

@@ -80,10 +80,12 @@ class Flavor:
 
     @property
     def pool_tolerations(self) -> list[dict[str, str]]:
-        """Tolerations of exactly the taints an existing pool declares, but those the GPU taint's
-        toleration, which every GPU pod has, already tolerates."""
+        """Tolerations of exactly the taints the pool's nodes carry beyond the GPU taint, whose
+        toleration every GPU pod has: those an existing pool declares, or those GKE puts on a
+        GKE pool's nodes for their CPU architecture."""
         gpu = [GPU_TAINT.toleration()]
-        return [taint.exact_toleration() for taint in self.taints if not taint.tolerated_by(gpu)]
+        taints = self.taints if self.existing_node_labels is not None else self.machine.arch_taints
+        return [taint.exact_toleration() for taint in taints if not taint.tolerated_by(gpu)]
 
     @property
     def tolerations(self) -> list[dict[str, str]]:

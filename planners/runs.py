@@ -240,7 +240,7 @@ def local_checkpoint_bytes(run: RunSpec, machine: MachineType) -> int:
 
 
 def local_ssd_bytes(machine: MachineType) -> int:
-    return machine.local_ssds * resiliency.LOCAL_SSD_DISK_GIB * 2**30
+    return machine.local_ssds * machine.local_ssd_gib * 2**30
 
 
 def check_resiliency(run: RunSpec, machine: MachineType, supervisor: bool, gke: bool = True) -> None:

@@ -12,7 +12,7 @@ from components.scheduling import PROVISIONING_CHECK, KueueControllerArgs, clust
 from facts.gke import DWS_CAPACITY, CapacityType
 from facts.kubernetes import GPU_TAINT, KUEUE_API, TOPOLOGY_NAME, Taint, cpu_quantity, mib_quantity, versioned_name
 from facts.kueue import WithinClusterQueue
-from facts.machines import MACHINE_TYPES, allocatable_memory_mib, allocatable_millicores, machine_type
+from facts.machines import MACHINE_TYPES, CpuArch, allocatable_memory_mib, allocatable_millicores, machine_type
 from harness import cel
 from planners.pools import GpuPoolExport
 from planners.queues import TOPOLOGY, TOPOLOGY_SPEC, Flavor, plan_flavor, plan_flavors
@@ -37,7 +37,12 @@ def test_a_flavor_quota_is_the_pool_s_whole_allocatable_capacity(name: str) -> N
         "cloud.google.com/gke-accelerator": machine.gke_accelerator,
         "cloud.google.com/gke-nodepool": "p",
     }
-    assert flavor.tolerations == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    # The GPU taint, and exactly the taint GKE puts on Arm nodes (GKE: prepare Arm workloads).
+    arch = [{"key": "kubernetes.io/arch", "operator": "Equal", "value": "arm64", "effect": "NoSchedule"}]
+    assert flavor.tolerations == [
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+        *(arch if machine.cpu_arch is CpuArch.ARM64 else []),
+    ]
 
 
 @pytest.mark.parametrize(
