@@ -16,13 +16,15 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.kubernetes import KubernetesObject
+from components.kubernetes import KubernetesObject, owned_namespace, pinned_release
 from facts import versions
 from facts.errors import require, require_no_problem
 from facts.kubernetes import (
     FABRIC_CHECK_PRIORITY,
     FABRIC_CHECK_PRIORITY_VALUE,
     GPU_RESOURCE,
+    IMEX_CHANNEL_DEVICE_CLASS,
+    IMEX_CHANNEL_RESOURCE,
     JOBSET_NAMESPACE,
     KUEUE_API,
     KUEUE_NAMESPACE,
@@ -33,7 +35,6 @@ from facts.kubernetes import (
     mib_quantity,
 )
 from facts.kueue import QueueingStrategy, ReclaimWithinCohort, RequeuingTimestamp, WithinClusterQueue
-from facts.versions import HelmChart
 from planners.queues import TOPOLOGY, TOPOLOGY_SPEC, Flavor
 
 PROVISIONING_CHECK = "dws-prov"
@@ -66,34 +67,6 @@ exit 1
 """.replace("KUEUE_API", KUEUE_API)
 
 
-def _release(
-    name: str,
-    chart: HelmChart,
-    namespace: k8s.core.v1.Namespace,
-    values: Mapping[str, Any],
-    opts: pulumi.ResourceOptions,
-    *,
-    skip_crds: bool = False,
-) -> k8s.helm.v3.Release:
-    """A pinned OCI chart, awaited until its workloads are ready."""
-    return k8s.helm.v3.Release(
-        name,
-        name=chart.name,
-        chart=chart.ref,
-        version=chart.version,
-        namespace=namespace.metadata.name,
-        values=dict(values),
-        skip_crds=skip_crds,
-        skip_await=False,
-        timeout=600,
-        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[namespace])),
-    )
-
-
-def _namespace(name: str, namespace: str, parent: pulumi.Resource) -> k8s.core.v1.Namespace:
-    return k8s.core.v1.Namespace(name, metadata={"name": namespace}, opts=pulumi.ResourceOptions(parent=parent))
-
-
 @dataclass(frozen=True)
 class JobSetControllerArgs:
     node_selector: Mapping[str, str]
@@ -121,7 +94,7 @@ class JobSetController(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: JobSetControllerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(self.TYPE, name, None, opts)
-        namespace = _namespace(f"{name}-namespace", JOBSET_NAMESPACE, self)
+        namespace = owned_namespace(f"{name}-namespace", JOBSET_NAMESPACE, self)
         metadata = args.crd["metadata"]
         crd = k8s.apiextensions.v1.CustomResourceDefinition(
             f"{name}-crd",
@@ -132,7 +105,7 @@ class JobSetController(pulumi.ComponentResource):
             spec=args.crd["spec"],
             opts=pulumi.ResourceOptions(parent=self),
         )
-        self.release = _release(
+        self.release = pinned_release(
             f"{name}-release",
             versions.JOBSET,
             namespace,
@@ -150,6 +123,8 @@ class KueueControllerArgs:
     requeue_limit: int
     # GPU nodes the cluster can hold: sizes the controller's memory.
     nodes: int
+    # Runs claim IMEX channels (components.nvlink): Kueue charges them to a quota.
+    imex_channels: bool = False
 
     def __post_init__(self) -> None:
         require(bool(self.node_selector), "node_selector", self.node_selector, "pins the controller to a pool")
@@ -190,7 +165,18 @@ def kueue_configuration(args: KueueControllerArgs) -> dict[str, Any]:
         # Only the kinds this platform queues: Kueue's webhook then never stands between
         # other pods, Deployments or StatefulSets and the API server.
         "integrations": {"frameworks": ["batch/job", "jobset.x-k8s.io/jobset"]},
+        **(_DEVICE_CLASS_MAPPINGS if args.imex_channels else {}),
     }
+
+
+# Kueue (KueueDRAIntegration, on by default from 0.18) admits a pod that claims devices only when
+# their DeviceClass maps to a resource its ClusterQueue has quota for: "DeviceClass ... is not
+# mapped in DRA configuration" otherwise (kubernetes-sigs/kueue pkg/dra/claims.go@v0.19.2).
+_DEVICE_CLASS_MAPPINGS = {
+    "resources": {
+        "deviceClassMappings": [{"name": IMEX_CHANNEL_RESOURCE, "deviceClassNames": [IMEX_CHANNEL_DEVICE_CLASS]}]
+    }
+}
 
 
 class KueueController(pulumi.ComponentResource):
@@ -205,9 +191,9 @@ class KueueController(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: KueueControllerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(self.TYPE, name, None, opts)
-        namespace = _namespace(f"{name}-namespace", KUEUE_NAMESPACE, self)
+        namespace = owned_namespace(f"{name}-namespace", KUEUE_NAMESPACE, self)
         memory = f"{max(KUEUE_MIN_MEMORY_MIB, KUEUE_MEMORY_MIB_PER_NODE * args.nodes)}Mi"
-        self.release = _release(
+        self.release = pinned_release(
             f"{name}-release",
             versions.KUEUE,
             namespace,
@@ -293,13 +279,15 @@ class KueueController(pulumi.ComponentResource):
 def cluster_queue_spec(flavors: Sequence[Flavor], namespace: str, preemption: WithinClusterQueue) -> dict[str, Any]:
     """Quotas for GPUs, CPU and memory per flavor: each pool's whole allocatable capacity
     (planners.queues), so CPU and memory requests can never make a run inadmissible."""
+    # Each pod of a pool whose NVLink spans nodes claims one IMEX channel, so a flavor has one per node.
+    channels = any(f.imex_channels for f in flavors)
     spec: dict[str, Any] = {
         "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
         "queueingStrategy": QueueingStrategy.BEST_EFFORT_FIFO.value,
         "preemption": {"withinClusterQueue": preemption.value, "reclaimWithinCohort": ReclaimWithinCohort.NEVER.value},
         "resourceGroups": [
             {
-                "coveredResources": [GPU_RESOURCE, "cpu", "memory"],
+                "coveredResources": [GPU_RESOURCE, "cpu", "memory", *([IMEX_CHANNEL_RESOURCE] if channels else [])],
                 "flavors": [
                     {
                         "name": f.name,
@@ -307,6 +295,11 @@ def cluster_queue_spec(flavors: Sequence[Flavor], namespace: str, preemption: Wi
                             {"name": GPU_RESOURCE, "nominalQuota": str(f.gpus)},
                             {"name": "cpu", "nominalQuota": cpu_quantity(f.cpu_millicores)},
                             {"name": "memory", "nominalQuota": mib_quantity(f.memory_mib)},
+                            *(
+                                [{"name": IMEX_CHANNEL_RESOURCE, "nominalQuota": str(f.imex_channels)}]
+                                if channels
+                                else []
+                            ),
                         ],
                     }
                     for f in flavors

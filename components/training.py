@@ -27,12 +27,14 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.kubernetes import KubernetesObject
+from components.nvlink import compute_domain
 from facts import resiliency, versions
 from facts.errors import require
 from facts.gke import GCSFUSE_POD_ANNOTATIONS
 from facts.kubernetes import (
     GPU_RESOURCE,
     GPU_TAINT,
+    IMEX_CHANNEL_CLAIM,
     IMPENDING_TERMINATION_TOLERATION,
     JOBSET_API,
     MODEL_LABEL,
@@ -194,9 +196,17 @@ def gpu_jobset(
     pod_labels: Mapping[str, str],
     annotations: Mapping[str, str],
     termination_grace_seconds: int = TERMINATION_GRACE_SECONDS,
+    imex_channels: str | None = None,
 ) -> dict[str, Any]:
     """An unnamed JobSet of one pod per node on the flavor's pool, suspended until Kueue admits
-    all of it, each pod wired for the pool's GPUDirect flavour."""
+    all of it, each pod wired for the pool's GPUDirect flavour. `imex_channels` names the
+    ResourceClaimTemplate of a ComputeDomain (components.nvlink): each pod claims its IMEX
+    channel from it, and its container gets the channel (GKE's A4X guide)."""
+    if imex_channels is not None:
+        container = {
+            **container,
+            "resources": {**container["resources"], "claims": [{"name": IMEX_CHANNEL_CLAIM}]},
+        }
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never",
         "serviceAccountName": service_account,
@@ -211,6 +221,8 @@ def gpu_jobset(
         "containers": [container],
         "volumes": [*volumes, *net.volumes],
     }
+    if imex_channels is not None:
+        pod_spec["resourceClaims"] = [{"name": IMEX_CHANNEL_CLAIM, "resourceClaimTemplateName": imex_channels}]
     if net.host_network:
         pod_spec.update(hostNetwork=True, dnsPolicy="ClusterFirstWithHostNet")
     return {
@@ -334,7 +346,20 @@ def run_jobset(args: TrainingRunArgs, config_map: str, files: Sequence[str]) -> 
         termination_grace_seconds=(
             resiliency.SUPERVISED_TERMINATION_GRACE_SECONDS if supervised else TERMINATION_GRACE_SECONDS
         ),
+        imex_channels=_channels(run_compute_domain(args)),
     )
+
+
+def run_compute_domain(args: TrainingRunArgs) -> dict[str, Any] | None:
+    """The run's ComputeDomain where its machine's NVLink spans nodes, else None."""
+    if not args.flavor.machine.nvlink_across_nodes:
+        return None
+    return compute_domain(args.run.name, args.namespace, args.run.nodes)
+
+
+def _channels(domain: Mapping[str, Any] | None) -> str | None:
+    """The claim template a ComputeDomain's controller creates for its channels."""
+    return domain["spec"]["channel"]["resourceClaimTemplate"]["name"] if domain else None
 
 
 class TrainingRun(pulumi.ComponentResource):
@@ -363,9 +388,10 @@ class TrainingRun(pulumi.ComponentResource):
             data=files,
             opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.after)),
         )
-        env: list[pulumi.Resource] = []
+        # What the JobSet waits for besides its ConfigMap: the run's Secret, its ComputeDomain.
+        before: list[pulumi.Resource] = []
         if args.secret_env and run.env:
-            env.append(
+            before.append(
                 k8s.core.v1.Secret(
                     f"{name}-env",
                     metadata={
@@ -377,12 +403,23 @@ class TrainingRun(pulumi.ComponentResource):
                     opts=pulumi.ResourceOptions(parent=self),
                 )
             )
+        domain = run_compute_domain(args)
+        if domain is not None:
+            # Named by its spec, which is immutable: a changed run gets a new one, and the JobSet
+            # (which names its channels) goes before the old one.
+            before.append(
+                KubernetesObject(
+                    f"{name}-nvlink",
+                    domain,
+                    opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.after)),
+                )
+            )
         jobset = named(run.name, run_jobset(args, config_name, list(files)))
         resource = KubernetesObject(
             f"{name}-jobset",
             jobset,
             opts=pulumi.ResourceOptions.merge(
-                REPLACE_JOB, pulumi.ResourceOptions(parent=self, depends_on=[config_map, *env, *args.after])
+                REPLACE_JOB, pulumi.ResourceOptions(parent=self, depends_on=[config_map, *before, *args.after])
             ),
         )
         for advice in run_advice(run, args.flavor.machine):

@@ -144,7 +144,11 @@ class TopologyConfig(Model):
     mode: Literal["preferred", "required", "none"] | None = Field(
         None, description="Kueue topology-aware placement. Default: preferred where the pool has topology labels."
     )
-    level: TopologyLevel = Field(TopologyLevel.BLOCK, description="Topology level to keep the run's nodes within.")
+    level: TopologyLevel | None = Field(
+        None,
+        description="Topology level to keep the run's nodes within. Default: block; on a machine whose NVLink "
+        "spans nodes (A4X), its NVLink domain (subblock), required where the run fits in one.",
+    )
 
 
 class TokenizerConfig(Model):

@@ -55,7 +55,7 @@ CONTROLLER_KINDS = (
     _kueue(
         "ResourceFlavor", "resourceflavors",
         "spec.nodeLabels", "spec.tolerations[].effect", "spec.tolerations[].key", "spec.tolerations[].operator",
-        "spec.topologyName",
+        "spec.tolerations[].value", "spec.topologyName",
     ),
     _kueue("Topology", "topologies", "spec.levels[].nodeLabel"),
     _kueue("WorkloadPriorityClass", "workloadpriorityclasses", "description", "value"),

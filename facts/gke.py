@@ -63,7 +63,7 @@ def pool_size_problem(machine: MachineType, max_nodes: int) -> str | None:
     https://cloud.google.com/ai-hypercomputer/docs/create/gke-ai-hypercompute-custom-a4x)."""
     if machine.accelerator_topology is not None and max_nodes > machine.nvlink_domain_nodes:
         return (
-            f"a {machine.name} pool is one {machine.accelerator_topology} NVLink domain of at most "
+            f"each {machine.name} pool is one {machine.accelerator_topology} NVLink domain of at most "
             f"{machine.nvlink_domain_nodes} nodes: add another pool for more"
         )
     return None

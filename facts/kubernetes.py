@@ -172,7 +172,9 @@ QUEUED_TAINT = Taint("cloud.google.com/gke-queued", "true")
 # pod that runs there tolerates it (GKE adds the toleration itself only to pods that select
 # kubernetes.io/arch=arm64). https://cloud.google.com/kubernetes-engine/docs/how-to/prepare-arm-workloads-for-deployment;
 # GoogleCloudPlatform/cluster-toolkit:examples/gke-a4x/nccl-jobset-example.yaml@1047080
-ARM64_TAINT = Taint("kubernetes.io/arch", "arm64")
+# A node's CPU architecture (https://kubernetes.io/docs/reference/labels-annotations-taints/#kubernetes-io-arch).
+ARCH_LABEL = "kubernetes.io/arch"
+ARM64_TAINT = Taint(ARCH_LABEL, "arm64")
 # GKE's notice on a node about to be reclaimed; the public A3 recipes' training pods tolerate it.
 # AI-Hypercomputer/gpu-recipes:src/helm-charts/a3mega/jobset/templates/workload-jobset.yaml@2e1fd5e
 IMPENDING_TERMINATION_TOLERATION = {"key": "cloud.google.com/impending-node-termination", "operator": "Exists"}
@@ -223,7 +225,12 @@ SYSTEM_NAMESPACE = "kube-system"
 KUEUE_NAMESPACE = "kueue-system"
 JOBSET_NAMESPACE = "jobset-system"
 # Namespaces a stack may not take for its training runs.
-RESERVED_NAMESPACES = frozenset({"default", "kube-public", SYSTEM_NAMESPACE, KUEUE_NAMESPACE, JOBSET_NAMESPACE})
+# NVIDIA's DRA driver, as GKE's A4X guide installs it
+# (https://cloud.google.com/ai-hypercomputer/docs/create/gke-ai-hypercompute-custom-a4x).
+NVIDIA_DRA_NAMESPACE = "nvidia-dra-driver-gpu"
+RESERVED_NAMESPACES = frozenset(
+    {"default", "kube-public", SYSTEM_NAMESPACE, KUEUE_NAMESPACE, JOBSET_NAMESPACE, NVIDIA_DRA_NAMESPACE}
+)
 
 # The annotation by which the program marks what it installs and another installer could own too
 # (the JobSet CRD; its Helm releases cannot carry it): the fully qualified stack name, as
@@ -252,6 +259,24 @@ HELM_RELEASE_NAMESPACE_ANNOTATION = "meta.helm.sh/release-namespace"
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 JOBSET_API = "jobset.x-k8s.io/v1alpha2"
 NETWORKING_API = "networking.gke.io/v1"
+
+# --------------------------------------------------------------------------- NVLink across nodes
+
+# GPUs of different nodes of one NVLink domain (GB200 NVL72) share memory through IMEX channels.
+# NVIDIA's DRA driver gives a workload's pods one: the workload creates a ComputeDomain, whose
+# controller creates the ResourceClaimTemplate the spec names, and each pod claims a channel from
+# it. NVIDIA/k8s-dra-driver-gpu (kubernetes-sigs/dra-driver-nvidia-gpu) @2240711:
+# api/nvidia.com/resource/v1beta1/computedomain.go, templates/deviceclass-*.yaml,
+# templates/compute-domain-workload-claim-template.tmpl.yaml.
+COMPUTE_DOMAIN_API = "resource.nvidia.com/v1beta1"
+# The DeviceClass the workload claim template requests its channel from.
+IMEX_CHANNEL_DEVICE_CLASS = "compute-domain-default-channel.nvidia.com"
+# The resource name Kueue charges a pod's channel to (its configuration maps the DeviceClass to
+# it, and each ClusterQueue flavor gives it a quota): kueue v0.19.2
+# site/content/en/docs/concepts/dynamic_resource_allocation.md.
+IMEX_CHANNEL_RESOURCE = "compute-domain.nvidia.com/channel"
+# The pod's name for its claim, and the container's reference to it.
+IMEX_CHANNEL_CLAIM = "imex-channel"
 
 # --------------------------------------------------------------------------- container environment
 

@@ -594,9 +594,10 @@ def _rdma_8g(
     )
 
 
-_GCE_A4X = "https://cloud.google.com/compute/docs/accelerator-optimized-machines#a4x-vms"
 _CTK_A4X = f"{_CTK}:examples/gke-a4x/gke-a4x.yaml@1047080"
-_GCE_A4X_DOC = "https://cloud.google.com/ai-hypercomputer/docs/gpu (A4X: 140 vCPUs, 884 GB)"
+_GCE_A4X_DOC = "https://cloud.google.com/ai-hypercomputer/docs/gpu (A4X: 4 GPUs, 140 vCPUs, 884 GB, Hyperdisk only)"
+# "An NVLink domain, also called a sub-block": 18 instances, 72 GPUs, one rack.
+_A4X_DOMAIN = "https://cloud.google.com/ai-hypercomputer/docs/terminology (NVLink domain, sub-block)"
 _GKE_A4X = "https://cloud.google.com/ai-hypercomputer/docs/create/gke-ai-hypercompute-custom-a4x"
 _A4X_SSD = "https://cloud.google.com/ai-hypercomputer/docs/view-reserved-capacity (an a4x reservation's localSsds)"
 _A4X_RECIPE = "AI-Hypercomputer/gpu-recipes:training/a4x/llama3_70b/nemo-gke/nemo2602/64gpus-fp8cs-gbs256/recipe"
@@ -635,7 +636,7 @@ A4X = MachineType(
     local_ssds_automatic=True,
     reservation_only=True,
     sources={
-        "gpus": f"{_GCE_A4X}; {_CTK_A4X}",
+        "gpus": f"{_GCE_A4X_DOC}; {_CTK_A4X}",
         "gke_accelerator": _CTK_LABELS,
         "vcpus": _GCE_A4X_DOC,
         "memory_gib": _GCE_A4X_DOC,
@@ -645,12 +646,12 @@ A4X = MachineType(
         "cloudprovider/gke/machinetypes/deprecated_machine_types_config.go@0d974c0 (automatic ephemeral local SSD "
         "count 4)",
         "reservation_only": f"{_GKE_A4X} (reservation-bound provisioning only; no Spot or flex-start VMs)",
-        "cpu_arch": f"{_GCE_A4X}; {_CTK_A4X} (target_architecture arm64)",
-        "nvlink_domain_gpus": f"{_GCE_A4X} (an NVL72 domain: 18 instances, 72 GPUs); {_CTK_A4X} (1x72)",
-        "gpudirect_stack": "GoogleCloudPlatform/container-engine-accelerators:gpudirect-rdma/nccl-rdma-installer-a4x.yaml@992db81",
+        "cpu_arch": f"{_CTK_A4X} (target_architecture arm64); {_GKE_A4X} (arm64 node affinity)",
+        "nvlink_domain_gpus": f"{_A4X_DOMAIN}; {_CTK_A4X} (1x72)",
+        "gpudirect_stack": RDMA_ARM64_STACK.sources["node_plugin"],
         "gpu_nics": f"{_CTK}:examples/gke-a4x/gke-a4x.yaml@0f9034d (4 RDMA subnets); {_CTK_RDMA_VPC}",
         "mtu": _CTK_RDMA_VPC,
-        "boot_disk_types": f"{_CTK_A4X} (hyperdisk-balanced); {_GCE_A4X}",
+        "boot_disk_types": f"{_CTK_A4X} (hyperdisk-balanced); {_GCE_A4X_DOC}",
         "node_image_type": _COS,
         "min_gke_version": "NVIDIA/k8s-dra-driver-gpu:docs/prerequisites.md@2240711; "
         "AI-Hypercomputer/gpu-recipes:docs/configuring-environment-gke-a4x.md@2e1fd5e",
@@ -661,9 +662,10 @@ A4X = MachineType(
         "nccl_env": f"{_A4X_RECIPE}/templates/workload-job.yaml@2e1fd5e",
         "accelerator_topology": f"{_GKE_A4X} (a 1x72 pool takes one whole 18-instance sub-block); {_CTK_A4X} "
         "(workload_policy); AI-Hypercomputer/xpk:src/xpk/core/nodepool.py@367c838",
-        "nvlink_domain_level": f"{_CTK}:examples/gke-a4x/nccl-jobset-example.yaml@1047080 (podset-required-topology "
-        "gce-topology-subblock); AI-Hypercomputer/gpu-recipes:training/a4x/deepseek_v3/megatron-bridge-gke/"
-        "nemo2511/256gpus-bf16-seq4096-gbs4096/recipe/values.yaml@2e1fd5e (16-node slices per sub-block)",
+        "nvlink_domain_level": f"{_A4X_DOMAIN}; {_CTK}:examples/gke-a4x/nccl-jobset-example.yaml@1047080 "
+        "(podset-required-topology gce-topology-subblock); AI-Hypercomputer/gpu-recipes:training/a4x/deepseek_v3/"
+        "megatron-bridge-gke/nemo2511/256gpus-bf16-seq4096-gbs4096/recipe/values.yaml@2e1fd5e "
+        "(16-node slices per sub-block)",
     },
 )
 

@@ -429,6 +429,22 @@ _LLAMA3_70B_A4 = dataclasses.replace(
     tp_overlaps=(),
 )
 
+# A4X's: MXFP8 on TP2 × PP4 × VP5 (an NVLink domain joins 72 GPUs), no CUDA graphs, as the A4X
+# recipe passes none; the GB200 configuration's TP overlap (userbuffers for B200 at TP2) is not
+# carried (no TP overlap on Blackwell here: planners.nemo).
+_LLAMA3_70B_A4X = dataclasses.replace(
+    _LLAMA3_70B_A4, tensor_parallel=2, pipeline_parallel=4, virtual_pipeline=5, cuda_graphs=None
+)
+# NVIDIA's measurement of that configuration on DGX GB200 (NeMo 26.02): 3,613 tokens/s/GPU on 64
+# GPUs, so 256 × 8192 tokens per step take 9.07 s. No A4X recipe publishes its own.
+_LLAMA3_70B_A4X_STEP = StepTime(
+    "a4x-highgpu-4g",
+    nodes=16,
+    global_batch_size=256,
+    fp8=True,
+    seconds=round(256 * 8192 / (3613 * 64), 2),
+    source=f"{_MB}:docs/performance-summary.md@21b02e0 (DGX-GB200, Llama3 70B, MXFP8, 26.02)",
+)
 
 MODELS: Mapping[str, ModelSpec] = {
     m.name: m
@@ -570,9 +586,13 @@ MODELS: Mapping[str, ModelSpec] = {
                 "architecture": _LLAMA3_PROVIDERS,
                 "recipe": _bridge_recipe("a3ultra/llama3_70b/megatron-bridge-gke", "64gpus-bf16-seq8192-gbs256"),
                 "recipe on a4-highgpu-8g": _bridge_recipe("a4/llama3_70b/nemo-gke", "64gpus-fp8mx-gbs256"),
+                "recipe on a4x-highgpu-4g": _bridge_recipe("a4x/llama3_70b/nemo-gke", "64gpus-fp8mx-gbs256")
+                + f"; {_MB}:scripts/performance/configs/llama/llama3_workload_base_configs.py@21b02e0 "
+                "(LLAMA3_70B_PRETRAIN_CONFIG_GB200_FP8_MX_V2)",
                 "tp_overlaps": _BRIDGE_LLAMA3_RECIPE,
             },
-            machine_recipes=MappingProxyType({"a4-highgpu-8g": _LLAMA3_70B_A4}),
+            step_times=(_LLAMA3_70B_A4X_STEP,),
+            machine_recipes=MappingProxyType({"a4-highgpu-8g": _LLAMA3_70B_A4, "a4x-highgpu-4g": _LLAMA3_70B_A4X}),
         ),
     )
 }

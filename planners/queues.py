@@ -65,6 +65,11 @@ class Flavor:
         return machine_type(self.machine_type)
 
     @property
+    def imex_channels(self) -> int:
+        """IMEX channels the pool's pods can claim, one per pod and node (components.nvlink)."""
+        return self.nodes if self.machine.nvlink_across_nodes else 0
+
+    @property
     def selector(self) -> dict[str, str]:
         """The node selector of the pool's pods: Kueue offers a job only the flavors whose node
         labels it allows, so the job is admitted on its own pool's quota."""

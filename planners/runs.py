@@ -86,7 +86,8 @@ class RunSpec:
     max_restarts: int = 0
     resiliency: Resiliency = Resiliency()
     topology_mode: str | None = None
-    topology_level: TopologyLevel = TopologyLevel.BLOCK
+    # None: the pool's default (`topology_annotation`).
+    topology_level: TopologyLevel | None = None
     image: str | None = None
     overrides: Mapping[str, str | int | float | bool] = field(default_factory=lambda: MappingProxyType({}))
     env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
@@ -364,8 +365,15 @@ def check_data_prep(job: DataPrepSpec, flavors: Mapping[str, Flavor]) -> None:
 
 
 def topology_annotation(run: RunSpec, flavor: Flavor) -> dict[str, str]:
-    """Kueue topology-aware scheduling: keep the run's nodes within one domain of a level."""
-    mode = run.topology_mode or ("preferred" if flavor.topology else "none")
+    """Kueue topology-aware scheduling: keep the run's nodes within one domain of a level. By
+    default a block, preferred; on a machine whose NVLink spans nodes, one NVLink domain, required
+    where the run fits in one: its pods reach each other's GPUs over NVLink only there (GKE's A4X
+    guide; cluster-toolkit examples/gke-a4x/nccl-jobset-example.yaml@1047080 requires the sub-block)."""
+    machine = flavor.machine
+    in_one_domain = machine.nvlink_across_nodes and run.nodes <= machine.nvlink_domain_nodes
+    default_mode = ("required" if in_one_domain else "preferred") if flavor.topology else "none"
+    mode = run.topology_mode or default_mode
     if mode == "none":
         return {}
-    return {f"kueue.x-k8s.io/podset-{mode}-topology": TOPOLOGY_LABELS[run.topology_level]}
+    level = run.topology_level or (machine.nvlink_domain_level if in_one_domain else TopologyLevel.BLOCK)
+    return {f"kueue.x-k8s.io/podset-{mode}-topology": TOPOLOGY_LABELS[level]}

@@ -20,6 +20,7 @@ import pulumi_kubernetes as k8s
 
 from components.gpudirect import GpuNetworkObjects, GpuNetworkObjectsArgs, NcclPluginInstaller, NcclPluginInstallerArgs
 from components.monitoring import GpuMonitoring, GpuMonitoringArgs
+from components.nvlink import ComputeDomainDriver, ComputeDomainDriverArgs
 from components.resiliency import Supervisor, SupervisorArgs
 from components.scheduling import (
     JobSetController,
@@ -285,7 +286,20 @@ class PlatformLayer(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[jobset]),
             )
             ready.append(kueue.ready)
-        elif cluster.facts.gke:
+        nvlink = [p.machine for p in cluster.facts.gpu_pools if p.machine.nvlink_across_nodes]
+        if nvlink:
+            # The ComputeDomain CRD must exist before a run names one.
+            driver = ComputeDomainDriver(
+                f"{name}-nvlink",
+                ComputeDomainDriverArgs(
+                    machines=list({m.name: m for m in nvlink}.values()),
+                    nodes=sum(p.max_nodes for p in cluster.facts.gpu_pools if p.machine.nvlink_across_nodes),
+                    controller_selector=system,
+                ),
+                opts=child,
+            )
+            self.run_dependencies.append(driver.release)
+        if not cfg.kueue.install and cluster.facts.gke:
             # An existing cluster's CRDs were checked (stacks.existing.check_controllers); one this
             # program creates cannot be read at preview. v1beta2 is served from Kueue 0.15 on (kueue
             # CHANGELOG/CHANGELOG-0.15.md, "Expose the v1beta2 API for CRD serving").
@@ -375,6 +389,7 @@ def kueue_controller_args(cfg: StackConfig, cluster: ClusterExports) -> KueueCon
         wait_for_pods_ready_timeout_seconds=cfg.kueue.wait_for_pods_ready_timeout_seconds,
         requeue_limit=cfg.kueue.requeue_limit,
         nodes=sum(p.max_nodes for p in cluster.gpu_pools),
+        imex_channels=any(p.machine.nvlink_across_nodes for p in cluster.gpu_pools),
     )
 
 

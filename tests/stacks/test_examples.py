@@ -25,6 +25,7 @@ SHIPPED = [
     "a3ultra",
     "a3ultra-flex",
     "a4",
+    "a4x",
     "a3high-small",
     "run-llama8b",
     "existing",

@@ -45,7 +45,9 @@ def spec(machine: str, capacity: CapacityType, **changes: object) -> NodePoolSpe
 
 
 # Every machine with every capacity mode it is offered in.
-OFFERED = [(m, c) for m, c in itertools.product(MACHINE_TYPES, CapacityType) if not capacity_problem(c, MACHINE_TYPES[m])]
+OFFERED = [
+    (m, c) for m, c in itertools.product(MACHINE_TYPES, CapacityType) if not capacity_problem(c, MACHINE_TYPES[m])
+]
 
 
 @pytest.mark.parametrize(("name", "capacity"), OFFERED)
