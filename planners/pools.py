@@ -194,8 +194,9 @@ def plan_node_pool(spec: NodePoolSpec, project: str, cluster_name: str) -> NodeP
     placement_problem = compact_placement_problem(capacity, machine) if spec.compact else None
     require(placement_problem is None, "placement", "compact", placement_problem or "")
     require(spec.compact or machine.accelerator_topology is None, "placement", "none", "the machine needs placement")
-    problem = pool_size_problem(machine, spec.facts.max_nodes)
-    require(problem is None, "nodeCount", spec.facts.max_nodes, problem or "")
+    max_nodes = spec.facts.max_nodes
+    problem = pool_size_problem(machine, max_nodes)
+    require(problem is None, "nodeCount", max_nodes, problem or "")
     require(spec.compact or spec.placement_policy is None, "placementPolicy", spec.placement_policy, "needs compact")
     boot_disk_type = spec.disk_type or machine.boot_disk_types[0]
     require(
@@ -280,12 +281,11 @@ def node_pool_advice(spec: NodePoolSpec) -> list[str]:
             f"{', '.join(sorted(machine.zones))}); check with "
             f"`gcloud compute machine-types list --filter=name={machine.name} --format='value(zone)'`"
         )
-    domain = machine.nvlink_domain_nodes
-    if machine.accelerator_topology is not None and spec.facts.max_nodes < domain:
+    domain, nodes = machine.nvlink_domain_nodes, spec.facts.max_nodes
+    if machine.accelerator_topology is not None and nodes < domain:
         advice.append(
             f"the pool takes a whole {machine.accelerator_topology} NVLink domain of {domain} nodes and uses "
-            f"{spec.facts.max_nodes}: the other {domain - spec.facts.max_nodes} stay idle, and no other pool can "
-            f"use them until this one grows"
+            f"{nodes}: the other {domain - nodes} stay idle, and no other pool can use them until this one grows"
         )
     for key, value in (("reservation", spec.reservation), ("reservationBlock", spec.reservation_block)):
         if value is not None and is_placeholder(value):

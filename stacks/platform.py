@@ -286,14 +286,14 @@ class PlatformLayer(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[jobset]),
             )
             ready.append(kueue.ready)
-        nvlink = [p.machine for p in cluster.facts.gpu_pools if p.machine.nvlink_across_nodes]
+        nvlink = [p for p in cluster.facts.gpu_pools if p.machine.nvlink_across_nodes]
         if nvlink:
             # The ComputeDomain CRD must exist before a run names one.
             driver = ComputeDomainDriver(
                 f"{name}-nvlink",
                 ComputeDomainDriverArgs(
-                    machines=list({m.name: m for m in nvlink}.values()),
-                    nodes=sum(p.max_nodes for p in cluster.facts.gpu_pools if p.machine.nvlink_across_nodes),
+                    machines=list({p.machine_type: p.machine for p in nvlink}.values()),
+                    nodes=sum(p.max_nodes for p in nvlink),
                     controller_selector=system,
                 ),
                 opts=child,

@@ -93,7 +93,8 @@ def test_a_run_on_more_nodes_gets_a_new_compute_domain(render: Render) -> None:
             "a4x",
             training={"runs": [{"name": "llama3-70b", "model": "llama3-70b", "nodes": nodes}]},
         )
-        (domain,) = map(render("a4x", values=values).manifest, render("a4x", values=values).of_type(DOMAIN))
+        run = render("a4x", values=values)
+        (domain,) = map(run.manifest, run.of_type(DOMAIN))
         names.append(domain["metadata"]["name"])
     assert names[0] != names[1] and all(n.startswith("llama3-70b-nvlink-") for n in names)
 
