@@ -50,7 +50,7 @@ _OBJECT_META = {
 # Kinds whose CRD no package registry this project installs from serves: NVIDIA's DRA driver is
 # published as a Helm chart and an image only (no Go module on the proxy, no PyPI or npm package).
 # Their schemas are written here from the API's Go types, for the fields the program sets, strict
-# like the others.
+# like the others; the lane installs the same schema as its CRD (integration.dra).
 # ComputeDomain: NVIDIA/k8s-dra-driver-gpu:api/nvidia.com/resource/v1beta1/computedomain.go@2240711
 # (spec.numNodes: integer ≥ 0; spec.channel required, with resourceClaimTemplate.name required and
 # allocationMode Single or All).
@@ -79,7 +79,7 @@ STAND_IN_SCHEMAS: Mapping[tuple[str, str], Mapping[str, Any]] = {
                                 "additionalProperties": False,
                                 "properties": {"name": {"type": "string"}},
                             },
-                            "allocationMode": {"enum": ["Single", "All"]},
+                            "allocationMode": {"type": "string", "enum": ["Single", "All"]},
                         },
                     },
                 },

@@ -7,7 +7,7 @@ import base64
 import shutil
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,8 @@ from facts.kubernetes import (
 )  # fmt: skip
 from harness.runner import StackRun, stack_config
 from integration.controlplane import LOCALHOST, Api, Lane, binary, free_port, has_condition, wait_for
+from integration.dra import driver_objects
+from integration.runs import api_path
 from planners.controller_api import controller_api_problems, crd_names
 from stacks.contract import ClusterExports
 from stacks.kubeapi import Kubeconfig, read_crds
@@ -60,6 +62,21 @@ def install_crds(lane: Lane, api: Api) -> int:
 
         wait_for("the CRDs", established)
     return len(manifests)
+
+
+def install_driver_stand_ins(lane: Lane, api: Api, nodes: Sequence[str]) -> None:
+    """NVIDIA's DRA driver as the cluster would hold it for these nodes (integration.dra)."""
+    objects = driver_objects(nodes)
+    with lane.phase(f"DRA driver stand-ins for {len(nodes)} nodes"):
+        for manifest in objects:
+            api.create(api_path(manifest), manifest)
+        crd = next(m["metadata"]["name"] for m in objects if m["kind"] == "CustomResourceDefinition")
+
+        def established() -> bool:
+            _, found = api.request("GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd}")
+            return has_condition(found, "Established")
+
+        wait_for(f"the {crd} CRD", established)
 
 
 # The webhooks of the kinds the platform uses (Kueue's own objects, Jobs and JobSets): Kueue

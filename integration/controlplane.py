@@ -216,7 +216,7 @@ def stop_pids(workdir: Path, grace: float = 10.0) -> None:
     for pid in groups:
         with suppress(ProcessLookupError):
             os.killpg(pid, signal.SIGKILL)
-    pids.unlink()
+    pids.unlink(missing_ok=True)  # `down` and the `up` it stops may both get here
 
 
 def _running(pid: int) -> bool:

@@ -25,9 +25,15 @@ from pathlib import Path
 
 from facts.controller_api import CONTROLLER_KINDS
 from harness.runner import StackRun, run_stack
-from integration.controllers import controller_api_check, controllers, install_crds, lane_kueue_config
+from integration.controllers import (
+    controller_api_check,
+    controllers,
+    install_crds,
+    install_driver_stand_ins,
+    lane_kueue_config,
+)
 from integration.controlplane import Api, Lane, control_plane, stop_pids
-from integration.nodes import simulated_nodes
+from integration.nodes import nvlink_nodes, simulated_nodes
 from integration.runs import api_path, claim_volumes, stack_objects
 
 # --------------------------------------------------------------------------- commands
@@ -58,6 +64,9 @@ def start(lane: Lane, run: StackRun, *, pods_complete: bool = True) -> Started:
     if len(before) != len(CONTROLLER_KINDS) or after:
         # The program's check must refuse every kind on a cluster without the CRDs, none with them.
         raise RuntimeError(f"the program's CRD check: before the CRDs {before}; after {after}")
+    nvlink = nvlink_nodes(run)
+    if nvlink:
+        install_driver_stand_ins(lane, api, nvlink)
     controllers(lane, api, lane_kueue_config(run))
     took = time.monotonic() - started
     print(f"lane: ready in {took:.1f} s: {nodes} nodes, {count} CRDs ({lane.workdir})", flush=True)

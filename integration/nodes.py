@@ -27,28 +27,42 @@ from integration.controlplane import (
     has_condition,
     wait_for,
 )
+from planners.pools import GpuPoolExport
 from planners.queues import plan_flavor
 from stacks.contract import ClusterExports
 
 # --------------------------------------------------------------------------- nodes
 
 
+def pool_nodes(pool: GpuPoolExport) -> list[str]:
+    """The names of a GPU pool's simulated nodes."""
+    return [f"{pool.name}-{i}" for i in range(pool.max_nodes)]
+
+
+def nvlink_nodes(run: StackRun) -> list[str]:
+    """The simulated nodes of the pools whose NVLink spans nodes (integration.dra publishes
+    their IMEX channels)."""
+    pools = ClusterExports.from_plain(run.exports["cluster"]).gpu_pools
+    return [node for pool in pools if pool.machine.nvlink_across_nodes for node in pool_nodes(pool)]
+
+
 def node_manifests(run: StackRun) -> list[dict[str, Any]]:
     """One Node per node of each GPU pool of the stack, labelled, tainted and sized as the
     cluster facts describe it (GKE's labels for a GKE pool, the described ones for an existing
-    cluster's), with GKE's topology labels where the pool has them."""
+    cluster's), with GKE's topology labels where the pool has them: a sub-block of 4 nodes, or of
+    one NVLink domain where NVLink spans nodes (an A4X sub-block is its NVL72 domain)."""
     nodes = []
     for pool in ClusterExports.from_plain(run.exports["cluster"]).gpu_pools:
         machine = pool.machine
         flavor = plan_flavor(pool)
         millicores, mib = machine.allocatable
-        for i in range(pool.max_nodes):
-            name = f"{pool.name}-{i}"
+        subblock = machine.nvlink_domain_nodes if machine.nvlink_across_nodes else 4
+        for i, name in enumerate(pool_nodes(pool)):
             labels = {**flavor.node_labels, HOSTNAME_LABEL: name, "type": "kwok"}
             if pool.has_topology_labels:
                 labels |= {
                     TOPOLOGY_LABELS[TopologyLevel.BLOCK]: "block-0",
-                    TOPOLOGY_LABELS[TopologyLevel.SUBBLOCK]: f"subblock-{i // 4}",
+                    TOPOLOGY_LABELS[TopologyLevel.SUBBLOCK]: f"subblock-{i // subblock}",
                     TOPOLOGY_LABELS[TopologyLevel.HOST]: f"host-{i}",
                 }
             capacity = {"cpu": f"{millicores}m", "memory": f"{mib}Mi", GPU_RESOURCE: str(machine.gpus), "pods": "110"}

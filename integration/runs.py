@@ -15,6 +15,7 @@ from facts.kubernetes import (
 )  # fmt: skip
 from harness.runner import StackRun
 from integration.controlplane import Api, Lane, has_condition, wait_for
+from integration.dra import claim_template
 
 # --------------------------------------------------------------------------- the program's objects
 
@@ -22,7 +23,7 @@ from integration.controlplane import Api, Lane, has_condition, wait_for
 # queues, and the runs. The controllers themselves run as processes above.
 APPLIED_KINDS = (
     "Namespace", "ServiceAccount", "PersistentVolumeClaim", "ResourceFlavor", "Topology",
-    "WorkloadPriorityClass", "ClusterQueue", "LocalQueue", "ConfigMap", "JobSet",
+    "WorkloadPriorityClass", "ClusterQueue", "LocalQueue", "ConfigMap", "ComputeDomain", "JobSet",
 )  # fmt: skip
 
 
@@ -55,7 +56,8 @@ def claim_volumes(objects: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """A StorageClass without a provisioner and a volume per claim: the claims bind, so the
     runs' pods can be scheduled on the simulated nodes."""
     claims = [m for m in objects if m["kind"] == "PersistentVolumeClaim"]
-    classes = {c["spec"]["storageClassName"] for c in claims}
+    # A claim of class "" binds only to a volume without a class (GKE's bucket volumes).
+    classes = {c["spec"]["storageClassName"] for c in claims} - {""}
     found: list[dict[str, Any]] = [
         {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": name},
          "provisioner": "kubernetes.io/no-provisioner", "volumeBindingMode": "Immediate"}
@@ -115,6 +117,10 @@ def admit_runs(lane: Lane, api: Api, run: StackRun) -> list[Admitted]:
     with lane.phase(f"{len(objects)} objects of the stack applied"):
         for manifest in [*claim_volumes(objects), *objects]:
             api.create(api_path(manifest), manifest)
+            if manifest["kind"] == "ComputeDomain":
+                # The driver's controller creates the domain's channel claim template at once.
+                template = claim_template(manifest)
+                api.create(api_path(template), template)
     admitted = []
     for jobset in jobsets:
         namespace, name = jobset["metadata"]["namespace"], jobset["metadata"]["name"]

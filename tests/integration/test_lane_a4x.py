@@ -1,0 +1,91 @@
+"""The shipped A4X stack on the lane: kwok nodes shaped like its GB200 pool (Arm taint, 4 GPUs, one
+sub-block per NVLink domain), NVIDIA's DRA driver as it would publish itself (integration.dra), and
+the program's queues, ComputeDomain and run applied. The real Kueue admits the run with its IMEX
+channel claims on the quota the program gives them, and the real scheduler and controller-manager
+bind every pod inside one NVLink domain with its channel allocated on its own node."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from facts.kubernetes import IMEX_CHANNEL_RESOURCE, TOPOLOGY_LABELS, TopologyLevel
+from harness.runner import StackRun, run_stack
+from integration.controlplane import Api, Lane
+from integration.dra import DRIVER
+from integration.lane import start
+from integration.runs import Admitted, admit_runs, jobset_run
+
+SUBBLOCK = TOPOLOGY_LABELS[TopologyLevel.SUBBLOCK]
+
+
+@dataclass
+class A4xLane:
+    run: StackRun
+    api: Api
+    admitted: Admitted
+
+    def node_labels(self, name: str) -> dict[str, str]:
+        _, node = self.api.request("GET", f"/api/v1/nodes/{name}")
+        return dict(node["metadata"]["labels"])
+
+    def workload_and_pods(self) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        workload, pods = jobset_run(self.api, "nemo", self.admitted.name)
+        assert workload is not None
+        return workload, pods
+
+
+@pytest.fixture(scope="module")
+def lane() -> Iterator[A4xLane]:
+    run = run_stack("a4x")
+    workdir = Path(tempfile.mkdtemp(prefix="nemo-gke-lane-a4x-"))
+    lane = Lane(workdir)
+    try:
+        # Pods stay Running: a finished pod's claim is deallocated.
+        api = start(lane, run, pods_complete=False).api
+        (admitted,) = admit_runs(lane, api, run)
+        yield A4xLane(run, api, admitted)
+        lane.check_alive()
+    finally:
+        lane.stop()
+        if not os.environ.get("LANE_KEEP"):
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def test_the_run_is_placed_inside_one_nvlink_domain(lane: A4xLane) -> None:
+    """The run requires one sub-block (planners.runs.topology_annotation): Kueue assigns it by
+    topology, and the scheduler binds its 16 pods to 16 distinct nodes of one sub-block."""
+    assert lane.admitted.topology is not None, "admitted without a topology assignment"
+    assert len(set(lane.admitted.nodes)) == len(lane.admitted.nodes) == 16
+    domains = {lane.node_labels(node)[SUBBLOCK] for node in lane.admitted.nodes}
+    assert len(domains) == 1, domains
+    print(f"lane: {lane.admitted.name}: 16 pods in {domains.pop()}")
+
+
+def test_kueue_charges_one_imex_channel_per_pod(lane: A4xLane) -> None:
+    """Kueue 0.19.2 counts the channel the controller's claim template requests (opaque channel
+    configuration included) against the mapped resource's quota: one per pod."""
+    workload, _ = lane.workload_and_pods()
+    (assignment,) = workload["status"]["admission"]["podSetAssignments"]
+    assert assignment["resourceUsage"][IMEX_CHANNEL_RESOURCE] == "16"
+
+
+def test_every_pod_holds_its_own_node_s_channel(lane: A4xLane) -> None:
+    """The controller-manager creates each pod's claim from the ComputeDomain's template, and the
+    scheduler allocates it channel 0 of the node the pod runs on (the DeviceClass's selector)."""
+    _, pods = lane.workload_and_pods()
+    for pod in pods:
+        (status,) = pod["status"]["resourceClaimStatuses"]
+        namespace = pod["metadata"]["namespace"]
+        _, claim = lane.api.request(
+            "GET", f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims/{status['resourceClaimName']}"
+        )
+        (result,) = claim["status"]["allocation"]["devices"]["results"]
+        assert (result["driver"], result["pool"], result["device"]) == (DRIVER, pod["spec"]["nodeName"], "channel-0")
