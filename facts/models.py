@@ -406,6 +406,10 @@ _LLAMA3_8B_A4 = dataclasses.replace(
     recompute_layers=None,
     cuda_graphs=CudaGraphs("local", ("full_iteration",)),
 )
+# A4X's recipe runs the GB200 configuration (the B200 one's layout and CUDA graphs) with micro
+# batch 4 and 50 steps, on NeMo 25.11; the run keeps NeMo 26.02, whose Megatron-Bridge this
+# program's launcher is checked against (make runtime-check).
+_LLAMA3_8B_A4X = dataclasses.replace(_LLAMA3_8B_A4, micro_batch_size=4, max_steps=50)
 # A3 Ultra's recipe, on every Hopper machine: 64 GPUs, BF16, TP4 × PP8 × VP5.
 _LLAMA3_70B_A3U = _bridge(
     global_batch_size=256,
@@ -575,8 +579,10 @@ MODELS: Mapping[str, ModelSpec] = {
                 "recipe on a4-highgpu-8g": _bridge_recipe(
                     "a4/llama3-8b/megatron-bridge-gke", "8gpus-fp8cs-seq8192-gbs128"
                 ),
+                "recipe on a4x-highgpu-4g": "AI-Hypercomputer/gpu-recipes:training/a4x/llama3_8b/megatron-bridge-gke/"
+                "nemo2511/8gpus-fp8cs-seq8192-gbs128/recipe/values.yaml and launcher.sh@2e1fd5e",
             },
-            machine_recipes=MappingProxyType({"a4-highgpu-8g": _LLAMA3_8B_A4}),
+            machine_recipes=MappingProxyType({"a4-highgpu-8g": _LLAMA3_8B_A4, "a4x-highgpu-4g": _LLAMA3_8B_A4X}),
         ),
         ModelSpec(
             "llama3-70b",

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from facts.kubernetes import IMEX_CHANNEL_DEVICE_CLASS, IMEX_CHANNEL_RESOURCE
+from facts.models import MODELS
 from harness.runner import StackRun, stack_with
 from tests.conftest import NODE_POOL, Render, issue_for, rejected
 
@@ -161,3 +162,23 @@ def test_the_run_is_kept_inside_one_nvlink_domain(render: Render) -> None:
 def test_a4x_pools_gke_cannot_build_are_refused_by_key(change: dict[str, Any], key: str, message: str) -> None:
     error = rejected(stack_with("a4x", gpuPools=[{**POOL, **change}]), stack="a4x")
     assert message in issue_for(error, f"gpuPools[0].{key}")
+
+
+@pytest.mark.parametrize(
+    ("model", "nodes"),
+    [
+        (name, 2 if name == "llama3-8b" else 16)
+        for name, spec in MODELS.items()
+        if "a4x-highgpu-4g" in spec.machine_recipes
+    ],
+)
+def test_each_a4x_recipe_runs_at_its_published_size(render: Render, model: str, nodes: int) -> None:
+    """gpu-recipes' A4X recipes: Llama 3 8B on 8 GPUs (2 nodes), Llama 3 70B on 64 (16 nodes); the
+    run starts from the machine's recipe and passes every layout rule at that size."""
+    values = stack_with("a4x", training={"runs": [{"name": "r", "model": model, "nodes": nodes}]})
+    run = render("a4x", values=values)
+    recipe = MODELS[model].recipe_on("a4x-highgpu-4g")
+    (planned,) = run.exports["summary"]["runs"]
+    assert (planned["gpus"], planned["model"]) == (4 * nodes, model)
+    configs = [run.manifest(r) for r in run.of_type("kubernetes:core/v1:ConfigMap") if r.name.endswith("-workload")]
+    assert any(f'"micro_batch_size": {recipe.micro_batch_size}' in text for c in configs for text in c["data"].values())
