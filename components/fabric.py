@@ -15,12 +15,13 @@ import pulumi_kubernetes as k8s
 
 import payload
 from components.kubernetes import KubernetesObject
+from components.nvlink import channel_template, compute_domain
 from components.training import REPLACE_JOB, field_env, gpu_container, gpu_jobset, named
 from facts.errors import require
 from facts.kubernetes import FABRIC_CHECK_LABEL, PART_OF, PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL, versioned_name
 from facts.nccl import NCCL_TEST_LAUNCH
 from planners import nemo
-from planners.fabric import NCCL_TEST_SCRIPT, NcclTestSpec, nccl_test_env
+from planners.fabric import NCCL_TEST_SCRIPT, NcclTestSpec, nccl_test_env, nccl_test_image
 from planners.gpudirect import PodNetworking
 from planners.queues import Flavor
 
@@ -66,7 +67,7 @@ def nccl_test_jobset(args: FabricCheckArgs, config_map: str) -> dict[str, Any]:
     env = nemo.with_nccl_init(nccl_test_env(test, machine, args.results_dir), machine, net)
     container = gpu_container(
         CONTAINER,
-        NCCL_TEST_LAUNCH[machine.gpudirect].image.ref,
+        nccl_test_image(machine).ref,
         machine,
         net,
         command=["bash", f"{nemo.WORKLOAD_DIR}/{NCCL_TEST_SCRIPT}"],
@@ -99,7 +100,14 @@ def nccl_test_jobset(args: FabricCheckArgs, config_map: str) -> dict[str, Any]:
         volumes=volumes,
         pod_labels={FABRIC_CHECK_LABEL: test.name},
         annotations={},
+        imex_channels=channel_template(check_compute_domain(args)),
     )
+
+
+def check_compute_domain(args: FabricCheckArgs) -> dict[str, Any] | None:
+    """The check's own ComputeDomain on a machine whose NVLink spans nodes: NCCL then measures
+    NVLink between them, as CEA's A4X test does (gpudirect-rdma/nccl-test-imex-a4x.yaml@992db81)."""
+    return compute_domain(args.flavor.machine, args.test.name, args.namespace, args.test.nodes)
 
 
 class FabricCheck(pulumi.ComponentResource):
@@ -125,6 +133,14 @@ class FabricCheck(pulumi.ComponentResource):
             data=files,
             opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.after)),
         )
+        before: list[pulumi.Resource] = [config_map, *args.after]
+        domain = check_compute_domain(args)
+        if domain is not None:
+            before.append(
+                KubernetesObject(
+                    f"{name}-nvlink", domain, opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.after))
+                )
+            )
         manifest = named(args.test.name, nccl_test_jobset(args, config_name))
         if args.awaited:
             # Outside the digest: requiring a check that already passed does not run it again.
@@ -143,7 +159,7 @@ class FabricCheck(pulumi.ComponentResource):
             manifest,
             opts=pulumi.ResourceOptions.merge(
                 pulumi.ResourceOptions.merge(REPLACE_JOB, wait),
-                pulumi.ResourceOptions(parent=self, depends_on=[config_map, *args.after]),
+                pulumi.ResourceOptions(parent=self, depends_on=before),
             ),
         )
         self.test_name = args.test.name

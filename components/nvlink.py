@@ -123,16 +123,24 @@ class ComputeDomainDriver(pulumi.ComponentResource):
         self.register_outputs({"release": self.release.name})
 
 
-def compute_domain(run: str, namespace: str, nodes: int) -> dict[str, Any]:
-    """The ComputeDomain of one run: its controller creates the ResourceClaimTemplate of the same
-    name, from which each of the run's pods claims its IMEX channel. The spec is immutable (CRD
+def compute_domain(machine: MachineType, workload: str, namespace: str, nodes: int) -> dict[str, Any] | None:
+    """The ComputeDomain of one workload (a run, a fabric check) on the machine, where its NVLink
+    spans nodes (else None): its controller creates the ResourceClaimTemplate of the same name,
+    from which each of the workload's pods claims its IMEX channel. The spec is immutable (CRD
     rule `self == oldSelf`, computedomains.resource.nvidia.com@v0.4.0), so the name carries the
-    digest of the spec: a run on more nodes gets a new ComputeDomain, never a refused patch.
+    digest of the spec: a workload on more nodes gets a new ComputeDomain, never a refused patch.
     `numNodes` is what GKE's guide and the recipes set (the driver no longer waits for it)."""
-    name = versioned_name(f"{run}-nvlink", {"numNodes": nodes})
+    if not machine.nvlink_across_nodes:
+        return None
+    name = versioned_name(f"{workload}-nvlink", {"numNodes": nodes})
     return {
         "apiVersion": COMPUTE_DOMAIN_API,
         "kind": "ComputeDomain",
         "metadata": {"name": name, "namespace": namespace},
         "spec": {"numNodes": nodes, "channel": {"resourceClaimTemplate": {"name": name}}},
     }
+
+
+def channel_template(domain: Mapping[str, Any] | None) -> str | None:
+    """The claim template a ComputeDomain's controller creates for its channels (None: no domain)."""
+    return domain["spec"]["channel"]["resourceClaimTemplate"]["name"] if domain else None

@@ -27,7 +27,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.kubernetes import KubernetesObject
-from components.nvlink import compute_domain
+from components.nvlink import channel_template, compute_domain
 from facts import resiliency, versions
 from facts.errors import require
 from facts.gke import GCSFUSE_POD_ANNOTATIONS
@@ -346,20 +346,12 @@ def run_jobset(args: TrainingRunArgs, config_map: str, files: Sequence[str]) -> 
         termination_grace_seconds=(
             resiliency.SUPERVISED_TERMINATION_GRACE_SECONDS if supervised else TERMINATION_GRACE_SECONDS
         ),
-        imex_channels=_channels(run_compute_domain(args)),
+        imex_channels=channel_template(run_compute_domain(args)),
     )
 
 
 def run_compute_domain(args: TrainingRunArgs) -> dict[str, Any] | None:
-    """The run's ComputeDomain where its machine's NVLink spans nodes, else None."""
-    if not args.flavor.machine.nvlink_across_nodes:
-        return None
-    return compute_domain(args.run.name, args.namespace, args.run.nodes)
-
-
-def _channels(domain: Mapping[str, Any] | None) -> str | None:
-    """The claim template a ComputeDomain's controller creates for its channels."""
-    return domain["spec"]["channel"]["resourceClaimTemplate"]["name"] if domain else None
+    return compute_domain(args.flavor.machine, args.run.name, args.namespace, args.run.nodes)
 
 
 class TrainingRun(pulumi.ComponentResource):

@@ -151,6 +151,9 @@ class GpuDirectStack:
     flavour: GpuDirect
     # Put on every node of the flavour by an installer DaemonSet.
     node_plugin: Image
+    # The image the flavour's documented NCCL test runs (nccl-tests, MPI and an ssh server):
+    # built for the hosts' CPU architecture, like the node plugin.
+    nccl_test_image: Image
     # Installed by the training pod into its own volume, when the recipe pins one.
     pod_plugin: Image | None
     rxdm_sidecar: Image | None
@@ -191,6 +194,7 @@ TCPX_STACK, TCPXO_STACK, RDMA_STACK = (
     GpuDirectStack(
         GpuDirect.TCPX,
         node_plugin=versions.TCPX_PLUGIN,
+        nccl_test_image=versions.TCPX_PLUGIN,
         pod_plugin=None,
         rxdm_sidecar=versions.TCPX_RXDM,
         pod_networks=True,
@@ -225,6 +229,7 @@ TCPX_STACK, TCPXO_STACK, RDMA_STACK = (
     GpuDirectStack(
         GpuDirect.TCPXO,
         node_plugin=versions.TCPXO_PLUGIN,
+        nccl_test_image=versions.TCPXO_PLUGIN,
         pod_plugin=versions.TCPXO_RECIPE_PLUGIN,
         rxdm_sidecar=versions.TCPXO_RECIPE_RXDM,
         # The recipes run TCPXO on the host network with privileged containers: no NRI annotation.
@@ -245,6 +250,7 @@ TCPX_STACK, TCPXO_STACK, RDMA_STACK = (
     GpuDirectStack(
         GpuDirect.RDMA,
         node_plugin=versions.GIB_PLUGIN,
+        nccl_test_image=versions.GIB_DIAGNOSTIC,
         pod_plugin=None,
         rxdm_sidecar=None,
         pod_networks=True,
@@ -271,6 +277,7 @@ TCPX_STACK, TCPXO_STACK, RDMA_STACK = (
 RDMA_ARM64_STACK = replace(
     RDMA_STACK,
     node_plugin=versions.GIB_ARM64_PLUGIN,
+    nccl_test_image=versions.GIB_ARM64_DIAGNOSTIC,
     sources={
         **RDMA_STACK.sources,
         "node_plugin": (

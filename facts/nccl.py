@@ -18,9 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from facts import versions
 from facts.machines import GpuDirect
-from facts.versions import Image
 
 # nccl-tests' benchmarks, `<name>_perf` (NVIDIA/nccl-tests src/*.cu@a0b82b2).
 BENCHMARKS = (
@@ -174,11 +172,11 @@ PUBLISHED: Mapping[GpuDirect, PublishedRun] = {
 
 @dataclass(frozen=True)
 class NcclTestLaunch:
-    """How the flavour's documented NCCL test runs nccl-tests: its image (which holds the
-    nccl-tests binaries, MPI and an ssh server on port 222), how a pod starts that server, and
-    the command each MPI rank runs (`{bench}` is `<collective>_perf`), over the published sizes."""
+    """How the flavour's documented NCCL test runs nccl-tests in its image (the machine's
+    `GpuDirectStack.nccl_test_image`, which holds the nccl-tests binaries, MPI and an ssh server
+    on port 222): how a pod starts that server, and the command each MPI rank runs (`{bench}` is
+    `<collective>_perf`), over the published sizes."""
 
-    image: Image
     sshd: str
     rank_command: tuple[str, ...]
     begin: str
@@ -188,7 +186,6 @@ class NcclTestLaunch:
 
 NCCL_TEST_LAUNCH: Mapping[GpuDirect, NcclTestLaunch] = {
     GpuDirect.TCPX: NcclTestLaunch(
-        versions.TCPX_PLUGIN,
         sshd="service ssh restart",
         # CPU cores of the NICs' NUMA nodes on an a3-highgpu-8g.
         rank_command=("taskset", "-c", "0-7,104-111,52-59,156-163", "/third_party/nccl-tests-mpi/build/{bench}"),
@@ -197,7 +194,6 @@ NCCL_TEST_LAUNCH: Mapping[GpuDirect, NcclTestLaunch] = {
         source=f"{_CEA}:gpudirect-tcpx/nccl-test-latest.yaml and nccl-config.yaml (run-nccl.sh, allgather.sh)@992db81",
     ),
     GpuDirect.TCPXO: NcclTestLaunch(
-        versions.TCPXO_PLUGIN,
         sshd="service ssh restart",
         # The image's rank entry sources ${NCCL_LIB_DIR}/nccl-env-profile.sh, then runs the benchmark.
         rank_command=("taskset", "-c", "32-63", "/scripts/demo_mpi_entry_with_config_profile.sh", "{bench}"),
@@ -209,7 +205,6 @@ NCCL_TEST_LAUNCH: Mapping[GpuDirect, NcclTestLaunch] = {
         ),
     ),
     GpuDirect.RDMA: NcclTestLaunch(
-        versions.GIB_DIAGNOSTIC,
         sshd="/scripts/container_entry.sh daemon &",
         rank_command=("/third_party/nccl-tests/build/{bench}",),
         begin="1K",

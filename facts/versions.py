@@ -185,6 +185,12 @@ GIB_DIAGNOSTIC = Image(
     "v1.1.1",
     "GoogleCloudPlatform/container-engine-accelerators:gpudirect-rdma/nccl-test.yaml@992db81",
 )
+# The same for Arm hosts: CEA's A4X NCCL test, whose pods share a ComputeDomain.
+GIB_ARM64_DIAGNOSTIC = Image(
+    "us-docker.pkg.dev/gce-ai-infra/gpudirect-gib/nccl-plugin-gib-diagnostic-arm64",
+    "v1.1.0",
+    "GoogleCloudPlatform/container-engine-accelerators:gpudirect-rdma/nccl-test-imex-a4x.yaml@992db81",
+)
 # Upstream pins this image by digest only.
 NRI_DEVICE_INJECTOR = Image(
     "gcr.io/gke-release/nri-device-injector",

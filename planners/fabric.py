@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from facts.errors import RuleError
 from facts.machines import MachineType
 from facts.nccl import NCCL_TEST_LAUNCH, PUBLISHED
+from facts.versions import Image
 from planners.queues import Flavor
 
 NCCL_TEST_SCRIPT = "nccl_test.sh"
@@ -50,6 +51,14 @@ def pass_marks(test: NcclTestSpec, machine: MachineType) -> dict[str, float]:
     if test.nodes != published.nodes or machine.name not in published.machines:
         return {}
     return {c: published.min_avg_busbw for c in test.collectives if c == published.collective}
+
+
+def nccl_test_image(machine: MachineType) -> Image:
+    """The image of the machine's GPUDirect stack's documented NCCL test."""
+    stack = machine.gpudirect_stack
+    if stack is None:
+        raise RuleError("machineType", machine.name, "has no GPUDirect fabric to check")
+    return stack.nccl_test_image
 
 
 def nccl_test_env(test: NcclTestSpec, machine: MachineType, results_dir: str) -> dict[str, str]:

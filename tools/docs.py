@@ -378,10 +378,18 @@ def fabric_table() -> str:
         for run in nccl.PUBLISHED.values()
     )
     launches = _table(
-        ["GPUDirect", "Test image", "Sizes run", "Source"],
+        ["GPUDirect", "Machines", "Test image", "Image source", "Sizes run", "Source"],
         (
-            [flavour.value, f"`{launch.image.ref}`", f"{launch.begin}–{launch.end}", launch.source]
-            for flavour, launch in nccl.NCCL_TEST_LAUNCH.items()
+            [
+                stack.flavour.value,
+                ", ".join(f"`{m.name}`" for m in MACHINE_TYPES.values() if m.gpudirect_stack is stack),
+                f"`{stack.nccl_test_image.ref}`",
+                stack.nccl_test_image.source,
+                f"{launch.begin}–{launch.end}",
+                launch.source,
+            ]
+            for stack in GPUDIRECT_STACKS
+            for launch in [nccl.NCCL_TEST_LAUNCH[stack.flavour]]
         ),
     )
     return f"{table}\n\n{sources}\n\nHow the fabric check runs each flavour's test:\n\n{launches}"

@@ -13,8 +13,10 @@ from typing import Any
 import pytest
 
 import payload
+from facts import versions
 from facts.machines import GpuDirect
-from facts.nccl import NCCL_TEST_LAUNCH, PUBLISHED
+from facts.nccl import PUBLISHED
+from facts.versions import Image
 from harness.runner import StackRun, load_stack_values, stack_with
 from planners.fabric import MIN_BW_FACTOR, NCCL_TEST_SCRIPT
 from tests.conftest import Render, issue_for, rejected
@@ -54,15 +56,22 @@ def with_check(stack: str, **check: Any) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(
-    ("stack", "flavour"), [("dev", GpuDirect.TCPX), ("a3mega", GpuDirect.TCPXO), ("a3ultra", GpuDirect.RDMA)]
+    ("stack", "image"),
+    [
+        ("dev", versions.TCPX_PLUGIN),
+        ("a3mega", versions.TCPXO_PLUGIN),
+        ("a3ultra", versions.GIB_DIAGNOSTIC),
+        # Arm hosts: the arm64 build of the same test (CEA gpudirect-rdma/nccl-test-imex-a4x.yaml@992db81).
+        ("a4x", versions.GIB_ARM64_DIAGNOSTIC),
+    ],
 )
 def test_a_check_runs_the_flavour_s_nccl_test_with_the_training_pods_wiring(
-    render: Render, stack: str, flavour: GpuDirect
+    render: Render, stack: str, image: Image
 ) -> None:
     """The issue asks for "exactly the variant's GPUDirect wiring" and "the test binaries the
     variant's documented NCCL test uses": the pod's networking (annotations, host network,
     sidecars, volumes, environment) is the training pod's, the image is the one of CEA's NCCL
-    test for the flavour (facts/nccl.py NCCL_TEST_LAUNCH), queued through Kueue like a run."""
+    test for the flavour and the hosts' CPU architecture, queued through Kueue like a run."""
     run = render(stack, values=with_check(stack, nodes=2))
     by_label = jobsets(run)
     _, check = by_label["fabric"]
@@ -78,7 +87,7 @@ def test_a_check_runs_the_flavour_s_nccl_test_with_the_training_pods_wiring(
         if volume["name"] in training_volumes and volume["name"] not in ("workload", "shm"):
             assert volume == training_volumes[volume["name"]]
     (container,) = check_pod["spec"]["containers"]
-    assert container["image"] == NCCL_TEST_LAUNCH[flavour].image.ref
+    assert container["image"] == image.ref
     assert container["command"] == ["bash", f"/workload/{NCCL_TEST_SCRIPT}"]
     variables, training_env = env(check), env(training)
     for key in ("NCCL_INIT_SCRIPT", "LD_LIBRARY_PATH", "NCCL_SOCKET_IFNAME", "NCCL_TUNER_CONFIG_PATH"):
@@ -256,3 +265,15 @@ def test_a_gated_run_is_refused_where_the_queue_never_preempts() -> None:
     )
     message = issue_for(rejected(values, "a3mega"), "training.runs[0].fabricCheck")
     assert "cannot preempt this run once it holds the pool (kueue.preemption is Never)" in message
+
+
+def test_an_a4x_check_shares_an_nvlink_domain_like_a_run(render: Render) -> None:
+    """CEA's A4X NCCL test claims IMEX channels from a ComputeDomain of its own
+    (gpudirect-rdma/nccl-test-imex-a4x.yaml@992db81): NCCL then measures NVLink across nodes."""
+    run = render("a4x", values=with_check("a4x", nodes=2))
+    _, check = jobsets(run)["fabric"]
+    domains = [run.manifest(r) for r in run.of_type("kubernetes:resource.nvidia.com/v1beta1:ComputeDomain")]
+    (domain,) = [d for d in domains if d["metadata"]["name"].startswith("fabric-nvlink-")]
+    assert domain["spec"]["numNodes"] == 2
+    (claim,) = pod(check)["spec"]["resourceClaims"]
+    assert claim["resourceClaimTemplateName"] == domain["spec"]["channel"]["resourceClaimTemplate"]["name"]
