@@ -16,10 +16,14 @@ labels), the GPU taint and allocatable GPUs, CPUs and memory of the machine type
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 import signal
 import sys
+import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -71,6 +75,21 @@ def start(lane: Lane, run: StackRun, *, pods_complete: bool = True) -> Started:
     took = time.monotonic() - started
     print(f"lane: ready in {took:.1f} s: {nodes} nodes, {count} CRDs ({lane.workdir})", flush=True)
     return Started(api, nodes, count, before, after, took)
+
+
+@contextmanager
+def running(run: StackRun, *, pods_complete: bool = True) -> Iterator[tuple[Lane, Started]]:
+    """A lane started for the stack in a temporary folder, stopped and removed afterwards (kept
+    where LANE_KEEP is set); a process that died meanwhile fails the caller."""
+    workdir = Path(tempfile.mkdtemp(prefix=f"nemo-gke-lane-{run.stack}-"))
+    lane = Lane(workdir)
+    try:
+        yield lane, start(lane, run, pods_complete=pods_complete)
+        lane.check_alive()
+    finally:
+        lane.stop()
+        if not os.environ.get("LANE_KEEP"):
+            shutil.rmtree(workdir, ignore_errors=True)
 
 
 def _interrupted(*_: object) -> None:

@@ -6,12 +6,8 @@ outside the catalog, no topology)."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
@@ -19,7 +15,7 @@ from facts.controller_api import CONTROLLER_KINDS
 from facts.kubernetes import TOPOLOGY_LABELS, TopologyLevel
 from harness.runner import StackRun, run_stack
 from integration.controlplane import Lane
-from integration.lane import Started, start
+from integration.lane import Started, running
 from integration.runs import Admitted, admit_runs, stack_objects
 
 
@@ -39,17 +35,8 @@ class LaneRun:
 def lane(request: pytest.FixtureRequest) -> Iterator[LaneRun]:
     """One lane per stack: started, the stack's objects applied, its runs admitted and placed."""
     run = run_stack(request.param)
-    workdir = Path(tempfile.mkdtemp(prefix="nemo-gke-lane-"))
-    lane = Lane(workdir)
-    try:
-        started = start(lane, run)
-        admitted = admit_runs(lane, started.api, run)
-        yield LaneRun(run, lane, started, admitted)
-        lane.check_alive()
-    finally:
-        lane.stop()
-        if not os.environ.get("LANE_KEEP"):
-            shutil.rmtree(workdir, ignore_errors=True)
+    with running(run) as (lane, started):
+        yield LaneRun(run, lane, started, admit_runs(lane, started.api, run))
 
 
 def test_the_programs_check_refuses_each_kind_until_the_crds_are_installed(lane: LaneRun) -> None:

@@ -6,21 +6,17 @@ bind every pod inside one NVLink domain with its channel allocated on its own no
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from facts.kubernetes import IMEX_CHANNEL_RESOURCE, TOPOLOGY_LABELS, TopologyLevel
 from harness.runner import StackRun, run_stack
-from integration.controlplane import Api, Lane
+from integration.controlplane import Api
 from integration.dra import DRIVER
-from integration.lane import start
+from integration.lane import running
 from integration.runs import Admitted, admit_runs, jobset_run
 
 SUBBLOCK = TOPOLOGY_LABELS[TopologyLevel.SUBBLOCK]
@@ -45,18 +41,10 @@ class A4xLane:
 @pytest.fixture(scope="module")
 def lane() -> Iterator[A4xLane]:
     run = run_stack("a4x")
-    workdir = Path(tempfile.mkdtemp(prefix="nemo-gke-lane-a4x-"))
-    lane = Lane(workdir)
-    try:
-        # Pods stay Running: a finished pod's claim is deallocated.
-        api = start(lane, run, pods_complete=False).api
-        (admitted,) = admit_runs(lane, api, run)
-        yield A4xLane(run, api, admitted)
-        lane.check_alive()
-    finally:
-        lane.stop()
-        if not os.environ.get("LANE_KEEP"):
-            shutil.rmtree(workdir, ignore_errors=True)
+    # Pods stay Running: a finished pod's claim is deallocated.
+    with running(run, pods_complete=False) as (lane, started):
+        (admitted,) = admit_runs(lane, started.api, run)
+        yield A4xLane(run, started.api, admitted)
 
 
 def test_the_run_is_placed_inside_one_nvlink_domain(lane: A4xLane) -> None:
