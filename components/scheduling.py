@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
@@ -30,12 +30,17 @@ from facts.kubernetes import (
     KUEUE_NAMESPACE,
     PRIORITY_VALUES,
     STACK_ANNOTATION,
-    cpu_quantity,
     dns_label_problem,
-    mib_quantity,
 )
-from facts.kueue import QueueingStrategy, ReclaimWithinCohort, RequeuingTimestamp, WithinClusterQueue
+from facts.kueue import (
+    FAIR_SHARING_STRATEGIES,
+    QueueingStrategy,
+    ReclaimWithinCohort,
+    RequeuingTimestamp,
+    WithinClusterQueue,
+)
 from planners.queues import TOPOLOGY, TOPOLOGY_SPEC, Flavor
+from planners.teams import Team, TeamsPlan, covered_resources, flavor_quota
 
 PROVISIONING_CHECK = "dws-prov"
 PROVISIONING_CONFIG = "dws-config"
@@ -125,6 +130,8 @@ class KueueControllerArgs:
     nodes: int
     # Runs claim IMEX channels (components.nvlink): Kueue charges them to a quota.
     imex_channels: bool = False
+    # Teams share a cohort (planners.teams): idle capacity goes by fair sharing.
+    fair_sharing: bool = False
 
     def __post_init__(self) -> None:
         require(bool(self.node_selector), "node_selector", self.node_selector, "pins the controller to a pool")
@@ -166,6 +173,7 @@ def kueue_configuration(args: KueueControllerArgs) -> dict[str, Any]:
         # other pods, Deployments or StatefulSets and the API server.
         "integrations": {"frameworks": ["batch/job", "jobset.x-k8s.io/jobset"]},
         **(_DEVICE_CLASS_MAPPINGS if args.imex_channels else {}),
+        **(_FAIR_SHARING if args.fair_sharing else {}),
     }
 
 
@@ -177,6 +185,11 @@ _DEVICE_CLASS_MAPPINGS = {
         "deviceClassMappings": [{"name": IMEX_CHANNEL_RESOURCE, "deviceClassNames": [IMEX_CHANNEL_DEVICE_CLASS]}]
     }
 }
+
+
+# Fair sharing is on wherever the Configuration has the section (pkg/scheduler/preemption/fairsharing/
+# strategy.go, Enabled); v1beta2 requires its strategies (pkg/config/validation.go, validateFairSharing).
+_FAIR_SHARING = {"fairSharing": {"preemptionStrategies": [s.value for s in FAIR_SHARING_STRATEGIES]}}
 
 
 class KueueController(pulumi.ComponentResource):
@@ -276,41 +289,67 @@ class KueueController(pulumi.ComponentResource):
         )
 
 
+def _admission_checks(flavors: Sequence[Flavor], names: Sequence[str]) -> dict[str, Any]:
+    """Queued provisioning (a ProvisioningRequest) gates admission on the queue's queued flavors."""
+    queued = [f.name for f in flavors if f.queued and f.name in names]
+    if not queued:
+        return {}
+    return {"admissionChecksStrategy": {"admissionChecks": [{"name": PROVISIONING_CHECK, "onFlavors": queued}]}}
+
+
 def cluster_queue_spec(flavors: Sequence[Flavor], namespace: str, preemption: WithinClusterQueue) -> dict[str, Any]:
     """Quotas for GPUs, CPU and memory per flavor: each pool's whole allocatable capacity
     (planners.queues), so CPU and memory requests can never make a run inadmissible."""
-    # Each pod of a pool whose NVLink spans nodes claims one IMEX channel, so a flavor has one per node.
-    channels = any(f.imex_channels for f in flavors)
+    resources = covered_resources(flavors)
     spec: dict[str, Any] = {
         "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
         "queueingStrategy": QueueingStrategy.BEST_EFFORT_FIFO.value,
         "preemption": {"withinClusterQueue": preemption.value, "reclaimWithinCohort": ReclaimWithinCohort.NEVER.value},
         "resourceGroups": [
+            {"coveredResources": resources, "flavors": [flavor_quota(f, resources, f.nodes) for f in flavors]}
+        ],
+    }
+    return {**spec, **_admission_checks(flavors, [f.name for f in flavors])}
+
+
+def team_queue_spec(
+    team: Team, flavors: Sequence[Flavor], cohort: str, preemption: WithinClusterQueue
+) -> dict[str, Any]:
+    """A team's ClusterQueue in the cohort (planners.teams): its share as nominal quota, taken back
+    from borrowers of any priority, and its fair-sharing weight."""
+    resources = covered_resources(flavors)
+    by_name = {f.name: f for f in flavors}
+    spec: dict[str, Any] = {
+        "cohortName": cohort,
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": team.namespace}},
+        "queueingStrategy": QueueingStrategy.BEST_EFFORT_FIFO.value,
+        "preemption": {"withinClusterQueue": preemption.value, "reclaimWithinCohort": ReclaimWithinCohort.ANY.value},
+        "fairSharing": {"weight": team.weight},
+        "resourceGroups": [
             {
-                "coveredResources": [GPU_RESOURCE, "cpu", "memory", *([IMEX_CHANNEL_RESOURCE] if channels else [])],
+                "coveredResources": resources,
                 "flavors": [
-                    {
-                        "name": f.name,
-                        "resources": [
-                            {"name": GPU_RESOURCE, "nominalQuota": str(f.gpus)},
-                            {"name": "cpu", "nominalQuota": cpu_quantity(f.cpu_millicores)},
-                            {"name": "memory", "nominalQuota": mib_quantity(f.memory_mib)},
-                            *(
-                                [{"name": IMEX_CHANNEL_RESOURCE, "nominalQuota": str(f.imex_channels)}]
-                                if channels
-                                else []
-                            ),
-                        ],
-                    }
-                    for f in flavors
+                    flavor_quota(by_name[q.flavor], resources, q.nodes, q.borrowing_nodes, q.lending_nodes)
+                    for q in team.quotas
                 ],
             }
         ],
     }
-    queued = [f.name for f in flavors if f.queued]
-    if queued:
-        spec["admissionChecksStrategy"] = {"admissionChecks": [{"name": PROVISIONING_CHECK, "onFlavors": queued}]}
-    return spec
+    return {**spec, **_admission_checks(flavors, [q.flavor for q in team.quotas])}
+
+
+def cohort_spec(plan: TeamsPlan, flavors: Sequence[Flavor]) -> dict[str, Any]:
+    """The cohort's own quota: the nodes of each flavor no team is guaranteed."""
+    resources = covered_resources(flavors)
+    unassigned = dict(plan.unassigned)
+    return {
+        "resourceGroups": [
+            {
+                "coveredResources": resources,
+                "flavors": [flavor_quota(f, resources, unassigned.get(f.name, 0)) for f in flavors],
+            }
+        ]
+    }
 
 
 @dataclass(frozen=True)
@@ -322,12 +361,28 @@ class KueueQueuesArgs:
     preemption: WithinClusterQueue
     # What every Kueue object waits for: the controller's readiness gate.
     after: Sequence[pulumi.Resource]
+    # Teams (planners.teams): a ClusterQueue and LocalQueue each, in place of the single pair.
+    teams: TeamsPlan | None = None
+    # Each team's namespace, by team name (the LocalQueue goes there once it exists).
+    team_namespaces: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         names = [f.name for f in self.flavors]
         require(bool(names) and len(set(names)) == len(names), "flavors", names, "names each GPU pool once")
         require_no_problem(dns_label_problem(self.cluster_queue), "cluster_queue", self.cluster_queue)
         require_no_problem(dns_label_problem(self.local_queue), "local_queue", self.local_queue)
+        if self.teams is not None:
+            teams = [t.name for t in self.teams.teams]
+            require(bool(teams), "teams", teams, "holds at least one team")
+            require(
+                set(self.team_namespaces) == set(teams),
+                "team_namespaces",
+                sorted(self.team_namespaces),
+                f"names each team: {teams}",
+            )
+            for team in self.teams.teams:
+                unknown = [q.flavor for q in team.quotas if q.flavor not in names]
+                require(not unknown, "teams", unknown, "names flavors of the queues")
 
 
 class KueueQueues(pulumi.ComponentResource):
@@ -336,8 +391,8 @@ class KueueQueues(pulumi.ComponentResource):
 
     TYPE = "nemo:scheduling:KueueQueues"
 
-    local_queue: k8s.apiextensions.CustomResource
-    local_queue_name: pulumi.Output[str]
+    # The training namespace's, or one per team.
+    local_queues: list[k8s.apiextensions.CustomResource]
 
     def __init__(self, name: str, args: KueueQueuesArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(self.TYPE, name, None, opts)
@@ -355,6 +410,25 @@ class KueueQueues(pulumi.ComponentResource):
                 metadata={"name": object_name},
                 opts=opts,
                 **fields,
+            )
+
+        def local_queue(
+            suffix: str,
+            queue_name: str,
+            namespace: pulumi.Input[str],
+            cluster_queue_name: str,
+            cluster_queue: pulumi.Resource,
+        ) -> k8s.apiextensions.CustomResource:
+            return k8s.apiextensions.CustomResource(
+                f"{name}-{suffix}",
+                api_version=KUEUE_API,
+                kind="LocalQueue",
+                metadata={"name": queue_name, "namespace": namespace},
+                spec={"clusterQueue": cluster_queue_name},
+                # Immutable (a CEL rule): another ClusterQueue means a new LocalQueue of the same name,
+                # so the old one must go first (the provider deletes first only for its own force-new
+                # fields; the engine keeps that answer for replaceOnChanges).
+                opts=opts_after(cluster_queue, replace_on_changes=["spec.clusterQueue"], delete_before_replace=True),
             )
 
         topology = (
@@ -422,25 +496,40 @@ class KueueQueues(pulumi.ComponentResource):
                     },
                 )
             )
-        cluster_queue = kueue_object(
-            "cluster-queue",
-            "ClusterQueue",
-            args.cluster_queue,
-            opts_after(*before_queue),
-            spec=pulumi.Output.from_input(args.namespace).apply(
-                lambda namespace: cluster_queue_spec(args.flavors, namespace, args.preemption)
-            ),
-        )
-        self.local_queue = k8s.apiextensions.CustomResource(
-            f"{name}-local-queue",
-            api_version=KUEUE_API,
-            kind="LocalQueue",
-            metadata={"name": args.local_queue, "namespace": args.namespace},
-            spec={"clusterQueue": args.cluster_queue},
-            # Immutable (a CEL rule): another ClusterQueue means a new LocalQueue of the same name,
-            # so the old one must go first (the provider deletes first only for its own force-new
-            # fields; the engine keeps that answer for replaceOnChanges).
-            opts=opts_after(cluster_queue, replace_on_changes=["spec.clusterQueue"], delete_before_replace=True),
-        )
-        self.local_queue_name = self.local_queue.metadata["name"]
-        self.register_outputs({"local_queue": self.local_queue_name})
+        if args.teams is None:
+            cluster_queue = kueue_object(
+                "cluster-queue",
+                "ClusterQueue",
+                args.cluster_queue,
+                opts_after(*before_queue),
+                spec=pulumi.Output.from_input(args.namespace).apply(
+                    lambda namespace: cluster_queue_spec(args.flavors, namespace, args.preemption)
+                ),
+            )
+            self.local_queues = [
+                local_queue("local-queue", args.local_queue, args.namespace, args.cluster_queue, cluster_queue)
+            ]
+        else:
+            plan = args.teams
+            cohort = kueue_object(
+                "cohort", "Cohort", plan.cohort, opts_after(*before_queue), spec=cohort_spec(plan, args.flavors)
+            )
+            self.local_queues = []
+            for team in plan.teams:
+                queue = kueue_object(
+                    f"team-{team.name}-cluster-queue",
+                    "ClusterQueue",
+                    team.cluster_queue,
+                    opts_after(*before_queue, cohort),
+                    spec=team_queue_spec(team, args.flavors, plan.cohort, args.preemption),
+                )
+                self.local_queues.append(
+                    local_queue(
+                        f"team-{team.name}-local-queue",
+                        team.local_queue,
+                        args.team_namespaces[team.name],
+                        team.cluster_queue,
+                        queue,
+                    )
+                )
+        self.register_outputs({"local_queues": [q.metadata["name"] for q in self.local_queues]})

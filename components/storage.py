@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pulumi
 import pulumi_gcp as gcp
@@ -48,15 +49,31 @@ CHECKPOINT_MOUNT_OPTIONS = (
 )
 
 
-def _claim(
+def static_claim(
     name: str,
-    *,
     namespace: pulumi.Input[str],
     claim_name: str,
-    volume: k8s.core.v1.PersistentVolume,
+    volume_spec: Mapping[str, Any],
+    *,
     size: str,
+    depends_on: Sequence[pulumi.Resource],
     parent: pulumi.Resource,
 ) -> k8s.core.v1.PersistentVolumeClaim:
+    """A PersistentVolume of what already exists (a Filestore share, a bucket) bound to one claim:
+    Retain, as the storage's lifecycle is Pulumi's, not the volume's."""
+    volume = k8s.core.v1.PersistentVolume(
+        f"{name}-volume",
+        metadata={"name": pulumi.Output.concat(namespace, "-", claim_name)},
+        spec={
+            "capacity": {"storage": size},
+            "accessModes": ["ReadWriteMany"],
+            "persistentVolumeReclaimPolicy": "Retain",
+            "storageClassName": "",
+            **volume_spec,
+            "claimRef": {"name": claim_name, "namespace": namespace},
+        },
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=list(depends_on)),
+    )
     return k8s.core.v1.PersistentVolumeClaim(
         f"{name}-claim",
         metadata={"name": claim_name, "namespace": namespace},
@@ -68,6 +85,47 @@ def _claim(
         },
         opts=pulumi.ResourceOptions(parent=parent, depends_on=[volume]),
     )
+
+
+def bucket_volume_spec(bucket_name: pulumi.Input[str], mount_options: Sequence[str]) -> dict[str, Any]:
+    """A Cloud Storage FUSE volume of the bucket with the mount options of its role."""
+    return {
+        "mountOptions": list(mount_options),
+        "csi": {
+            "driver": GCSFUSE_CSI_DRIVER,
+            "volumeHandle": bucket_name,
+            "volumeAttributes": {
+                # The pod's identity is checked when it reads; the mount need not list first.
+                "skipCSIBucketAccessCheck": "true",
+                "gcsfuseMetadataPrefetchOnMount": "true",
+                **GCSFUSE_HOST_NETWORK_KSA,
+            },
+        },
+    }
+
+
+@dataclass(frozen=True)
+class FilestoreSource:
+    """A Filestore share as volumes name it: the platform's claim and each team's mount it."""
+
+    handle: str
+    address: pulumi.Input[str]
+    share_name: str
+    capacity_gib: int
+
+    @property
+    def size(self) -> str:
+        return gib_quantity(self.capacity_gib)
+
+    def volume_spec(self) -> dict[str, Any]:
+        return {
+            "volumeMode": "Filesystem",
+            "csi": {
+                "driver": FILESTORE_CSI_DRIVER,
+                "volumeHandle": self.handle,
+                "volumeAttributes": {"ip": self.address, "volume": self.share_name},
+            },
+        }
 
 
 @dataclass(frozen=True)
@@ -100,6 +158,8 @@ class SharedFilesystem(pulumi.ComponentResource):
 
     claim_name: pulumi.Output[str]
     claim: k8s.core.v1.PersistentVolumeClaim
+    # What another namespace's volume of the share names (components.teams).
+    source: FilestoreSource
 
     def __init__(self, name: str, args: SharedFilesystemArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(self.TYPE, name, None, opts)
@@ -119,31 +179,19 @@ class SharedFilesystem(pulumi.ComponentResource):
             ),
         )
         address = instance.networks.apply(lambda networks: networks[0].ip_addresses[0] if networks else "")
-        # Retain: the instance's lifecycle is Pulumi's, not the volume's.
-        volume = k8s.core.v1.PersistentVolume(
-            f"{name}-volume",
-            metadata={"name": pulumi.Output.concat(args.namespace, "-", args.claim_name)},
-            spec={
-                "capacity": {"storage": gib_quantity(args.capacity_gib)},
-                "accessModes": ["ReadWriteMany"],
-                "persistentVolumeReclaimPolicy": "Retain",
-                "storageClassName": "",
-                "volumeMode": "Filesystem",
-                "csi": {
-                    "driver": FILESTORE_CSI_DRIVER,
-                    "volumeHandle": f"modeInstance/{args.location}/{args.instance_name}/{args.share_name}",
-                    "volumeAttributes": {"ip": address, "volume": args.share_name},
-                },
-                "claimRef": {"name": args.claim_name, "namespace": args.namespace},
-            },
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[instance]),
+        self.source = FilestoreSource(
+            handle=f"modeInstance/{args.location}/{args.instance_name}/{args.share_name}",
+            address=address,
+            share_name=args.share_name,
+            capacity_gib=args.capacity_gib,
         )
-        self.claim = _claim(
+        self.claim = static_claim(
             name,
-            namespace=args.namespace,
-            claim_name=args.claim_name,
-            volume=volume,
-            size=gib_quantity(args.capacity_gib),
+            args.namespace,
+            args.claim_name,
+            self.source.volume_spec(),
+            size=self.source.size,
+            depends_on=[instance],
             parent=self,
         )
         self.claim_name = self.claim.metadata.name
@@ -211,35 +259,13 @@ class BucketVolume(pulumi.ComponentResource):
                 member=member,
                 opts=pulumi.ResourceOptions(parent=self),
             )
-        volume = k8s.core.v1.PersistentVolume(
-            f"{name}-volume",
-            metadata={"name": pulumi.Output.concat(args.namespace, "-", args.claim_name)},
-            spec={
-                "capacity": {"storage": BUCKET_VOLUME_SIZE},
-                "accessModes": ["ReadWriteMany"],
-                "persistentVolumeReclaimPolicy": "Retain",
-                "storageClassName": "",
-                "mountOptions": list(args.mount_options),
-                "csi": {
-                    "driver": GCSFUSE_CSI_DRIVER,
-                    "volumeHandle": bucket_name,
-                    "volumeAttributes": {
-                        # The pod's identity is checked when it reads; the mount need not list first.
-                        "skipCSIBucketAccessCheck": "true",
-                        "gcsfuseMetadataPrefetchOnMount": "true",
-                        **GCSFUSE_HOST_NETWORK_KSA,
-                    },
-                },
-                "claimRef": {"name": args.claim_name, "namespace": args.namespace},
-            },
-            opts=pulumi.ResourceOptions(parent=self, depends_on=depends),
-        )
-        self.claim = _claim(
+        self.claim = static_claim(
             name,
-            namespace=args.namespace,
-            claim_name=args.claim_name,
-            volume=volume,
+            args.namespace,
+            args.claim_name,
+            bucket_volume_spec(bucket_name, args.mount_options),
             size=BUCKET_VOLUME_SIZE,
+            depends_on=depends,
             parent=self,
         )
         self.bucket_name = bucket_name

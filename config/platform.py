@@ -91,11 +91,18 @@ class KueueConfig(Model):
         WithinClusterQueue.LOWER_PRIORITY,
         description="Whether a higher-priority run may preempt a lower one in the queue.",
     )
+    cohort: str = Field("nemo", description="With teams: the Kueue cohort their ClusterQueues share.")
+    overcommit: bool = Field(
+        False,
+        description="With teams: allow their guaranteed shares of a pool to add up to more than its nodes (then "
+        "not every team can have its share at once).",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> KueueConfig:
         check_name("clusterQueue", self.cluster_queue, 63)
         check_name("localQueue", self.local_queue, 63)
+        check_name("cohort", self.cohort, 63)
         return self
 
 

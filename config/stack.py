@@ -19,6 +19,7 @@ from config.platform import (
     StorageConfig,
     TensorBoardConfig,
 )
+from config.teams import TeamConfig
 from config.training import TrainingConfig
 from facts import resiliency
 from facts.errors import RuleError
@@ -40,6 +41,10 @@ from facts.kubernetes import RESERVED_NAMESPACES
 from facts.kueue import MAX_FLAVORS_PER_GROUP
 from facts.machines import GpuDirect, MachineType, nic_layout_groups
 from facts.project import PROGRAM_LABELS, PROJECT, qualified_stack_name, stack_reference_problem
+
+# One ClusterQueue and namespace each: a bound well above any platform's research groups, so a stack
+# file with thousands of entries is refused at once instead of planned.
+MAX_TEAMS = 64
 
 
 class Layer(StrEnum):
@@ -68,6 +73,7 @@ _KEY_READERS: dict[str, tuple[Layer, ...]] = {
     "gpudirect": (Layer.PLATFORM,),
     "monitoring": (Layer.PLATFORM,),
     "existingCluster": (Layer.PLATFORM,),
+    "teams": (Layer.PLATFORM,),
     "resiliency": (Layer.CLUSTER, Layer.PLATFORM),
     "training": (Layer.TRAINING,),
 }
@@ -132,6 +138,13 @@ class StackConfig(Model):
     resiliency: ResiliencyConfig = Field(
         default_factory=ResiliencyConfig, description="The resiliency supervisor (cluster and platform layers)."
     )
+    teams: tuple[TeamConfig, ...] = Field(
+        (),
+        max_length=MAX_TEAMS,
+        description="Teams sharing the GPU pools (docs/teams.md): each gets a namespace, a ClusterQueue in the "
+        "kueue.cohort with its guaranteed share, and its own claims; runs then name their team. Unset: one queue "
+        "in `namespace` for everyone.",
+    )
     training: TrainingConfig = Field(default_factory=TrainingConfig, description="Runs and data preparation.")
 
     @property
@@ -194,7 +207,35 @@ class StackConfig(Model):
             raise RuleError(
                 "namespace", self.namespace, "is not a namespace this stack can own; use your own, e.g. nemo"
             )
+        self._check_teams()
         return self
+
+    def _check_teams(self) -> None:
+        """Each team owns its name and namespace; on an existing cluster its claims come from the
+        StorageClass, since claims the cluster has live in one namespace only."""
+        for key in ("name", "namespace_name"):
+            values = [getattr(team, key) for team in self.teams]
+            for i, value in enumerate(values):
+                written = "name" if key == "name" else "namespace"
+                if values.index(value) != i:
+                    raise RuleError(
+                        f"teams[{i}].{written}",
+                        value,
+                        f"is also teams[{values.index(value)}]'s; give each team its own",
+                    )
+        for i, team in enumerate(self.teams):
+            ns = team.namespace_name
+            if ns == self.namespace or ns in RESERVED_NAMESPACES:
+                why = "the platform's namespace" if ns == self.namespace else "not a namespace this stack can own"
+                raise RuleError(f"teams[{i}].namespace", ns, f"is {why}; give the team its own")
+        existing = self.existing_cluster
+        if self.teams and existing is not None and existing.claims.given:
+            raise RuleError(
+                "existingCluster.claims",
+                sorted(existing.claims.given),
+                "are claims of one namespace, and each team needs its own: with teams, leave it unset and set "
+                "existingCluster.storageClass",
+            )
 
     def _check_keys_read(self) -> None:
         """Every key the stack sets is read by a layer it deploys: one no layer reads is refused by

@@ -179,7 +179,10 @@ class RunConfig(Model):
         "definition>`. Changing it starts a new run."
     )
     model: str = Field(description="A model of the catalog.")
-    pool: str | None = Field(None, description="GPU pool to run on. Default: the first GPU pool.")
+    pool: str | None = Field(None, description="GPU pool to run on. Default: the first GPU pool (of its team's).")
+    team: str | None = Field(
+        None, description="The team it runs for (teams[].name): required where the platform has teams, unset otherwise."
+    )
     nodes: int = Field(ge=1, le=MAX_RUN_NODES, description="Nodes (one pod each, all GPUs of the node).")
     steps: int | None = Field(None, ge=1, le=10_000_000, description="Training steps. Default: the model's.")
     global_batch_size: int | None = Field(None, ge=1, description="Sequences per step. Default: the model's.")
@@ -288,6 +291,11 @@ class DataPrepConfig(Model):
     tokenizer: TokenizerConfig = Field(default_factory=TokenizerConfig, description="Tokenizer.")
     workers: int = Field(32, ge=1, le=256, description="Tokenizer processes (one CPU each).")
     pool: str | None = Field(None, description="GPU pool whose CPUs run the job. Default: the first GPU pool.")
+    team: str | None = Field(
+        None,
+        description="The team it writes data for (teams[].name): required where the platform has teams; "
+        "outputPrefix then starts with the team's folder, `<team>/`.",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> DataPrepConfig:
@@ -302,6 +310,11 @@ class NcclTestConfig(Model):
 
     name: str = Field(description="Check name: its JobSet is `<name>-<digest>`, its logs `<experiments>/<name>/nccl/`.")
     pool: str | None = Field(None, description="GPU pool to check. Default: the first GPU pool.")
+    team: str | None = Field(
+        None,
+        description="The team whose queue it runs in (teams[].name): required where the platform has teams, "
+        "unset otherwise.",
+    )
     nodes: int = Field(
         2, ge=2, le=MAX_RUN_NODES, description="Nodes to span; the published pass marks are for 2 nodes."
     )

@@ -62,11 +62,17 @@ CONTROLLER_KINDS = (
     _kueue(
         "ClusterQueue", "clusterqueues",
         "spec.admissionChecksStrategy.admissionChecks[].name",
-        "spec.admissionChecksStrategy.admissionChecks[].onFlavors[]",
+        "spec.admissionChecksStrategy.admissionChecks[].onFlavors[]", "spec.cohortName", "spec.fairSharing.weight",
         "spec.namespaceSelector.matchLabels", "spec.preemption.reclaimWithinCohort",
         "spec.preemption.withinClusterQueue", "spec.queueingStrategy", "spec.resourceGroups[].coveredResources[]",
-        "spec.resourceGroups[].flavors[].name", "spec.resourceGroups[].flavors[].resources[].name",
+        "spec.resourceGroups[].flavors[].name", "spec.resourceGroups[].flavors[].resources[].borrowingLimit",
+        "spec.resourceGroups[].flavors[].resources[].name",
         "spec.resourceGroups[].flavors[].resources[].nominalQuota",
+    ),
+    _kueue(
+        "Cohort", "cohorts",
+        "spec.resourceGroups[].coveredResources[]", "spec.resourceGroups[].flavors[].name",
+        "spec.resourceGroups[].flavors[].resources[].name", "spec.resourceGroups[].flavors[].resources[].nominalQuota",
     ),
     _kueue("LocalQueue", "localqueues", "spec.clusterQueue"),
     _kueue(

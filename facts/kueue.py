@@ -53,3 +53,21 @@ class RequeuingTimestamp(StrEnum):
 MAX_RESOURCE_GROUPS = 16
 MAX_FLAVORS_PER_GROUP = 64
 MAX_COVERED_RESOURCES = 64
+
+
+class FairSharingStrategy(StrEnum):
+    """Configuration fairSharing.preemptionStrategies: what a preemption between ClusterQueues of a
+    cohort must satisfy, tried in order (apis/config/v1beta2/configuration_types.go)."""
+
+    # The preemptor's share with its workload stays at or below the target's without the victim.
+    LESS_THAN_OR_EQUAL_TO_FINAL_SHARE = "LessThanOrEqualToFinalShare"
+    # The preemptor's share with its workload is below the target's before the preemption.
+    LESS_THAN_INITIAL_SHARE = "LessThanInitialShare"
+
+
+# The v1beta2 Configuration requires the list (`json:"preemptionStrategies"`, no default); these are
+# what v1beta1 defaulted to, in this order (apis/config/v1beta1/defaults.go at the pinned version).
+FAIR_SHARING_STRATEGIES = (
+    FairSharingStrategy.LESS_THAN_OR_EQUAL_TO_FINAL_SHARE,
+    FairSharingStrategy.LESS_THAN_INITIAL_SHARE,
+)

@@ -15,6 +15,7 @@ from facts.kueue import WithinClusterQueue
 from planners.networks import GpuNetworkPlan
 from planners.pools import GpuPoolExport
 from planners.queues import Flavor
+from planners.teams import Team
 
 
 class ClusterExports(Model):
@@ -77,7 +78,14 @@ class PlatformExports(Model):
     # The ClusterQueue's preemption within it (kueue.preemption): whether a fabric check can take
     # the pool from a run.
     preemption: WithinClusterQueue = WithinClusterQueue.LOWER_PRIORITY
+    # Teams sharing the pools (planners.teams): each job then names one and goes to its namespace
+    # and queue. Empty: one queue in `namespace`.
+    teams: tuple[Team, ...] = ()
 
     @property
     def flavors_by_pool(self) -> dict[str, Flavor]:
         return {f.pool: f for f in self.flavors}
+
+    @property
+    def teams_by_name(self) -> dict[str, Team]:
+        return {t.name: t for t in self.teams}

@@ -11,7 +11,7 @@ What waits for what (and so the order `pulumi destroy` reverses):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +40,7 @@ from components.storage import (
     StorageClaims,
     StorageClaimsArgs,
 )
+from components.teams import TeamBuckets, TeamClaimsOnClass, TeamSpace, TeamSpaceArgs
 from components.tensorboard import TensorBoard, TensorBoardArgs
 from components.workspace import TrainingWorkspace, TrainingWorkspaceArgs
 from config.existing import ExistingClaimsConfig, ExistingClusterConfig
@@ -51,7 +52,8 @@ from facts.gcp import REGIONAL_FILESTORE_TIERS
 from facts.kubernetes import DEFAULT_PRIORITY, FABRIC_CHECK_PRIORITY, PRIORITY_VALUES, node_pool_selector
 from planners import gpudirect
 from planners.monitoring import gpu_alerts, gpu_dashboard
-from planners.queues import plan_flavors
+from planners.queues import Flavor, plan_flavors
+from planners.teams import ShareRequest, TeamRequest, TeamsPlan, plan_teams
 from stacks.cluster import ClusterOutputs
 from stacks.contract import ClusterExports, PlatformExports
 from stacks.installed import crd_manifest
@@ -74,12 +76,41 @@ class PlatformOutputs:
     run_dependencies: tuple[pulumi.Resource, ...] = ()
 
 
+def teams_plan(cfg: StackConfig, flavors: Sequence[Flavor]) -> TeamsPlan | None:
+    """The teams' queues (planners.teams), or None where the stack sets no teams."""
+    if not cfg.teams:
+        return None
+    requests = [
+        TeamRequest(
+            name=team.name,
+            namespace=team.namespace_name,
+            shares=tuple(ShareRequest(q.pool, q.unit, q.share, q.borrowing_limit, q.lending_limit) for q in team.quota),
+            weight=team.weight,
+            priorities=tuple(p.value for p in team.priorities),
+            groups=team.groups,
+        )
+        for team in cfg.teams
+    ]
+    try:
+        return plan_teams(
+            requests,
+            flavors,
+            cohort=cfg.kueue.cohort,
+            local_queue=cfg.kueue.local_queue,
+            overcommit=cfg.kueue.overcommit,
+        )
+    except RuleError as error:
+        raise ConfigError.of([error]) from None
+
+
 def platform_facts(cfg: StackConfig, cluster: ClusterExports) -> PlatformExports:
     prefix = f"{cluster.project}-{cluster.name}"
     storage = cfg.storage
     buckets = cluster.gke
     # An existing cluster's own claims, where the config names them.
     claims = ExistingClaimsConfig().names if cluster.gke else _existing(cfg).claims.names
+    flavors = plan_flavors(cluster.gpu_pools)
+    plan = teams_plan(cfg, flavors)
     return PlatformExports(
         namespace=cfg.namespace,
         service_account=TRAINING_ACCOUNT,
@@ -88,7 +119,7 @@ def platform_facts(cfg: StackConfig, cluster: ClusterExports) -> PlatformExports
         local_queue=cfg.kueue.local_queue,
         priority_classes=(*(p.value for p in PRIORITY_VALUES), FABRIC_CHECK_PRIORITY),
         default_priority_class=DEFAULT_PRIORITY.value,
-        flavors=plan_flavors(cluster.gpu_pools),
+        flavors=flavors,
         shared_claim=claims["shared"],
         shared_mount=SHARED_MOUNT,
         experiments_dir=EXPERIMENTS_DIR,
@@ -103,6 +134,7 @@ def platform_facts(cfg: StackConfig, cluster: ClusterExports) -> PlatformExports
         gke=cluster.gke,
         cloud_storage_fuse=cluster.gke or _existing(cfg).claims.cloud_storage_fuse,
         preemption=cfg.kueue.preemption,
+        teams=plan.teams if plan else (),
     )
 
 
@@ -159,8 +191,9 @@ class PlatformLayer(pulumi.ComponentResource):
             opts=child,
         )
         self.run_dependencies = list(workspace.accounts)
+        team_storage: TeamBuckets | TeamClaimsOnClass
         if gke:
-            self._gke_parts(name, args, workspace)
+            team_storage = self._gke_parts(name, args, workspace)
         else:
             existing = _existing(cfg)
             claims = StorageClaims(
@@ -176,11 +209,30 @@ class PlatformLayer(pulumi.ComponentResource):
             )
             self.run_dependencies += claims.claims
             self.shared_claim = claims.claims[0]
-        self._kubernetes_parts(name, args, workspace)
+            team_storage = TeamClaimsOnClass(storage_class=existing.storage_class or "", size_gib=existing.storage_gib)
+        team_namespaces: dict[str, pulumi.Input[str]] = {}
+        for team in facts.teams:
+            space = TeamSpace(
+                f"{name}-team-{team.name}",
+                TeamSpaceArgs(
+                    team=team,
+                    project=cluster.facts.project if gke else None,
+                    workload_pool=cluster.facts.workload_pool,
+                    training_account=facts.service_account,
+                    data_prep_account=facts.data_prep_service_account,
+                    claim_names=(facts.shared_claim, facts.data_claim, facts.checkpoint_claim),
+                    storage=team_storage,
+                ),
+                opts=child,
+            )
+            team_namespaces[team.name] = space.namespace
+            self.run_dependencies += space.run_dependencies
+        self._kubernetes_parts(name, args, workspace, team_namespaces)
         self.register_outputs({})
 
-    def _gke_parts(self, name: str, args: PlatformLayerArgs, workspace: TrainingWorkspace) -> None:
-        """GPUDirect objects and plugins, Filestore and the buckets: what only GKE has."""
+    def _gke_parts(self, name: str, args: PlatformLayerArgs, workspace: TrainingWorkspace) -> TeamBuckets:
+        """GPUDirect objects and plugins, Filestore and the buckets: what only GKE has. Returns
+        what a team's volumes mount of them."""
         cfg, cluster, facts, labels = args.config, args.cluster, args.facts, args.labels
         child = pulumi.ResourceOptions(parent=self)
         protect = cluster.facts.production
@@ -261,8 +313,24 @@ class PlatformLayer(pulumi.ComponentResource):
         ]
         self.run_dependencies += [shared.claim, *(b.claim for b in buckets)]
         self.shared_claim = shared.claim
+        return TeamBuckets(
+            project=cluster.facts.project,
+            filestore=shared.source,
+            data_bucket=buckets[0].bucket_name,
+            data_mount_options=DATA_MOUNT_OPTIONS,
+            checkpoint_bucket=buckets[1].bucket_name,
+            checkpoint_mount_options=CHECKPOINT_MOUNT_OPTIONS,
+            data_bucket_name=facts.data_bucket,
+            checkpoint_bucket_name=facts.checkpoint_bucket,
+        )
 
-    def _kubernetes_parts(self, name: str, args: PlatformLayerArgs, workspace: TrainingWorkspace) -> None:
+    def _kubernetes_parts(
+        self,
+        name: str,
+        args: PlatformLayerArgs,
+        workspace: TrainingWorkspace,
+        team_namespaces: Mapping[str, pulumi.Input[str]],
+    ) -> None:
         """Kueue and JobSet, the queues, the supervisor, monitoring and TensorBoard."""
         cfg, cluster, facts, labels = args.config, args.cluster, args.facts, args.labels
         child = pulumi.ResourceOptions(parent=self)
@@ -318,10 +386,12 @@ class PlatformLayer(pulumi.ComponentResource):
                 namespace=workspace.namespace,
                 preemption=cfg.kueue.preemption,
                 after=ready,
+                teams=teams_plan(cfg, facts.flavors),
+                team_namespaces=team_namespaces,
             ),
             opts=child,
         )
-        self.run_dependencies.append(queues.local_queue)
+        self.run_dependencies += queues.local_queues
 
         if cfg.resiliency.enabled:
             r = cfg.resiliency
@@ -390,6 +460,7 @@ def kueue_controller_args(cfg: StackConfig, cluster: ClusterExports) -> KueueCon
         requeue_limit=cfg.kueue.requeue_limit,
         nodes=sum(p.max_nodes for p in cluster.gpu_pools),
         imex_channels=any(p.machine.nvlink_across_nodes for p in cluster.gpu_pools),
+        fair_sharing=bool(cfg.teams),
     )
 
 

@@ -36,9 +36,56 @@ from planners import nemo
 from planners.fabric import NcclTestSpec, check_nccl_test
 from planners.gpudirect import PodNetworking, pod_networking
 from planners.runs import DataPrepSpec, ProfileWindow, Resiliency, RunSpec, Tokenizer, check_data_prep, check_run
+from planners.teams import Team
 from stacks.cluster import ClusterOutputs
 from stacks.contract import ClusterExports, PlatformExports
 from stacks.platform import PlatformOutputs
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where a run, data-preparation job or fabric check goes: the platform's namespace and queue,
+    or its team's (planners.teams), with the team's folder of the shared file system."""
+
+    namespace: str
+    local_queue: str
+    experiments_dir: str
+    team: Team | None = None
+
+
+def place_of(team: str | None, platform: PlatformExports) -> Place:
+    """The place of a job whose team passed check_team."""
+    if team is None:
+        return Place(platform.namespace, platform.local_queue, platform.experiments_dir)
+    found = platform.teams_by_name[team]
+    return Place(found.namespace, found.local_queue, f"{platform.experiments_dir}/{found.name}", found)
+
+
+def default_pool(team: str | None, platform: PlatformExports) -> str:
+    """The first pool of the job's team, or of the platform."""
+    found = platform.teams_by_name.get(team or "")
+    return found.pools[0] if found else platform.flavors[0].pool
+
+
+def check_team(team: str | None, pool: str, platform: PlatformExports, priority: str | None = None) -> None:
+    """A job names its team exactly where the platform has teams, and stays on its team's pools and
+    priorities. Keys are relative to the job."""
+    names = [t.name for t in platform.teams]
+    if not names:
+        if team is not None:
+            raise RuleError("team", team, "names a team, and the platform has none (its stack sets no teams)")
+        return
+    if team is None:
+        raise RuleError("team", None, f"is required: the platform's pools are shared by teams ({', '.join(names)})")
+    found = platform.teams_by_name.get(team)
+    if found is None:
+        raise RuleError("team", team, f"is not a team of the platform ({', '.join(names)})")
+    if pool not in found.pools:
+        raise RuleError(
+            "pool", pool, f"is not a pool of team {team}'s quota ({', '.join(found.pools)}): a team runs on those only"
+        )
+    if priority is not None and priority not in found.priorities:
+        raise RuleError("priority", priority, f"is not one team {team} may use ({', '.join(found.priorities)})")
 
 
 def _tokenizer(cfg: TokenizerConfig) -> Tokenizer:
@@ -49,7 +96,7 @@ def run_spec(run: RunConfig, platform: PlatformExports) -> RunSpec:
     """A run of the config, on the platform's default pool and priority unless it names its own.
     A supervised run defaults to the image that holds the resiliency launcher."""
     r = run.resiliency
-    pool = run.pool or platform.flavors[0].pool
+    pool = run.pool or default_pool(run.team, platform)
     flavor = platform.flavors_by_pool.get(pool)
     machine_type = flavor.machine.name if flavor else None
     return RunSpec(
@@ -60,7 +107,7 @@ def run_spec(run: RunConfig, platform: PlatformExports) -> RunSpec:
         settings=run.settings_on(machine_type),
         machine_type=machine_type,
         tokenizer=_tokenizer(run.tokenizer),
-        priority=run.priority.value if run.priority else platform.default_priority_class,
+        priority=run.priority.value if run.priority else _default_priority(run.team, platform),
         dataset_prefix=run.dataset.prefix,
         copy_dataset_to_local_ssd=run.dataset.copy_to_local_ssd,
         checkpoint=run.checkpoint.enabled,
@@ -92,6 +139,14 @@ def run_spec(run: RunConfig, platform: PlatformExports) -> RunSpec:
     )
 
 
+def _default_priority(team: str | None, platform: PlatformExports) -> str:
+    """The platform's default, or the first its team may use where that is not one of them."""
+    found = platform.teams_by_name.get(team or "")
+    if found is None or platform.default_priority_class in found.priorities:
+        return platform.default_priority_class
+    return found.priorities[0]
+
+
 def run_networking(run: RunSpec, machine: MachineType, cluster: ClusterExports) -> PodNetworking:
     """The pool's pod networking; on the host network for a supervised run."""
     return pod_networking(
@@ -105,8 +160,8 @@ def gpudirect_stack(machine: MachineType, cluster: ClusterExports) -> GpuDirectS
     return machine.gpudirect_stack if cluster.gke else None
 
 
-def run_paths(run: RunSpec, platform: PlatformExports) -> nemo.RunPaths:
-    return nemo.run_paths(run, platform.experiments_dir, platform.checkpoint_mount, platform.data_mount, platform.gke)
+def run_paths(run: RunSpec, platform: PlatformExports, place: Place) -> nemo.RunPaths:
+    return nemo.run_paths(run, place.experiments_dir, platform.checkpoint_mount, platform.data_mount, platform.gke)
 
 
 def data_prep_spec(job: DataPrepConfig, platform: PlatformExports) -> DataPrepSpec:
@@ -117,14 +172,14 @@ def data_prep_spec(job: DataPrepConfig, platform: PlatformExports) -> DataPrepSp
         json_key=job.json_key,
         tokenizer=_tokenizer(job.tokenizer),
         workers=job.workers,
-        pool=job.pool or platform.flavors[0].pool,
+        pool=job.pool or default_pool(job.team, platform),
     )
 
 
 def nccl_test_spec(test: NcclTestConfig, platform: PlatformExports) -> NcclTestSpec:
     return NcclTestSpec(
         name=test.name,
-        pool=test.pool or platform.flavors[0].pool,
+        pool=test.pool or default_pool(test.team, platform),
         nodes=test.nodes,
         collectives=tuple(test.collectives),
         timeout_minutes=test.timeout_minutes,
@@ -157,20 +212,32 @@ def check_runs(cfg: StackConfig, cluster: ClusterExports, platform: PlatformExpo
             errors.append(RuleError(f"training.runs[{i}].fabricCheck", run_config.fabric_check, why))
         run = run_spec(run_config, platform)
         try:
+            check_team(run_config.team, run.pool, platform, run.priority)
             check_run(run, flavors, platform.priority_classes, platform.supervisor, platform.gke)
             machine = flavors[run.pool].machine
             networking = run_networking(run, machine, cluster)
-            nemo.check_env(run, nemo.platform_env(run, machine, networking, run_paths(run, platform)))
+            paths = run_paths(run, platform, place_of(run_config.team, platform))
+            nemo.check_env(run, nemo.platform_env(run, machine, networking, paths))
         except RuleError as error:
             errors.append(_as_written(error, run_config).under(f"training.runs[{i}]"))
     for i, job in enumerate(cfg.training.data_prep):
         try:
-            check_data_prep(data_prep_spec(job, platform), flavors)
+            spec = data_prep_spec(job, platform)
+            check_team(job.team, spec.pool, platform)
+            folder = f"{job.team}/"
+            if job.team is not None and platform.gke and not job.output_prefix.startswith(folder):
+                why = (
+                    f"must start with {folder}: team {job.team}'s data preparation writes only its folder of the bucket"
+                )
+                raise RuleError("outputPrefix", job.output_prefix, why)
+            check_data_prep(spec, flavors)
         except RuleError as error:
             errors.append(error.under(f"training.dataPrep[{i}]"))
     for i, test in enumerate(cfg.training.nccl_tests):
         try:
-            check_nccl_test(nccl_test_spec(test, platform), flavors)
+            test_spec = nccl_test_spec(test, platform)
+            check_team(test.team, test_spec.pool, platform)
+            check_nccl_test(test_spec, flavors)
         except RuleError as error:
             errors.append(error.under(f"training.ncclTests[{i}]"))
     if errors:
@@ -224,6 +291,7 @@ class TrainingLayer(pulumi.ComponentResource):
         self.checks = []
         for test_config in cfg.training.nccl_tests:
             test = nccl_test_spec(test_config, platform)
+            place = place_of(test_config.team, platform)
             machine = flavors[test.pool].machine
             self.checks.append(
                 FabricCheck(
@@ -231,8 +299,8 @@ class TrainingLayer(pulumi.ComponentResource):
                     FabricCheckArgs(
                         test=test,
                         flavor=flavors[test.pool],
-                        namespace=platform.namespace,
-                        local_queue=platform.local_queue,
+                        namespace=place.namespace,
+                        local_queue=place.local_queue,
                         # Above every run (facts.kubernetes); an older platform has no such class.
                         priority=(
                             FABRIC_CHECK_PRIORITY
@@ -245,7 +313,7 @@ class TrainingLayer(pulumi.ComponentResource):
                         ),
                         shared_claim=platform.shared_claim,
                         shared_mount=platform.shared_mount,
-                        results_dir=f"{platform.experiments_dir}/{test.name}/nccl",
+                        results_dir=f"{place.experiments_dir}/{test.name}/nccl",
                         awaited=test.name in required,
                         after=after,
                     ),
@@ -256,6 +324,7 @@ class TrainingLayer(pulumi.ComponentResource):
         self.runs = []
         for run_config in cfg.training.runs:
             run = run_spec(run_config, platform)
+            place = place_of(run_config.team, platform)
             flavor = flavors[run.pool]
             machine = flavor.machine
             gate = [checks[run_config.fabric_check].jobset] if run_config.fabric_check else []
@@ -265,11 +334,11 @@ class TrainingLayer(pulumi.ComponentResource):
                     TrainingRunArgs(
                         run=run,
                         flavor=flavor,
-                        namespace=platform.namespace,
-                        local_queue=platform.local_queue,
+                        namespace=place.namespace,
+                        local_queue=place.local_queue,
                         service_account=platform.service_account,
                         networking=run_networking(run, machine, cluster.facts),
-                        paths=run_paths(run, platform),
+                        paths=run_paths(run, platform, place),
                         volumes=volumes,
                         after=[*after, *gate],
                         secret_env=args.secret_env,
@@ -280,13 +349,14 @@ class TrainingLayer(pulumi.ComponentResource):
         self.data_prep = []
         for job_config in cfg.training.data_prep:
             job = data_prep_spec(job_config, platform)
+            place = place_of(job_config.team, platform)
             prep = DataPreparation(
                 f"{name}-{job.name}",
                 DataPreparationArgs(
                     job=job,
                     flavor=flavors[job.pool],
-                    namespace=platform.namespace,
-                    local_queue=platform.local_queue,
+                    namespace=place.namespace,
+                    local_queue=place.local_queue,
                     service_account=platform.data_prep_service_account,
                     volumes=volumes,
                     after=after,
@@ -309,7 +379,12 @@ def build(
         TrainingLayerArgs(config=cfg, cluster=cluster, platform=platform, secret_env=secret_env),
         opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(providers={"kubernetes": cluster.provider})),
     )
-    namespace = platform.facts.namespace
+    facts = platform.facts
+    run_places = [place_of(r.team, facts).namespace for r in cfg.training.runs]
+    check_places = [place_of(t.team, facts).namespace for t in cfg.training.nccl_tests]
+    prep_places = [place_of(j.team, facts).namespace for j in cfg.training.data_prep]
+    namespaces = sorted(set(run_places + check_places + prep_places) or {facts.namespace})
+    queue_scope = f"-n {namespaces[0]}" if len(namespaces) == 1 else "--all-namespaces"
     return {
         "training": {
             "runs": {
@@ -321,7 +396,7 @@ def build(
                     f"-c {TRAINING_CONTAINER} --max-log-requests 64",
                     "resubmit": run.resubmit,
                 }
-                for run in layer.runs
+                for run, namespace in zip(layer.runs, run_places, strict=True)
             },
             "dataPrep": {prep.spec_name: prep.job_name for prep in layer.data_prep},
             "ncclTests": {
@@ -333,8 +408,8 @@ def build(
                     f"{COMPLETION_INDEX_LABEL}=0 -c {FABRIC_CONTAINER} --tail=-1 > nccl.log && "
                     f"python -m analysis nccl --log nccl.log --expect {check.flavour}",
                 }
-                for check in layer.checks
+                for check, namespace in zip(layer.checks, check_places, strict=True)
             },
-            "queue": f"kubectl -n {namespace} get jobsets,workloads",
+            "queue": f"kubectl {queue_scope} get jobsets,workloads",
         }
     }

@@ -30,6 +30,7 @@ SHIPPED = [
     "run-llama8b",
     "existing",
     "existing-oke",
+    "teams",
 ]
 
 

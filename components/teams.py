@@ -1,0 +1,245 @@
+"""A team's place on the platform: its namespace and service accounts, the claims its runs mount,
+what its members may do there, and, on GKE, the checkpoint folder only its runs may write.
+
+Isolation comes from what Kubernetes and Cloud Storage already enforce:
+- claims, Secrets and ResourceClaims are namespaced, and the team's service accounts are bound to no
+  Role at all, so one team's pods can read nothing of another's through the API;
+- on GKE the checkpoint bucket's `<team>/` prefix is a managed folder whose IAM grants write to the
+  team's training identity alone (https://cloud.google.com/storage/docs/managed-folders), and the
+  team's checkpoint volume mounts only that folder (Cloud Storage FUSE `only-dir`); data preparation
+  writes only the team's folder of the data bucket, and every team reads the whole data bucket.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_gcp as gcp
+import pulumi_kubernetes as k8s
+
+from components.storage import (
+    BUCKET_VOLUME_SIZE,
+    FilestoreSource,
+    StorageClaims,
+    StorageClaimsArgs,
+    bucket_volume_spec,
+    static_claim,
+)
+from components.workspace import TrainingWorkspace, TrainingWorkspaceArgs
+from facts.errors import require, require_no_problem
+from facts.gcp import bucket_name_problem
+from facts.kubernetes import dns_label_problem
+from planners.teams import Team
+
+# What a team's members do in its namespace: submit and follow runs (the JobSets, Jobs, ConfigMaps,
+# Secrets and ComputeDomains a run stack creates), and read their queue, Workloads, pods and logs.
+SUBMITTER_RULES = (
+    {
+        "apiGroups": ["jobset.x-k8s.io"],
+        "resources": ["jobsets"],
+        "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
+    },
+    {
+        "apiGroups": ["batch"],
+        "resources": ["jobs"],
+        "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
+    },
+    {
+        "apiGroups": [""],
+        "resources": ["configmaps", "secrets"],
+        "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
+    },
+    {
+        "apiGroups": ["resource.nvidia.com"],
+        "resources": ["computedomains"],
+        "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
+    },
+    {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads", "localqueues"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": [""], "resources": ["pods", "pods/log", "events"], "verbs": ["get", "list", "watch"]},
+)
+SUBMITTER_ROLE = "nemo-team-submitter"
+
+
+@dataclass(frozen=True)
+class TeamBuckets:
+    """The GKE platform's buckets and Filestore share, which a team's volumes mount."""
+
+    project: str
+    filestore: FilestoreSource
+    data_bucket: pulumi.Input[str]
+    data_mount_options: Sequence[str]
+    checkpoint_bucket: pulumi.Input[str]
+    checkpoint_mount_options: Sequence[str]
+    # The buckets' names as configured (the folder names are derived from the team's).
+    data_bucket_name: str
+    checkpoint_bucket_name: str
+
+
+@dataclass(frozen=True)
+class TeamClaimsOnClass:
+    """An existing cluster: the team's claims come from its ReadWriteMany StorageClass."""
+
+    storage_class: str
+    size_gib: int
+
+
+@dataclass(frozen=True)
+class TeamSpaceArgs:
+    team: Team
+    # None: not on GKE, so no Workload Identity principals.
+    project: str | None
+    workload_pool: str
+    # The team's training and data-preparation accounts (the platform's names, in its namespace).
+    training_account: str
+    data_prep_account: str
+    # Shared, data and checkpoint claims, in that order (the platform's names).
+    claim_names: tuple[str, str, str]
+    storage: TeamBuckets | TeamClaimsOnClass
+
+    def __post_init__(self) -> None:
+        require_no_problem(dns_label_problem(self.team.namespace), "team.namespace", self.team.namespace)
+        require(len(set(self.claim_names)) == 3, "claim_names", self.claim_names, "names three distinct claims")
+        if isinstance(self.storage, TeamBuckets):
+            require(self.project is not None, "project", self.project, "is needed for the team's bucket folders")
+            for key, bucket in (
+                ("storage.data_bucket_name", self.storage.data_bucket_name),
+                ("storage.checkpoint_bucket_name", self.storage.checkpoint_bucket_name),
+            ):
+                require_no_problem(bucket_name_problem(bucket), key, bucket)
+
+
+def team_folder(team: Team) -> str:
+    """The team's managed folder in each bucket (a folder name ends with '/')."""
+    return f"{team.name}/"
+
+
+class TeamSpace(pulumi.ComponentResource):
+    """One team's namespace, identities, claims and submitters (see the module's docstring)."""
+
+    TYPE = "nemo:teams:TeamSpace"
+
+    namespace: pulumi.Output[str]
+    # What the team's runs wait for: its accounts and claims.
+    run_dependencies: list[pulumi.Resource]
+
+    def __init__(self, name: str, args: TeamSpaceArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(self.TYPE, name, None, opts)
+        team = args.team
+        child = pulumi.ResourceOptions(parent=self)
+        workspace = TrainingWorkspace(
+            f"{name}-workspace",
+            TrainingWorkspaceArgs(
+                project=args.project,
+                workload_pool=args.workload_pool,
+                namespace=team.namespace,
+                service_accounts=(args.training_account, args.data_prep_account),
+            ),
+            opts=child,
+        )
+        self.namespace = workspace.namespace
+        self.run_dependencies = list(workspace.accounts)
+        if team.groups and isinstance(args.storage, TeamBuckets):
+            pulumi.log.warn(
+                f"team {team.name}: its groups are bound in namespace {team.namespace}, which takes effect only where "
+                "the cluster has Google Groups for RBAC (gke-security-groups@<your domain>); this program does not "
+                "set it (docs/teams.md)",
+                resource=self,
+            )
+        if team.groups:
+            role = k8s.rbac.v1.Role(
+                f"{name}-submitter",
+                metadata={"name": SUBMITTER_ROLE, "namespace": workspace.namespace},
+                rules=[dict(rule) for rule in SUBMITTER_RULES],
+                opts=child,
+            )
+            k8s.rbac.v1.RoleBinding(
+                f"{name}-submitters",
+                metadata={"name": SUBMITTER_ROLE, "namespace": workspace.namespace},
+                role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role.metadata.name},
+                subjects=[{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": g} for g in team.groups],
+                opts=child,
+            )
+        shared, data, checkpoints = args.claim_names
+        storage = args.storage
+        if isinstance(storage, TeamClaimsOnClass):
+            claims = StorageClaims(
+                f"{name}-storage",
+                StorageClaimsArgs(
+                    namespace=workspace.namespace,
+                    claim_names=args.claim_names,
+                    existing=(),
+                    storage_class=storage.storage_class,
+                    size_gib=storage.size_gib,
+                ),
+                opts=child,
+            )
+            self.run_dependencies += claims.claims
+            self.register_outputs({"namespace": self.namespace})
+            return
+        training = workspace.principals[args.training_account]
+        data_prep = workspace.principals[args.data_prep_account]
+        gcp.storage.BucketIAMMember(
+            f"{name}-data-read",
+            bucket=storage.data_bucket,
+            role="roles/storage.objectViewer",
+            member=training,
+            opts=child,
+        )
+        folders = []
+        for suffix, bucket, writer in (
+            ("data", storage.data_bucket, data_prep),
+            ("checkpoints", storage.checkpoint_bucket, training),
+        ):
+            folder = gcp.storage.ManagedFolder(
+                f"{name}-{suffix}-folder",
+                bucket=bucket,
+                name=team_folder(team),
+                # `pulumi destroy` removes the folder's access scope even where it holds checkpoints; the
+                # objects stay in the bucket (pulumi-gcp storage.ManagedFolder, force_destroy).
+                force_destroy=True,
+                opts=child,
+            )
+            access = gcp.storage.ManagedFolderIamMember(
+                f"{name}-{suffix}-write",
+                bucket=bucket,
+                managed_folder=folder.name,
+                role="roles/storage.objectUser",
+                member=writer,
+                opts=child,
+            )
+            folders.append(access)
+        self.run_dependencies += [
+            static_claim(
+                f"{name}-shared",
+                workspace.namespace,
+                shared,
+                storage.filestore.volume_spec(),
+                size=storage.filestore.size,
+                depends_on=[],
+                parent=self,
+            ),
+            static_claim(
+                f"{name}-data",
+                workspace.namespace,
+                data,
+                bucket_volume_spec(storage.data_bucket, storage.data_mount_options),
+                size=BUCKET_VOLUME_SIZE,
+                depends_on=[],
+                parent=self,
+            ),
+            static_claim(
+                f"{name}-checkpoints",
+                workspace.namespace,
+                checkpoints,
+                # Only the team's folder: its runs' checkpoint paths stay those of a platform without teams.
+                bucket_volume_spec(
+                    storage.checkpoint_bucket, (*storage.checkpoint_mount_options, f"only-dir={team.name}")
+                ),
+                size=BUCKET_VOLUME_SIZE,
+                depends_on=folders,
+                parent=self,
+            ),
+        ]
+        self.register_outputs({"namespace": self.namespace})
