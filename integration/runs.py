@@ -4,6 +4,7 @@ and JobSet."""
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -23,7 +24,7 @@ from integration.dra import claim_template
 # queues, and the runs. The controllers themselves run as processes above.
 APPLIED_KINDS = (
     "Namespace", "ServiceAccount", "PersistentVolumeClaim", "ResourceFlavor", "Topology",
-    "WorkloadPriorityClass", "ClusterQueue", "LocalQueue", "ConfigMap", "ComputeDomain", "JobSet",
+    "WorkloadPriorityClass", "Cohort", "ClusterQueue", "LocalQueue", "ConfigMap", "ComputeDomain", "JobSet",
 )  # fmt: skip
 
 
@@ -109,11 +110,8 @@ class Admitted:
     nodes: list[str]
 
 
-def admit_runs(lane: Lane, api: Api, run: StackRun) -> list[Admitted]:
-    """Apply the stack's objects; wait until every run's Workload is admitted and its pods bound
-    to the simulated nodes."""
-    objects = stack_objects(run)
-    jobsets = [m for m in objects if m["kind"] == "JobSet"]
+def apply_objects(lane: Lane, api: Api, objects: Sequence[Mapping[str, Any]]) -> None:
+    """Create the objects (and a volume for each claim)."""
     with lane.phase(f"{len(objects)} objects of the stack applied"):
         for manifest in [*claim_volumes(objects), *objects]:
             api.create(api_path(manifest), manifest)
@@ -121,6 +119,24 @@ def admit_runs(lane: Lane, api: Api, run: StackRun) -> list[Admitted]:
                 # The driver's controller creates the domain's channel claim template at once.
                 template = claim_template(manifest)
                 api.create(api_path(template), template)
+
+
+def resized(jobset: Mapping[str, Any], name: str, nodes: int) -> dict[str, Any]:
+    """A copy of a run's JobSet under another name, on `nodes` nodes: what the queues see of a
+    run of that size (the simulated pods run no program)."""
+    copy: dict[str, Any] = json.loads(json.dumps(jobset))
+    copy["metadata"]["name"] = name
+    job = copy["spec"]["replicatedJobs"][0]["template"]["spec"]
+    job["parallelism"] = job["completions"] = nodes
+    return copy
+
+
+def admit_runs(lane: Lane, api: Api, run: StackRun) -> list[Admitted]:
+    """Apply the stack's objects; wait until every run's Workload is admitted and its pods bound
+    to the simulated nodes."""
+    objects = stack_objects(run)
+    jobsets = [m for m in objects if m["kind"] == "JobSet"]
+    apply_objects(lane, api, objects)
     admitted = []
     for jobset in jobsets:
         namespace, name = jobset["metadata"]["namespace"], jobset["metadata"]["name"]
