@@ -34,6 +34,7 @@ from facts.kubernetes import (
 )
 from facts.kueue import (
     FAIR_SHARING_STRATEGIES,
+    PROVISIONING_CHECK,
     QueueingStrategy,
     ReclaimWithinCohort,
     RequeuingTimestamp,
@@ -42,7 +43,6 @@ from facts.kueue import (
 from planners.queues import TOPOLOGY, TOPOLOGY_SPEC, Flavor
 from planners.teams import Team, TeamsPlan, covered_resources, flavor_quota
 
-PROVISIONING_CHECK = "dws-prov"
 PROVISIONING_CONFIG = "dws-config"
 # Kueue tracks every node and pod for topology-aware scheduling; xpk sizes it per node.
 KUEUE_MEMORY_MIB_PER_NODE = 32

@@ -71,3 +71,8 @@ FAIR_SHARING_STRATEGIES = (
     FairSharingStrategy.LESS_THAN_OR_EQUAL_TO_FINAL_SHARE,
     FairSharingStrategy.LESS_THAN_INITIAL_SHARE,
 )
+
+
+# The AdmissionCheck of queued provisioning (components.scheduling): Kueue's ProvisioningRequest
+# controller gates admission on capacity GKE provisions for the workload.
+PROVISIONING_CHECK = "dws-prov"

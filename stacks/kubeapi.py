@@ -229,3 +229,14 @@ def read_crds(kubeconfig: Kubeconfig, names: Sequence[str]) -> dict[str, Any]:
         return {name: client.get(CRD_PATH + name) for name in names}
     finally:
         client.close()
+
+
+def read_objects(kubeconfig: Kubeconfig, paths: Sequence[str]) -> dict[str, Any]:
+    """Each API path (an object or a list) as the cluster returns it, or None where it has none."""
+    text = read_kubeconfig(kubeconfig)
+    base = None if kubeconfig.contents is not None else Path(os.path.expanduser(str(kubeconfig.path))).parent
+    client = _Client(text, kubeconfig.context, base)
+    try:
+        return {path: client.get(path) for path in paths}
+    finally:
+        client.close()

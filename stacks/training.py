@@ -395,6 +395,8 @@ def build(
                     "follow": f"kubectl -n {namespace} logs -f -l {RUN_LABEL}={run.run_name} "
                     f"-c {TRAINING_CONTAINER} --max-log-requests 64",
                     "resubmit": run.resubmit,
+                    # What it waits for, when it does not start (docs/waiting.md).
+                    "waiting": f"python -m tools.waiting {run.run_name} -n {namespace}",
                 }
                 for run, namespace in zip(layer.runs, run_places, strict=True)
             },

@@ -146,6 +146,7 @@ _PYTHON_MODULES = {
     "tools.docs": Verdict(True, "offline"),
     "analysis": Verdict(True, "offline, on examples/logs"),
     "analysis.samples": Verdict(True, "offline"),
+    "tools.waiting": Verdict(False, "needs a running cluster and its credentials"),
     "integration.lane": Verdict(False, _LANE),
     "integration.engine": Verdict(False, _LANE),
     "integration.stackfile_check": Verdict(False, _LANE),

@@ -22,6 +22,7 @@ from integration.lane import running
 from integration.runs import api_path, apply_objects, placed, resized, stack_objects
 from planners.teams import Team
 from stacks.contract import PlatformExports
+from tools import waiting
 
 # The control-plane time from the owner's submission until the borrower is preempted and the owner's
 # run admitted and bound: Kueue's scheduler runs at once on a new workload, so this is seconds; it is
@@ -123,6 +124,31 @@ def test_a_team_borrows_idle_quota_and_the_owner_takes_it_back(lane: TeamsLane) 
     # 6 nodes are free, and the borrower needs 8: it waits instead of taking alignment's share again.
     time.sleep(5)
     assert lane.admitted_nodes("pretraining") == 0 and lane.admitted_nodes("alignment") == 2
+
+
+def test_why_is_my_run_waiting_says_it_in_each_state(lane: TeamsLane, capsys: pytest.CaptureFixture[str]) -> None:
+    """`python -m tools.waiting` against the lane's API server, in the states the reclaim left: the
+    borrower preempted and short of quota, the owner running, a run larger than its queue can ever
+    hold, and a run that does not exist."""
+    _, owner = lane.jobsets["pretraining"], lane.jobsets["alignment"]
+    kubeconfig = ["--kubeconfig", str(lane.lane.workdir / "admin.kubeconfig"), "--context", "lane"]
+
+    def waiting_for(run: str, team: str) -> tuple[int, str]:
+        code = waiting.main([run, "-n", lane.teams[team].namespace, *kubeconfig])
+        out = capsys.readouterr().out
+        print(out, end="")
+        return code, out
+
+    code, out = waiting_for("llama3-8b-pretrain", "pretraining")
+    assert code == 3, out
+    assert f"preempted by JobSet alignment/{_name(owner)} (reclamation within the cohort)" in out
+    assert "16 more GPUs needed (team alignment holds 16)" in out
+    code, out = waiting_for("llama3-8b-ablation", "alignment")
+    assert code == 0 and f"running: admitted in ClusterQueue alignment, {_nodes(owner)} pods ready" in out
+    # alignment's share (2 nodes) and its borrowing limit (4) hold 6 nodes at most.
+    lane.submit(resized(owner, "alignment-seven", 7))
+    wait_for("the 7-node run's verdict", lambda: waiting_for("llama3-8b-ablation", "alignment")[0] == 4, timeout=60)
+    assert waiting_for("no-such-run", "alignment")[0] == 5
 
 
 def test_idle_capacity_goes_to_the_teams_by_weight(lane: TeamsLane) -> None:

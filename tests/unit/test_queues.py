@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 import yaml
 
-from components.scheduling import PROVISIONING_CHECK, KueueControllerArgs, cluster_queue_spec, kueue_configuration
+from components.scheduling import KueueControllerArgs, cluster_queue_spec, kueue_configuration
 from facts.gke import DWS_CAPACITY, CapacityType
 from facts.kubernetes import GPU_TAINT, KUEUE_API, TOPOLOGY_NAME, Taint, cpu_quantity, mib_quantity, versioned_name
-from facts.kueue import WithinClusterQueue
+from facts.kueue import PROVISIONING_CHECK, WithinClusterQueue
 from facts.machines import MACHINE_TYPES, CpuArch, allocatable_memory_mib, allocatable_millicores, machine_type
 from harness import cel
 from planners.pools import GpuPoolExport

@@ -1,0 +1,350 @@
+"""Why a run is waiting: the objects Kueue, JobSet and the kubelet keep about a run, read back into
+one plain sentence per blocker (tools.waiting reads them through the Kubernetes API).
+
+Kueue 0.19.2 says why a workload waits in its conditions, in words this module reads:
+- QuotaReserved False (reason Pending) with the flavor assigner's message, one clause per resource:
+  "insufficient unused quota for R in flavor F, Q more needed" (the quota exists, others hold it),
+  "insufficient quota for R in flavor F, ... > maximum capacity (X)" (the run can never fit), and
+  "topology T doesn't allow to fit ..." (pkg/scheduler/flavorassigner/flavorassigner.go,
+  pkg/cache/scheduler/tas_flavor_snapshot.go);
+- Preempted True with "Preempted to accommodate a workload (UID: U, ...) due to <reason>"
+  (pkg/scheduler/preemption/preemption.go, preemptionMessage);
+- Evicted True, reason PodsReadyTimeout, and status.requeueState for waitForPodsReady;
+- status.admissionChecks, one state per check (the queued-provisioning check is facts.kueue's);
+- a ClusterQueue's status.flavorsReservation: per flavor and resource, what its workloads hold
+  and how much of that is borrowed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import IntEnum
+from typing import Any
+
+from facts.kubernetes import FABRIC_CHECK_LABEL, GPU_RESOURCE, QUEUE_NAME_LABEL
+from facts.kueue import PROVISIONING_CHECK
+
+_UNUSED = re.compile(r"insufficient unused quota for (\S+) in flavor (\S+), (\S+) more needed")
+_NEVER = re.compile(r"insufficient quota for (\S+) in flavor (\S+), .*?> maximum capacity \(([^)]*)\)")
+_TOPOLOGY = re.compile(r"topology \"([^\"]+)\" doesn't allow to fit")
+_PREEMPTOR = re.compile(r"UID: ([0-9a-f-]+)")
+_REASON = re.compile(r"due to ([^;]+)")
+
+
+class Exit(IntEnum):
+    """The command's exit codes, for scripts."""
+
+    RUNNING = 0
+    WAITING = 3
+    FAILED = 4
+    NOT_FOUND = 5
+
+
+@dataclass(frozen=True)
+class RunObjects:
+    """What the cluster holds about a run (and what stands around it), as the API returns it."""
+
+    run: str
+    namespace: str
+    # The run's newest JobSet (label nemo-gke/run), its Workload and pods; None/empty where absent.
+    jobset: Mapping[str, Any] | None
+    workload: Mapping[str, Any] | None
+    pods: Sequence[Mapping[str, Any]]
+    # Every Workload and ClusterQueue of the cluster: queue position, holders, preemptors.
+    workloads: Sequence[Mapping[str, Any]]
+    cluster_queues: Sequence[Mapping[str, Any]]
+    # The namespace's fabric-check JobSets (a gated run is created only once its check passed).
+    fabric_checks: Sequence[Mapping[str, Any]]
+    now: datetime
+
+
+@dataclass(frozen=True)
+class Verdict:
+    exit: Exit
+    sentences: tuple[str, ...] = field(default_factory=tuple)
+
+
+def _condition(obj: Mapping[str, Any] | None, kind: str) -> Mapping[str, Any] | None:
+    for condition in ((obj or {}).get("status") or {}).get("conditions") or ():
+        if condition.get("type") == kind and condition.get("status") == "True":
+            return dict(condition)
+    return None
+
+
+def _false_condition(obj: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
+    for condition in (obj.get("status") or {}).get("conditions") or ():
+        if condition.get("type") == kind and condition.get("status") == "False":
+            return dict(condition)
+    return None
+
+
+def _time(value: str) -> datetime:
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def _minutes(since: str, now: datetime) -> int:
+    return max(int((now - _time(since)).total_seconds() // 60), 0)
+
+
+def _name(obj: Mapping[str, Any]) -> str:
+    meta = obj["metadata"]
+    return f"{meta.get('namespace')}/{meta['name']}" if meta.get("namespace") else str(meta["name"])
+
+
+def _queue_of(workload: Mapping[str, Any]) -> str | None:
+    admission = (workload.get("status") or {}).get("admission") or {}
+    return admission.get("clusterQueue")
+
+
+def _cluster_queue(objects: RunObjects) -> str | None:
+    """The run's ClusterQueue: from its admission, or from its LocalQueue's namespace selector."""
+    if objects.workload is not None:
+        queue = _queue_of(objects.workload)
+        if queue:
+            return queue
+    for cq in objects.cluster_queues:
+        selector = (cq.get("spec", {}).get("namespaceSelector") or {}).get("matchLabels") or {}
+        if selector.get("kubernetes.io/metadata.name") == objects.namespace:
+            return str(cq["metadata"]["name"])
+    return None
+
+
+def _holders(objects: RunObjects, flavor: str, resource: str) -> str:
+    """Who holds the flavor's resource: each ClusterQueue's reservation and how much of it is
+    borrowed (its status.flavorsReservation)."""
+    own = _cluster_queue(objects)
+    parts = []
+    for cq in objects.cluster_queues:
+        for usage in (cq.get("status") or {}).get("flavorsReservation") or ():
+            if usage.get("name") != flavor:
+                continue
+            for entry in usage.get("resources") or ():
+                if entry.get("name") != resource or entry.get("total") in (None, "0"):
+                    continue
+                who = "its own queue" if cq["metadata"]["name"] == own else _queue_name(cq)
+                borrowed = entry.get("borrowed", "0")
+                extra = f", {borrowed} of them borrowed from the cohort" if borrowed not in ("0", None) else ""
+                parts.append(f"{who} holds {entry['total']}{extra}")
+    return "; ".join(parts)
+
+
+def _queue_name(cq: Mapping[str, Any]) -> str:
+    """A ClusterQueue in a cohort is a team's (planners.teams)."""
+    name = cq["metadata"]["name"]
+    return f"team {name}" if (cq.get("spec") or {}).get("cohortName") else f"ClusterQueue {name}"
+
+
+def _owner(workload: Mapping[str, Any]) -> str:
+    """The JobSet (or Job) a Workload belongs to, else the Workload itself."""
+    for owner in workload["metadata"].get("ownerReferences") or ():
+        return f"{owner.get('kind')} {workload['metadata'].get('namespace')}/{owner.get('name')}"
+    return f"Workload {_name(workload)}"
+
+
+def _unit(resource: str) -> str:
+    return "GPUs" if resource == GPU_RESOURCE else resource
+
+
+def _pending_reasons(objects: RunObjects, workload: Mapping[str, Any]) -> list[str]:
+    condition = _false_condition(workload, "QuotaReserved")
+    message = str((condition or {}).get("message") or "")
+    sentences = []
+    unused = _UNUSED.findall(message)
+    never = _NEVER.findall(message)
+    # One sentence per flavor, on its GPUs where they are short (CPU and memory follow them).
+    for clauses, words in ((never, "never"), (unused, "unused")):
+        by_flavor: dict[str, tuple[str, str]] = {}
+        for resource, flavor, amount in clauses:
+            if flavor not in by_flavor or resource == GPU_RESOURCE:
+                by_flavor[flavor] = (resource, amount)
+        for flavor, (resource, amount) in by_flavor.items():
+            if words == "never":
+                sentences.append(
+                    f"it asks for more {_unit(resource)} of flavor {flavor} than its queue can ever have "
+                    f"(at most {amount}, its share and what it may borrow): it will not be admitted as it is"
+                )
+                continue
+            holders = _holders(objects, flavor, resource)
+            sentences.append(
+                f"no quota of flavor {flavor}: {amount} more {_unit(resource)} needed"
+                + (f" ({holders})" if holders else "")
+            )
+    topology = _TOPOLOGY.search(message)
+    if topology:
+        nodes = sum(p.get("count", 0) for p in workload.get("spec", {}).get("podSets") or ())
+        sentences.append(
+            f"no topology domain of {topology.group(1)} fits its {nodes} nodes with its placement rule: it waits "
+            "until one has that many free nodes"
+        )
+    if message and not sentences:
+        sentences.append(f"Kueue has not reserved quota: {message}")
+    return sentences
+
+
+def _queue_position(objects: RunObjects, workload: Mapping[str, Any]) -> str | None:
+    queue = _cluster_queue(objects)
+    priority = int(workload.get("spec", {}).get("priority") or 0)
+    created = str(workload["metadata"].get("creationTimestamp", ""))
+    higher = earlier = 0
+    for other in objects.workloads:
+        if other["metadata"].get("uid") == workload["metadata"].get("uid") or _condition(other, "QuotaReserved"):
+            continue
+        if _condition(other, "Finished") or other.get("spec", {}).get("active") is False:
+            continue
+        if _local_queue_cq(objects, other) != queue:
+            continue
+        other_priority = int(other.get("spec", {}).get("priority") or 0)
+        if other_priority > priority:
+            higher += 1
+        elif other_priority == priority and str(other["metadata"].get("creationTimestamp", "")) < created:
+            earlier += 1
+    if not higher and not earlier:
+        return None
+    parts = []
+    if higher:
+        parts.append(f"{higher} workload{'s' if higher > 1 else ''} of higher priority")
+    if earlier:
+        parts.append(f"{earlier} of its priority submitted earlier")
+    return f"queued behind {' and '.join(parts)} in ClusterQueue {queue}"
+
+
+def _local_queue_cq(objects: RunObjects, workload: Mapping[str, Any]) -> str | None:
+    queue = _queue_of(workload)
+    if queue:
+        return queue
+    namespace = workload["metadata"].get("namespace")
+    for cq in objects.cluster_queues:
+        selector = (cq.get("spec", {}).get("namespaceSelector") or {}).get("matchLabels") or {}
+        if selector.get("kubernetes.io/metadata.name") == namespace:
+            return str(cq["metadata"]["name"])
+    return None
+
+
+def _preempted(objects: RunObjects, workload: Mapping[str, Any]) -> str | None:
+    condition = _condition(workload, "Preempted")
+    if condition is None:
+        return None
+    message = str(condition.get("message") or "")
+    uid = _PREEMPTOR.search(message)
+    reason = _REASON.search(message)
+    by = next(
+        (_owner(w) for w in objects.workloads if uid and w["metadata"].get("uid") == uid.group(1)),
+        "a workload that is gone",
+    )
+    why = f" ({reason.group(1)})" if reason else ""
+    return f"preempted by {by}{why} at {condition.get('lastTransitionTime')}; requeued"
+
+
+def _pods_ready_timeout(workload: Mapping[str, Any]) -> str | None:
+    condition = _condition(workload, "Evicted")
+    if condition is None or condition.get("reason") != "PodsReadyTimeout":
+        return None
+    state = (workload.get("status") or {}).get("requeueState") or {}
+    again = f"; requeued {state['count']} times, next at {state.get('requeueAt')}" if state.get("count") else ""
+    return f"evicted because its pods were not all ready within Kueue's waitForPodsReady timeout{again}"
+
+
+def _admission_checks(workload: Mapping[str, Any]) -> list[str]:
+    sentences = []
+    for check in (workload.get("status") or {}).get("admissionChecks") or ():
+        if check.get("state") in ("Ready", None):
+            continue
+        message = f": {check['message']}" if check.get("message") else ""
+        if check.get("name") == PROVISIONING_CHECK:
+            sentences.append(
+                f"waiting for queued-provisioning capacity (ProvisioningRequest {check['state']}){message}"
+            )
+        else:
+            sentences.append(f"waiting for admission check {check.get('name')} ({check['state']}){message}")
+    return sentences
+
+
+def _pod_sentences(objects: RunObjects, wanted: int) -> list[str]:
+    unscheduled = [p for p in objects.pods if _false_condition(p, "PodScheduled")]
+    creating: dict[str, list[Mapping[str, Any]]] = {}
+    for pod in objects.pods:
+        if _condition(pod, "Ready") or pod in unscheduled:
+            continue
+        statuses = (pod.get("status") or {}).get("containerStatuses") or ()
+        reasons = [s.get("state", {}).get("waiting", {}).get("reason") for s in statuses]
+        reason = next((r for r in reasons if r), "ContainerCreating")
+        creating.setdefault(reason, []).append(pod)
+    sentences = []
+    if unscheduled:
+        why = _false_condition(unscheduled[0], "PodScheduled") or {}
+        capacity = "scale-up" in str(why.get("message", "")) or why.get("reason") == "Unschedulable"
+        hint = " (waiting for nodes: flex-start or autoscaling capacity)" if capacity else ""
+        sentences.append(
+            f"{len(unscheduled)} of {wanted} pods not scheduled{hint}: {why.get('message', '')}".rstrip(": ")
+        )
+    for reason, pods in sorted(creating.items()):
+        scheduled = [
+            c.get("lastTransitionTime")
+            for p in pods
+            for c in (p.get("status") or {}).get("conditions") or ()
+            if c.get("type") == "PodScheduled" and c.get("lastTransitionTime")
+        ]
+        since = f" for {_minutes(min(scheduled), objects.now)} minutes" if scheduled else ""
+        what = {
+            "ContainerCreating": "pulling the image or mounting volumes",
+            "PodInitializing": "running init containers",
+            "ErrImagePull": "failing to pull the image",
+            "ImagePullBackOff": "failing to pull the image",
+        }.get(reason, reason)
+        sentences.append(f"pods not ready: {len(pods)} of {wanted} {what}{since}")
+    missing = wanted - len(objects.pods)
+    if missing > 0:
+        sentences.append(f"{missing} of {wanted} pods not created yet by the JobSet controller")
+    return sentences
+
+
+def diagnose(objects: RunObjects) -> Verdict:
+    """One sentence per blocker, and the exit code for scripts."""
+    if objects.jobset is None:
+        checks = [c for c in objects.fabric_checks if not _condition(c, "Completed")]
+        if checks:
+            names = ", ".join(str(c["metadata"].get("labels", {}).get(FABRIC_CHECK_LABEL, _name(c))) for c in checks)
+            return Verdict(
+                Exit.WAITING,
+                (f"no JobSet of run {objects.run} in {objects.namespace} yet: waiting for the fabric check {names}, "
+                 "after which `pulumi up` creates the run",),
+            )  # fmt: skip
+        return Verdict(Exit.NOT_FOUND, (f"no JobSet of run {objects.run} in namespace {objects.namespace}",))
+    if _condition(objects.jobset, "Completed"):
+        return Verdict(Exit.RUNNING, ("finished: the run completed",))
+    failed = _condition(objects.jobset, "Failed")
+    if failed:
+        return Verdict(Exit.FAILED, (f"failed: {failed.get('message') or failed.get('reason')}",))
+    workload = objects.workload
+    if workload is None:
+        queue = objects.jobset["metadata"].get("labels", {}).get(QUEUE_NAME_LABEL)
+        return Verdict(
+            Exit.WAITING,
+            (f"Kueue has no Workload for JobSet {_name(objects.jobset)}: is LocalQueue {queue} in "
+             f"{objects.namespace}, and is Kueue running (kubectl -n kueue-system get pods)?",),
+        )  # fmt: skip
+    if workload.get("spec", {}).get("active") is False:
+        evicted = _condition(workload, "Evicted") or {}
+        return Verdict(Exit.FAILED, (f"deactivated by Kueue: {evicted.get('message', 'spec.active is false')}",))
+    wanted = sum(p.get("count", 0) for p in workload.get("spec", {}).get("podSets") or ())
+    if _condition(workload, "Admitted"):
+        sentences = _pod_sentences(objects, wanted)
+        if not sentences:
+            return Verdict(
+                Exit.RUNNING, (f"running: admitted in ClusterQueue {_queue_of(workload)}, {wanted} pods ready",)
+            )
+        return Verdict(Exit.WAITING, tuple(sentences))
+    sentences = [
+        s for s in (_preempted(objects, workload), _pods_ready_timeout(workload), *_admission_checks(workload)) if s
+    ]
+    sentences += _pending_reasons(objects, workload)
+    position = _queue_position(objects, workload)
+    if position:
+        sentences.append(position)
+    if not sentences:
+        sentences.append("pending: Kueue has not considered it yet")
+    never = any("will not be admitted" in s for s in sentences)
+    return Verdict(Exit.FAILED if never else Exit.WAITING, tuple(sentences))

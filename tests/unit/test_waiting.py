@@ -1,0 +1,253 @@
+"""planners.waiting and `python -m tools.waiting`: one sentence per blocker, read from the objects
+Kueue 0.19.2, JobSet and the kubelet keep. The messages below are those the lane's real Kueue wrote
+for the shipped teams stack (tests/integration/test_lane_teams.py checks the command there too);
+their formats are Kueue's own (planners.waiting's docstring names the source files)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from facts.kueue import PROVISIONING_CHECK
+from planners.waiting import Exit, RunObjects, diagnose
+from tools import waiting
+
+NOW = datetime(2026, 11, 27, 8, 0, tzinfo=UTC)
+FLAVOR = "a3-ultra-a0424c"
+PREEMPTOR_UID = "6b19b16e-3450-4b5e-9e9c-56cabd4cf1ca"
+SHORT = (
+    f"couldn't assign flavors to pod set workers: insufficient unused quota for cpu in flavor {FLAVOR}, 363040m more "
+    f"needed, insufficient unused quota for memory in flavor {FLAVOR}, 5254336Mi more needed, insufficient unused "
+    f"quota for nvidia.com/gpu in flavor {FLAVOR}, 16 more needed"
+)
+NEVER = (
+    f"couldn't assign flavors to pod set workers: insufficient quota for cpu in flavor {FLAVOR}, previously "
+    "considered podsets requests (0) + current podset request (1505) > maximum capacity (1340220m), insufficient "
+    f"quota for nvidia.com/gpu in flavor {FLAVOR}, previously considered podsets requests (0) + current podset "
+    "request (56) > maximum capacity (48)"
+)
+PREEMPTED = (
+    f"Preempted to accommodate a workload (UID: {PREEMPTOR_UID}, JobUID: 1be2f5ed) due to reclamation within the "
+    "cohort; preemptor path: /nemo/alignment; preemptee path: /nemo/pretraining"
+)
+
+
+def _condition(kind: str, status: str, reason: str = "", message: str = "", at: str = "2026-11-27T07:15:17Z") -> Any:
+    return {"type": kind, "status": status, "reason": reason, "message": message, "lastTransitionTime": at}
+
+
+def _workload(
+    namespace: str, name: str, *conditions: Any, nodes: int = 8, priority: int = 500, **status: Any
+) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": f"uid-{name}",
+            "creationTimestamp": "2026-11-27T07:10:00Z",
+            "ownerReferences": [{"kind": "JobSet", "name": name.removeprefix("jobset-"), "uid": f"js-{name}"}],
+        },
+        "spec": {"priority": priority, "active": True, "podSets": [{"name": "workers", "count": nodes}]},
+        "status": {"conditions": list(conditions), **status},
+    }
+
+
+def _queue(name: str, total: str, borrowed: str = "0", cohort: bool = True) -> dict[str, Any]:
+    usage = [{"name": "nvidia.com/gpu", "total": total, "borrowed": borrowed}]
+    return {
+        "metadata": {"name": name},
+        "spec": {
+            **({"cohortName": "nemo"} if cohort else {}),
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": name}},
+        },
+        "status": {"flavorsReservation": [{"name": FLAVOR, "resources": usage}]},
+    }
+
+
+def _objects(
+    workload: dict[str, Any] | None,
+    *,
+    namespace: str = "pretraining",
+    pods: tuple[Any, ...] = (),
+    others: tuple[Any, ...] = (),
+    queues: tuple[Any, ...] = (),
+    jobset: bool = True,
+    checks: tuple[Any, ...] = (),
+) -> RunObjects:
+    return RunObjects(
+        run="llama3-8b-pretrain",
+        namespace=namespace,
+        jobset={"metadata": {"name": "llama3-8b-pretrain-7164ee", "namespace": namespace, "labels": {}}, "status": {}}
+        if jobset
+        else None,
+        workload=workload,
+        pods=pods,
+        workloads=[*([workload] if workload else []), *others],
+        cluster_queues=queues,
+        fabric_checks=checks,
+        now=NOW,
+    )
+
+
+def _preemptor() -> dict[str, Any]:
+    owner = _workload("alignment", "jobset-llama3-8b-ablation-96309d", _condition("Admitted", "True"), nodes=2)
+    owner["metadata"]["uid"] = PREEMPTOR_UID
+    return owner
+
+
+def test_a_preempted_borrower_names_its_preemptor_and_who_holds_the_quota() -> None:
+    workload = _workload(
+        "pretraining",
+        "jobset-llama3-8b-pretrain-7164ee",
+        _condition("QuotaReserved", "False", "Pending", SHORT),
+        _condition("Preempted", "True", "InCohortReclamation", PREEMPTED),
+    )
+    verdict = diagnose(
+        _objects(workload, others=(_preemptor(),), queues=(_queue("pretraining", "0"), _queue("alignment", "16")))
+    )
+    assert verdict.exit is Exit.WAITING
+    assert verdict.sentences == (
+        "preempted by JobSet alignment/llama3-8b-ablation-96309d (reclamation within the cohort) at "
+        "2026-11-27T07:15:17Z; requeued",
+        f"no quota of flavor {FLAVOR}: 16 more GPUs needed (team alignment holds 16)",
+    )
+
+
+def test_a_borrower_holding_the_quota_is_named_with_what_it_borrowed() -> None:
+    workload = _workload("alignment", "jobset-x", _condition("QuotaReserved", "False", "Pending", SHORT), nodes=2)
+    queues = (_queue("alignment", "0"), _queue("pretraining", "64", "48"))
+    (sentence,) = diagnose(_objects(workload, namespace="alignment", queues=queues)).sentences
+    assert sentence.endswith("(team pretraining holds 64, 48 of them borrowed from the cohort)")
+
+
+def test_a_run_larger_than_its_queue_can_ever_hold_fails() -> None:
+    workload = _workload("alignment", "jobset-big", _condition("QuotaReserved", "False", "Pending", NEVER), nodes=7)
+    verdict = diagnose(_objects(workload, namespace="alignment"))
+    assert verdict.exit is Exit.FAILED
+    assert verdict.sentences == (
+        f"it asks for more GPUs of flavor {FLAVOR} than its queue can ever have (at most 48, its share and what it "
+        "may borrow): it will not be admitted as it is",
+    )
+
+
+def test_no_topology_domain_fits() -> None:
+    message = (
+        "couldn't assign flavors to pod set workers: topology \"gke-default-ebc01f\" doesn't allow to fit any of 16 "
+        "pod(s)"
+    )
+    workload = _workload("nemo", "jobset-x", _condition("QuotaReserved", "False", "Pending", message), nodes=16)
+    (sentence,) = diagnose(_objects(workload, namespace="nemo")).sentences
+    assert sentence.startswith("no topology domain of gke-default-ebc01f fits its 16 nodes")
+
+
+def test_queued_behind_higher_priority_and_earlier_work() -> None:
+    workload = _workload("nemo", "jobset-x", _condition("QuotaReserved", "False", "Pending", SHORT))
+    higher = _workload("nemo", "jobset-h", priority=1000)
+    earlier = _workload("nemo", "jobset-e")
+    earlier["metadata"]["creationTimestamp"] = "2026-11-27T07:00:00Z"
+    admitted = _workload("nemo", "jobset-a", _condition("QuotaReserved", "True"), priority=1000)
+    queues = (_queue("nemo", "64", cohort=False),)
+    verdict = diagnose(_objects(workload, namespace="nemo", others=(higher, earlier, admitted), queues=queues))
+    assert verdict.sentences[-1] == (
+        "queued behind 1 workload of higher priority and 1 of its priority submitted earlier in ClusterQueue nemo"
+    )
+    assert "(its own queue holds 64)" in verdict.sentences[0]
+
+
+def test_waiting_for_queued_provisioning_capacity() -> None:
+    checks = [{"name": PROVISIONING_CHECK, "state": "Pending", "message": "Waiting for resources"}]
+    workload = _workload("nemo", "jobset-x", admissionChecks=checks)
+    (sentence,) = diagnose(_objects(workload, namespace="nemo")).sentences
+    assert sentence == "waiting for queued-provisioning capacity (ProvisioningRequest Pending): Waiting for resources"
+
+
+def test_evicted_for_pods_not_ready_in_time() -> None:
+    workload = _workload(
+        "nemo",
+        "jobset-x",
+        _condition("Evicted", "True", "PodsReadyTimeout", "Exceeded the PodsReady timeout"),
+        requeueState={"count": 2, "requeueAt": "2026-11-27T08:04:00Z"},
+    )
+    (sentence,) = diagnose(_objects(workload, namespace="nemo")).sentences
+    assert sentence == (
+        "evicted because its pods were not all ready within Kueue's waitForPodsReady timeout; requeued 2 times, "
+        "next at 2026-11-27T08:04:00Z"
+    )
+
+
+def _pod(ready: bool, reason: str | None = None, scheduled: bool = True) -> dict[str, Any]:
+    conditions = [
+        _condition("PodScheduled", "True" if scheduled else "False", "Unschedulable", at="2026-11-27T07:48:00Z")
+    ]
+    conditions.append(_condition("Ready", "True" if ready else "False"))
+    waiting_state = [{"state": {"waiting": {"reason": reason}}}] if reason else []
+    return {"metadata": {"name": "p"}, "status": {"conditions": conditions, "containerStatuses": waiting_state}}
+
+
+def test_an_admitted_run_with_pods_pulling_its_image() -> None:
+    workload = _workload("nemo", "jobset-x", _condition("Admitted", "True"), nodes=3)
+    pods = (_pod(True), _pod(False, "ContainerCreating"), _pod(False, "ContainerCreating"))
+    verdict = diagnose(_objects(workload, namespace="nemo", pods=pods))
+    assert verdict.exit is Exit.WAITING
+    assert verdict.sentences == ("pods not ready: 2 of 3 pulling the image or mounting volumes for 12 minutes",)
+
+
+def test_an_admitted_run_with_every_pod_ready_is_running() -> None:
+    workload = _workload("nemo", "jobset-x", _condition("Admitted", "True"), nodes=2, admission={"clusterQueue": "q"})
+    verdict = diagnose(_objects(workload, namespace="nemo", pods=(_pod(True), _pod(True))))
+    assert (verdict.exit, verdict.sentences) == (Exit.RUNNING, ("running: admitted in ClusterQueue q, 2 pods ready",))
+
+
+def test_a_run_gated_on_its_fabric_check_has_no_jobset_yet() -> None:
+    check = {"metadata": {"name": "fabric-1a2b3c", "labels": {"nemo-gke/fabric-check": "fabric"}}, "status": {}}
+    verdict = diagnose(_objects(None, jobset=False, checks=(check,)))
+    assert verdict.exit is Exit.WAITING and "waiting for the fabric check fabric" in verdict.sentences[0]
+    assert diagnose(_objects(None, jobset=False)).exit is Exit.NOT_FOUND
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [(["x", "-n", "Not_A_Namespace"], "--namespace 'Not_A_Namespace'"), ([], "the following arguments are required")],
+)
+def test_bad_arguments_exit_2_with_one_line(argv: list[str], words: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        waiting.main(argv)
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert words in err and "Traceback" not in err
+
+
+def test_an_unreadable_cluster_exits_1_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert waiting.main(["run", "--kubeconfig", str(tmp_path / "missing")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("cannot read the cluster:") and err.count("\n") == 1
+
+
+def test_a_submitter_who_may_read_only_the_namespace_still_gets_the_runs_blockers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A team's submitter Role covers its namespace (components.teams): the cluster-wide lists are
+    refused, and the command reads the namespace's Workloads instead."""
+    workload = _workload("alignment", "jobset-big", _condition("QuotaReserved", "False", "Pending", NEVER), nodes=7)
+    jobset = {"metadata": {"name": "big", "uid": "js-jobset-big", "creationTimestamp": "2026-11-27T07:10:00Z"}}
+    answers = {
+        "/apis/kueue.x-k8s.io/v1beta2/namespaces/alignment/workloads": {"items": [workload]},
+        "/api/v1/namespaces/alignment/pods": {"items": []},
+    }
+
+    def read(_: object, paths: list[str]) -> dict[str, Any]:
+        if any(p.startswith("/apis/kueue.x-k8s.io/v1beta2/") and "/namespaces/" not in p for p in paths):
+            raise waiting.ClusterUnreadable("GET https://cluster/apis/kueue.x-k8s.io/v1beta2/workloads: 403 Forbidden")
+        found: dict[str, Any] = {}
+        for path in paths:
+            base = path.split("?")[0]
+            found[path] = {"items": [jobset]} if "nemo-gke%2Frun" in path else answers.get(base, {"items": []})
+        return found
+
+    monkeypatch.setattr(waiting, "read_objects", read)
+    objects = waiting.read_run(waiting.Kubeconfig(None, "x", None), "big", "alignment", NOW)
+    assert objects.workload == workload and objects.cluster_queues == []
+    assert diagnose(objects).exit is Exit.FAILED

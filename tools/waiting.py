@@ -1,0 +1,95 @@
+"""Why is my run waiting: `python -m tools.waiting RUN [-n NAMESPACE] [--kubeconfig PATH] [--context C]`.
+
+Reads the run's newest JobSet (label nemo-gke/run), its Kueue Workload and pods, the cluster's
+Workloads and ClusterQueues and the namespace's fabric checks through the Kubernetes API, with the
+kubeconfig's credentials as kubectl would use them, and prints one sentence per blocker
+(planners.waiting). Nothing is written.
+
+Exit codes: 0 running or finished, 3 waiting, 4 failed or never admissible as it is, 5 no such run,
+2 bad arguments, 1 the cluster could not be read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import urllib.parse
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from facts.kubernetes import FABRIC_CHECK_LABEL, JOBSET_API, JOBSET_UID_LABEL, KUEUE_API, RUN_LABEL, dns_label_problem
+from planners.waiting import RunObjects, diagnose
+from stacks.kubeapi import ClusterUnreadable, Kubeconfig, read_objects
+
+
+def _selector(selector: str) -> str:
+    return "?labelSelector=" + urllib.parse.quote(selector, safe="")
+
+
+def _items(listing: Any) -> list[dict[str, Any]]:
+    return list((listing or {}).get("items") or [])
+
+
+def read_run(kubeconfig: Kubeconfig, run: str, namespace: str, now: datetime) -> RunObjects:
+    """Everything planners.waiting reads about the run, in two rounds of requests."""
+    jobsets = f"/apis/{JOBSET_API}/namespaces/{namespace}/jobsets"
+    first = read_objects(
+        kubeconfig, [jobsets + _selector(f"{RUN_LABEL}={run}"), jobsets + _selector(FABRIC_CHECK_LABEL)]
+    )
+    runs, checks = (_items(v) for v in first.values())
+    try:
+        cluster = read_objects(kubeconfig, [f"/apis/{KUEUE_API}/workloads", f"/apis/{KUEUE_API}/clusterqueues"])
+        workloads, queues = (_items(v) for v in cluster.values())
+    except ClusterUnreadable:
+        # A team's submitters read their own namespace only (components.teams): no holders or
+        # preemptors outside it, but the run's own blockers all the same.
+        path = f"/apis/{KUEUE_API}/namespaces/{namespace}/workloads"
+        workloads, queues = _items(read_objects(kubeconfig, [path])[path]), []
+    jobset = max(runs, key=lambda j: j["metadata"]["creationTimestamp"], default=None)
+    workload, pods = None, []
+    if jobset is not None:
+        uid = jobset["metadata"]["uid"]
+        owned = [w for w in workloads if any(o.get("uid") == uid for o in w["metadata"].get("ownerReferences", []))]
+        workload = owned[0] if owned else None
+        path = f"/api/v1/namespaces/{namespace}/pods" + _selector(f"{JOBSET_UID_LABEL}={uid}")
+        pods = _items(read_objects(kubeconfig, [path])[path])
+    return RunObjects(
+        run=run,
+        namespace=namespace,
+        jobset=jobset,
+        workload=workload,
+        pods=pods,
+        workloads=workloads,
+        cluster_queues=queues,
+        fabric_checks=checks,
+        now=now,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.waiting", description=__doc__.split("\n\n")[0])
+    parser.add_argument("run", help="the run's name (training.runs[].name)")
+    parser.add_argument("-n", "--namespace", default="nemo", help="its namespace: the platform's, or its team's")
+    parser.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG", "~/.kube/config").split(os.pathsep)[0])
+    parser.add_argument("--context", help="the kubeconfig's context (default: its current one)")
+    args = parser.parse_args(argv)
+    for flag, value in (("run", args.run), ("--namespace", args.namespace)):
+        problem = dns_label_problem(value) if flag == "--namespace" else (None if value.strip() else "is empty")
+        if problem:
+            parser.error(f"{flag} {value!r}: {problem}")
+    try:
+        objects = read_run(Kubeconfig(None, args.kubeconfig, args.context), args.run, args.namespace, datetime.now(UTC))
+    except ClusterUnreadable as error:
+        print(f"cannot read the cluster: {error}", file=sys.stderr)
+        return 1
+    verdict = diagnose(objects)
+    print(f"run {args.run} ({args.namespace}): {verdict.exit.name.lower().replace('_', ' ')}")
+    for sentence in verdict.sentences:
+        print(f"- {sentence}")
+    return int(verdict.exit)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
