@@ -12,7 +12,7 @@ import pulumi_kubernetes as k8s
 
 from facts.errors import require, require_no_problem
 from facts.gcp import general_machine_problem, resource_name_problem
-from facts.gke import UNTIL_END_OF_SUPPORT, workload_pool
+from facts.gke import UNTIL_END_OF_SUPPORT, rbac_security_group_problem, workload_pool
 from facts.kubernetes import SYSTEM_POOL
 from facts.machines import COS_CONTAINERD
 from facts.versions import gke_version_key
@@ -128,6 +128,8 @@ class ClusterArgs:
     maintenance_exclusions: Sequence[MaintenanceExclusion] = ()
     # Resource labels of the cluster and its system pool's nodes.
     labels: Mapping[str, str] = field(default_factory=dict)
+    # Google Groups for RBAC (facts.gke.RBAC_SECURITY_GROUP_PREFIX); None: off.
+    rbac_security_group: str | None = None
 
     def __post_init__(self) -> None:
         # GKE cluster names: RFC 1035, at most 40 characters.
@@ -135,6 +137,9 @@ class ClusterArgs:
         names = [e.name for e in self.maintenance_exclusions]
         require(len(set(names)) == len(names), "maintenance_exclusions", names, "names each exclusion once")
         gke_version_key(self.min_version)
+        if self.rbac_security_group is not None:
+            problem = rbac_security_group_problem(self.rbac_security_group)
+            require_no_problem(problem, "rbac_security_group", self.rbac_security_group)
 
 
 class Cluster(pulumi.ComponentResource):
@@ -182,6 +187,9 @@ class Cluster(pulumi.ComponentResource):
                 "services_secondary_range_name": args.services_range_name,
             },
             datapath_provider="ADVANCED_DATAPATH",
+            authenticator_groups_config=(
+                {"security_group": args.rbac_security_group} if args.rbac_security_group else None
+            ),
             enable_multi_networking=args.multi_networking,
             remove_default_node_pool=True,
             initial_node_count=1,

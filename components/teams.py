@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pulumi
 import pulumi_gcp as gcp
@@ -30,7 +31,7 @@ from components.storage import (
 from components.workspace import TrainingWorkspace, TrainingWorkspaceArgs
 from facts.errors import require, require_no_problem
 from facts.gcp import bucket_name_problem
-from facts.kubernetes import dns_label_problem
+from facts.kubernetes import FABRIC_CHECK_PRIORITY, PRIORITY_CLASS_LABEL, dns_label_problem
 from planners.teams import Team
 
 # What a team's members do in its namespace: submit and follow runs (the JobSets, Jobs, ConfigMaps,
@@ -60,6 +61,57 @@ SUBMITTER_RULES = (
     {"apiGroups": [""], "resources": ["pods", "pods/log", "events"], "verbs": ["get", "list", "watch"]},
 )
 SUBMITTER_ROLE = "nemo-team-submitter"
+
+
+def priority_policy(team: Team, allowed: Sequence[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A ValidatingAdmissionPolicy and its binding: in the team's namespace the API server refuses a
+    JobSet or Job whose Kueue priority class is not one the team may use (and lets through the Jobs
+    a JobSet creates, whose JobSet was checked). Kueue itself lets any workload name any
+    WorkloadPriorityClass; admission policies are GA from Kubernetes 1.30
+    (https://kubernetes.io/docs/reference/access-authn-authz/validating-admission-policy/)."""
+    name = f"nemo-team-{team.name}-priorities"
+    listed = ", ".join(f"'{p}'" for p in allowed)
+    label = f"object.metadata.labels['{PRIORITY_CLASS_LABEL}']"
+    policy = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": name},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {
+                "resourceRules": [
+                    {
+                        "apiGroups": [group],
+                        "apiVersions": ["*"],
+                        "operations": ["CREATE", "UPDATE"],
+                        "resources": [resource],
+                    }
+                    for group, resource in (("jobset.x-k8s.io", "jobsets"), ("batch", "jobs"))
+                ]
+            },
+            "validations": [
+                {
+                    "expression": "(has(object.metadata.ownerReferences) && "
+                    "object.metadata.ownerReferences.exists(o, o.kind == 'JobSet')) || "
+                    f"!has(object.metadata.labels) || !('{PRIORITY_CLASS_LABEL}' in object.metadata.labels) || "
+                    f"{label} in [{listed}]",
+                    "message": f"team {team.name} may use the priority classes {', '.join(allowed)}",
+                    "reason": "Forbidden",
+                }
+            ],
+        },
+    }
+    binding = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": name},
+        "spec": {
+            "policyName": name,
+            "validationActions": ["Deny"],
+            "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": team.namespace}}},
+        },
+    }
+    return policy, binding
 
 
 @dataclass(frozen=True)
@@ -140,13 +192,19 @@ class TeamSpace(pulumi.ComponentResource):
         )
         self.namespace = workspace.namespace
         self.run_dependencies = list(workspace.accounts)
-        if team.groups and isinstance(args.storage, TeamBuckets):
-            pulumi.log.warn(
-                f"team {team.name}: its groups are bound in namespace {team.namespace}, which takes effect only where "
-                "the cluster has Google Groups for RBAC (gke-security-groups@<your domain>); this program does not "
-                "set it (docs/teams.md)",
-                resource=self,
+        # Fabric checks run above every training priority in any team's queue (facts.kubernetes).
+        policy, binding = priority_policy(team, (*team.priorities, FABRIC_CHECK_PRIORITY))
+        checked = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
+            f"{name}-priorities", metadata=policy["metadata"], spec=policy["spec"], opts=child
+        )
+        self.run_dependencies.append(
+            k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
+                f"{name}-priorities-binding",
+                metadata=binding["metadata"],
+                spec=binding["spec"],
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[checked, workspace]),
             )
+        )
         if team.groups:
             role = k8s.rbac.v1.Role(
                 f"{name}-submitter",

@@ -18,6 +18,7 @@ from facts.gke import (
     compact_placement_problem,
     default_compact,
     pool_size_problem,
+    rbac_security_group_problem,
 )
 from facts.machines import MACHINE_TYPES, MachineType, machine_type
 from facts.project import PROJECT
@@ -117,6 +118,11 @@ class ClusterConfig(Model):
     maintenance_exclusions: tuple[MaintenanceExclusion, ...] = Field(
         (), description="Periods without upgrades, e.g. around a long training campaign."
     )
+    rbac_security_group: str | None = Field(
+        None,
+        description="Google Groups for RBAC: `gke-security-groups@<your domain>`, the group holding the groups "
+        "RoleBindings may name (teams[].groups needs it). Unset: off.",
+    )
     pause_node_upgrades: bool = Field(
         True,
         description=f"A {NODE_UPGRADE_EXCLUSION_SCOPE} maintenance exclusion (`{NODE_UPGRADE_EXCLUSION_NAME}`) "
@@ -153,6 +159,10 @@ class ClusterConfig(Model):
                 raise RuleError(f"maintenanceExclusions[{i}].name", name, "must be unique")
             if self.pause_node_upgrades and name == NODE_UPGRADE_EXCLUSION_NAME:
                 raise RuleError(f"maintenanceExclusions[{i}].name", name, "is the exclusion of pauseNodeUpgrades")
+        if self.rbac_security_group is not None:
+            problem = rbac_security_group_problem(self.rbac_security_group)
+            if problem:
+                raise RuleError("rbacSecurityGroup", self.rbac_security_group, problem)
         return self
 
 

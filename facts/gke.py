@@ -122,3 +122,17 @@ NODE_UPGRADE_EXCLUSION_NAME = "no-minor-or-node-upgrades-indefinite"
 NODE_UPGRADE_EXCLUSION_START = "2025-12-01T00:00:00Z"
 NODE_UPGRADE_EXCLUSION_SCOPE = "NO_MINOR_OR_NODE_UPGRADES"
 UNTIL_END_OF_SUPPORT = "UNTIL_END_OF_SUPPORT"
+
+
+# Google Groups for RBAC: the cluster names one group, `gke-security-groups@<domain>`, whose nested
+# groups RBAC bindings may then name; GKE refuses any other name
+# (https://cloud.google.com/kubernetes-engine/docs/how-to/google-groups-rbac). Changed in place
+# (ClusterUpdate.desiredAuthenticatorGroupsConfig, `gcloud container clusters update --security-group`).
+RBAC_SECURITY_GROUP_PREFIX = "gke-security-groups@"
+
+
+def rbac_security_group_problem(value: str) -> str | None:
+    domain = value.removeprefix(RBAC_SECURITY_GROUP_PREFIX)
+    if not value.startswith(RBAC_SECURITY_GROUP_PREFIX) or "." not in domain or "@" in domain:
+        return f"must be {RBAC_SECURITY_GROUP_PREFIX}<your domain>, the only group GKE takes"
+    return None

@@ -24,7 +24,8 @@ from integration.dra import claim_template
 # queues, and the runs. The controllers themselves run as processes above.
 APPLIED_KINDS = (
     "Namespace", "ServiceAccount", "PersistentVolumeClaim", "ResourceFlavor", "Topology",
-    "WorkloadPriorityClass", "Cohort", "ClusterQueue", "LocalQueue", "ConfigMap", "ComputeDomain", "JobSet",
+    "WorkloadPriorityClass", "Cohort", "ClusterQueue", "LocalQueue", "ConfigMap", "ComputeDomain",
+    "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "JobSet",
 )  # fmt: skip
 
 

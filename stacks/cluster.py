@@ -83,6 +83,7 @@ def cluster_facts(cfg: StackConfig) -> ClusterExports:
         gpu_networks=plan_gpu_networks(cfg.cluster_name, network_machine(cfg.gpu_machines), cfg.network.gpu_cidr),
         gpu_pools=tuple(node_pool_spec(cfg, p).facts for p in cfg.gpu_pools),
         supervisor_pool=resiliency.SUPERVISOR_POOL if cfg.resiliency.enabled else None,
+        rbac_security_group=cfg.cluster.rbac_security_group,
     )
 
 
@@ -212,6 +213,7 @@ class ClusterLayer(pulumi.ComponentResource):
                 ],
                 maintenance_exclusions=maintenance_exclusions(cfg.cluster),
                 labels=args.labels,
+                rbac_security_group=cfg.cluster.rbac_security_group,
             ),
             opts=child,
         )

@@ -39,6 +39,8 @@ class ClusterExports(Model):
     # resource of this program; its controllers run on the nodes these labels select.
     gke: bool = True
     system_node_labels: dict[str, str] | None = None
+    # Google Groups for RBAC is on with this group (config.cluster.rbac_security_group).
+    rbac_security_group: str | None = None
 
     @property
     def system_selector(self) -> dict[str, str]:

@@ -150,6 +150,14 @@ def check_platform(cfg: StackConfig, cluster: ClusterExports) -> None:
         raise ConfigError.of(
             [RuleError("resiliency.enabled", True, "needs the supervisor's CPU pool: enable it in the cluster's stack")]
         )
+    if cluster.gke and cluster.rbac_security_group is None:
+        grouped = [i for i, team in enumerate(cfg.teams) if team.groups]
+        if grouped:
+            why = (
+                "binds Google groups, which GKE resolves only with Google Groups for RBAC: set "
+                "cluster.rbacSecurityGroup to gke-security-groups@<your domain> in the cluster's stack"
+            )
+            raise ConfigError.of([RuleError(f"teams[{grouped[0]}].groups", list(cfg.teams[grouped[0]].groups), why)])
 
 
 @dataclass(frozen=True)

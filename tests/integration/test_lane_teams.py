@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from facts.kubernetes import JOBSET_API, KUEUE_API
+from facts.kubernetes import JOBSET_API, KUEUE_API, PRIORITY_CLASS_LABEL
 from harness.runner import StackRun, run_stack
 from integration.controlplane import Api, Lane, has_condition, wait_for
 from integration.lane import running
@@ -174,3 +174,18 @@ def test_idle_capacity_goes_to_the_teams_by_weight(lane: TeamsLane) -> None:
     time.sleep(5)
     assert settled(), {name: lane.admitted_nodes(name) for name in shares}
     print(f"lane: teams: admitted nodes by team {expected} (shares {shares}, weights {weights})")
+
+
+def test_the_api_server_refuses_a_priority_the_team_may_not_use(lane: TeamsLane) -> None:
+    """The team's ValidatingAdmissionPolicy (components.teams): alignment may use nemo-low and
+    nemo-medium, so its JobSet at nemo-high is refused at the API server, and at nemo-low accepted;
+    Kueue alone would admit any priority class."""
+    lane.clear()
+    jobset = resized(lane.jobsets["alignment"], "alignment-high", 1)
+    jobset["metadata"]["labels"][PRIORITY_CLASS_LABEL] = "nemo-high"
+    status, answer = lane.api.request("POST", api_path(jobset), jobset)
+    assert status in (403, 422), (status, answer)
+    assert "team alignment may use the priority classes nemo-low, nemo-medium" in answer["message"]
+    jobset["metadata"]["labels"][PRIORITY_CLASS_LABEL] = "nemo-low"
+    status, answer = lane.api.request("POST", api_path(jobset), jobset)
+    assert status == 201, (status, answer)

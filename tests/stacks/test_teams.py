@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import celpy
 import pytest
 import yaml
 
@@ -300,3 +301,59 @@ def test_team_service_accounts_are_bound_to_nothing_and_groups_to_their_namespac
     assert not [
         s for b in cluster_bindings for s in b["subjects"] if s.get("namespace") in {"pretraining", "alignment"}
     ]
+
+
+def test_groups_on_gke_need_google_groups_for_rbac(render: Render) -> None:
+    """GKE resolves a RoleBinding's Google group only where the cluster names its security group
+    (https://cloud.google.com/kubernetes-engine/docs/how-to/google-groups-rbac)."""
+    teams = [{**TWO_TEAMS[0], "groups": ["red@example.com"]}, TWO_TEAMS[1]]
+    runs = {"runs": [_run(team="red")]}
+    error = rejected(stack_with("dev", teams=teams, training=runs))
+    assert "cluster.rbacSecurityGroup" in issue_for(error, "teams[0].groups")
+    run = render(
+        "dev",
+        values=stack_with(
+            "dev", teams=teams, training=runs, cluster={"rbacSecurityGroup": "gke-security-groups@example.com"}
+        ),
+    )
+    (cluster,) = run.of_type("gcp:container/cluster:Cluster")
+    assert cluster.inputs["authenticatorGroupsConfig"] == {"securityGroup": "gke-security-groups@example.com"}
+    (dev,) = render("dev").of_type("gcp:container/cluster:Cluster")
+    assert "authenticatorGroupsConfig" not in dev.inputs
+
+
+def test_only_gke_s_security_group_name_is_taken() -> None:
+    error = rejected(stack_with("dev", cluster={"rbacSecurityGroup": "admins@example.com"}))
+    assert "gke-security-groups@<your domain>" in issue_for(error, "cluster.rbacSecurityGroup")
+
+
+def _admits(expression: str, obj: dict[str, Any]) -> bool:
+    environment = celpy.Environment()
+    program = environment.program(environment.compile(expression))
+    return bool(program.evaluate({"object": celpy.json_to_cel(obj)}))
+
+
+def test_each_team_s_priorities_are_enforced_by_the_api_server(render: Render) -> None:
+    """Kueue lets a workload name any WorkloadPriorityClass, so the team's ValidatingAdmissionPolicy
+    refuses the others in its namespace; the Jobs a JobSet creates pass on their JobSet's check, and
+    a Job without the label (data preparation) passes. The expression is evaluated here with CEL;
+    the lane's API server enforces it (tests/integration/test_lane_teams.py)."""
+    run = render("teams")
+    policies = _manifests(run, "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy")
+    bindings = _manifests(run, "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding")
+    assert set(policies) == set(bindings) == {"nemo-team-alignment-priorities", "nemo-team-pretraining-priorities"}
+    binding = bindings["nemo-team-alignment-priorities"]["spec"]
+    assert binding["matchResources"]["namespaceSelector"] == {
+        "matchLabels": {"kubernetes.io/metadata.name": "alignment"}
+    }
+    assert binding["validationActions"] == ["Deny"]
+    (validation,) = policies["nemo-team-alignment-priorities"]["spec"]["validations"]
+
+    def labelled(priority: str, **meta: Any) -> dict[str, Any]:
+        return {"metadata": {"labels": {"kueue.x-k8s.io/priority-class": priority}, **meta}}
+
+    expression = validation["expression"]
+    assert _admits(expression, labelled("nemo-low")) and _admits(expression, labelled("nemo-fabric-check"))
+    assert not _admits(expression, labelled("nemo-high"))
+    assert _admits(expression, labelled("nemo-high", ownerReferences=[{"kind": "JobSet", "name": "x"}]))
+    assert _admits(expression, {"metadata": {"name": "prep"}})
