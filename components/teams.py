@@ -8,6 +8,7 @@ Isolation comes from what Kubernetes and Cloud Storage already enforce:
   team's training identity alone (https://cloud.google.com/storage/docs/managed-folders), and the
   team's checkpoint volume mounts only that folder (Cloud Storage FUSE `only-dir`); data preparation
   writes only the team's folder of the data bucket, and every team reads the whole data bucket.
+  Managed folders need uniform bucket-level access, which the buckets this program creates have.
 """
 
 from __future__ import annotations
@@ -71,7 +72,13 @@ def priority_policy(team: Team, allowed: Sequence[str]) -> tuple[dict[str, Any],
     (https://kubernetes.io/docs/reference/access-authn-authz/validating-admission-policy/)."""
     name = f"nemo-team-{team.name}-priorities"
     listed = ", ".join(f"'{p}'" for p in allowed)
-    label = f"object.metadata.labels['{PRIORITY_CLASS_LABEL}']"
+
+    def label(obj: str) -> str:
+        return (
+            f"has({obj}.metadata.labels) && '{PRIORITY_CLASS_LABEL}' in {obj}.metadata.labels ? "
+            f"{obj}.metadata.labels['{PRIORITY_CLASS_LABEL}'] : ''"
+        )
+
     policy = {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingAdmissionPolicy",
@@ -89,13 +96,32 @@ def priority_policy(team: Team, allowed: Sequence[str]) -> tuple[dict[str, Any],
                     for group, resource in (("jobset.x-k8s.io", "jobsets"), ("batch", "jobs"))
                 ]
             },
+            "variables": [
+                {"name": "priority", "expression": label("object")},
+                # Without the label Kueue takes the pods' priorityClassName (pkg/controller/
+                # jobframework/reconciler.go), so a template may not name one instead.
+                {
+                    "name": "podPriorityClasses",
+                    "expression": "has(object.spec.replicatedJobs) ? object.spec.replicatedJobs.filter(r, "
+                    "has(r.template.spec.template.spec.priorityClassName)).size() : "
+                    "(has(object.spec.template.spec.priorityClassName) ? 1 : 0)",
+                },
+            ],
             "validations": [
                 {
-                    "expression": "(has(object.metadata.ownerReferences) && "
-                    "object.metadata.ownerReferences.exists(o, o.kind == 'JobSet')) || "
-                    f"!has(object.metadata.labels) || !('{PRIORITY_CLASS_LABEL}' in object.metadata.labels) || "
-                    f"{label} in [{listed}]",
-                    "message": f"team {team.name} may use the priority classes {', '.join(allowed)}",
+                    "expression": (
+                        # A JobSet's own Jobs were checked as their JobSet (a Job whose owner does not
+                        # exist is deleted by the garbage collector).
+                        "(has(object.metadata.ownerReferences) && "
+                        "object.metadata.ownerReferences.exists(o, o.kind == 'JobSet' && "
+                        "o.apiVersion.startsWith('jobset.x-k8s.io/'))) || "
+                        # Kueue suspends and resumes what it admitted: an update that keeps the class.
+                        f"(request.operation == 'UPDATE' && ({label('oldObject')}) == variables.priority) || "
+                        "(variables.priority == '' ? variables.podPriorityClasses == 0 : "
+                        f"variables.priority in [{listed}])"
+                    ),
+                    "message": f"team {team.name} may use the priority classes {', '.join(allowed)} (the label "
+                    f"{PRIORITY_CLASS_LABEL}, not a pod priorityClassName)",
                     "reason": "Forbidden",
                 }
             ],
@@ -238,13 +264,14 @@ class TeamSpace(pulumi.ComponentResource):
             return
         training = workspace.principals[args.training_account]
         data_prep = workspace.principals[args.data_prep_account]
-        gcp.storage.BucketIAMMember(
-            f"{name}-data-read",
-            bucket=storage.data_bucket,
-            role="roles/storage.objectViewer",
-            member=training,
-            opts=child,
-        )
+        for suffix, reader in (("data-read", training), ("data-prep-read", data_prep)):
+            gcp.storage.BucketIAMMember(
+                f"{name}-{suffix}",
+                bucket=storage.data_bucket,
+                role="roles/storage.objectViewer",
+                member=reader,
+                opts=child,
+            )
         folders = []
         for suffix, bucket, writer in (
             ("data", storage.data_bucket, data_prep),

@@ -62,6 +62,17 @@ class StorageConfig(Model):
         default_factory=CheckpointBucketConfig, description="Checkpoints, mounted read-write at /checkpoints."
     )
 
+    @model_validator(mode="after")
+    def _check(self) -> StorageConfig:
+        # Every training pod mounts both: two volumes of one CSI volume handle in one pod never mount
+        # (kubernetes/kubernetes#91556; GoogleCloudPlatform/gcs-fuse-csi-driver#48).
+        name = self.data_bucket.name
+        if name is not None and name == self.checkpoint_bucket.name:
+            raise RuleError(
+                "checkpointBucket.name", name, "is also dataBucket.name: a pod cannot mount one bucket twice; use two"
+            )
+        return self
+
 
 class KueueConfig(Model):
     """Queueing and all-or-nothing admission."""

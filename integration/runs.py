@@ -25,7 +25,7 @@ from integration.dra import claim_template
 APPLIED_KINDS = (
     "Namespace", "ServiceAccount", "PersistentVolumeClaim", "ResourceFlavor", "Topology",
     "WorkloadPriorityClass", "Cohort", "ClusterQueue", "LocalQueue", "ConfigMap", "ComputeDomain",
-    "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "JobSet",
+    "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "Role", "RoleBinding", "JobSet",
 )  # fmt: skip
 
 

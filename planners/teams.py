@@ -2,11 +2,14 @@
 of the pools' flavors as nominal quota, and the capacity no team is guaranteed held by the cohort
 itself, so every team may borrow it and none owns it.
 
-A team always gets its share back: its ClusterQueue reclaims nominal quota from borrowers of any
-priority (`reclaimWithinCohort: Any`), and borrowing never preempts (`borrowWithinCohort` is left
-at Never: Kueue allows it only with classical preemption, and teams run with fair sharing:
-apis/kueue/v1beta2/clusterqueue_types.go at the pinned version, BorrowWithinCohort). Idle capacity
-goes to the borrowing team of the lowest weighted share (the Configuration's `fairSharing`).
+A team gets its share back: a run that fits within its ClusterQueue's nominal quota preempts
+borrowers of any priority (`reclaimWithinCohort: Any` under fair sharing, with Kueue's
+FairSharingPreemptWithinNominal, beta and on by default from 0.17: pkg/features/kube_features.go,
+pkg/scheduler/preemption/preemption.go at the pinned version). Beyond its share, a team competes
+by weighted share: idle capacity goes to the borrowing team of the lowest share, and a team above
+its fair share may be preempted for one below it (the Configuration's `fairSharing`).
+`borrowWithinCohort` stays Never, the only value Kueue allows with fair sharing
+(apis/kueue/v1beta2/clusterqueue_types.go, BorrowWithinCohort).
 
 Shares are in whole nodes: a run takes every GPU of its nodes, so a share of part of a node could
 admit nothing; CPU, memory and IMEX channels follow the GPUs node by node.

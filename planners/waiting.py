@@ -9,7 +9,10 @@ Kueue 0.19.2 says why a workload waits in its conditions, in words this module r
   pkg/cache/scheduler/tas_flavor_snapshot.go);
 - Preempted True with "Preempted to accommodate a workload (UID: U, ...) due to <reason>"
   (pkg/scheduler/preemption/preemption.go, preemptionMessage);
-- Evicted True, reason PodsReadyTimeout, and status.requeueState for waitForPodsReady;
+- Evicted True with its reason (PodsReadyTimeout for waitForPodsReady, a stopped queue, failed
+  nodes) and status.requeueState;
+- a preemption under way: ". Pending the preemption of N workload(s)" or the reason
+  WaitingForPreemptedWorkloads (pkg/scheduler/scheduler.go);
 - status.admissionChecks, one state per check (the queued-provisioning check is facts.kueue's);
 - a ClusterQueue's status.flavorsReservation: per flavor and resource, what its workloads hold
   and how much of that is borrowed.
@@ -29,7 +32,8 @@ from facts.kueue import PROVISIONING_CHECK
 
 _UNUSED = re.compile(r"insufficient unused quota for (\S+) in flavor (\S+), (\S+) more needed")
 _NEVER = re.compile(r"insufficient quota for (\S+) in flavor (\S+), .*?> maximum capacity \(([^)]*)\)")
-_TOPOLOGY = re.compile(r"topology \"([^\"]+)\" doesn't allow to fit")
+_TOPOLOGY = re.compile(r"topology \"([^\"]+)\" (?:doesn't allow to fit|allows to fit only)")
+_PREEMPTING = re.compile(r"Pending the preemption of (\d+) workload")
 _PREEMPTOR = re.compile(r"UID: ([0-9a-f-]+)")
 _REASON = re.compile(r"due to ([^;]+)")
 
@@ -179,6 +183,10 @@ def _pending_reasons(objects: RunObjects, workload: Mapping[str, Any]) -> list[s
             f"no topology domain of {topology.group(1)} fits its {nodes} nodes with its placement rule: it waits "
             "until one has that many free nodes"
         )
+    preempting = _PREEMPTING.search(message)
+    if preempting or (condition or {}).get("reason") == "WaitingForPreemptedWorkloads":
+        count = preempting.group(1) if preempting else "the"
+        sentences.append(f"preempting {count} workload(s) to make room: it is admitted once they are gone")
     if message and not sentences:
         sentences.append(f"Kueue has not reserved quota: {message}")
     return sentences
@@ -238,13 +246,17 @@ def _preempted(objects: RunObjects, workload: Mapping[str, Any]) -> str | None:
     return f"preempted by {by}{why} at {condition.get('lastTransitionTime')}; requeued"
 
 
-def _pods_ready_timeout(workload: Mapping[str, Any]) -> str | None:
+def _evicted(workload: Mapping[str, Any]) -> str | None:
+    """An eviction other than a preemption (said by _preempted): waitForPodsReady, a stopped
+    queue, an admission check, failed nodes (workload_types.go's Evicted reasons)."""
     condition = _condition(workload, "Evicted")
-    if condition is None or condition.get("reason") != "PodsReadyTimeout":
+    if condition is None or condition.get("reason") == "Preempted":
         return None
     state = (workload.get("status") or {}).get("requeueState") or {}
     again = f"; requeued {state['count']} times, next at {state.get('requeueAt')}" if state.get("count") else ""
-    return f"evicted because its pods were not all ready within Kueue's waitForPodsReady timeout{again}"
+    if condition.get("reason") == "PodsReadyTimeout":
+        return f"evicted because its pods were not all ready within Kueue's waitForPodsReady timeout{again}"
+    return f"evicted ({condition.get('reason')}): {condition.get('message')}{again}"
 
 
 def _admission_checks(workload: Mapping[str, Any]) -> list[str]:
@@ -337,9 +349,7 @@ def diagnose(objects: RunObjects) -> Verdict:
                 Exit.RUNNING, (f"running: admitted in ClusterQueue {_queue_of(workload)}, {wanted} pods ready",)
             )
         return Verdict(Exit.WAITING, tuple(sentences))
-    sentences = [
-        s for s in (_preempted(objects, workload), _pods_ready_timeout(workload), *_admission_checks(workload)) if s
-    ]
+    sentences = [s for s in (_preempted(objects, workload), _evicted(workload), *_admission_checks(workload)) if s]
     sentences += _pending_reasons(objects, workload)
     position = _queue_position(objects, workload)
     if position:

@@ -183,9 +183,52 @@ def test_the_api_server_refuses_a_priority_the_team_may_not_use(lane: TeamsLane)
     lane.clear()
     jobset = resized(lane.jobsets["alignment"], "alignment-high", 1)
     jobset["metadata"]["labels"][PRIORITY_CLASS_LABEL] = "nemo-high"
-    status, answer = lane.api.request("POST", api_path(jobset), jobset)
-    assert status in (403, 422), (status, answer)
-    assert "team alignment may use the priority classes nemo-low, nemo-medium" in answer["message"]
+    path = api_path(jobset)
+
+    def refused() -> bool:
+        # The API server enforces a new policy once its informers have it: until then the JobSet is
+        # created, and taken away again.
+        status, answer = lane.api.request("POST", path, jobset)
+        if status in (201, 409):  # created, or the one created before is still being deleted
+            lane.api.request("DELETE", f"{path}/{jobset['metadata']['name']}")
+            return False
+        assert status in (403, 422), (status, answer)
+        assert "team alignment may use the priority classes nemo-low, nemo-medium" in answer["message"]
+        return True
+
+    wait_for("the team's admission policy", refused, timeout=60)
     jobset["metadata"]["labels"][PRIORITY_CLASS_LABEL] = "nemo-low"
     status, answer = lane.api.request("POST", api_path(jobset), jobset)
     assert status == 201, (status, answer)
+
+
+def _allowed(api: Api, verb: str, resource: str, namespace: str, user: str, groups: list[str], group: str = "") -> bool:
+    """The lane's API server (RBAC) asked whether a user may do something (SubjectAccessReview)."""
+    review = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SubjectAccessReview",
+        "spec": {
+            "user": user,
+            "groups": groups,
+            "resourceAttributes": {"verb": verb, "resource": resource, "namespace": namespace, "group": group},
+        },
+    }
+    status, answer = api.request("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", review)
+    assert status == 201, answer
+    return bool(answer["status"]["allowed"])
+
+
+def test_one_team_cannot_read_another_s_secrets_or_claims(lane: TeamsLane) -> None:
+    """RBAC on the lane's API server, with the program's Roles and RoleBindings applied: a team's
+    training identity is bound to nothing, so it reads no Secret or claim of the other team (nor of
+    its own); a member of a team's Google group submits JobSets in its namespace and nowhere else,
+    and reads no Secret of the other team."""
+    pretraining = "system:serviceaccount:pretraining:nemo-training"
+    accounts = ["system:serviceaccounts", "system:serviceaccounts:pretraining"]
+    for resource in ("secrets", "persistentvolumeclaims"):
+        assert not _allowed(lane.api, "get", resource, "alignment", pretraining, accounts)
+        assert not _allowed(lane.api, "list", resource, "alignment", pretraining, accounts)
+    member, groups = "someone@your-domain.com", ["alignment@your-domain.com", "system:authenticated"]
+    assert _allowed(lane.api, "create", "jobsets", "alignment", member, groups, "jobset.x-k8s.io")
+    assert not _allowed(lane.api, "create", "jobsets", "pretraining", member, groups, "jobset.x-k8s.io")
+    assert not _allowed(lane.api, "get", "secrets", "pretraining", member, groups)

@@ -327,10 +327,24 @@ def test_only_gke_s_security_group_name_is_taken() -> None:
     assert "gke-security-groups@<your domain>" in issue_for(error, "cluster.rbacSecurityGroup")
 
 
-def _admits(expression: str, obj: dict[str, Any]) -> bool:
+def _admits(policy: dict[str, Any], obj: dict[str, Any], old: dict[str, Any] | None = None) -> bool:
+    """The policy's validation evaluated as the API server does: its variables first, then the
+    expression, with `object`, `oldObject` and `request` bound."""
     environment = celpy.Environment()
-    program = environment.program(environment.compile(expression))
-    return bool(program.evaluate({"object": celpy.json_to_cel(obj)}))
+
+    def evaluate(expression: str, activation: dict[str, Any]) -> Any:
+        return environment.program(environment.compile(expression)).evaluate(activation)
+
+    activation: dict[str, Any] = {
+        "object": celpy.json_to_cel(obj),
+        "oldObject": celpy.json_to_cel(old),
+        "request": celpy.json_to_cel({"operation": "UPDATE" if old is not None else "CREATE"}),
+    }
+    variables = {}
+    for variable in policy["spec"]["variables"]:
+        variables[variable["name"]] = evaluate(variable["expression"], {**activation, "variables": variables})
+    (validation,) = policy["spec"]["validations"]
+    return bool(evaluate(validation["expression"], {**activation, "variables": celpy.celtypes.MapType(variables)}))
 
 
 def test_each_team_s_priorities_are_enforced_by_the_api_server(render: Render) -> None:
@@ -347,13 +361,43 @@ def test_each_team_s_priorities_are_enforced_by_the_api_server(render: Render) -
         "matchLabels": {"kubernetes.io/metadata.name": "alignment"}
     }
     assert binding["validationActions"] == ["Deny"]
-    (validation,) = policies["nemo-team-alignment-priorities"]["spec"]["validations"]
+    policy = policies["nemo-team-alignment-priorities"]
 
-    def labelled(priority: str, **meta: Any) -> dict[str, Any]:
-        return {"metadata": {"labels": {"kueue.x-k8s.io/priority-class": priority}, **meta}}
+    def jobset(priority: str | None, pod_class: str | None = None, **meta: Any) -> dict[str, Any]:
+        labels = {"kueue.x-k8s.io/priority-class": priority} if priority else {}
+        pod = {"priorityClassName": pod_class} if pod_class else {}
+        template = {"template": {"spec": {"template": {"spec": pod}}}}
+        return {"metadata": {"labels": labels, **meta}, "spec": {"replicatedJobs": [template]}}
 
-    expression = validation["expression"]
-    assert _admits(expression, labelled("nemo-low")) and _admits(expression, labelled("nemo-fabric-check"))
-    assert not _admits(expression, labelled("nemo-high"))
-    assert _admits(expression, labelled("nemo-high", ownerReferences=[{"kind": "JobSet", "name": "x"}]))
-    assert _admits(expression, {"metadata": {"name": "prep"}})
+    assert _admits(policy, jobset("nemo-low")) and _admits(policy, jobset("nemo-fabric-check"))
+    assert not _admits(policy, jobset("nemo-high"))
+    # Without the label Kueue takes the pods' priorityClassName: not a way around the policy.
+    assert not _admits(policy, jobset(None, "system-cluster-critical"))
+    assert _admits(policy, {"metadata": {"name": "prep"}, "spec": {"template": {"spec": {}}}})
+    # The JobSet's own Jobs; and Kueue suspending a JobSet admitted before the team lost the class.
+    assert _admits(
+        policy, jobset("nemo-high", ownerReferences=[{"kind": "JobSet", "apiVersion": "jobset.x-k8s.io/v1alpha2"}])
+    )
+    assert _admits(policy, jobset("nemo-high"), old=jobset("nemo-high"))
+    assert not _admits(policy, jobset("nemo-high"), old=jobset("nemo-low"))
+
+
+def test_one_bucket_for_data_and_checkpoints_is_refused() -> None:
+    """Every training pod mounts both volumes, and two volumes of one CSI handle in one pod never
+    mount (kubernetes/kubernetes#91556)."""
+    storage = {"dataBucket": {"name": "shared-bucket"}, "checkpointBucket": {"name": "shared-bucket"}}
+    error = rejected(stack_with("dev", storage=storage))
+    assert "mount one bucket twice" in issue_for(error, "storage.checkpointBucket.name")
+
+
+def test_a_run_stack_reads_its_teams_from_the_platform_stack(render: Render) -> None:
+    """A team's members keep their runs in stacks of their own: the run stack reads the teams from
+    its upstream platform's outputs, and is held to them as a run of the platform's stack is."""
+    base = {"upstreamStack": "organization/nemo-gke/teams", "region": "europe-west1", "zone": "europe-west1-b"}
+    run = {"name": "ablation-2", "model": "llama3-8b", "nodes": 1, "steps": 10}
+    error = rejected(stack_with("run-llama8b", **base, training={"runs": [run]}), stack="run-llama8b")
+    assert "is required" in issue_for(error, "training.runs[0].team")
+    values = stack_with("run-llama8b", **base, training={"runs": [{**run, "team": "alignment"}]})
+    rendered = render("run-llama8b", values=values)
+    (jobset,) = map(rendered.manifest, rendered.of_type(JOBSET))
+    assert jobset["metadata"]["namespace"] == "alignment"

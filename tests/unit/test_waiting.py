@@ -251,3 +251,16 @@ def test_a_submitter_who_may_read_only_the_namespace_still_gets_the_runs_blocker
     objects = waiting.read_run(waiting.Kubeconfig(None, "x", None), "big", "alignment", NOW)
     assert objects.workload == workload and objects.cluster_queues == []
     assert diagnose(objects).exit is Exit.FAILED
+
+
+def test_a_preemption_under_way_and_other_evictions_are_said() -> None:
+    pending = SHORT.split(": ", 1)[0] + ": insufficient unused quota for nvidia.com/gpu in flavor F, 16 more needed"
+    workload = _workload(
+        "nemo",
+        "jobset-x",
+        _condition("QuotaReserved", "False", "Pending", pending + ". Pending the preemption of 2 workload(s)"),
+        _condition("Evicted", "True", "ClusterQueueStopped", "The ClusterQueue is stopped"),
+    )
+    sentences = diagnose(_objects(workload, namespace="nemo")).sentences
+    assert "evicted (ClusterQueueStopped): The ClusterQueue is stopped" in sentences
+    assert "preempting 2 workload(s) to make room: it is admitted once they are gone" in sentences
