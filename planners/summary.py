@@ -23,6 +23,7 @@ from facts.gke import CapacityType
 from facts.project import PROJECT, is_placeholder
 from planners.pools import GpuPoolExport
 from planners.runs import RunSpec
+from planners.teams import Team
 
 
 @dataclass(frozen=True)
@@ -89,6 +90,19 @@ class RunLine:
 
 
 @dataclass(frozen=True)
+class TeamLine:
+    """A team's guarantee (planners.teams) and what its guaranteed nodes cost on demand: the
+    platform's chargeback basis, whether the team uses them or lends them."""
+
+    name: str
+    namespace: str
+    # "<pool> <nodes> nodes (<gpus> GPUs)" per pool of its quota.
+    shares: tuple[str, ...]
+    weight: str
+    usd_per_hour: float | None
+
+
+@dataclass(frozen=True)
 class Summary:
     project: str
     region: str
@@ -102,6 +116,7 @@ class Summary:
     not_priced: tuple[str, ...] = ()
     # Why `up` would fail; empty: GO.
     no_go: tuple[str, ...] = ()
+    teams: tuple[TeamLine, ...] = ()
 
     @property
     def usd_per_hour(self) -> float | None:
@@ -183,6 +198,25 @@ def _run_line(run: RunSpec, pool: GpuPoolExport, region: str, image_pinned: bool
     )
 
 
+def _team_line(team: Team, pools: Mapping[str, PoolLine]) -> TeamLine:
+    costs = []
+    for quota in team.quotas:
+        pool = pools[quota.pool]
+        per_node = pool.usd_per_hour / pool.nodes if pool.usd_per_hour is not None and pool.nodes else None
+        costs.append(None if per_node is None else per_node * quota.nodes)
+    priced = [c for c in costs if c is not None]
+    return TeamLine(
+        name=team.name,
+        namespace=team.namespace,
+        shares=tuple(
+            f"{q.pool} {q.nodes} nodes ({q.nodes * pools[q.pool].gpus // max(pools[q.pool].nodes, 1)} GPUs)"
+            for q in team.quotas
+        ),
+        weight=team.weight,
+        usd_per_hour=sum(priced) if priced and len(priced) == len(costs) else None,
+    )
+
+
 def _cpu_pool_line(pool: CpuPool, region: str) -> CpuPoolLine:
     price = pricing.on_demand_usd_per_hour(pool.machine_type, region)
     if price is None:
@@ -239,18 +273,21 @@ def plan_summary(
     *,
     cpu_pools: Sequence[CpuPool] = (),
     filestore: Filestore | None = None,
+    teams: Sequence[Team] = (),
 ) -> Summary:
     by_name: Mapping[str, GpuPoolExport] = {p.name: p for p in pools}
+    pool_lines = {pool.name: _pool_line(pool, region) for pool in pools}
     summary = Summary(
         project=project,
         region=region,
         zone=zone,
-        pools=tuple(_pool_line(pool, region) for pool in pools),
+        pools=tuple(pool_lines.values()),
         # A step time holds for the model's own image only.
         runs=tuple(_run_line(run, by_name[run.pool], region, run.image is None) for run in runs),
         price_source=pricing.SOURCE,
         cpu_pools=tuple(_cpu_pool_line(pool, region) for pool in cpu_pools),
         filestore=_filestore_line(filestore, region) if filestore is not None else None,
         no_go=_no_go(project, pools),
+        teams=tuple(_team_line(team, pool_lines) for team in teams),
     )
     return replace(summary, not_priced=_not_priced(summary))

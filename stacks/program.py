@@ -164,6 +164,7 @@ def deploy(cfg: StackConfig, access: Access) -> dict[str, Any]:
             if cfg.deploys(Layer.PLATFORM) and cluster_facts.gke
             else None
         ),
+        teams=platform_facts.teams if platform_facts is not None and cfg.deploys(Layer.PLATFORM) else (),
     )
 
     # A stack on an existing cluster has no Google Cloud resource, so no Google Cloud provider.

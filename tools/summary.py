@@ -65,6 +65,24 @@ def _pools(summary: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def _teams(summary: Mapping[str, Any]) -> list[str]:
+    lines = [
+        "| Team | Namespace | Guaranteed | Weight | Guarantee per hour |",
+        "|---|---|---|---:|---|",
+    ]
+    for team in summary["teams"]:
+        lines.append(
+            f"| {team['name']} | {team['namespace']} | {', '.join(team['shares'])} | {team['weight']} | "
+            f"{_usd(team['usdPerHour'], '/h')} |"
+        )
+    return [
+        *lines,
+        "",
+        "A team's guarantee costs the same whether it runs on it or lends it; the pools' nodes no team is "
+        "guaranteed are the cohort's, borrowable by all (docs/teams.md).",
+    ]
+
+
 def _runs(summary: Mapping[str, Any]) -> list[str]:
     lines = [
         "| Run | Model | Runtime | Image | Pool | Nodes | GPUs | Steps | Step time | Duration | Cost |",
@@ -107,6 +125,8 @@ def markdown(stack: str, summary: Mapping[str, Any] | None, warnings: Sequence[L
         ]
     else:
         lines += ["This stack creates no node pool and no file system.", ""]
+    if summary.get("teams"):
+        lines += [*_teams(summary), ""]
     if summary["runs"]:
         lines += [*_runs(summary), ""]
     lines += [

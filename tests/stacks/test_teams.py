@@ -19,6 +19,7 @@ from planners.queues import Flavor
 from planners.teams import ShareRequest, TeamRequest, plan_teams
 from stacks.contract import PlatformExports
 from tests.conftest import Render, issue_for, rejected
+from tools.summary import markdown
 
 CLUSTER_QUEUE = "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue"
 LOCAL_QUEUE = "kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue"
@@ -401,3 +402,17 @@ def test_a_run_stack_reads_its_teams_from_the_platform_stack(render: Render) -> 
     rendered = render("run-llama8b", values=values)
     (jobset,) = map(rendered.manifest, rendered.of_type(JOBSET))
     assert jobset["metadata"]["namespace"] == "alignment"
+
+
+def test_the_summary_prices_each_team_s_guarantee(render: Render) -> None:
+    """The go/no-go summary lists each team's guarantee and what its guaranteed nodes cost on demand
+    (the pool's per-node price times the nodes), the basis a platform team charges back on."""
+    values = stack_with("dev", teams=TWO_TEAMS, training={"runs": [_run(team="red")]})
+    summary = render("dev", values=values).exports["summary"]
+    (pool,) = summary["pools"]
+    per_node = pool["usdPerHour"] / pool["nodes"]
+    teams = {t["name"]: t for t in summary["teams"]}
+    assert teams["red"]["shares"] == ["a3-highgpu 1 nodes (8 GPUs)"]
+    assert teams["red"]["usdPerHour"] == pytest.approx(per_node)
+    assert teams["blue"]["weight"] == "2" and teams["blue"]["usdPerHour"] == pytest.approx(per_node)
+    assert "| red | red | a3-highgpu 1 nodes (8 GPUs) | 1 |" in markdown("dev", summary, [])
