@@ -222,3 +222,14 @@ class MonitoringConfig(Model):
         True, description="A Cloud Monitoring dashboard of the GPUs (DCGM metrics) and the training restarts."
     )
     alerts: AlertsConfig = Field(default_factory=AlertsConfig, description="Alert policies, off by default.")
+
+
+class MultiKueueConfig(Model):
+    """Kueue's MultiKueue: this cluster as a worker a manager cluster's Kueue dispatches runs to."""
+
+    worker: bool = Field(
+        False,
+        description="Give a MultiKueue manager what it needs here: an account with Kueue's least-privilege worker "
+        "role and its token, exported as the secret output `multiKueueKubeconfig`, with the worker's facts in "
+        "`multiKueueWorker` (docs/regions.md).",
+    )

@@ -15,6 +15,7 @@ from config.platform import (
     GpuDirectConfig,
     KueueConfig,
     MonitoringConfig,
+    MultiKueueConfig,
     ResiliencyConfig,
     StorageConfig,
     TensorBoardConfig,
@@ -74,6 +75,7 @@ _KEY_READERS: dict[str, tuple[Layer, ...]] = {
     "monitoring": (Layer.PLATFORM,),
     "existingCluster": (Layer.PLATFORM,),
     "teams": (Layer.PLATFORM,),
+    "multiKueue": (Layer.PLATFORM,),
     "resiliency": (Layer.CLUSTER, Layer.PLATFORM),
     "training": (Layer.TRAINING,),
 }
@@ -144,6 +146,9 @@ class StackConfig(Model):
         description="Teams sharing the GPU pools (docs/teams.md): each gets a namespace, a ClusterQueue in the "
         "kueue.cohort with its guaranteed share, and its own claims; runs then name their team. Unset: one queue "
         "in `namespace` for everyone.",
+    )
+    multi_kueue: MultiKueueConfig = Field(
+        default_factory=MultiKueueConfig, description="MultiKueue: this cluster as a worker of a manager's Kueue."
     )
     training: TrainingConfig = Field(default_factory=TrainingConfig, description="Runs and data preparation.")
 

@@ -228,8 +228,19 @@ JOBSET_NAMESPACE = "jobset-system"
 # NVIDIA's DRA driver, as GKE's A4X guide installs it
 # (https://cloud.google.com/ai-hypercomputer/docs/create/gke-ai-hypercompute-custom-a4x).
 NVIDIA_DRA_NAMESPACE = "nvidia-dra-driver-gpu"
+# A MultiKueue worker's account for its manager (components.multikueue): a namespace of its own, so
+# no pod of a training namespace can run as it.
+MULTIKUEUE_WORKER_NAMESPACE = "nemo-multikueue"
 RESERVED_NAMESPACES = frozenset(
-    {"default", "kube-public", SYSTEM_NAMESPACE, KUEUE_NAMESPACE, JOBSET_NAMESPACE, NVIDIA_DRA_NAMESPACE}
+    {
+        "default",
+        "kube-public",
+        SYSTEM_NAMESPACE,
+        KUEUE_NAMESPACE,
+        JOBSET_NAMESPACE,
+        NVIDIA_DRA_NAMESPACE,
+        MULTIKUEUE_WORKER_NAMESPACE,
+    }
 )
 
 # The annotation by which the program marks what it installs and another installer could own too

@@ -23,7 +23,8 @@ from integration.dra import claim_template
 # What the lane applies of a stack's render: the platform's namespace, identities, claims and
 # queues, and the runs. The controllers themselves run as processes above.
 APPLIED_KINDS = (
-    "Namespace", "ServiceAccount", "PersistentVolumeClaim", "ResourceFlavor", "Topology",
+    "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Secret", "PersistentVolumeClaim",
+    "ResourceFlavor", "Topology",
     "WorkloadPriorityClass", "Cohort", "ClusterQueue", "LocalQueue", "ConfigMap", "ComputeDomain",
     "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "Role", "RoleBinding", "JobSet",
 )  # fmt: skip

@@ -71,18 +71,15 @@ class Verdict:
     sentences: tuple[str, ...] = field(default_factory=tuple)
 
 
-def _condition(obj: Mapping[str, Any] | None, kind: str) -> Mapping[str, Any] | None:
+def _condition(obj: Mapping[str, Any] | None, kind: str, status: str = "True") -> Mapping[str, Any] | None:
     for condition in ((obj or {}).get("status") or {}).get("conditions") or ():
-        if condition.get("type") == kind and condition.get("status") == "True":
+        if condition.get("type") == kind and condition.get("status") == status:
             return dict(condition)
     return None
 
 
 def _false_condition(obj: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
-    for condition in (obj.get("status") or {}).get("conditions") or ():
-        if condition.get("type") == kind and condition.get("status") == "False":
-            return dict(condition)
-    return None
+    return _condition(obj, kind, "False")
 
 
 def _time(value: str) -> datetime:
@@ -104,16 +101,9 @@ def _queue_of(workload: Mapping[str, Any]) -> str | None:
 
 
 def _cluster_queue(objects: RunObjects) -> str | None:
-    """The run's ClusterQueue: from its admission, or from its LocalQueue's namespace selector."""
-    if objects.workload is not None:
-        queue = _queue_of(objects.workload)
-        if queue:
-            return queue
-    for cq in objects.cluster_queues:
-        selector = (cq.get("spec", {}).get("namespaceSelector") or {}).get("matchLabels") or {}
-        if selector.get("kubernetes.io/metadata.name") == objects.namespace:
-            return str(cq["metadata"]["name"])
-    return None
+    """The run's ClusterQueue."""
+    workload = objects.workload or {"metadata": {"namespace": objects.namespace}}
+    return _local_queue_cq(objects, workload)
 
 
 def _holders(objects: RunObjects, flavor: str, resource: str) -> str:
@@ -220,6 +210,8 @@ def _queue_position(objects: RunObjects, workload: Mapping[str, Any]) -> str | N
 
 
 def _local_queue_cq(objects: RunObjects, workload: Mapping[str, Any]) -> str | None:
+    """A workload's ClusterQueue: from its admission, or the one whose namespace selector takes
+    its namespace (each of this platform's queues selects one namespace by name)."""
     queue = _queue_of(workload)
     if queue:
         return queue

@@ -26,6 +26,7 @@ from stacks.kubeapi import (
     Kubeconfig,
     KubeconfigReader,
     kubeconfig_credentials,
+    kubeconfig_endpoint,
     kubeconfig_problem,
 )
 
@@ -73,6 +74,15 @@ def connect(cfg: ExistingClusterConfig, facts: ClusterExports) -> ClusterOutputs
     )
     provider = k8s.Provider("existing-k8s", kubeconfig=kubeconfig, context=cfg.context)
     return ClusterOutputs(facts=facts, kubeconfig=kubeconfig, provider=provider, primary_network="")
+
+
+def api_endpoint(cfg: ExistingClusterConfig, read: KubeconfigReader) -> tuple[str, str]:
+    """The cluster's API server and CA as the stack's kubeconfig reaches it (read before anything
+    is registered, as check_kubeconfig reads it); the render's stand-in for an encrypted kubeconfig
+    has none."""
+    if cfg.kubeconfig == SECRET_STAND_IN:
+        return "https://stand-in.invalid", ""
+    return kubeconfig_endpoint(read(Kubeconfig(cfg.kubeconfig, cfg.kubeconfig_path, cfg.context)), cfg.context)
 
 
 def check_kubeconfig(cfg: ExistingClusterConfig, secret: bool, read: KubeconfigReader) -> None:

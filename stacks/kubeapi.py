@@ -240,3 +240,16 @@ def read_objects(kubeconfig: Kubeconfig, paths: Sequence[str]) -> dict[str, Any]
         return {path: client.get(path) for path in paths}
     finally:
         client.close()
+
+
+def kubeconfig_endpoint(text: str, context: str | None = None) -> tuple[str, str]:
+    """The API server and CA (base64 PEM, empty where the kubeconfig trusts the system's roots) of a
+    kubeconfig's context: what another cluster's client needs to reach this one."""
+    config = yaml.safe_load(text) or {}
+    name = context or config.get("current-context")
+    chosen = _named(config.get("contexts"), name, "context")["context"]
+    cluster = _named(config.get("clusters"), chosen.get("cluster"), "cluster")["cluster"]
+    ca = cluster.get("certificate-authority-data", "")
+    if not ca and cluster.get("certificate-authority"):
+        ca = base64.b64encode(Path(os.path.expanduser(cluster["certificate-authority"])).read_bytes()).decode()
+    return str(cluster["server"]), str(ca)

@@ -20,6 +20,7 @@ import pulumi_kubernetes as k8s
 
 from components.gpudirect import GpuNetworkObjects, GpuNetworkObjectsArgs, NcclPluginInstaller, NcclPluginInstallerArgs
 from components.monitoring import GpuMonitoring, GpuMonitoringArgs
+from components.multikueue import WorkerAccess, WorkerAccessArgs
 from components.nvlink import ComputeDomainDriver, ComputeDomainDriverArgs
 from components.resiliency import Supervisor, SupervisorArgs
 from components.scheduling import (
@@ -57,6 +58,7 @@ from planners.teams import ShareRequest, TeamRequest, TeamsPlan, plan_teams
 from stacks.cluster import ClusterOutputs
 from stacks.contract import ClusterExports, PlatformExports
 from stacks.installed import crd_manifest
+from stacks.kubeapi import kubeconfig_endpoint
 
 SHARED_MOUNT = "/nfs"
 EXPERIMENTS_DIR = f"{SHARED_MOUNT}/nemo-experiments"
@@ -138,6 +140,24 @@ def platform_facts(cfg: StackConfig, cluster: ClusterExports) -> PlatformExports
     )
 
 
+def worker_facts(cfg: StackConfig, cluster: ClusterExports, platform: PlatformExports) -> dict[str, Any]:
+    """What a MultiKueue manager checks of a worker before dispatching to it: where it is, the Kueue
+    and JobSet it runs (MultiKueue needs the same on both sides), the queues and namespaces a run
+    lands in, and where its data and checkpoints live."""
+    namespaces = [t.namespace for t in platform.teams] or [platform.namespace]
+    return {
+        "name": cluster.name,
+        "region": cluster.region if cluster.gke else None,
+        "kueueVersion": versions.KUEUE.version if cfg.kueue.install else None,
+        "jobsetVersion": versions.JOBSET.version if cfg.kueue.install else None,
+        "namespaces": namespaces,
+        "localQueue": platform.local_queue,
+        "flavors": [f.name for f in platform.flavors],
+        "dataBucket": platform.data_bucket or None,
+        "checkpointBucket": platform.checkpoint_bucket or None,
+    }
+
+
 def _existing(cfg: StackConfig) -> ExistingClusterConfig:
     if cfg.existing_cluster is None:
         raise ValueError("the platform is on an existing cluster, but existingCluster is unset")
@@ -169,6 +189,9 @@ class PlatformLayerArgs:
     labels: Mapping[str, str]
     # The stack's fully qualified name (facts.kubernetes.STACK_ANNOTATION).
     identity: str
+    # The cluster's API server and CA as the stack reaches it, for a MultiKueue manager: a GKE
+    # cluster's from its kubeconfig output; an existing cluster's read from its kubeconfig.
+    endpoint: pulumi.Output[tuple[str, str]] | None = None
 
 
 class PlatformLayer(pulumi.ComponentResource):
@@ -400,6 +423,19 @@ class PlatformLayer(pulumi.ComponentResource):
             opts=child,
         )
         self.run_dependencies += queues.local_queues
+        self.worker_kubeconfig: pulumi.Output[str] | None = None
+        if cfg.multi_kueue.worker:
+            endpoint = args.endpoint or cluster.kubeconfig.apply(kubeconfig_endpoint)
+            worker = WorkerAccess(
+                f"{name}-multikueue-worker",
+                WorkerAccessArgs(
+                    name=cluster.facts.name,
+                    server=endpoint.apply(lambda e: e[0]),
+                    ca_data=endpoint.apply(lambda e: e[1]),
+                ),
+                opts=child,
+            )
+            self.worker_kubeconfig = worker.kubeconfig
 
         if cfg.resiliency.enabled:
             r = cfg.resiliency
@@ -480,13 +516,24 @@ def build(
     opts: pulumi.ResourceOptions,
     *,
     identity: str,
+    endpoint: tuple[str, str] | None = None,
 ) -> tuple[PlatformOutputs, dict[str, Any]]:
     layer = PlatformLayer(
         "platform",
-        PlatformLayerArgs(config=cfg, cluster=cluster, facts=facts, labels=labels, identity=identity),
+        PlatformLayerArgs(
+            config=cfg,
+            cluster=cluster,
+            facts=facts,
+            labels=labels,
+            identity=identity,
+            endpoint=pulumi.Output.from_input(endpoint) if endpoint is not None else None,
+        ),
         opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(providers={"kubernetes": cluster.provider})),
     )
     exports: dict[str, Any] = {"platform": facts.to_plain()}
+    if layer.worker_kubeconfig is not None:
+        exports["multiKueueWorker"] = worker_facts(cfg, cluster.facts, facts)
+        exports["multiKueueKubeconfig"] = layer.worker_kubeconfig
     if layer.dashboard is not None:
         exports["gpuDashboard"] = pulumi.Output.concat(
             "https://console.cloud.google.com/monitoring/dashboards/builder/",

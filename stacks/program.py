@@ -181,8 +181,14 @@ def deploy(cfg: StackConfig, access: Access) -> dict[str, Any]:
         cluster_outputs = cluster.from_upstream(cluster_facts, _need(upstream).secret("kubeconfig"))
     if platform_facts is not None:  # none on a stack of the cluster layer alone
         if cfg.deploys(Layer.PLATFORM):
+            existing_cluster = cfg.existing_cluster
+            endpoint = (
+                existing.api_endpoint(existing_cluster, access.read_kubeconfig)
+                if existing_cluster is not None and cfg.multi_kueue.worker
+                else None
+            )
             platform_outputs, platform_exports = platform.build(
-                cfg, cluster_outputs, platform_facts, labels, opts, identity=stack_identity()
+                cfg, cluster_outputs, platform_facts, labels, opts, identity=stack_identity(), endpoint=endpoint
             )
             exports.update(platform_exports)
         else:

@@ -1,0 +1,126 @@
+"""A worker of MultiKueue: what a manager cluster's Kueue needs to dispatch runs here, and no more.
+
+Kueue's manager reaches a worker through a kubeconfig kept in a Secret of its own namespace
+(https://kueue.sigs.k8s.io/docs/tasks/manage/setup_multikueue/). The worker grants that identity
+what the documentation's `create-multikueue-kubeconfig.sh` grants, for the two kinds this platform
+queues only (batch Jobs and JobSets; Kueue's `integrations.frameworks`): create, read and delete
+them and their Workloads, and read the queues. It reads no Secret, runs no pod of its own, and is
+bound to no namespace's Role (kubernetes-sigs/kueue site/static/examples/multikueue/
+create-multikueue-kubeconfig.sh at the pinned version).
+
+The credential is a long-lived service-account token: the controller-manager writes it into a
+Secret of type `kubernetes.io/service-account-token`, which pulumi-kubernetes awaits until it holds
+the token (pulumi/pulumi-kubernetes#2048). The manager's kubeconfig names the worker's API server and
+CA and this token, and nothing else: Kueue refuses kubeconfigs that run programs.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.kubernetes import owned_namespace
+from facts.errors import require, require_no_problem
+from facts.kubernetes import JOBSET_API, KUEUE_API, MULTIKUEUE_WORKER_NAMESPACE, dns_label_problem
+
+WORKER_ACCOUNT = "nemo-multikueue"
+WORKER_ROLE = "nemo-multikueue-worker"
+WORKER_TOKEN = "nemo-multikueue-token"
+_CRUD = ["create", "delete", "get", "list", "watch"]
+
+# Kueue's list for a worker, for batch Jobs and JobSets (the module's docstring).
+WORKER_RULES: tuple[Mapping[str, Any], ...] = (
+    {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": _CRUD},
+    {"apiGroups": ["batch"], "resources": ["jobs/status"], "verbs": ["get"]},
+    {"apiGroups": [JOBSET_API.split("/")[0]], "resources": ["jobsets"], "verbs": _CRUD},
+    {"apiGroups": [JOBSET_API.split("/")[0]], "resources": ["jobsets/status"], "verbs": ["get"]},
+    {"apiGroups": [KUEUE_API.split("/")[0]], "resources": ["workloads"], "verbs": [*_CRUD, "update", "patch"]},
+    {"apiGroups": [KUEUE_API.split("/")[0]], "resources": ["workloads/status"], "verbs": ["get", "patch", "update"]},
+    {
+        "apiGroups": [KUEUE_API.split("/")[0]],
+        "resources": ["clusterqueues", "localqueues"],
+        "verbs": ["get", "list", "watch"],
+    },
+)
+
+
+def worker_kubeconfig(server: str, ca_data: str, token_base64: str, name: str) -> str:
+    """The manager's kubeconfig of the worker: its API server and CA, and the worker token."""
+    token = base64.b64decode(token_base64).decode() if token_base64 else ""
+    cluster = {"server": server, **({"certificate-authority-data": ca_data} if ca_data else {})}
+    return json.dumps(
+        {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": name, "cluster": cluster}],
+            "users": [{"name": WORKER_ACCOUNT, "user": {"token": token}}],
+            "contexts": [{"name": name, "context": {"cluster": name, "user": WORKER_ACCOUNT}}],
+            "current-context": name,
+        }
+    )
+
+
+@dataclass(frozen=True)
+class WorkerAccessArgs:
+    # A name for the worker in the manager's MultiKueueCluster (the cluster's name).
+    name: str
+    # The cluster's API server and CA (base64 PEM; empty: the system's roots), as the stack reaches it.
+    server: pulumi.Input[str]
+    ca_data: pulumi.Input[str]
+
+    def __post_init__(self) -> None:
+        require_no_problem(dns_label_problem(self.name), "name", self.name)
+        require(self.server is not None, "server", None, "is the worker's API server")
+
+
+class WorkerAccess(pulumi.ComponentResource):
+    """The worker's account for a MultiKueue manager, its least-privilege ClusterRole and token."""
+
+    TYPE = "nemo:multikueue:WorkerAccess"
+
+    # The manager's kubeconfig of this worker (a secret).
+    kubeconfig: pulumi.Output[str]
+
+    def __init__(self, name: str, args: WorkerAccessArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(self.TYPE, name, None, opts)
+        namespace = owned_namespace(f"{name}-namespace", MULTIKUEUE_WORKER_NAMESPACE, self)
+        after = pulumi.ResourceOptions(parent=self)
+        account = k8s.core.v1.ServiceAccount(
+            f"{name}-account",
+            metadata={"name": WORKER_ACCOUNT, "namespace": namespace.metadata.name},
+            opts=after,
+        )
+        role = k8s.rbac.v1.ClusterRole(
+            f"{name}-role", metadata={"name": WORKER_ROLE}, rules=[dict(r) for r in WORKER_RULES], opts=after
+        )
+        k8s.rbac.v1.ClusterRoleBinding(
+            f"{name}-binding",
+            metadata={"name": WORKER_ROLE},
+            role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role.metadata.name},
+            subjects=[{"kind": "ServiceAccount", "name": WORKER_ACCOUNT, "namespace": MULTIKUEUE_WORKER_NAMESPACE}],
+            opts=after,
+        )
+        token = k8s.core.v1.Secret(
+            f"{name}-token",
+            metadata={
+                "name": WORKER_TOKEN,
+                "namespace": namespace.metadata.name,
+                "annotations": {"kubernetes.io/service-account.name": WORKER_ACCOUNT},
+            },
+            type="kubernetes.io/service-account-token",
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[account], additional_secret_outputs=["data"]),
+        )
+        self.kubeconfig = pulumi.Output.secret(
+            pulumi.Output.all(args.server, args.ca_data, token.data).apply(
+                lambda v: worker_kubeconfig(
+                    v[0], v[1], v[2].get("token", "") if isinstance(v[2], dict) else "", args.name
+                )
+            )
+        )
+        self.register_outputs({"kubeconfig": self.kubeconfig})

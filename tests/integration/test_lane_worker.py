@@ -1,0 +1,72 @@
+"""A MultiKueue worker on the lane: the shipped `existing` stack with `multiKueue.worker: true`,
+its account, role, binding and token Secret applied to the real API server. The controller-manager
+writes the token; the kubeconfig the program builds for a manager (components.multikueue) then
+reaches the API server as that account, which may do what Kueue's manager does on a worker and
+nothing else."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from components.multikueue import WORKER_ACCOUNT, WORKER_TOKEN, worker_kubeconfig
+from facts.kubernetes import KUEUE_API, MULTIKUEUE_WORKER_NAMESPACE
+from harness.runner import run_stack, stack_with
+from integration.controlplane import Api, wait_for
+from integration.lane import running
+from integration.runs import apply_objects, stack_objects
+from stacks.kubeapi import ClusterUnreadable, Kubeconfig, read_objects
+
+
+@pytest.fixture(scope="module")
+def lane() -> Iterator[tuple[Api, str]]:
+    run = run_stack("existing", values=stack_with("existing", multiKueue={"worker": True}))
+    with running(run) as (lane, started):
+        api = started.api
+        apply_objects(lane, api, [m for m in stack_objects(run) if m["kind"] != "JobSet"])
+        path = f"/api/v1/namespaces/{MULTIKUEUE_WORKER_NAMESPACE}/secrets/{WORKER_TOKEN}"
+
+        def token() -> str:
+            status, secret = api.request("GET", path)
+            return str((secret.get("data") or {}).get("token", "")) if status == 200 else ""
+
+        with lane.phase("the worker token written by the controller-manager"):
+            wait_for("the worker token", lambda: lane.alive() and bool(token()), timeout=60)
+        ca = base64.b64encode((api.pki / "ca.crt").read_bytes()).decode()
+        yield api, worker_kubeconfig(api.server, ca, token(), "lane-worker")
+
+
+def _read(kubeconfig: str, path: str) -> Any:
+    return read_objects(Kubeconfig(kubeconfig, None, None), [path])[path]
+
+
+def test_the_manager_s_kubeconfig_reaches_the_worker_as_its_account(lane: tuple[Api, str]) -> None:
+    _, kubeconfig = lane
+    assert _read(kubeconfig, f"/apis/{KUEUE_API}/workloads")["items"] == []
+    assert [q["metadata"]["name"] for q in _read(kubeconfig, f"/apis/{KUEUE_API}/clusterqueues")["items"]]
+
+
+def test_the_account_reads_no_secret_and_runs_no_pod(lane: tuple[Api, str]) -> None:
+    api, kubeconfig = lane
+    with pytest.raises(ClusterUnreadable, match="403"):
+        _read(kubeconfig, f"/api/v1/namespaces/{MULTIKUEUE_WORKER_NAMESPACE}/secrets")
+    user = f"system:serviceaccount:{MULTIKUEUE_WORKER_NAMESPACE}:{WORKER_ACCOUNT}"
+    groups = ["system:serviceaccounts", f"system:serviceaccounts:{MULTIKUEUE_WORKER_NAMESPACE}", "system:authenticated"]
+
+    def allowed(verb: str, resource: str, group: str) -> bool:
+        review = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SubjectAccessReview",
+            "spec": {"user": user, "groups": groups, "resourceAttributes": {
+                "verb": verb, "resource": resource, "group": group, "namespace": "nemo"}},
+        }  # fmt: skip
+        status, answer = api.request("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", review)
+        assert status == 201, answer
+        return bool(answer["status"]["allowed"])
+
+    assert allowed("create", "jobsets", "jobset.x-k8s.io") and allowed("patch", "workloads", "kueue.x-k8s.io")
+    assert not allowed("create", "pods", "") and not allowed("get", "secrets", "")
+    assert not allowed("delete", "clusterqueues", "kueue.x-k8s.io")
