@@ -31,7 +31,6 @@ from components.storage import (
 )
 from components.workspace import TrainingWorkspace, TrainingWorkspaceArgs
 from facts.errors import require, require_no_problem
-from facts.gcp import bucket_name_problem
 from facts.kubernetes import FABRIC_CHECK_PRIORITY, PRIORITY_CLASS_LABEL, dns_label_problem
 from planners.teams import Team
 
@@ -144,15 +143,11 @@ def priority_policy(team: Team, allowed: Sequence[str]) -> tuple[dict[str, Any],
 class TeamBuckets:
     """The GKE platform's buckets and Filestore share, which a team's volumes mount."""
 
-    project: str
     filestore: FilestoreSource
     data_bucket: pulumi.Input[str]
     data_mount_options: Sequence[str]
     checkpoint_bucket: pulumi.Input[str]
     checkpoint_mount_options: Sequence[str]
-    # The buckets' names as configured (the folder names are derived from the team's).
-    data_bucket_name: str
-    checkpoint_bucket_name: str
 
 
 @dataclass(frozen=True)
@@ -181,11 +176,6 @@ class TeamSpaceArgs:
         require(len(set(self.claim_names)) == 3, "claim_names", self.claim_names, "names three distinct claims")
         if isinstance(self.storage, TeamBuckets):
             require(self.project is not None, "project", self.project, "is needed for the team's bucket folders")
-            for key, bucket in (
-                ("storage.data_bucket_name", self.storage.data_bucket_name),
-                ("storage.checkpoint_bucket_name", self.storage.checkpoint_bucket_name),
-            ):
-                require_no_problem(bucket_name_problem(bucket), key, bucket)
 
 
 def team_folder(team: Team) -> str:

@@ -345,14 +345,11 @@ class PlatformLayer(pulumi.ComponentResource):
         self.run_dependencies += [shared.claim, *(b.claim for b in buckets)]
         self.shared_claim = shared.claim
         return TeamBuckets(
-            project=cluster.facts.project,
             filestore=shared.source,
             data_bucket=buckets[0].bucket_name,
             data_mount_options=DATA_MOUNT_OPTIONS,
             checkpoint_bucket=buckets[1].bucket_name,
             checkpoint_mount_options=CHECKPOINT_MOUNT_OPTIONS,
-            data_bucket_name=facts.data_bucket,
-            checkpoint_bucket_name=facts.checkpoint_bucket,
         )
 
     def _kubernetes_parts(

@@ -36,7 +36,6 @@ from planners import nemo
 from planners.fabric import NcclTestSpec, check_nccl_test
 from planners.gpudirect import PodNetworking, pod_networking
 from planners.runs import DataPrepSpec, ProfileWindow, Resiliency, RunSpec, Tokenizer, check_data_prep, check_run
-from planners.teams import Team
 from stacks.cluster import ClusterOutputs
 from stacks.contract import ClusterExports, PlatformExports
 from stacks.platform import PlatformOutputs
@@ -50,7 +49,6 @@ class Place:
     namespace: str
     local_queue: str
     experiments_dir: str
-    team: Team | None = None
 
 
 def place_of(team: str | None, platform: PlatformExports) -> Place:
@@ -58,7 +56,7 @@ def place_of(team: str | None, platform: PlatformExports) -> Place:
     if team is None:
         return Place(platform.namespace, platform.local_queue, platform.experiments_dir)
     found = platform.teams_by_name[team]
-    return Place(found.namespace, found.local_queue, f"{platform.experiments_dir}/{found.name}", found)
+    return Place(found.namespace, found.local_queue, f"{platform.experiments_dir}/{found.name}")
 
 
 def default_pool(team: str | None, platform: PlatformExports) -> str:
