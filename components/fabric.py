@@ -116,6 +116,7 @@ class FabricCheck(pulumi.ComponentResource):
     TYPE = "nemo:fabric:FabricCheck"
 
     test_name: str
+    namespace: str
     # What a run that requires the check depends on.
     jobset: pulumi.Resource
     jobset_name: str
@@ -163,6 +164,7 @@ class FabricCheck(pulumi.ComponentResource):
             ),
         )
         self.test_name = args.test.name
+        self.namespace = args.namespace
         self.jobset_name = manifest["metadata"]["name"]
         self.results_dir = args.results_dir
         self.flavour = args.flavor.machine.gpudirect.value

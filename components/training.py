@@ -360,6 +360,7 @@ class TrainingRun(pulumi.ComponentResource):
     TYPE = "nemo:training:TrainingRun"
 
     run_name: str
+    namespace: str
     jobset_name: str
     log_dir: str
     # `pulumi up --replace <urn>`: submits the unchanged run again (it resumes from its checkpoint).
@@ -417,6 +418,7 @@ class TrainingRun(pulumi.ComponentResource):
         for advice in run_advice(run, args.flavor.machine):
             pulumi.log.warn(advice, resource=self)
         self.run_name = run.name
+        self.namespace = args.namespace
         self.jobset_name = jobset["metadata"]["name"]
         self.log_dir = args.paths.experiment_dir
         self.resubmit = pulumi.Output.concat("pulumi up --replace '", resource.urn, "'")
@@ -495,6 +497,7 @@ class DataPreparation(pulumi.ComponentResource):
     TYPE = "nemo:training:DataPreparation"
 
     spec_name: str
+    namespace: str
     job_name: str
 
     def __init__(self, name: str, args: DataPreparationArgs, opts: pulumi.ResourceOptions | None = None) -> None:
@@ -509,5 +512,6 @@ class DataPreparation(pulumi.ComponentResource):
             ),
         )
         self.spec_name = args.job.name
+        self.namespace = args.namespace
         self.job_name = job["metadata"]["name"]
         self.register_outputs({"job": self.job_name})

@@ -133,6 +133,24 @@ class Api:
             text = error.read().decode()
             return error.code, json.loads(text) if text.startswith("{") else text
 
+    def allowed(
+        self, user: str, groups: Sequence[str], verb: str, resource: str, *, namespace: str, group: str = ""
+    ) -> bool:
+        """Whether the API server's authorizer (RBAC) lets the user do it: a SubjectAccessReview."""
+        review = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SubjectAccessReview",
+            "spec": {
+                "user": user,
+                "groups": list(groups),
+                "resourceAttributes": {"verb": verb, "resource": resource, "namespace": namespace, "group": group},
+            },
+        }
+        status, answer = self.request("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", review)
+        if status != 201:
+            raise RuntimeError(f"SubjectAccessReview: {status} {answer}")
+        return bool(answer["status"]["allowed"])
+
     def create(self, path: str, body: Mapping[str, Any]) -> None:
         status, answer = self.request("POST", path, body)
         if status not in (200, 201, 409):

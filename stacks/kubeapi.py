@@ -16,7 +16,8 @@ import subprocess
 import tempfile
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -220,26 +221,29 @@ def _b64(pem: str | None) -> str | None:
     return base64.b64encode(pem.encode()).decode() if pem else None
 
 
-def read_crds(kubeconfig: Kubeconfig, names: Sequence[str]) -> dict[str, Any]:
-    """Each CRD of `names` as the cluster returns it, or None where it has none."""
+@contextmanager
+def connected(kubeconfig: Kubeconfig) -> Iterator[Callable[[str], Any]]:
+    """A GET of API paths (None where the cluster has none), through one client: the kubeconfig
+    is read, and an exec plugin run, once for every request made with it."""
     text = read_kubeconfig(kubeconfig)
     base = None if kubeconfig.contents is not None else Path(os.path.expanduser(str(kubeconfig.path))).parent
     client = _Client(text, kubeconfig.context, base)
     try:
-        return {name: client.get(CRD_PATH + name) for name in names}
+        yield client.get
     finally:
         client.close()
+
+
+def read_crds(kubeconfig: Kubeconfig, names: Sequence[str]) -> dict[str, Any]:
+    """Each CRD of `names` as the cluster returns it, or None where it has none."""
+    with connected(kubeconfig) as get:
+        return {name: get(CRD_PATH + name) for name in names}
 
 
 def read_objects(kubeconfig: Kubeconfig, paths: Sequence[str]) -> dict[str, Any]:
     """Each API path (an object or a list) as the cluster returns it, or None where it has none."""
-    text = read_kubeconfig(kubeconfig)
-    base = None if kubeconfig.contents is not None else Path(os.path.expanduser(str(kubeconfig.path))).parent
-    client = _Client(text, kubeconfig.context, base)
-    try:
-        return {path: client.get(path) for path in paths}
-    finally:
-        client.close()
+    with connected(kubeconfig) as get:
+        return {path: get(path) for path in paths}
 
 
 def kubeconfig_endpoint(text: str, context: str | None = None) -> tuple[str, str]:

@@ -377,11 +377,10 @@ def build(
         TrainingLayerArgs(config=cfg, cluster=cluster, platform=platform, secret_env=secret_env),
         opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(providers={"kubernetes": cluster.provider})),
     )
-    facts = platform.facts
-    run_places = [place_of(r.team, facts).namespace for r in cfg.training.runs]
-    check_places = [place_of(t.team, facts).namespace for t in cfg.training.nccl_tests]
-    prep_places = [place_of(j.team, facts).namespace for j in cfg.training.data_prep]
-    namespaces = sorted(set(run_places + check_places + prep_places) or {facts.namespace})
+    used = (
+        {r.namespace for r in layer.runs} | {c.namespace for c in layer.checks} | {p.namespace for p in layer.data_prep}
+    )
+    namespaces = sorted(used or {platform.facts.namespace})
     queue_scope = f"-n {namespaces[0]}" if len(namespaces) == 1 else "--all-namespaces"
     return {
         "training": {
@@ -390,13 +389,13 @@ def build(
                     "jobset": run.jobset_name,
                     "logDir": run.log_dir,
                     # The run label, not the JobSet: it follows every version of the run.
-                    "follow": f"kubectl -n {namespace} logs -f -l {RUN_LABEL}={run.run_name} "
+                    "follow": f"kubectl -n {run.namespace} logs -f -l {RUN_LABEL}={run.run_name} "
                     f"-c {TRAINING_CONTAINER} --max-log-requests 64",
                     "resubmit": run.resubmit,
                     # What it waits for, when it does not start (docs/waiting.md).
-                    "waiting": f"python -m tools.waiting {run.run_name} -n {namespace}",
+                    "waiting": f"python -m tools.waiting {run.run_name} -n {run.namespace}",
                 }
-                for run, namespace in zip(layer.runs, run_places, strict=True)
+                for run in layer.runs
             },
             "dataPrep": {prep.spec_name: prep.job_name for prep in layer.data_prep},
             "ncclTests": {
@@ -404,11 +403,11 @@ def build(
                     "jobset": check.jobset_name,
                     "logs": check.results_dir,
                     # Node 0's output, then the verdict against the published figures.
-                    "check": f"kubectl -n {namespace} logs -l {FABRIC_CHECK_LABEL}={check.test_name},"
+                    "check": f"kubectl -n {check.namespace} logs -l {FABRIC_CHECK_LABEL}={check.test_name},"
                     f"{COMPLETION_INDEX_LABEL}=0 -c {FABRIC_CONTAINER} --tail=-1 > nccl.log && "
                     f"python -m analysis nccl --log nccl.log --expect {check.flavour}",
                 }
-                for check, namespace in zip(layer.checks, check_places, strict=True)
+                for check in layer.checks
             },
             "queue": f"kubectl {queue_scope} get jobsets,workloads",
         }

@@ -15,13 +15,13 @@ import argparse
 import os
 import sys
 import urllib.parse
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from facts.kubernetes import FABRIC_CHECK_LABEL, JOBSET_API, JOBSET_UID_LABEL, KUEUE_API, RUN_LABEL, dns_label_problem
 from planners.waiting import RunObjects, diagnose
-from stacks.kubeapi import ClusterUnreadable, Kubeconfig, read_objects
+from stacks.kubeapi import ClusterUnreadable, Kubeconfig, connected
 
 
 def _selector(selector: str) -> str:
@@ -32,29 +32,25 @@ def _items(listing: Any) -> list[dict[str, Any]]:
     return list((listing or {}).get("items") or [])
 
 
-def read_run(kubeconfig: Kubeconfig, run: str, namespace: str, now: datetime) -> RunObjects:
-    """Everything planners.waiting reads about the run, in two rounds of requests."""
+def read_run(get: Callable[[str], Any], run: str, namespace: str, now: datetime) -> RunObjects:
+    """Everything planners.waiting reads about the run, through one connection's GET."""
     jobsets = f"/apis/{JOBSET_API}/namespaces/{namespace}/jobsets"
-    first = read_objects(
-        kubeconfig, [jobsets + _selector(f"{RUN_LABEL}={run}"), jobsets + _selector(FABRIC_CHECK_LABEL)]
-    )
-    runs, checks = (_items(v) for v in first.values())
+    runs = _items(get(jobsets + _selector(f"{RUN_LABEL}={run}")))
+    checks = _items(get(jobsets + _selector(FABRIC_CHECK_LABEL)))
     try:
-        cluster = read_objects(kubeconfig, [f"/apis/{KUEUE_API}/workloads", f"/apis/{KUEUE_API}/clusterqueues"])
-        workloads, queues = (_items(v) for v in cluster.values())
+        workloads = _items(get(f"/apis/{KUEUE_API}/workloads"))
+        queues = _items(get(f"/apis/{KUEUE_API}/clusterqueues"))
     except ClusterUnreadable:
         # A team's submitters read their own namespace only (components.teams): no holders or
         # preemptors outside it, but the run's own blockers all the same.
-        path = f"/apis/{KUEUE_API}/namespaces/{namespace}/workloads"
-        workloads, queues = _items(read_objects(kubeconfig, [path])[path]), []
+        workloads, queues = _items(get(f"/apis/{KUEUE_API}/namespaces/{namespace}/workloads")), []
     jobset = max(runs, key=lambda j: j["metadata"]["creationTimestamp"], default=None)
     workload, pods = None, []
     if jobset is not None:
         uid = jobset["metadata"]["uid"]
         owned = [w for w in workloads if any(o.get("uid") == uid for o in w["metadata"].get("ownerReferences", []))]
         workload = owned[0] if owned else None
-        path = f"/api/v1/namespaces/{namespace}/pods" + _selector(f"{JOBSET_UID_LABEL}={uid}")
-        pods = _items(read_objects(kubeconfig, [path])[path])
+        pods = _items(get(f"/api/v1/namespaces/{namespace}/pods" + _selector(f"{JOBSET_UID_LABEL}={uid}")))
     return RunObjects(
         run=run,
         namespace=namespace,
@@ -80,7 +76,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if problem:
             parser.error(f"{flag} {value!r}: {problem}")
     try:
-        objects = read_run(Kubeconfig(None, args.kubeconfig, args.context), args.run, args.namespace, datetime.now(UTC))
+        with connected(Kubeconfig(None, args.kubeconfig, args.context)) as get:
+            objects = read_run(get, args.run, args.namespace, datetime.now(UTC))
     except ClusterUnreadable as error:
         print(f"cannot read the cluster: {error}", file=sys.stderr)
         return 1

@@ -202,22 +202,6 @@ def test_the_api_server_refuses_a_priority_the_team_may_not_use(lane: TeamsLane)
     assert status == 201, (status, answer)
 
 
-def _allowed(api: Api, verb: str, resource: str, namespace: str, user: str, groups: list[str], group: str = "") -> bool:
-    """The lane's API server (RBAC) asked whether a user may do something (SubjectAccessReview)."""
-    review = {
-        "apiVersion": "authorization.k8s.io/v1",
-        "kind": "SubjectAccessReview",
-        "spec": {
-            "user": user,
-            "groups": groups,
-            "resourceAttributes": {"verb": verb, "resource": resource, "namespace": namespace, "group": group},
-        },
-    }
-    status, answer = api.request("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", review)
-    assert status == 201, answer
-    return bool(answer["status"]["allowed"])
-
-
 def test_one_team_cannot_read_another_s_secrets_or_claims(lane: TeamsLane) -> None:
     """RBAC on the lane's API server, with the program's Roles and RoleBindings applied: a team's
     training identity is bound to nothing, so it reads no Secret or claim of the other team (nor of
@@ -226,9 +210,9 @@ def test_one_team_cannot_read_another_s_secrets_or_claims(lane: TeamsLane) -> No
     pretraining = "system:serviceaccount:pretraining:nemo-training"
     accounts = ["system:serviceaccounts", "system:serviceaccounts:pretraining"]
     for resource in ("secrets", "persistentvolumeclaims"):
-        assert not _allowed(lane.api, "get", resource, "alignment", pretraining, accounts)
-        assert not _allowed(lane.api, "list", resource, "alignment", pretraining, accounts)
+        assert not lane.api.allowed(pretraining, accounts, "get", resource, namespace="alignment")
+        assert not lane.api.allowed(pretraining, accounts, "list", resource, namespace="alignment")
     member, groups = "someone@your-domain.com", ["alignment@your-domain.com", "system:authenticated"]
-    assert _allowed(lane.api, "create", "jobsets", "alignment", member, groups, "jobset.x-k8s.io")
-    assert not _allowed(lane.api, "create", "jobsets", "pretraining", member, groups, "jobset.x-k8s.io")
-    assert not _allowed(lane.api, "get", "secrets", "pretraining", member, groups)
+    assert lane.api.allowed(member, groups, "create", "jobsets", namespace="alignment", group="jobset.x-k8s.io")
+    assert not lane.api.allowed(member, groups, "create", "jobsets", namespace="pretraining", group="jobset.x-k8s.io")
+    assert not lane.api.allowed(member, groups, "get", "secrets", namespace="pretraining")

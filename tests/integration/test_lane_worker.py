@@ -57,15 +57,7 @@ def test_the_account_reads_no_secret_and_runs_no_pod(lane: tuple[Api, str]) -> N
     groups = ["system:serviceaccounts", f"system:serviceaccounts:{MULTIKUEUE_WORKER_NAMESPACE}", "system:authenticated"]
 
     def allowed(verb: str, resource: str, group: str) -> bool:
-        review = {
-            "apiVersion": "authorization.k8s.io/v1",
-            "kind": "SubjectAccessReview",
-            "spec": {"user": user, "groups": groups, "resourceAttributes": {
-                "verb": verb, "resource": resource, "group": group, "namespace": "nemo"}},
-        }  # fmt: skip
-        status, answer = api.request("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", review)
-        assert status == 201, answer
-        return bool(answer["status"]["allowed"])
+        return api.allowed(user, groups, verb, resource, namespace="nemo", group=group)
 
     assert allowed("create", "jobsets", "jobset.x-k8s.io") and allowed("patch", "workloads", "kueue.x-k8s.io")
     assert not allowed("create", "pods", "") and not allowed("get", "secrets", "")

@@ -226,9 +226,7 @@ def test_an_unreadable_cluster_exits_1_with_one_line(tmp_path: Path, capsys: pyt
     assert err.startswith("cannot read the cluster:") and err.count("\n") == 1
 
 
-def test_a_submitter_who_may_read_only_the_namespace_still_gets_the_runs_blockers(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_a_submitter_who_may_read_only_the_namespace_still_gets_the_runs_blockers() -> None:
     """A team's submitter Role covers its namespace (components.teams): the cluster-wide lists are
     refused, and the command reads the namespace's Workloads instead."""
     workload = _workload("alignment", "jobset-big", _condition("QuotaReserved", "False", "Pending", NEVER), nodes=7)
@@ -238,17 +236,16 @@ def test_a_submitter_who_may_read_only_the_namespace_still_gets_the_runs_blocker
         "/api/v1/namespaces/alignment/pods": {"items": []},
     }
 
-    def read(_: object, paths: list[str]) -> dict[str, Any]:
-        if any(p.startswith("/apis/kueue.x-k8s.io/v1beta2/") and "/namespaces/" not in p for p in paths):
+    def get(path: str) -> Any:
+        if path.startswith("/apis/kueue.x-k8s.io/v1beta2/") and "/namespaces/" not in path:
             raise waiting.ClusterUnreadable("GET https://cluster/apis/kueue.x-k8s.io/v1beta2/workloads: 403 Forbidden")
-        found: dict[str, Any] = {}
-        for path in paths:
-            base = path.split("?")[0]
-            found[path] = {"items": [jobset]} if "nemo-gke%2Frun" in path else answers.get(base, {"items": []})
-        return found
+        return (
+            {"items": [jobset]}
+            if "nemo-gke%2Frun" in path
+            else answers.get(path.split("?", maxsplit=1)[0], {"items": []})
+        )
 
-    monkeypatch.setattr(waiting, "read_objects", read)
-    objects = waiting.read_run(waiting.Kubeconfig(None, "x", None), "big", "alignment", NOW)
+    objects = waiting.read_run(get, "big", "alignment", NOW)
     assert objects.workload == workload and objects.cluster_queues == []
     assert diagnose(objects).exit is Exit.FAILED
 
