@@ -1,4 +1,6 @@
-"""A worker of MultiKueue: what a manager cluster's Kueue needs to dispatch runs here, and no more.
+"""MultiKueue: a worker's account for its manager (WorkerAccess), and the manager's side (Manager).
+
+A worker gives a manager cluster's Kueue what it needs to dispatch runs there, and no more.
 
 Kueue's manager reaches a worker through a kubeconfig kept in a Secret of its own namespace
 (https://kueue.sigs.k8s.io/docs/tasks/manage/setup_multikueue/). The worker grants that identity
@@ -12,13 +14,18 @@ The credential is a long-lived service-account token: the controller-manager wri
 Secret of type `kubernetes.io/service-account-token`, which pulumi-kubernetes awaits until it holds
 the token (pulumi/pulumi-kubernetes#2048). The manager's kubeconfig names the worker's API server and
 CA and this token, and nothing else: Kueue refuses kubeconfigs that run programs.
+
+The manager keeps each worker's kubeconfig in a Secret of Kueue's namespace under the key
+`kubeconfig`, names it in a MultiKueueCluster, lists the clusters in a MultiKueueConfig and gates
+its queues with an AdmissionCheck of the MultiKueue controller (site/static/examples/multikueue/
+multikueue-setup.yaml and site/content/en/docs/tasks/manage/setup_multikueue.md at the pinned version).
 """
 
 from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,11 +34,14 @@ import pulumi_kubernetes as k8s
 
 from components.kubernetes import owned_namespace
 from facts.errors import require, require_no_problem
-from facts.kubernetes import JOBSET_API, KUEUE_API, MULTIKUEUE_WORKER_NAMESPACE, dns_label_problem
+from facts.kubernetes import JOBSET_API, KUEUE_API, KUEUE_NAMESPACE, MULTIKUEUE_WORKER_NAMESPACE, dns_label_problem
+from facts.kueue import MAX_MULTIKUEUE_CLUSTERS, MULTIKUEUE_CHECK, MULTIKUEUE_CONTROLLER, MULTIKUEUE_KUBECONFIG_KEY
 
 WORKER_ACCOUNT = "nemo-multikueue"
 WORKER_ROLE = "nemo-multikueue-worker"
 WORKER_TOKEN = "nemo-multikueue-token"
+# The manager's MultiKueueConfig; its queues name the AdmissionCheck MULTIKUEUE_CHECK.
+MANAGER_CONFIG = "nemo-multikueue"
 _CRUD = ["create", "delete", "get", "list", "watch"]
 
 # Kueue's list for a worker, for batch Jobs and JobSets (the module's docstring).
@@ -124,3 +134,83 @@ class WorkerAccess(pulumi.ComponentResource):
             )
         )
         self.register_outputs({"kubeconfig": self.kubeconfig})
+
+
+def worker_secret(worker: str) -> str:
+    """The Secret in Kueue's namespace that holds a worker's kubeconfig."""
+    return f"nemo-multikueue-{worker}"
+
+
+@dataclass(frozen=True)
+class ManagerArgs:
+    # Each worker's MultiKueueCluster name, and the kubeconfig that reaches it (a secret).
+    kubeconfigs: Mapping[str, pulumi.Input[str]]
+    # What every Kueue object waits for: the controller's readiness gate.
+    after: Sequence[pulumi.Resource] = ()
+    # Legal but costly choices of the workers (planners.multikueue), said on the manager.
+    advice: Sequence[str] = ()
+
+    def __post_init__(self) -> None:
+        names = list(self.kubeconfigs)
+        require(
+            0 < len(names) <= MAX_MULTIKUEUE_CLUSTERS,
+            "kubeconfigs",
+            names,
+            f"names 1 to {MAX_MULTIKUEUE_CLUSTERS} workers (MultiKueueConfig spec.clusters)",
+        )
+        for name in names:
+            require_no_problem(dns_label_problem(name), "kubeconfigs", name)
+
+
+class Manager(pulumi.ComponentResource):
+    """A MultiKueue manager: a Secret and a MultiKueueCluster per worker, the MultiKueueConfig that
+    lists them and the AdmissionCheck (`MULTIKUEUE_CHECK`) its ClusterQueues name."""
+
+    TYPE = "nemo:multikueue:Manager"
+
+    check: k8s.apiextensions.CustomResource
+
+    def __init__(self, name: str, args: ManagerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(self.TYPE, name, None, opts)
+        for line in args.advice:
+            pulumi.log.warn(line, resource=self)
+        clusters = []
+        for worker, kubeconfig in args.kubeconfigs.items():
+            secret = k8s.core.v1.Secret(
+                f"{name}-{worker}-kubeconfig",
+                metadata={"name": worker_secret(worker), "namespace": KUEUE_NAMESPACE},
+                string_data={MULTIKUEUE_KUBECONFIG_KEY: kubeconfig},
+                opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.after)),
+            )
+            clusters.append(
+                k8s.apiextensions.CustomResource(
+                    f"{name}-{worker}",
+                    api_version=KUEUE_API,
+                    kind="MultiKueueCluster",
+                    metadata={"name": worker},
+                    spec={
+                        "clusterSource": {"kubeConfig": {"locationType": "Secret", "location": worker_secret(worker)}}
+                    },
+                    opts=pulumi.ResourceOptions(parent=self, depends_on=[*args.after, secret]),
+                )
+            )
+        config = k8s.apiextensions.CustomResource(
+            f"{name}-config",
+            api_version=KUEUE_API,
+            kind="MultiKueueConfig",
+            metadata={"name": MANAGER_CONFIG},
+            spec={"clusters": list(args.kubeconfigs)},
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*args.after, *clusters]),
+        )
+        self.check = k8s.apiextensions.CustomResource(
+            f"{name}-check",
+            api_version=KUEUE_API,
+            kind="AdmissionCheck",
+            metadata={"name": MULTIKUEUE_CHECK},
+            spec={
+                "controllerName": MULTIKUEUE_CONTROLLER,
+                "parameters": {"apiGroup": KUEUE_API.split("/")[0], "kind": "MultiKueueConfig", "name": MANAGER_CONFIG},
+            },
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*args.after, config]),
+        )
+        self.register_outputs({"check": self.check.metadata["name"]})

@@ -132,6 +132,8 @@ class KueueControllerArgs:
     imex_channels: bool = False
     # Teams share a cohort (planners.teams): idle capacity goes by fair sharing.
     fair_sharing: bool = False
+    # A MultiKueue manager: how long a run stays on a worker it cannot reach (None: not a manager).
+    worker_lost_timeout_seconds: int | None = None
 
     def __post_init__(self) -> None:
         require(bool(self.node_selector), "node_selector", self.node_selector, "pins the controller to a pool")
@@ -174,6 +176,11 @@ def kueue_configuration(args: KueueControllerArgs) -> dict[str, Any]:
         "integrations": {"frameworks": ["batch/job", "jobset.x-k8s.io/jobset"]},
         **(_DEVICE_CLASS_MAPPINGS if args.imex_channels else {}),
         **(_FAIR_SHARING if args.fair_sharing else {}),
+        **(
+            {"multiKueue": {"workerLostTimeout": f"{args.worker_lost_timeout_seconds}s"}}
+            if args.worker_lost_timeout_seconds is not None
+            else {}
+        ),
     }
 
 
@@ -289,15 +296,22 @@ class KueueController(pulumi.ComponentResource):
         )
 
 
-def _admission_checks(flavors: Sequence[Flavor], names: Sequence[str]) -> dict[str, Any]:
-    """Queued provisioning (a ProvisioningRequest) gates admission on the queue's queued flavors."""
+def _admission_checks(flavors: Sequence[Flavor], names: Sequence[str], multikueue: str | None) -> dict[str, Any]:
+    """A MultiKueue manager's queues dispatch through its check, on every flavor (Kueue refuses it per
+    flavor, and a ProvisioningRequest check beside it: the workers provision; pkg/cache/scheduler/
+    clusterqueue.go at the pinned version). Elsewhere queued provisioning (a ProvisioningRequest)
+    gates admission on the queue's queued flavors."""
+    if multikueue is not None:
+        return {"admissionChecksStrategy": {"admissionChecks": [{"name": multikueue}]}}
     queued = [f.name for f in flavors if f.queued and f.name in names]
     if not queued:
         return {}
     return {"admissionChecksStrategy": {"admissionChecks": [{"name": PROVISIONING_CHECK, "onFlavors": queued}]}}
 
 
-def cluster_queue_spec(flavors: Sequence[Flavor], namespace: str, preemption: WithinClusterQueue) -> dict[str, Any]:
+def cluster_queue_spec(
+    flavors: Sequence[Flavor], namespace: str, preemption: WithinClusterQueue, multikueue: str | None = None
+) -> dict[str, Any]:
     """Quotas for GPUs, CPU and memory per flavor: each pool's whole allocatable capacity
     (planners.queues), so CPU and memory requests can never make a run inadmissible."""
     resources = covered_resources(flavors)
@@ -309,11 +323,11 @@ def cluster_queue_spec(flavors: Sequence[Flavor], namespace: str, preemption: Wi
             {"coveredResources": resources, "flavors": [flavor_quota(f, resources, f.nodes) for f in flavors]}
         ],
     }
-    return {**spec, **_admission_checks(flavors, [f.name for f in flavors])}
+    return {**spec, **_admission_checks(flavors, [f.name for f in flavors], multikueue)}
 
 
 def team_queue_spec(
-    team: Team, flavors: Sequence[Flavor], cohort: str, preemption: WithinClusterQueue
+    team: Team, flavors: Sequence[Flavor], cohort: str, preemption: WithinClusterQueue, multikueue: str | None = None
 ) -> dict[str, Any]:
     """A team's ClusterQueue in the cohort (planners.teams): its share as nominal quota, taken back
     from borrowers of any priority, and its fair-sharing weight."""
@@ -335,7 +349,7 @@ def team_queue_spec(
             }
         ],
     }
-    return {**spec, **_admission_checks(flavors, [q.flavor for q in team.quotas])}
+    return {**spec, **_admission_checks(flavors, [q.flavor for q in team.quotas], multikueue)}
 
 
 def cohort_spec(plan: TeamsPlan, flavors: Sequence[Flavor]) -> dict[str, Any]:
@@ -365,6 +379,8 @@ class KueueQueuesArgs:
     teams: TeamsPlan | None = None
     # Each team's namespace, by team name (the LocalQueue goes there once it exists).
     team_namespaces: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
+    # A MultiKueue manager's AdmissionCheck (components.multikueue): every queue dispatches through it.
+    multikueue: str | None = None
 
     def __post_init__(self) -> None:
         names = [f.name for f in self.flavors]
@@ -461,7 +477,7 @@ class KueueQueues(pulumi.ComponentResource):
                 },
                 opts=opts_after(),
             )
-        if any(f.queued for f in args.flavors):
+        if any(f.queued for f in args.flavors) and args.multikueue is None:
             config = kueue_object(
                 "provisioning-config",
                 "ProvisioningRequestConfig",
@@ -503,7 +519,7 @@ class KueueQueues(pulumi.ComponentResource):
                 args.cluster_queue,
                 opts_after(*before_queue),
                 spec=pulumi.Output.from_input(args.namespace).apply(
-                    lambda namespace: cluster_queue_spec(args.flavors, namespace, args.preemption)
+                    lambda namespace: cluster_queue_spec(args.flavors, namespace, args.preemption, args.multikueue)
                 ),
             )
             self.local_queues = [
@@ -521,7 +537,7 @@ class KueueQueues(pulumi.ComponentResource):
                     "ClusterQueue",
                     team.cluster_queue,
                     opts_after(*before_queue, cohort),
-                    spec=team_queue_spec(team, args.flavors, plan.cohort, args.preemption),
+                    spec=team_queue_spec(team, args.flavors, plan.cohort, args.preemption, args.multikueue),
                 )
                 self.local_queues.append(
                     local_queue(

@@ -169,7 +169,9 @@ class TeamSpaceArgs:
     data_prep_account: str
     # Shared, data and checkpoint claims, in that order (the platform's names).
     claim_names: tuple[str, str, str]
-    storage: TeamBuckets | TeamClaimsOnClass
+    # None: a MultiKueue manager's team, whose runs run on the workers: a namespace, its queue's
+    # priority policy and submitters only.
+    storage: TeamBuckets | TeamClaimsOnClass | None
 
     def __post_init__(self) -> None:
         require_no_problem(dns_label_problem(self.team.namespace), "team.namespace", self.team.namespace)
@@ -202,7 +204,7 @@ class TeamSpace(pulumi.ComponentResource):
                 project=args.project,
                 workload_pool=args.workload_pool,
                 namespace=team.namespace,
-                service_accounts=(args.training_account, args.data_prep_account),
+                service_accounts=(args.training_account, args.data_prep_account) if args.storage else (),
             ),
             opts=child,
         )
@@ -237,6 +239,9 @@ class TeamSpace(pulumi.ComponentResource):
             )
         shared, data, checkpoints = args.claim_names
         storage = args.storage
+        if storage is None:
+            self.register_outputs({"namespace": self.namespace})
+            return
         if isinstance(storage, TeamClaimsOnClass):
             claims = StorageClaims(
                 f"{name}-storage",

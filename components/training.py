@@ -45,11 +45,14 @@ from facts.kubernetes import (
     RUN_REPLICATED_JOB,
     SKIP_AWAIT,
     TRAINING_CONTAINER,
+    WORKLOAD_ANNOTATIONS_MAX_BYTES,
     cpu_quantity,
     gib_quantity,
     mib_quantity,
     versioned_name,
+    workload_file_key,
 )
+from facts.kueue import MULTIKUEUE_CONTROLLER
 from facts.machines import MachineType, training_pod_requests
 from planners import nemo
 from planners.gpudirect import PodNetworking
@@ -116,10 +119,23 @@ class TrainingRunArgs:
     # The run's `env` holds encrypted values: it goes into a Secret the container reads
     # (`<run>-env`), never into the JobSet or the state as text.
     secret_env: bool = False
+    # Dispatched by a MultiKueue manager to a worker (planners.multikueue). MultiKueue copies the
+    # JobSet's spec and nothing else to the worker (kubernetes-sigs/kueue pkg/controller/jobs/jobset/
+    # jobset_multikueue_adapter.go at the pinned version): the run's files travel in its pod
+    # template's annotations, and it names no Secret or ComputeDomain of its own.
+    dispatched: bool = False
 
     def __post_init__(self) -> None:
         require(self.run.pool == self.flavor.pool, "flavor", self.flavor.pool, f"is the run's pool {self.run.pool}")
         require(self.run.nodes <= self.flavor.nodes, "run.nodes", self.run.nodes, f"fit pool {self.flavor.pool}")
+        if self.dispatched:
+            require(not self.secret_env, "secret_env", self.secret_env, "is not copied to a MultiKueue worker")
+            require(
+                not self.flavor.machine.nvlink_across_nodes,
+                "flavor",
+                self.flavor.pool,
+                "has NVLink domains, whose ComputeDomain MultiKueue does not copy",
+            )
 
 
 def fuse_annotations(volumes: Volumes) -> dict[str, str]:
@@ -197,11 +213,13 @@ def gpu_jobset(
     annotations: Mapping[str, str],
     termination_grace_seconds: int = TERMINATION_GRACE_SECONDS,
     imex_channels: str | None = None,
+    managed_by: str | None = None,
 ) -> dict[str, Any]:
     """An unnamed JobSet of one pod per node on the flavor's pool, suspended until Kueue admits
     all of it, each pod wired for the pool's GPUDirect flavour. `imex_channels` names the
     ResourceClaimTemplate of a ComputeDomain (components.nvlink): each pod claims its IMEX
-    channel from it, and its container gets the channel (GKE's A4X guide)."""
+    channel from it, and its container gets the channel (GKE's A4X guide). `managed_by` hands the
+    JobSet to another controller (MultiKueue's: the manager's JobSet controller leaves it alone)."""
     if imex_channels is not None:
         container = {
             **container,
@@ -230,6 +248,7 @@ def gpu_jobset(
         "kind": "JobSet",
         "metadata": {"namespace": namespace, "labels": dict(labels)},
         "spec": {
+            **({"managedBy": managed_by} if managed_by else {}),
             # Kueue unsuspends the JobSet once all of it fits.
             "suspend": True,
             "failurePolicy": {"maxRestarts": max_restarts},
@@ -274,9 +293,32 @@ def run_env(args: TrainingRunArgs) -> list[dict[str, Any]]:
     return [*field_env(kept), *_from_secret(env_secret_name(run), list(run.env))]
 
 
-def run_jobset(args: TrainingRunArgs, config_map: str, files: Sequence[str]) -> dict[str, Any]:
-    """The run's JobSet, unnamed: suspended until Kueue admits all of it, one pod per node.
-    `files` are the keys of the ConfigMap `config_map`, each placed at nemo.file_path."""
+def workload_volume(args: TrainingRunArgs, config_map: str, files: Mapping[str, str]) -> dict[str, Any]:
+    """The run's files, each at nemo.file_path: the ConfigMap `config_map`, or, for a dispatched run,
+    its pod template's annotations (workload_annotations) read through the downward API."""
+    if not args.dispatched:
+        keys = [{"key": name, "path": nemo.file_path(name)} for name in files]
+        return {"name": "workload", "configMap": {"name": config_map, "defaultMode": 0o755, "items": keys}}
+    fields = [
+        {"path": nemo.file_path(name), "fieldRef": {"fieldPath": f"metadata.annotations['{workload_file_key(name)}']"}}
+        for name in files
+    ]
+    return {"name": "workload", "downwardAPI": {"defaultMode": 0o755, "items": fields}}
+
+
+def workload_annotations(args: TrainingRunArgs, files: Mapping[str, str]) -> dict[str, str]:
+    """A dispatched run's files as pod annotations, within the API server's limit on their size."""
+    if not args.dispatched:
+        return {}
+    found = {workload_file_key(name): text for name, text in files.items()}
+    size = sum(len(k) + len(v.encode()) for k, v in found.items())
+    require(size <= WORKLOAD_ANNOTATIONS_MAX_BYTES, "files", size, f"fit {WORKLOAD_ANNOTATIONS_MAX_BYTES} bytes")
+    return found
+
+
+def run_jobset(args: TrainingRunArgs, config_map: str, files: Mapping[str, str]) -> dict[str, Any]:
+    """The run's JobSet, unnamed: suspended until Kueue admits all of it, one pod per node, with
+    its files (workload_volume)."""
     run, machine, net = args.run, args.flavor.machine, args.networking
     tokenizer_volumes, tokenizer_mounts = nemo.tokenizer_volumes(run.tokenizer) if args.volumes.gke else ([], [])
     supervised = run.resiliency.supervisor
@@ -309,14 +351,7 @@ def run_jobset(args: TrainingRunArgs, config_map: str, files: Sequence[str]) -> 
     ]
     volumes = [
         *local_checkpoints,
-        {
-            "name": "workload",
-            "configMap": {
-                "name": config_map,
-                "defaultMode": 0o755,
-                "items": [{"key": name, "path": nemo.file_path(name)} for name in files],
-            },
-        },
+        workload_volume(args, config_map, files),
         {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": gib_quantity(shm_gib)}},
         # Ephemeral storage sits on the node's local NVMe SSDs.
         {"name": "local-ssd", "emptyDir": {}},
@@ -341,12 +376,17 @@ def run_jobset(args: TrainingRunArgs, config_map: str, files: Sequence[str]) -> 
         container=container,
         volumes=volumes,
         pod_labels={RUN_LABEL: run.name},
-        annotations={**fuse_annotations(args.volumes), **topology_annotation(run, args.flavor)},
+        annotations={
+            **fuse_annotations(args.volumes),
+            **topology_annotation(run, args.flavor),
+            **workload_annotations(args, files),
+        },
         # The resiliency recipe's: the supervisor replaces a failed node's pods at once.
         termination_grace_seconds=(
             resiliency.SUPERVISED_TERMINATION_GRACE_SECONDS if supervised else TERMINATION_GRACE_SECONDS
         ),
         imex_channels=channel_template(run_compute_domain(args)),
+        managed_by=MULTIKUEUE_CONTROLLER if args.dispatched else None,
     )
 
 
@@ -371,18 +411,17 @@ class TrainingRun(pulumi.ComponentResource):
         run = args.run
         files = nemo.workload_files(run, args.paths, args.flavor.machine)
         config_name = versioned_name(f"{run.name}-workload", files)
-        config_map = k8s.core.v1.ConfigMap(
-            f"{name}-workload",
-            metadata={
-                "name": config_name,
-                "namespace": args.namespace,
-                "labels": {RUN_LABEL: run.name},
-            },
-            data=files,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.after)),
-        )
-        # What the JobSet waits for besides its ConfigMap: the run's Secret, its ComputeDomain.
+        # What the JobSet waits for: its ConfigMap, the run's Secret, its ComputeDomain.
         before: list[pulumi.Resource] = []
+        if not args.dispatched:
+            before.append(
+                k8s.core.v1.ConfigMap(
+                    f"{name}-workload",
+                    metadata={"name": config_name, "namespace": args.namespace, "labels": {RUN_LABEL: run.name}},
+                    data=files,
+                    opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.after)),
+                )
+            )
         if args.secret_env and run.env:
             before.append(
                 k8s.core.v1.Secret(
@@ -407,12 +446,12 @@ class TrainingRun(pulumi.ComponentResource):
                     opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.after)),
                 )
             )
-        jobset = named(run.name, run_jobset(args, config_name, list(files)))
+        jobset = named(run.name, run_jobset(args, config_name, files))
         resource = KubernetesObject(
             f"{name}-jobset",
             jobset,
             opts=pulumi.ResourceOptions.merge(
-                REPLACE_JOB, pulumi.ResourceOptions(parent=self, depends_on=[config_map, *before, *args.after])
+                REPLACE_JOB, pulumi.ResourceOptions(parent=self, depends_on=[*before, *args.after])
             ),
         )
         for advice in run_advice(run, args.flavor.machine):

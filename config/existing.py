@@ -215,7 +215,8 @@ class ExistingClusterConfig(Model):
     kubeconfig_path: str | None = Field(None, description="Path of a kubeconfig file on the machine running Pulumi.")
     context: str | None = Field(None, description="Context of the kubeconfig. Default: its current context.")
     gpu_pools: tuple[ExistingPoolConfig, ...] = Field(
-        min_length=1, max_length=MAX_FLAVORS_PER_GROUP, description="The cluster's GPU pools to use."
+        max_length=MAX_FLAVORS_PER_GROUP,
+        description="The cluster's GPU pools to use (at least one; none on a MultiKueue manager).",
     )
     system_node_labels: dict[str, str] = Field(
         {"kubernetes.io/os": "linux"},

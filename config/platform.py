@@ -10,7 +10,8 @@ from config.base import Model, check_name
 from facts import resiliency
 from facts.errors import RuleError
 from facts.gcp import FilestoreTier, bucket_name_problem, filestore_capacity_problem, general_machine_problem
-from facts.kueue import WithinClusterQueue
+from facts.kueue import DEFAULT_WORKER_LOST_TIMEOUT_SECONDS, MAX_MULTIKUEUE_CLUSTERS, WithinClusterQueue
+from facts.project import qualified_stack_name, stack_reference_problem
 
 _SHARE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,15}$")
 
@@ -225,7 +226,9 @@ class MonitoringConfig(Model):
 
 
 class MultiKueueConfig(Model):
-    """Kueue's MultiKueue: this cluster as a worker a manager cluster's Kueue dispatches runs to."""
+    """Kueue's MultiKueue (docs/regions.md): this cluster as a worker a manager cluster's Kueue
+    dispatches runs to, or as the manager of such workers. Kueue does not let one cluster be both
+    (site/content/en/docs/concepts/multikueue.md, Limitations)."""
 
     worker: bool = Field(
         False,
@@ -233,3 +236,39 @@ class MultiKueueConfig(Model):
         "role and its token, exported as the secret output `multiKueueKubeconfig`, with the worker's facts in "
         "`multiKueueWorker` (docs/regions.md).",
     )
+    workers: tuple[str, ...] = Field(
+        (),
+        max_length=MAX_MULTIKUEUE_CLUSTERS,
+        description="Make this cluster a MultiKueue manager of these worker stacks, each `<org>/<project>/<stack>` "
+        "(a stack with `multiKueue.worker: true`): runs submitted here are dispatched to a worker that admits "
+        "them. One line adds or removes a worker. A manager has no GPU pools of its own.",
+    )
+    worker_lost_timeout_seconds: int = Field(
+        DEFAULT_WORKER_LOST_TIMEOUT_SECONDS,
+        ge=10,
+        le=7 * 24 * 3600,
+        description="How long a run stays on a worker the manager cannot reach before it is dispatched again "
+        "(Kueue's multiKueue.workerLostTimeout; default Kueue's 15 minutes).",
+    )
+
+    @property
+    def manager(self) -> bool:
+        return bool(self.workers)
+
+    @model_validator(mode="after")
+    def _check(self) -> MultiKueueConfig:
+        names = [qualified_stack_name(w) if stack_reference_problem(w) is None else w for w in self.workers]
+        for i, worker in enumerate(self.workers):
+            problem = stack_reference_problem(worker)
+            if problem:
+                raise RuleError(f"workers[{i}]", worker, problem)
+            if names.index(names[i]) != i:
+                raise RuleError(f"workers[{i}]", worker, f"is also workers[{names.index(names[i])}]")
+        if self.worker and self.workers:
+            why = "a MultiKueue manager cannot be a worker too (Kueue's limitation): use one stack for each role"
+            raise RuleError("worker", True, why)
+        if "worker_lost_timeout_seconds" in self.model_fields_set and not self.workers:
+            raise RuleError(
+                "workerLostTimeoutSeconds", self.worker_lost_timeout_seconds, "is read by a manager only: set workers"
+            )
+        return self

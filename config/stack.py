@@ -84,6 +84,8 @@ _KEY_READERS: dict[str, tuple[Layer, ...]] = {
 _GKE_ONLY_KEYS = frozenset(
     {"project", "region", "zone", "production", "labels", "storage", "gpudirect", "monitoring", "resiliency"}
 )
+# Keys of what training pods use: a MultiKueue manager, whose workers run the pods, refuses them.
+_WORKER_KEYS = frozenset({"storage", "gpudirect", "tensorboard", "resiliency", "monitoring"})
 _INSTEAD = {
     "storage": ": its claims come from existingCluster.storageClass and existingCluster.claims",
     "resiliency": ": the resiliency supervisor is GKE's",
@@ -213,7 +215,29 @@ class StackConfig(Model):
                 "namespace", self.namespace, "is not a namespace this stack can own; use your own, e.g. nemo"
             )
         self._check_teams()
+        self._check_manager()
         return self
+
+    def _check_manager(self) -> None:
+        """A MultiKueue manager dispatches runs and runs none: its workers hold the GPU pools, the
+        storage and everything a training pod needs; a worker needs GPU pools."""
+        existing = self.existing_cluster
+        if not self.multi_kueue.manager:
+            if existing is not None and not existing.gpu_pools:
+                raise RuleError("existingCluster.gpuPools", [], "must name at least one GPU pool")
+            return
+        why = "a MultiKueue manager (multiKueue.workers) runs no training pod"
+        if self.deploys(Layer.CLUSTER) and self.gpu_pools:
+            names = [p.name for p in self.gpu_pools]
+            raise RuleError("gpuPools", names, f"{why}: set gpuPools: [] (the default is not empty); workers hold them")
+        if existing is not None:
+            if existing.gpu_pools:
+                raise RuleError("existingCluster.gpuPools", [p.name for p in existing.gpu_pools], f"{why}: leave it []")
+            for key, used in (("storageClass", existing.storage_class), ("claims", existing.claims.given or None)):
+                if used is not None:
+                    raise RuleError(f"existingCluster.{key}", used, f"{why}: storage belongs in the worker stacks")
+        for key in sorted(self.given & _WORKER_KEYS):
+            raise RuleError(key, None, f"{why}: set it in the worker stacks")
 
     def _check_teams(self) -> None:
         """Each team owns its name and namespace; on an existing cluster its claims come from the
@@ -336,7 +360,7 @@ class StackConfig(Model):
     def _check_pools(self) -> None:
         if not self.deploys(Layer.CLUSTER):
             return
-        if not self.gpu_pools:
+        if not self.gpu_pools and not self.multi_kueue.manager:
             raise RuleError("gpuPools", [], "must define at least one GPU pool")
         names = [p.name for p in self.gpu_pools]
         pod_addresses = 0

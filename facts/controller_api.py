@@ -79,6 +79,11 @@ CONTROLLER_KINDS = (
         "AdmissionCheck", "admissionchecks",
         "spec.controllerName", "spec.parameters.apiGroup", "spec.parameters.kind", "spec.parameters.name",
     ),
+    _kueue("MultiKueueConfig", "multikueueconfigs", "spec.clusters[]"),
+    _kueue(
+        "MultiKueueCluster", "multikueueclusters",
+        "spec.clusterSource.kubeConfig.location", "spec.clusterSource.kubeConfig.locationType",
+    ),
     _kueue(
         "ProvisioningRequestConfig", "provisioningrequestconfigs",
         "spec.managedResources[]", "spec.podSetUpdates.nodeSelector[].key",
@@ -87,7 +92,7 @@ CONTROLLER_KINDS = (
     ControllerKind(
         "JobSet", JOBSET_CRDS.applied[0].split(".")[0], JOBSET_API,
         (
-            "spec.failurePolicy.maxRestarts", "spec.network.enableDNSHostnames",
+            "spec.failurePolicy.maxRestarts", "spec.managedBy", "spec.network.enableDNSHostnames",
             "spec.network.publishNotReadyAddresses", "spec.replicatedJobs[].name", "spec.replicatedJobs[].replicas",
             "spec.replicatedJobs[].template.spec.backoffLimit", "spec.replicatedJobs[].template.spec.completionMode",
             "spec.replicatedJobs[].template.spec.completions", "spec.replicatedJobs[].template.spec.parallelism",

@@ -247,6 +247,16 @@ RESERVED_NAMESPACES = frozenset(
 # (the JobSet CRD; its Helm releases cannot carry it): the fully qualified stack name, as
 # `pulumi stack --show-name --fully-qualify-stack-names` prints it.
 STACK_ANNOTATION = "nemo-gke.io/stack"
+# A run dispatched by a MultiKueue manager carries its files as pod annotations under this prefix
+# (components.training.workload_volume). The API server refuses an object whose annotations exceed
+# 256 KiB (k8s.io/apimachinery pkg/api/validation/objectmeta.go, TotalAnnotationSizeLimitB): the
+# files may take this much of it.
+WORKLOAD_FILE_ANNOTATION_PREFIX = "workload.nemo-gke.io/"
+WORKLOAD_ANNOTATIONS_MAX_BYTES = 192 * 1024
+
+
+def workload_file_key(name: str) -> str:
+    return f"{WORKLOAD_FILE_ANNOTATION_PREFIX}{name}"
 
 
 def stack_identity(organization: str, project: str, stack: str) -> str:

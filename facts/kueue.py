@@ -76,3 +76,19 @@ FAIR_SHARING_STRATEGIES = (
 # The AdmissionCheck of queued provisioning (components.scheduling): Kueue's ProvisioningRequest
 # controller gates admission on capacity GKE provisions for the workload.
 PROVISIONING_CHECK = "dws-prov"
+
+
+# MultiKueue (kubernetes-sigs/kueue at the pinned version: site/content/en/docs/concepts/multikueue.md,
+# site/content/en/docs/tasks/manage/setup_multikueue.md, apis/kueue/v1beta2/multikueue_types.go,
+# apis/config/v1beta2/defaults.go). The controller's name is also the value Kueue's webhook gives a
+# JobSet's spec.managedBy on the manager (docs/tasks/run/multikueue/jobsets.md).
+MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"
+# The AdmissionCheck of a manager's queues (components.multikueue), read back by planners.waiting.
+MULTIKUEUE_CHECK = "nemo-multikueue"
+# The key of the worker's kubeconfig in its Secret, in Kueue's own namespace (MultiKueueConfigSecretKey).
+MULTIKUEUE_KUBECONFIG_KEY = "kubeconfig"
+# MultiKueueConfig spec.clusters: MaxItems.
+MAX_MULTIKUEUE_CLUSTERS = 20
+# Configuration multiKueue.workerLostTimeout: how long a workload stays admitted on a worker the
+# manager cannot reach before it is evicted and dispatched again (DefaultMultiKueueWorkerLostTimeout).
+DEFAULT_WORKER_LOST_TIMEOUT_SECONDS = 15 * 60

@@ -98,3 +98,10 @@ def on_demand_usd_per_hour(machine_type: str, region: str) -> float | None:
 def filestore_usd_per_gib_hour(tier: str, region: str) -> float | None:
     """The price of one provisioned GiB for an hour, or None where the table has none."""
     return FILESTORE_USD_PER_GIB_HOUR.get((tier, region))
+
+
+# Cloud Storage network usage between regions, per GiB read or written in another region: the
+# lowest rate, between regions of one continent; between continents costs more
+# (https://cloud.google.com/storage/pricing#network-buckets, "Data transfer within Google Cloud").
+INTER_REGION_STORAGE_USD_PER_GIB = 0.02
+INTER_REGION_STORAGE_SOURCE = "cloud.google.com/storage/pricing#network-buckets, within a continent"

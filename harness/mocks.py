@@ -117,6 +117,10 @@ def _computed(typ: str, name: str, inputs: Mapping[str, Any], project: str) -> t
     return f"{name}-id", {}
 
 
+# The stack outputs the program exports as secrets (a cluster's kubeconfig, a worker's for its manager).
+SECRET_OUTPUTS = ["kubeconfig", "multiKueueKubeconfig"]
+
+
 class RecordingMocks(pulumi.runtime.Mocks):
     """Answers registrations and invokes; `upstream` holds the outputs of referenced stacks."""
 
@@ -155,7 +159,7 @@ class RecordingMocks(pulumi.runtime.Mocks):
         return self.upstream[name]
 
     def _read_stack_outputs(self, args: dict[str, Any]) -> dict[str, Any]:
-        return {"name": args["name"], "outputs": dict(self._stack(args["name"])), "secretOutputNames": ["kubeconfig"]}
+        return {"name": args["name"], "outputs": dict(self._stack(args["name"])), "secretOutputNames": SECRET_OUTPUTS}
 
     def call(self, args: MockCallArgs) -> dict[str, Any]:  # type: ignore[override]
         self.invokes.append(args.token)
@@ -170,7 +174,7 @@ class RecordingMocks(pulumi.runtime.Mocks):
             return name, {
                 "name": name,
                 "outputs": dict(self._stack(name)),
-                "secretOutputNames": ["kubeconfig"],
+                "secretOutputNames": SECRET_OUTPUTS,
             }
         if args.resource_id and args.typ.startswith("kubernetes:"):
             # A read of an existing object (`Resource.get`): its live state names it, even at preview.

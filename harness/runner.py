@@ -22,7 +22,7 @@ from config.loader import parse_stack_config
 from config.stack import StackConfig
 from facts.controller_api import CONTROLLER_KINDS
 from facts.kubernetes import STACK_ANNOTATION, stack_identity
-from facts.project import PROJECT, SELF_MANAGED_ORGANIZATION, qualified_stack_name
+from facts.project import PROJECT, SELF_MANAGED_ORGANIZATION, qualified_stack_name, stack_reference_problem
 from facts.versions import JOBSET_CRD
 from harness.mocks import LogWarning, RecordedResource, RecordingEngine, RecordingMocks, RecordingMonitor
 from harness.stackfile import StackFile, holds_secret, read_stack_file, to_pulumi_config
@@ -316,14 +316,20 @@ def run_stack(
 
 
 def _upstream_exports(values: Mapping[str, Any], beside: Path | None) -> dict[str, dict[str, Any]]:
-    """Exports of the stack this one references, produced by running that stack's own file."""
-    reference = values.get(f"{PROJECT}:upstreamStack")
-    if not isinstance(reference, str):
-        return {}
-    full_name = qualified_stack_name(reference)
-    upstream_stack = full_name.rsplit("/", 1)[-1]
-    upstream_run = run_stack(upstream_stack, file=stack_file(upstream_stack, beside))
-    return {full_name: upstream_run.exports}
+    """Exports of the stacks this one references (its upstream stack, a MultiKueue manager's
+    workers), produced by running each referenced stack's own file."""
+    references = [values.get(f"{PROJECT}:upstreamStack")]
+    multikueue = values.get(f"{PROJECT}:multiKueue")
+    if isinstance(multikueue, Mapping) and isinstance(multikueue.get("workers"), list):
+        references += multikueue["workers"]
+    found: dict[str, dict[str, Any]] = {}
+    for reference in references:
+        if not isinstance(reference, str) or stack_reference_problem(reference):
+            continue
+        full_name = qualified_stack_name(reference)
+        upstream_stack = full_name.rsplit("/", 1)[-1]
+        found[full_name] = run_stack(upstream_stack, file=stack_file(upstream_stack, beside)).exports
+    return found
 
 
 def stack_with(stack: str, **overrides: Any) -> dict[str, Any]:

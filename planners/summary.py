@@ -274,8 +274,11 @@ def plan_summary(
     cpu_pools: Sequence[CpuPool] = (),
     filestore: Filestore | None = None,
     teams: Sequence[Team] = (),
+    run_pools: Mapping[str, tuple[GpuPoolExport, str]] | None = None,
 ) -> Summary:
-    by_name: Mapping[str, GpuPoolExport] = {p.name: p for p in pools}
+    """`run_pools`: where the runs run when not on `pools` (a MultiKueue manager's: the pool of the
+    first worker that has it, and that worker's region)."""
+    where = run_pools if run_pools is not None else {p.name: (p, region) for p in pools}
     pool_lines = {pool.name: _pool_line(pool, region) for pool in pools}
     summary = Summary(
         project=project,
@@ -283,7 +286,7 @@ def plan_summary(
         zone=zone,
         pools=tuple(pool_lines.values()),
         # A step time holds for the model's own image only.
-        runs=tuple(_run_line(run, by_name[run.pool], region, run.image is None) for run in runs),
+        runs=tuple(_run_line(run, *where[run.pool], run.image is None) for run in runs),
         price_source=pricing.SOURCE,
         cpu_pools=tuple(_cpu_pool_line(pool, region) for pool in cpu_pools),
         filestore=_filestore_line(filestore, region) if filestore is not None else None,

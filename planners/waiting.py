@@ -14,6 +14,10 @@ Kueue 0.19.2 says why a workload waits in its conditions, in words this module r
 - a preemption under way: ". Pending the preemption of N workload(s)" or the reason
   WaitingForPreemptedWorkloads (pkg/scheduler/scheduler.go);
 - status.admissionChecks, one state per check (the queued-provisioning check is facts.kueue's);
+- on a MultiKueue manager, the MultiKueue check (facts.kueue.MULTIKUEUE_CHECK), status.clusterName
+  (the worker that admitted the run) and status.nominatedClusterNames (the workers it was offered
+  to); "Admitting remote lost" once the worker stopped answering for workerLostTimeout
+  (pkg/controller/admissionchecks/multikueue/workload.go);
 - a ClusterQueue's status.flavorsReservation: per flavor and resource, what its workloads hold
   and how much of that is borrowed.
 """
@@ -28,7 +32,7 @@ from enum import IntEnum
 from typing import Any
 
 from facts.kubernetes import FABRIC_CHECK_LABEL, GPU_RESOURCE, QUEUE_NAME_LABEL
-from facts.kueue import PROVISIONING_CHECK
+from facts.kueue import MULTIKUEUE_CHECK, PROVISIONING_CHECK
 
 _UNUSED = re.compile(r"insufficient unused quota for (\S+) in flavor (\S+), (\S+) more needed")
 _NEVER = re.compile(r"insufficient quota for (\S+) in flavor (\S+), .*?> maximum capacity \(([^)]*)\)")
@@ -261,9 +265,24 @@ def _admission_checks(workload: Mapping[str, Any]) -> list[str]:
             sentences.append(
                 f"waiting for queued-provisioning capacity (ProvisioningRequest {check['state']}){message}"
             )
+        elif check.get("name") == MULTIKUEUE_CHECK:
+            sentences.append(_not_dispatched(workload, check))
         else:
             sentences.append(f"waiting for admission check {check.get('name')} ({check['state']}){message}")
     return sentences
+
+
+def _not_dispatched(workload: Mapping[str, Any], check: Mapping[str, Any]) -> str:
+    status = workload.get("status") or {}
+    if "Admitting remote lost" in str(check.get("message")):
+        return "its worker stopped answering for Kueue's workerLostTimeout: MultiKueue dispatches it again"
+    offered = status.get("nominatedClusterNames") or ()
+    if offered:
+        return (
+            f"offered by MultiKueue to workers {', '.join(offered)}, none of which has admitted it yet "
+            "(`python -m tools.waiting` on a worker says why)"
+        )
+    return f"waiting for MultiKueue to dispatch it ({check.get('state')}): {check.get('message') or 'no worker yet'}"
 
 
 def _pod_sentences(objects: RunObjects, wanted: int) -> list[str]:
@@ -334,6 +353,13 @@ def diagnose(objects: RunObjects) -> Verdict:
         evicted = _condition(workload, "Evicted") or {}
         return Verdict(Exit.FAILED, (f"deactivated by Kueue: {evicted.get('message', 'spec.active is false')}",))
     wanted = sum(p.get("count", 0) for p in workload.get("spec", {}).get("podSets") or ())
+    worker = (workload.get("status") or {}).get("clusterName")
+    if _condition(workload, "Admitted") and worker:
+        return Verdict(
+            Exit.RUNNING,
+            (f"dispatched by MultiKueue to worker {worker}, which admitted it: its pods run there "
+             f"(`python -m tools.waiting {objects.run} -n {objects.namespace}` on that cluster says how they are)",),
+        )  # fmt: skip
     if _condition(workload, "Admitted"):
         sentences = _pod_sentences(objects, wanted)
         if not sentences:

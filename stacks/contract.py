@@ -12,6 +12,7 @@ from __future__ import annotations
 from config.base import Model
 from facts.kubernetes import node_pool_selector
 from facts.kueue import WithinClusterQueue
+from planners.multikueue import Worker
 from planners.networks import GpuNetworkPlan
 from planners.pools import GpuPoolExport
 from planners.queues import Flavor
@@ -83,6 +84,9 @@ class PlatformExports(Model):
     # Teams sharing the pools (planners.teams): each job then names one and goes to its namespace
     # and queue. Empty: one queue in `namespace`.
     teams: tuple[Team, ...] = ()
+    # A MultiKueue manager's workers (planners.multikueue): its runs are dispatched to one of them,
+    # and run there. Empty: the runs run on this cluster.
+    workers: tuple[Worker, ...] = ()
 
     @property
     def flavors_by_pool(self) -> dict[str, Flavor]:
@@ -91,3 +95,19 @@ class PlatformExports(Model):
     @property
     def teams_by_name(self) -> dict[str, Team]:
         return {t.name: t for t in self.teams}
+
+
+class MultiKueueWorkerExports(Model):
+    """What a MultiKueue worker tells its manager (stack output `multiKueueWorker`): where it is, the
+    Kueue and JobSet it runs (None: the cluster's own), the namespaces that hold its LocalQueue, its
+    flavors and buckets."""
+
+    name: str
+    namespaces: tuple[str, ...]
+    local_queue: str
+    flavors: tuple[str, ...]
+    region: str | None = None
+    kueue_version: str | None = None
+    jobset_version: str | None = None
+    data_bucket: str | None = None
+    checkpoint_bucket: str | None = None

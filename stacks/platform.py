@@ -20,7 +20,7 @@ import pulumi_kubernetes as k8s
 
 from components.gpudirect import GpuNetworkObjects, GpuNetworkObjectsArgs, NcclPluginInstaller, NcclPluginInstallerArgs
 from components.monitoring import GpuMonitoring, GpuMonitoringArgs
-from components.multikueue import WorkerAccess, WorkerAccessArgs
+from components.multikueue import Manager, ManagerArgs, WorkerAccess, WorkerAccessArgs
 from components.nvlink import ComputeDomainDriver, ComputeDomainDriverArgs
 from components.resiliency import Supervisor, SupervisorArgs
 from components.scheduling import (
@@ -51,14 +51,16 @@ from facts import versions
 from facts.errors import RuleError
 from facts.gcp import REGIONAL_FILESTORE_TIERS
 from facts.kubernetes import DEFAULT_PRIORITY, FABRIC_CHECK_PRIORITY, PRIORITY_VALUES, node_pool_selector
+from facts.kueue import MULTIKUEUE_CHECK
 from planners import gpudirect
 from planners.monitoring import gpu_alerts, gpu_dashboard
 from planners.queues import Flavor, plan_flavors
 from planners.teams import ShareRequest, TeamRequest, TeamsPlan, plan_teams
 from stacks.cluster import ClusterOutputs
-from stacks.contract import ClusterExports, PlatformExports
+from stacks.contract import ClusterExports, MultiKueueWorkerExports, PlatformExports
 from stacks.installed import crd_manifest
 from stacks.kubeapi import kubeconfig_endpoint
+from stacks.multikueue import ManagedWorkers
 
 SHARED_MOUNT = "/nfs"
 EXPERIMENTS_DIR = f"{SHARED_MOUNT}/nemo-experiments"
@@ -105,7 +107,24 @@ def teams_plan(cfg: StackConfig, flavors: Sequence[Flavor]) -> TeamsPlan | None:
         raise ConfigError.of([error]) from None
 
 
-def platform_facts(cfg: StackConfig, cluster: ClusterExports) -> PlatformExports:
+def platform_facts(cfg: StackConfig, cluster: ClusterExports, managed: ManagedWorkers | None = None) -> PlatformExports:
+    """The platform's facts; a MultiKueue manager's come from its workers: their flavors, and what
+    their runs' pods name (stacks.multikueue)."""
+    if managed is not None:
+        plan = teams_plan(cfg, managed.plan.flavors)
+        return managed.platform.model_copy(
+            update={
+                "namespace": cfg.namespace,
+                "cluster_queue": cfg.kueue.cluster_queue,
+                "local_queue": cfg.kueue.local_queue,
+                "flavors": managed.plan.flavors,
+                "data_bucket": "",
+                "checkpoint_bucket": "",
+                "preemption": cfg.kueue.preemption,
+                "teams": plan.teams if plan else (),
+                "workers": managed.plan.workers,
+            }
+        )
     prefix = f"{cluster.project}-{cluster.name}"
     storage = cfg.storage
     buckets = cluster.gke
@@ -140,22 +159,21 @@ def platform_facts(cfg: StackConfig, cluster: ClusterExports) -> PlatformExports
     )
 
 
-def worker_facts(cfg: StackConfig, cluster: ClusterExports, platform: PlatformExports) -> dict[str, Any]:
+def worker_facts(cfg: StackConfig, cluster: ClusterExports, platform: PlatformExports) -> MultiKueueWorkerExports:
     """What a MultiKueue manager checks of a worker before dispatching to it: where it is, the Kueue
     and JobSet it runs (MultiKueue needs the same on both sides), the queues and namespaces a run
     lands in, and where its data and checkpoints live."""
-    namespaces = [t.namespace for t in platform.teams] or [platform.namespace]
-    return {
-        "name": cluster.name,
-        "region": cluster.region if cluster.gke else None,
-        "kueueVersion": versions.KUEUE.version if cfg.kueue.install else None,
-        "jobsetVersion": versions.JOBSET.version if cfg.kueue.install else None,
-        "namespaces": namespaces,
-        "localQueue": platform.local_queue,
-        "flavors": [f.name for f in platform.flavors],
-        "dataBucket": platform.data_bucket or None,
-        "checkpointBucket": platform.checkpoint_bucket or None,
-    }
+    return MultiKueueWorkerExports(
+        name=cluster.name,
+        region=cluster.region if cluster.gke else None,
+        kueue_version=versions.KUEUE.version if cfg.kueue.install else None,
+        jobset_version=versions.JOBSET.version if cfg.kueue.install else None,
+        namespaces=tuple(t.namespace for t in platform.teams) or (platform.namespace,),
+        local_queue=platform.local_queue,
+        flavors=tuple(f.name for f in platform.flavors),
+        data_bucket=platform.data_bucket or None,
+        checkpoint_bucket=platform.checkpoint_bucket or None,
+    )
 
 
 def _existing(cfg: StackConfig) -> ExistingClusterConfig:
@@ -192,6 +210,11 @@ class PlatformLayerArgs:
     # The cluster's API server and CA as the stack reaches it, for a MultiKueue manager: a GKE
     # cluster's from its kubeconfig output; an existing cluster's read from its kubeconfig.
     endpoint: pulumi.Output[tuple[str, str]] | None = None
+    # A MultiKueue manager's workers: the kubeconfig of each, by its MultiKueueCluster name. The
+    # manager queues and dispatches runs, and runs none: no storage, GPU wiring or TensorBoard.
+    workers: Mapping[str, pulumi.Output[Any]] | None = None
+    # What the manager warns of its workers (planners.multikueue).
+    advice: Sequence[str] = ()
 
 
 class PlatformLayer(pulumi.ComponentResource):
@@ -208,6 +231,7 @@ class PlatformLayer(pulumi.ComponentResource):
         cfg, cluster, facts = args.config, args.cluster, args.facts
         child = pulumi.ResourceOptions(parent=self)
         gke = cluster.facts.gke
+        manager = args.workers is not None
 
         workspace = TrainingWorkspace(
             f"{name}-workspace",
@@ -216,16 +240,17 @@ class PlatformLayer(pulumi.ComponentResource):
                 project=cluster.facts.project if gke else None,
                 workload_pool=cluster.facts.workload_pool,
                 namespace=facts.namespace,
-                service_accounts=(facts.service_account, facts.data_prep_service_account),
+                service_accounts=() if manager else (facts.service_account, facts.data_prep_service_account),
                 namespace_exists=not gke and _existing(cfg).namespace_exists,
             ),
             opts=child,
         )
         self.run_dependencies = list(workspace.accounts)
-        team_storage: TeamBuckets | TeamClaimsOnClass
-        if gke:
+        # A manager's teams have no storage: their runs run on the workers.
+        team_storage: TeamBuckets | TeamClaimsOnClass | None = None
+        if gke and not manager:
             team_storage = self._gke_parts(name, args, workspace)
-        else:
+        elif not manager:
             existing = _existing(cfg)
             claims = StorageClaims(
                 f"{name}-storage",
@@ -405,6 +430,13 @@ class PlatformLayer(pulumi.ComponentResource):
                 f"(tested with {versions.JOBSET.version}), with waitForPodsReady and the jobset integration on",
                 resource=self,
             )
+        check: str | None = None
+        if args.workers is not None:
+            manager = Manager(
+                f"{name}-multikueue", ManagerArgs(kubeconfigs=args.workers, after=ready, advice=args.advice), opts=child
+            )
+            ready = [*ready, manager.check]
+            check = MULTIKUEUE_CHECK
         queues = KueueQueues(
             f"{name}-queues",
             KueueQueuesArgs(
@@ -416,6 +448,7 @@ class PlatformLayer(pulumi.ComponentResource):
                 after=ready,
                 teams=teams_plan(cfg, facts.flavors),
                 team_namespaces=team_namespaces,
+                multikueue=check,
             ),
             opts=child,
         )
@@ -456,6 +489,9 @@ class PlatformLayer(pulumi.ComponentResource):
             )
 
         alerts = cfg.monitoring.alerts
+        self.tensorboard = None
+        if args.workers is not None:
+            return  # a manager runs no GPU pod: nothing to monitor or to show in TensorBoard
         if cluster.facts.gke and (cfg.monitoring.dashboard or alerts.enabled):
             pools = cluster.facts.gpu_pools
             monitoring = GpuMonitoring(
@@ -474,7 +510,6 @@ class PlatformLayer(pulumi.ComponentResource):
             )
             self.dashboard = monitoring.dashboard_id
 
-        self.tensorboard = None
         if cfg.tensorboard.enabled:
             self.tensorboard = TensorBoard(
                 f"{name}-tensorboard",
@@ -502,6 +537,7 @@ def kueue_controller_args(cfg: StackConfig, cluster: ClusterExports) -> KueueCon
         nodes=sum(p.max_nodes for p in cluster.gpu_pools),
         imex_channels=any(p.machine.nvlink_across_nodes for p in cluster.gpu_pools),
         fair_sharing=bool(cfg.teams),
+        worker_lost_timeout_seconds=cfg.multi_kueue.worker_lost_timeout_seconds if cfg.multi_kueue.manager else None,
     )
 
 
@@ -514,6 +550,7 @@ def build(
     *,
     identity: str,
     endpoint: tuple[str, str] | None = None,
+    managed: ManagedWorkers | None = None,
 ) -> tuple[PlatformOutputs, dict[str, Any]]:
     layer = PlatformLayer(
         "platform",
@@ -524,12 +561,14 @@ def build(
             labels=labels,
             identity=identity,
             endpoint=pulumi.Output.from_input(endpoint) if endpoint is not None else None,
+            workers=managed.kubeconfigs() if managed is not None else None,
+            advice=managed.plan.advice if managed is not None else (),
         ),
         opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(providers={"kubernetes": cluster.provider})),
     )
     exports: dict[str, Any] = {"platform": facts.to_plain()}
     if layer.worker_kubeconfig is not None:
-        exports["multiKueueWorker"] = worker_facts(cfg, cluster.facts, facts)
+        exports["multiKueueWorker"] = worker_facts(cfg, cluster.facts, facts).to_plain()
         exports["multiKueueKubeconfig"] = layer.worker_kubeconfig
     if layer.dashboard is not None:
         exports["gpuDashboard"] = pulumi.Output.concat(

@@ -17,7 +17,7 @@ from facts.kubernetes import stack_identity as identity_of
 from facts.project import MANAGED_BY_LABEL, PROJECT, STACK_LABEL
 from facts.pulumi_cli import SHOWN_ERROR_EXIT_CODE
 from planners.summary import CpuPool, Filestore, plan_summary
-from stacks import bootstrap, cluster, existing, platform, training
+from stacks import bootstrap, cluster, existing, multikueue, platform, training
 from stacks.contract import ClusterExports, PlatformExports
 from stacks.kubeapi import CrdReader, KubeconfigReader
 from stacks.kubeapi import read_crds as read_cluster_crds
@@ -140,11 +140,13 @@ def deploy(cfg: StackConfig, access: Access) -> dict[str, Any]:
         cluster_facts = _need(upstream).facts("cluster", ClusterExports)
         check_upstream_keys(cfg, cluster_facts, None)
     platform_facts: PlatformExports | None = None
+    managed: multikueue.ManagedWorkers | None = None
     if cfg.deploys(Layer.PLATFORM):
         platform.check_platform(cfg, cluster_facts)
         if cfg.existing_cluster is not None:
             existing.check_controllers(cfg.existing_cluster, cfg.kueue.install, stack_identity(), access.read_crds)
-        platform_facts = platform.platform_facts(cfg, cluster_facts)
+        managed = multikueue.read_workers(cfg) if cfg.multi_kueue.manager else None
+        platform_facts = platform.platform_facts(cfg, cluster_facts, managed)
     elif cfg.deploys(Layer.TRAINING):
         platform_facts = _need(upstream).facts("platform", PlatformExports)
         check_upstream_keys(cfg, cluster_facts, platform_facts)
@@ -161,10 +163,11 @@ def deploy(cfg: StackConfig, access: Access) -> dict[str, Any]:
         cpu_pools=cpu_pools(cfg) if cfg.deploys(Layer.CLUSTER) else (),
         filestore=(
             Filestore(cfg.storage.filestore.tier.value, cfg.storage.filestore.capacity_gib)
-            if cfg.deploys(Layer.PLATFORM) and cluster_facts.gke
+            if cfg.deploys(Layer.PLATFORM) and cluster_facts.gke and not cfg.multi_kueue.manager
             else None
         ),
         teams=platform_facts.teams if platform_facts is not None and cfg.deploys(Layer.PLATFORM) else (),
+        run_pools=multikueue.worker_pools(platform_facts.workers) if platform_facts else None,
     )
 
     # A stack on an existing cluster has no Google Cloud resource, so no Google Cloud provider.
@@ -188,7 +191,14 @@ def deploy(cfg: StackConfig, access: Access) -> dict[str, Any]:
                 else None
             )
             platform_outputs, platform_exports = platform.build(
-                cfg, cluster_outputs, platform_facts, labels, opts, identity=stack_identity(), endpoint=endpoint
+                cfg,
+                cluster_outputs,
+                platform_facts,
+                labels,
+                opts,
+                identity=stack_identity(),
+                endpoint=endpoint,
+                managed=managed,
             )
             exports.update(platform_exports)
         else:

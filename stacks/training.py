@@ -35,6 +35,7 @@ from facts.project import PROJECT
 from planners import nemo
 from planners.fabric import NcclTestSpec, check_nccl_test
 from planners.gpudirect import PodNetworking, pod_networking
+from planners.multikueue import Worker
 from planners.runs import DataPrepSpec, ProfileWindow, Resiliency, RunSpec, Tokenizer, check_data_prep, check_run
 from stacks.cluster import ClusterOutputs
 from stacks.contract import ClusterExports, PlatformExports
@@ -145,14 +146,47 @@ def _default_priority(team: str | None, platform: PlatformExports) -> str:
     return found.priorities[0]
 
 
-def run_networking(run: RunSpec, machine: MachineType, cluster: ClusterExports) -> PodNetworking:
+def run_site(cluster: ClusterExports, platform: PlatformExports, pool: str) -> ClusterExports | Worker:
+    """The cluster whose GPU wiring a run's pods use: this one, or on a MultiKueue manager the first
+    worker that has the pool (check_dispatched holds the others to the same)."""
+    return next((w for w in platform.workers if w.flavor(pool) is not None), cluster)
+
+
+def check_dispatched(run: RunSpec, run_config: RunConfig, platform: PlatformExports, secret_env: bool) -> None:
+    """A run a MultiKueue manager dispatches runs on one worker, whichever admits it: it fits one
+    worker's pool, its pods are wired alike on every worker that has the pool, and it needs nothing
+    MultiKueue does not copy (only the JobSet travels: components.training, TrainingRunArgs)."""
+    holders = [w for w in platform.workers if w.flavor(run.pool) is not None]
+    largest = max(w.flavor(run.pool).nodes for w in holders)  # type: ignore[union-attr]
+    if run.nodes > largest:
+        where = ", ".join(f"{w.name} {w.flavor(run.pool).nodes}" for w in holders)  # type: ignore[union-attr]
+        raise RuleError("nodes", run.nodes, f"exceeds every worker's pool {run.pool} ({where}): a run runs on one")
+    machine = platform.flavors_by_pool[run.pool].machine
+    if machine.nvlink_across_nodes:
+        why = "has NVLink domains: a run there needs a ComputeDomain on its worker, which MultiKueue does not copy"
+        raise RuleError("pool", run.pool, why + "; submit it in the worker's stack")
+    if secret_env and run.env:
+        why = "is kept in a Secret, which MultiKueue does not copy to the worker: set it in plain text or on the worker"
+        raise RuleError("env", sorted(run.env), why)
+    if run_config.fabric_check:
+        why = "gates the run on a check of one cluster's fabric; a manager's run may land on any worker"
+        raise RuleError("fabricCheck", run_config.fabric_check, why)
+    wiring = {w.name: run_networking(run, machine, w) for w in holders}
+    first = holders[0].name
+    for name, networking in wiring.items():
+        if networking != wiring[first]:
+            why = f"is wired unlike on worker {first} on worker {name} (its GPU networks differ): a run runs on either"
+            raise RuleError("pool", run.pool, why)
+
+
+def run_networking(run: RunSpec, machine: MachineType, cluster: ClusterExports | Worker) -> PodNetworking:
     """The pool's pod networking; on the host network for a supervised run."""
     return pod_networking(
         gpudirect_stack(machine, cluster), cluster.gpu_networks, machine.gpus, run.resiliency.supervisor
     )
 
 
-def gpudirect_stack(machine: MachineType, cluster: ClusterExports) -> GpuDirectStack | None:
+def gpudirect_stack(machine: MachineType, cluster: ClusterExports | Worker) -> GpuDirectStack | None:
     """The machine's GPUDirect wiring on GKE; elsewhere none of GKE's networks or plugins exist,
     so NCCL uses the pod network."""
     return machine.gpudirect_stack if cluster.gke else None
@@ -213,12 +247,18 @@ def check_runs(cfg: StackConfig, cluster: ClusterExports, platform: PlatformExpo
             check_team(run_config.team, run.pool, platform, run.priority)
             check_run(run, flavors, platform.priority_classes, platform.supervisor, platform.gke)
             machine = flavors[run.pool].machine
-            networking = run_networking(run, machine, cluster)
+            if platform.workers:
+                check_dispatched(run, run_config, platform, secret_env)
+            networking = run_networking(run, machine, run_site(cluster, platform, run.pool))
             paths = run_paths(run, platform, place_of(run_config.team, platform))
             nemo.check_env(run, nemo.platform_env(run, machine, networking, paths))
         except RuleError as error:
             errors.append(_as_written(error, run_config).under(f"training.runs[{i}]"))
+    on_workers = "belongs in a worker's stack: a MultiKueue manager dispatches runs only, and each worker {}"
     for i, job in enumerate(cfg.training.data_prep):
+        if platform.workers:
+            errors.append(RuleError(f"training.dataPrep[{i}]", job.name, on_workers.format("prepares its own bucket")))
+            continue
         try:
             spec = data_prep_spec(job, platform)
             check_team(job.team, spec.pool, platform)
@@ -232,6 +272,9 @@ def check_runs(cfg: StackConfig, cluster: ClusterExports, platform: PlatformExpo
         except RuleError as error:
             errors.append(error.under(f"training.dataPrep[{i}]"))
     for i, test in enumerate(cfg.training.nccl_tests):
+        if platform.workers:
+            errors.append(RuleError(f"training.ncclTests[{i}]", test.name, on_workers.format("tests its own fabric")))
+            continue
         try:
             test_spec = nccl_test_spec(test, platform)
             check_team(test.team, test_spec.pool, platform)
@@ -335,11 +378,12 @@ class TrainingLayer(pulumi.ComponentResource):
                         namespace=place.namespace,
                         local_queue=place.local_queue,
                         service_account=platform.service_account,
-                        networking=run_networking(run, machine, cluster.facts),
+                        networking=run_networking(run, machine, run_site(cluster.facts, platform, run.pool)),
                         paths=run_paths(run, platform, place),
                         volumes=volumes,
                         after=[*after, *gate],
                         secret_env=args.secret_env,
+                        dispatched=bool(platform.workers),
                     ),
                     opts=child,
                 )

@@ -21,15 +21,20 @@ M = TypeVar("M", bound=Model)
 
 
 class Upstream:
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, key: str = "upstreamStack") -> None:
         self.name = name
+        # The config key that names the stack, blamed in errors.
+        self.key = key
         # An invoke registers nothing: what the program creates can be checked against it first.
         result = pulumi.runtime.invoke("pulumi:pulumi:readStackOutputs", {"name": name})
         self._outputs: dict[str, Any] = dict((result.value or {}).get("outputs") or {})
         self._reference: pulumi.StackReference | None = None
 
     def _error(self, message: str) -> ConfigError:
-        return ConfigError([ConfigIssue(key="upstreamStack", value=self.name, message=message)])
+        return ConfigError([ConfigIssue(key=self.key, value=self.name, message=message)])
+
+    def has(self, key: str) -> bool:
+        return key in self._outputs
 
     def plain(self, key: str) -> Any:
         """A stack output as a plain value; a clear error when the upstream stack lacks it."""

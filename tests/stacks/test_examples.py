@@ -31,6 +31,9 @@ SHIPPED = [
     "existing",
     "existing-oke",
     "teams",
+    "worker-us",
+    "worker-eu",
+    "manager",
 ]
 
 

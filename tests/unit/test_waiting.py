@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from facts.kueue import PROVISIONING_CHECK
+from facts.kueue import MULTIKUEUE_CHECK, PROVISIONING_CHECK
 from planners.waiting import Exit, RunObjects, diagnose
 from tools import waiting
 
@@ -162,6 +162,37 @@ def test_waiting_for_queued_provisioning_capacity() -> None:
     workload = _workload("nemo", "jobset-x", admissionChecks=checks)
     (sentence,) = diagnose(_objects(workload, namespace="nemo")).sentences
     assert sentence == "waiting for queued-provisioning capacity (ProvisioningRequest Pending): Waiting for resources"
+
+
+def test_a_run_on_a_manager_says_which_worker_took_it() -> None:
+    """On a MultiKueue manager the run's pods are on its worker: the Workload names the worker that
+    admitted it (status.clusterName), so the command says where to look instead of counting pods."""
+    checks = [{"name": MULTIKUEUE_CHECK, "state": "Ready", "message": 'The workload was admitted on "worker-eu"'}]
+    workload = _workload(
+        "nemo", "jobset-x", _condition("Admitted", "True"), clusterName="worker-eu", admissionChecks=checks
+    )
+    verdict = diagnose(_objects(workload, namespace="nemo"))
+    assert verdict.exit is Exit.RUNNING
+    (sentence,) = verdict.sentences
+    assert sentence.startswith("dispatched by MultiKueue to worker worker-eu, which admitted it")
+
+
+def test_a_run_offered_to_workers_that_have_not_admitted_it_waits() -> None:
+    checks = [{"name": MULTIKUEUE_CHECK, "state": "Pending", "message": ""}]
+    workload = _workload(
+        "nemo", "jobset-x", _condition("QuotaReserved", "True"), admissionChecks=checks,
+        nominatedClusterNames=["worker-us", "worker-eu"],
+    )  # fmt: skip
+    verdict = diagnose(_objects(workload, namespace="nemo"))
+    assert verdict.exit is Exit.WAITING
+    assert verdict.sentences[0].startswith("offered by MultiKueue to workers worker-us, worker-eu, none of which")
+
+
+def test_a_run_whose_worker_was_lost_is_dispatched_again() -> None:
+    checks = [{"name": MULTIKUEUE_CHECK, "state": "Retry", "message": 'Admitting remote lost, Previously: "Ready"'}]
+    workload = _workload("nemo", "jobset-x", admissionChecks=checks)
+    (sentence, *_) = diagnose(_objects(workload, namespace="nemo")).sentences
+    assert sentence == "its worker stopped answering for Kueue's workerLostTimeout: MultiKueue dispatches it again"
 
 
 def test_evicted_for_pods_not_ready_in_time() -> None:

@@ -48,7 +48,7 @@ def jobset_for(machine: str, model: str = "gpt-5b") -> dict:  # type: ignore[typ
         paths=nemo.run_paths(run, "/nfs/exp", "/checkpoints", "/data"),
         volumes=VOLUMES,
     )
-    return run_jobset(args, "r1-workload", [nemo.LAUNCHER])
+    return run_jobset(args, "r1-workload", {nemo.LAUNCHER: "#!/bin/bash"})
 
 
 def pod(jobset: dict) -> dict:  # type: ignore[type-arg]

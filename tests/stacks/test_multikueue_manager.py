@@ -1,0 +1,279 @@
+"""A MultiKueue manager (stacks.multikueue, components.multikueue.Manager): the shipped `manager`
+stack dispatches to the `worker-us` and `worker-eu` stacks, read through their stack outputs.
+
+What Kueue and the API server do with these objects, at the pinned version (kubernetes-sigs/kueue
+v0.19.2): the manager reads each worker's kubeconfig from a Secret of its own namespace under the
+key `kubeconfig` (site/content/en/docs/tasks/manage/setup_multikueue.md); a ClusterQueue with a
+MultiKueue check per flavor, or beside a ProvisioningRequest check, is inactive and admits nothing
+(pkg/cache/scheduler/clusterqueue.go, MultiKueueAdmissionCheckAppliedPerFlavor,
+MultiKueueWithProvisioningRequest); the JobSet adapter copies the JobSet's spec to the worker and
+nothing else (pkg/controller/jobs/jobset/jobset_multikueue_adapter.go) and takes only JobSets whose
+spec.managedBy is MultiKueue's (IsJobManagedByKueue)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+import yaml
+
+from components.multikueue import MANAGER_CONFIG, worker_secret
+from facts import versions
+from facts.kubernetes import KUEUE_NAMESPACE, workload_file_key
+from facts.kueue import MULTIKUEUE_CHECK, MULTIKUEUE_CONTROLLER, MULTIKUEUE_KUBECONFIG_KEY
+from facts.project import qualified_stack_name
+from harness.runner import SECRET_SENTINEL, StackRun, run_stack, stack_with
+from harness.stackfile import SECRET_STAND_IN
+from planners import nemo
+from tests.conftest import Render, issue_for, rejected
+
+WORKERS = ("worker-us", "worker-eu")
+KUEUE = "kubernetes:kueue.x-k8s.io/v1beta2"
+JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
+
+
+@pytest.fixture(scope="module")
+def workers() -> dict[str, dict[str, Any]]:
+    """The worker stacks' outputs, as the manager's StackReferences read them."""
+    return {qualified_stack_name(w): run_stack(w).exports for w in WORKERS}
+
+
+def _manifests(run: StackRun, kind: str) -> list[dict[str, Any]]:
+    return [run.manifest(r) for r in run.resources if r.custom and r.type.rsplit(":", 1)[-1] == kind]
+
+
+def _manager(workers: dict[str, dict[str, Any]], **overrides: Any) -> StackRun:
+    return run_stack("manager", values=stack_with("manager", **overrides), upstream=workers)
+
+
+def test_each_worker_has_its_secret_cluster_and_place_in_the_config(render: Render) -> None:
+    run = render("manager")
+    secrets = {m["metadata"]["name"]: m for m in _manifests(run, "Secret")}
+    clusters = {m["metadata"]["name"]: m for m in _manifests(run, "MultiKueueCluster")}
+    assert sorted(clusters) == sorted(WORKERS)
+    for worker in WORKERS:
+        secret = secrets[worker_secret(worker)]
+        assert secret["metadata"]["namespace"] == KUEUE_NAMESPACE
+        kubeconfig = json.loads(secret["stringData"][MULTIKUEUE_KUBECONFIG_KEY])
+        assert kubeconfig["current-context"] == run_stack(worker).exports["multiKueueWorker"]["name"]
+        assert clusters[worker]["spec"] == {
+            "clusterSource": {"kubeConfig": {"locationType": "Secret", "location": worker_secret(worker)}}
+        }
+    (config,) = _manifests(run, "MultiKueueConfig")
+    assert config["metadata"]["name"] == MANAGER_CONFIG and config["spec"]["clusters"] == list(WORKERS)
+    checks = {m["metadata"]["name"]: m["spec"] for m in _manifests(run, "AdmissionCheck")}
+    assert checks == {
+        MULTIKUEUE_CHECK: {
+            "controllerName": MULTIKUEUE_CONTROLLER,
+            "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig", "name": MANAGER_CONFIG},
+        }
+    }
+
+
+def test_the_worker_kubeconfigs_stay_secret(render: Render) -> None:
+    run = render("manager")
+    secrets = [r for r in run.resources if r.type == "kubernetes:core/v1:Secret"]
+    assert len(secrets) == len(WORKERS)
+    assert all(SECRET_SENTINEL in json.dumps(r.inputs["stringData"]) for r in secrets)
+
+
+def test_every_queue_dispatches_through_multikueue_on_every_flavor_and_provisions_nothing() -> None:
+    """Workers whose pool comes from queued provisioning gate admission on a ProvisioningRequest
+    check of its flavor: on the manager that check, or MultiKueue's per flavor, leaves the queue
+    inactive. The workers provision."""
+    queued = {}
+    for worker in WORKERS:
+        values = stack_with(worker)
+        pool = values["nemo-gke:gpuPools"][0]
+        values["nemo-gke:gpuPools"] = [{**pool, "capacity": {"type": "queuedProvisioning"}}]
+        queued[qualified_stack_name(worker)] = run_stack(worker, values=values).exports
+        (worker_queue,) = _manifests(run_stack(worker, values=values), "ClusterQueue")
+        assert worker_queue["spec"]["admissionChecksStrategy"]["admissionChecks"][0]["onFlavors"]
+    run = _manager(queued)
+    (queue,) = _manifests(run, "ClusterQueue")
+    assert queue["spec"]["admissionChecksStrategy"] == {"admissionChecks": [{"name": MULTIKUEUE_CHECK}]}
+    assert not _manifests(run, "ProvisioningRequestConfig")
+    assert [m["metadata"]["name"] for m in _manifests(run, "AdmissionCheck")] == [MULTIKUEUE_CHECK]
+
+
+def test_the_manager_mirrors_the_workers_flavors_with_their_summed_quota(render: Render) -> None:
+    run = render("manager")
+    us, eu = (run_stack(w) for w in WORKERS)
+    (flavor,) = _manifests(run, "ResourceFlavor")
+    assert flavor in _manifests(us, "ResourceFlavor") and flavor in _manifests(eu, "ResourceFlavor")
+
+    def gpus(stack: StackRun) -> int:
+        (queue,) = _manifests(stack, "ClusterQueue")
+        resources = queue["spec"]["resourceGroups"][0]["flavors"][0]["resources"]
+        return int(next(r["nominalQuota"] for r in resources if r["name"] == "nvidia.com/gpu"))
+
+    assert gpus(run) == gpus(us) + gpus(eu) == 128
+
+
+def test_the_manager_runs_no_training_pod_and_holds_no_storage(render: Render) -> None:
+    run = render("manager")
+    types = {r.type for r in run.resources}
+    assert not {t for t in types if t.startswith(("gcp:filestore", "gcp:storage"))}
+    assert "gcp:container/nodePool:NodePool" in types
+    pools = [r for r in run.resources if r.type == "gcp:container/nodePool:NodePool"]
+    assert [p.name for p in pools] == ["cluster-gke-system"]
+    kinds = {r.type.rsplit(":", 1)[-1] for r in run.resources if r.type.startswith("kubernetes:")}
+    assert not kinds & {"PersistentVolumeClaim", "PersistentVolume", "Deployment", "DaemonSet", "ConfigMap", "Network"}
+    assert not [r for r in run.resources if r.type == "kubernetes:core/v1:ServiceAccount" and "nemo-" in r.name]
+    assert json.loads(json.dumps(run.exports["platform"]))["workers"][0]["name"] == "worker-us"
+
+
+def test_kueue_keeps_a_lost_worker_s_run_as_long_as_configured(render: Render) -> None:
+    """Configuration multiKueue.workerLostTimeout (apis/config/v1beta2/configuration_types.go)."""
+    run = render("manager")
+    (release,) = [r for r in run.resources if r.type == "kubernetes:helm.sh/v3:Release" and "kueue" in r.name]
+    config = yaml.safe_load(run.manifest(release)["values"]["managerConfig"]["controllerManagerConfigYaml"])
+    assert config["multiKueue"] == {"workerLostTimeout": "900s"}
+    worker = run_stack("worker-us")
+    (release,) = [r for r in worker.resources if r.type == "kubernetes:helm.sh/v3:Release" and "kueue" in r.name]
+    assert "multiKueue" not in yaml.safe_load(
+        worker.manifest(release)["values"]["managerConfig"]["controllerManagerConfigYaml"]
+    )
+
+
+def test_a_dispatched_run_is_multikueue_s_and_carries_its_files(render: Render) -> None:
+    """MultiKueue copies the JobSet alone: the run's files are in its pod template, read through the
+    downward API at the paths the ConfigMap gives them on a worker, byte for byte."""
+    run = render("manager")
+    (jobset,) = _manifests(run, "JobSet")
+    assert jobset["spec"]["managedBy"] == MULTIKUEUE_CONTROLLER
+    template = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+    (volume,) = [v for v in template["spec"]["volumes"] if v["name"] == "workload"]
+    here = stack_with(
+        "worker-us", layers=["cluster", "platform", "training"], training=stack_with("manager")["nemo-gke:training"]
+    )
+    on_worker = run_stack("worker-us", values=here)
+    (config_map,) = [m for m in _manifests(on_worker, "ConfigMap") if "workload" in m["metadata"]["name"]]
+    files = config_map["data"]
+    assert {i["path"] for i in volume["downwardAPI"]["items"]} == {nemo.file_path(n) for n in files}
+    annotations = template["metadata"]["annotations"]
+    assert {name: annotations[workload_file_key(name)] for name in files} == files
+    (worker_jobset,) = _manifests(on_worker, "JobSet")
+    assert "managedBy" not in worker_jobset["spec"]
+
+
+def test_a_run_stack_on_the_manager_dispatches_too(workers: dict[str, dict[str, Any]]) -> None:
+    manager = run_stack("manager", upstream=workers)
+    values = {
+        "nemo-gke:layers": ["training"],
+        "nemo-gke:upstreamStack": "manager",
+        "nemo-gke:training": stack_with("manager")["nemo-gke:training"],
+    }
+    run = run_stack("run-on-manager", values=values, upstream={qualified_stack_name("manager"): manager.exports})
+    (jobset,) = _manifests(run, "JobSet")
+    assert jobset["spec"]["managedBy"] == MULTIKUEUE_CONTROLLER
+
+
+def test_the_shared_checkpoint_bucket_across_regions_is_warned_with_its_rate(render: Render) -> None:
+    run = render("manager")
+    (line,) = [w.message for w in run.warnings if "across regions" in w.message]
+    assert "europe-west1, us-east5" in line and "0.02 USD per GiB" in line
+
+
+def test_separate_checkpoint_buckets_are_warned_as_no_resume_elsewhere(workers: dict[str, dict[str, Any]]) -> None:
+    separate = copy.deepcopy(workers)
+    eu = separate[qualified_stack_name("worker-eu")]["multiKueueWorker"]
+    eu["checkpointBucket"] = "your-gcp-project-nemo-eu-ckpt"
+    run = _manager(separate)
+    assert any("starts from that worker's checkpoints" in w.message for w in run.warnings)
+
+
+# ----------------------------------------------------------------------------- refusals
+
+
+def test_a_manager_with_gpu_pools_is_refused() -> None:
+    values = stack_with("manager")
+    del values["nemo-gke:gpuPools"]
+    message = issue_for(rejected(values, "manager"), "gpuPools")
+    assert "gpuPools: []" in message
+
+
+@pytest.mark.parametrize("key", ["storage", "tensorboard", "resiliency", "monitoring", "gpudirect"])
+def test_a_manager_refuses_what_only_training_pods_use(key: str) -> None:
+    values = stack_with("manager", **{key: {}})
+    assert "set it in the worker stacks" in issue_for(rejected(values, "manager"), key)
+
+
+def test_a_manager_cannot_be_a_worker_too() -> None:
+    values = stack_with("manager", multiKueue={"workers": list(WORKERS), "worker": True})
+    assert "cannot be a worker too" in issue_for(rejected(values, "manager"), "multiKueue.worker")
+
+
+def test_the_worker_lost_timeout_is_a_manager_s_key() -> None:
+    values = stack_with("dev", multiKueue={"workerLostTimeoutSeconds": 60})
+    assert "manager only" in issue_for(rejected(values), "multiKueue.workerLostTimeoutSeconds")
+
+
+def test_a_stack_that_is_no_worker_is_refused_by_its_line(workers: dict[str, dict[str, Any]]) -> None:
+    plain = copy.deepcopy(workers)
+    del plain[qualified_stack_name("worker-eu")]["multiKueueWorker"]
+    error = rejected(stack_with("manager"), "manager", upstream=plain)
+    assert "multiKueue.worker: true" in issue_for(error, "multiKueue.workers[1]")
+
+
+def test_a_worker_on_another_kueue_is_refused(workers: dict[str, dict[str, Any]]) -> None:
+    older = copy.deepcopy(workers)
+    older[qualified_stack_name("worker-us")]["multiKueueWorker"]["kueueVersion"] = "0.18.0"
+    error = rejected(stack_with("manager"), "manager", upstream=older)
+    assert f"runs Kueue 0.18.0 and this manager {versions.KUEUE.version}" in issue_for(error, "multiKueue.workers[0]")
+
+
+def test_a_worker_without_the_manager_s_namespaces_and_queue_is_refused(workers: dict[str, dict[str, Any]]) -> None:
+    """Kueue creates a run's copy in its namespace and LocalQueue on the worker: a manager with teams
+    needs workers with the same teams."""
+    teams = [{"name": "research", "quota": [{"pool": "a3-ultra", "nodes": 4}]}]
+    values = stack_with("manager", teams=teams)
+    values["nemo-gke:training"] = {"runs": [{**values["nemo-gke:training"]["runs"][0], "team": "research", "nodes": 4}]}
+    error = rejected(values, "manager", upstream=workers)
+    assert "no LocalQueue a3-queue in namespace research" in issue_for(error, "multiKueue.workers[0]")
+
+
+def test_a_pool_unlike_another_worker_s_pool_of_its_name_is_refused() -> None:
+    pool = stack_with("worker-eu")["nemo-gke:gpuPools"][0]
+    smaller = stack_with("worker-eu", gpuPools=[{**pool, "machineType": "a3-megagpu-8g"}])
+    smaller["nemo-gke:region"], smaller["nemo-gke:zone"] = "europe-west4", "europe-west4-b"
+    outputs = {
+        qualified_stack_name("worker-us"): run_stack("worker-us").exports,
+        qualified_stack_name("worker-eu"): run_stack("worker-eu", values=smaller).exports,
+    }
+    error = rejected(stack_with("manager"), "manager", upstream=outputs)
+    assert "unlike multiKueue.workers[0]'s pool" in issue_for(error, "multiKueue.workers[1]")
+
+
+def test_a_run_larger_than_every_worker_s_pool_is_refused(workers: dict[str, dict[str, Any]]) -> None:
+    """The manager's quota is both workers' 16 nodes, but a run runs on one worker's 8."""
+    values = stack_with("manager")
+    values["nemo-gke:training"] = {"runs": [{**values["nemo-gke:training"]["runs"][0], "nodes": 16}]}
+    error = rejected(values, "manager", upstream=workers)
+    assert "worker-us 8, worker-eu 8" in issue_for(error, "training.runs[0].nodes")
+
+
+@pytest.mark.parametrize(
+    ("part", "key"),
+    [
+        ({"dataPrep": [{"name": "prep", "input": "raw/a.jsonl", "outputPrefix": "tok/a"}]}, "training.dataPrep[0]"),
+        ({"ncclTests": [{"name": "fabric", "nodes": 2}]}, "training.ncclTests[0]"),
+    ],
+)
+def test_data_preparation_and_fabric_checks_belong_to_the_workers(
+    workers: dict[str, dict[str, Any]], part: dict[str, Any], key: str
+) -> None:
+    values = stack_with("manager")
+    values["nemo-gke:training"] = {**values["nemo-gke:training"], **part}
+    assert "belongs in a worker's stack" in issue_for(rejected(values, "manager", upstream=workers), key)
+
+
+def test_a_dispatched_run_names_no_secret(workers: dict[str, dict[str, Any]]) -> None:
+    values = stack_with("manager")
+    values["nemo-gke:training"] = {
+        "runs": [{**values["nemo-gke:training"]["runs"][0], "env": {"WANDB_API_KEY": SECRET_STAND_IN}}]
+    }
+    error = rejected(values, "manager", upstream=workers)
+    assert "MultiKueue does not copy" in issue_for(error, "training.runs[0].env")
