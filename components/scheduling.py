@@ -151,15 +151,12 @@ def kueue_configuration(args: KueueControllerArgs) -> dict[str, Any]:
     """The controller's whole Configuration (it replaces the chart's default, so it restates
     the defaults it keeps)."""
     timeout = f"{args.wait_for_pods_ready_timeout_seconds}s"
-    return {
-        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
-        "kind": "Configuration",
-        "health": {"healthProbeBindAddress": ":8081"},
-        "metrics": {"bindAddress": ":8443"},
-        "webhook": {"port": 9443},
-        "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
-        # All-or-nothing: a workload whose pods are not all ready in time is evicted and
-        # requeued, and nothing else is admitted while one is starting.
+    # All-or-nothing: a workload whose pods are not all ready in time is evicted and requeued, and
+    # nothing else is admitted while one is starting. Not on a MultiKueue manager: its workloads
+    # are ready only once a worker has started them, so blocking admission there would dispatch one
+    # run at a time (pkg/scheduler/scheduler.go, pkg/cache/scheduler/clusterqueue.go at the pinned
+    # version), and the workers wait for their own pods.
+    pods_ready = {
         "waitForPodsReady": {
             "timeout": timeout,
             "recoveryTimeout": timeout,
@@ -170,7 +167,16 @@ def kueue_configuration(args: KueueControllerArgs) -> dict[str, Any]:
                 "backoffBaseSeconds": 60,
                 "backoffMaxSeconds": 3600,
             },
-        },
+        }
+    }
+    return {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "health": {"healthProbeBindAddress": ":8081"},
+        "metrics": {"bindAddress": ":8443"},
+        "webhook": {"port": 9443},
+        "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
+        **(pods_ready if args.worker_lost_timeout_seconds is None else {}),
         # Only the kinds this platform queues: Kueue's webhook then never stands between
         # other pods, Deployments or StatefulSets and the API server.
         "integrations": {"frameworks": ["batch/job", "jobset.x-k8s.io/jobset"]},

@@ -254,7 +254,8 @@ class ExistingClusterConfig(Model):
             key, name = next(iter(given.items()))
             why = "is a claim in the stack's namespace, which the program creates: set namespaceExists where it exists"
             raise RuleError(f"claims.{key}", name, why)
-        created = [name for purpose, name in self.claims.names.items() if purpose not in given]
+        # A cluster without GPU pools (a MultiKueue manager) runs no training pod, so needs no claim.
+        created = [name for purpose, name in self.claims.names.items() if purpose not in given and self.gpu_pools]
         for key, name in given.items():
             if name in created:
                 raise RuleError(f"claims.{key}", name, f"is the name of the {name} claim the program creates")

@@ -150,7 +150,8 @@ class StackConfig(Model):
         "in `namespace` for everyone.",
     )
     multi_kueue: MultiKueueConfig = Field(
-        default_factory=MultiKueueConfig, description="MultiKueue: this cluster as a worker of a manager's Kueue."
+        default_factory=MultiKueueConfig,
+        description="MultiKueue (docs/regions.md): this cluster as a worker of a manager's Kueue, or as the manager.",
     )
     training: TrainingConfig = Field(default_factory=TrainingConfig, description="Runs and data preparation.")
 
@@ -238,6 +239,10 @@ class StackConfig(Model):
                     raise RuleError(f"existingCluster.{key}", used, f"{why}: storage belongs in the worker stacks")
         for key in sorted(self.given & _WORKER_KEYS):
             raise RuleError(key, None, f"{why}: set it in the worker stacks")
+        for field in ("wait_for_pods_ready_timeout_seconds", "requeue_limit"):
+            if field in self.kueue.model_fields_set:
+                key = type(self.kueue).model_fields[field].alias or field
+                raise RuleError(f"kueue.{key}", getattr(self.kueue, field), f"{why}: its workers wait for their pods")
 
     def _check_teams(self) -> None:
         """Each team owns its name and namespace; on an existing cluster its claims come from the

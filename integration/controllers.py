@@ -14,12 +14,14 @@ from typing import Any
 import yaml
 
 from components.scheduling import kueue_configuration
+from config.loader import parse_stack_config
 from facts import versions
 from facts.kubernetes import (
     JOBSET_API,
     KUEUE_API,
 )  # fmt: skip
 from harness.runner import StackRun, stack_config
+from harness.stackfile import to_pulumi_config
 from integration.controlplane import LOCALHOST, Api, Lane, binary, free_port, has_condition, wait_for
 from integration.dra import driver_objects
 from integration.runs import api_path
@@ -194,10 +196,11 @@ def controllers(lane: Lane, api: Api, kueue_config: Mapping[str, Any]) -> None:
         wait_for("the JobSet and Kueue webhooks", webhooks_answer)
 
 
-def lane_kueue_config(run: StackRun) -> dict[str, Any]:
+def lane_kueue_config(run: StackRun, values: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The Kueue configuration the program gives the Kueue it installs, which a stack with
-    `kueue.install: false` expects the cluster's own to have."""
-    cfg = stack_config(run.stack)
+    `kueue.install: false` expects the cluster's own to have; `values`: the config of a stack that
+    has no file."""
+    cfg = stack_config(run.stack) if values is None else parse_stack_config(to_pulumi_config(values), run.stack)
     return kueue_configuration(kueue_controller_args(cfg, ClusterExports.from_plain(run.exports["cluster"])))
 
 

@@ -22,10 +22,11 @@ import signal
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from facts.controller_api import CONTROLLER_KINDS
 from harness.runner import StackRun, run_stack
@@ -56,9 +57,12 @@ class Started:
     seconds: float
 
 
-def start(lane: Lane, run: StackRun, *, pods_complete: bool = True) -> Started:
+def start(
+    lane: Lane, run: StackRun, *, pods_complete: bool = True, kueue_config: Mapping[str, Any] | None = None
+) -> Started:
     """The control plane, nodes shaped like the stack's pools, the CRDs and the managers, the
-    latter configured as the stack configures Kueue. Prints each phase's time."""
+    latter configured as the stack configures Kueue (`kueue_config`: as a stack of no file does).
+    Prints each phase's time."""
     started = time.monotonic()
     api = control_plane(lane)
     nodes = simulated_nodes(lane, api, run, pods_complete)
@@ -71,20 +75,22 @@ def start(lane: Lane, run: StackRun, *, pods_complete: bool = True) -> Started:
     nvlink = nvlink_nodes(run)
     if nvlink:
         install_driver_stand_ins(lane, api, nvlink)
-    controllers(lane, api, lane_kueue_config(run))
+    controllers(lane, api, kueue_config if kueue_config is not None else lane_kueue_config(run))
     took = time.monotonic() - started
     print(f"lane: ready in {took:.1f} s: {nodes} nodes, {count} CRDs ({lane.workdir})", flush=True)
     return Started(api, nodes, count, before, after, took)
 
 
 @contextmanager
-def running(run: StackRun, *, pods_complete: bool = True) -> Iterator[tuple[Lane, Started]]:
+def running(
+    run: StackRun, *, pods_complete: bool = True, kueue_config: Mapping[str, Any] | None = None
+) -> Iterator[tuple[Lane, Started]]:
     """A lane started for the stack in a temporary folder, stopped and removed afterwards (kept
     where LANE_KEEP is set); a process that died meanwhile fails the caller."""
     workdir = Path(tempfile.mkdtemp(prefix=f"nemo-gke-lane-{run.stack}-"))
     lane = Lane(workdir)
     try:
-        yield lane, start(lane, run, pods_complete=pods_complete)
+        yield lane, start(lane, run, pods_complete=pods_complete, kueue_config=kueue_config)
         lane.check_alive()
     finally:
         lane.stop()

@@ -24,7 +24,7 @@ from integration.dra import claim_template
 # queues, and the runs. The controllers themselves run as processes above.
 APPLIED_KINDS = (
     "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Secret", "PersistentVolumeClaim",
-    "ResourceFlavor", "Topology",
+    "ResourceFlavor", "Topology", "MultiKueueCluster", "MultiKueueConfig", "AdmissionCheck",
     "WorkloadPriorityClass", "Cohort", "ClusterQueue", "LocalQueue", "ConfigMap", "ComputeDomain",
     "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "Role", "RoleBinding", "JobSet",
 )  # fmt: skip

@@ -16,8 +16,11 @@ Kueue 0.19.2 says why a workload waits in its conditions, in words this module r
 - status.admissionChecks, one state per check (the queued-provisioning check is facts.kueue's);
 - on a MultiKueue manager, the MultiKueue check (facts.kueue.MULTIKUEUE_CHECK), status.clusterName
   (the worker that admitted the run) and status.nominatedClusterNames (the workers it was offered
-  to); "Admitting remote lost" once the worker stopped answering for workerLostTimeout
-  (pkg/controller/admissionchecks/multikueue/workload.go);
+  to); a worker that stopped answering for workerLostTimeout puts the check in Retry with
+  "Admitting remote lost", on which Kueue evicts the workload at once: the words then live in the
+  Evicted condition (reason AdmissionCheck), the check back at Pending
+  (pkg/controller/admissionchecks/multikueue/workload.go, pkg/controller/core/workload_controller.go,
+  pkg/workload/evict/evict.go);
 - a ClusterQueue's status.flavorsReservation: per flavor and resource, what its workloads hold
   and how much of that is borrowed.
 """
@@ -40,6 +43,7 @@ _TOPOLOGY = re.compile(r"topology \"([^\"]+)\" (?:doesn't allow to fit|allows to
 _PREEMPTING = re.compile(r"Pending the preemption of (\d+) workload")
 _PREEMPTOR = re.compile(r"UID: ([0-9a-f-]+)")
 _REASON = re.compile(r"due to ([^;]+)")
+_LOST = "Admitting remote lost"
 
 
 class Exit(IntEnum):
@@ -252,6 +256,11 @@ def _evicted(workload: Mapping[str, Any]) -> str | None:
     again = f"; requeued {state['count']} times, next at {state.get('requeueAt')}" if state.get("count") else ""
     if condition.get("reason") == "PodsReadyTimeout":
         return f"evicted because its pods were not all ready within Kueue's waitForPodsReady timeout{again}"
+    if _LOST in str(condition.get("message")):
+        return (
+            "its worker stopped answering for Kueue's workerLostTimeout: MultiKueue dispatches it again to another "
+            f"active worker{again}"
+        )
     return f"evicted ({condition.get('reason')}): {condition.get('message')}{again}"
 
 
@@ -266,7 +275,9 @@ def _admission_checks(workload: Mapping[str, Any]) -> list[str]:
                 f"waiting for queued-provisioning capacity (ProvisioningRequest {check['state']}){message}"
             )
         elif check.get("name") == MULTIKUEUE_CHECK:
-            sentences.append(_not_dispatched(workload, check))
+            # MultiKueue acts once the manager reserved quota; before, the quota sentences say why.
+            if _condition(workload, "QuotaReserved"):
+                sentences.append(_not_dispatched(workload, check))
         else:
             sentences.append(f"waiting for admission check {check.get('name')} ({check['state']}){message}")
     return sentences
@@ -274,8 +285,6 @@ def _admission_checks(workload: Mapping[str, Any]) -> list[str]:
 
 def _not_dispatched(workload: Mapping[str, Any], check: Mapping[str, Any]) -> str:
     status = workload.get("status") or {}
-    if "Admitting remote lost" in str(check.get("message")):
-        return "its worker stopped answering for Kueue's workerLostTimeout: MultiKueue dispatches it again"
     offered = status.get("nominatedClusterNames") or ()
     if offered:
         return (

@@ -126,11 +126,16 @@ def test_the_manager_runs_no_training_pod_and_holds_no_storage(render: Render) -
 
 
 def test_kueue_keeps_a_lost_worker_s_run_as_long_as_configured(render: Render) -> None:
-    """Configuration multiKueue.workerLostTimeout (apis/config/v1beta2/configuration_types.go)."""
+    """Configuration multiKueue.workerLostTimeout (apis/config/v1beta2/configuration_types.go); no
+    waitForPodsReady, whose blockAdmission holds every admission while one admitted workload is not
+    ready (pkg/scheduler/scheduler.go, pkg/cache/scheduler/clusterqueue.go)."""
     run = render("manager")
     (release,) = [r for r in run.resources if r.type == "kubernetes:helm.sh/v3:Release" and "kueue" in r.name]
     config = yaml.safe_load(run.manifest(release)["values"]["managerConfig"]["controllerManagerConfigYaml"])
     assert config["multiKueue"] == {"workerLostTimeout": "900s"}
+    # A manager's workloads are ready once a worker started them: blocking admission until then
+    # (waitForPodsReady.blockAdmission) would dispatch one run at a time.
+    assert "waitForPodsReady" not in config
     worker = run_stack("worker-us")
     (release,) = [r for r in worker.resources if r.type == "kubernetes:helm.sh/v3:Release" and "kueue" in r.name]
     assert "multiKueue" not in yaml.safe_load(
@@ -199,6 +204,12 @@ def test_a_manager_with_gpu_pools_is_refused() -> None:
 def test_a_manager_refuses_what_only_training_pods_use(key: str) -> None:
     values = stack_with("manager", **{key: {}})
     assert "set it in the worker stacks" in issue_for(rejected(values, "manager"), key)
+
+
+@pytest.mark.parametrize(("key", "value"), [("waitForPodsReadyTimeoutSeconds", 900), ("requeueLimit", 3)])
+def test_a_manager_leaves_waiting_for_pods_to_its_workers(key: str, value: int) -> None:
+    values = stack_with("manager", kueue={key: value})
+    assert "its workers wait for their pods" in issue_for(rejected(values, "manager"), f"kueue.{key}")
 
 
 def test_a_manager_cannot_be_a_worker_too() -> None:
@@ -277,3 +288,33 @@ def test_a_dispatched_run_names_no_secret(workers: dict[str, dict[str, Any]]) ->
     }
     error = rejected(values, "manager", upstream=workers)
     assert "MultiKueue does not copy" in issue_for(error, "training.runs[0].env")
+
+
+def _existing_manager() -> dict[str, Any]:
+    return {
+        "nemo-gke:layers": ["platform"],
+        "nemo-gke:existingCluster": {"name": "hub", "kubeconfigPath": "~/.kube/config", "gpuPools": []},
+        "nemo-gke:kueue": {"install": False},
+        "nemo-gke:multiKueue": {"workers": list(WORKERS)},
+    }
+
+
+def test_an_existing_cluster_manages_without_pools_or_claims(workers: dict[str, dict[str, Any]]) -> None:
+    run = run_stack("hub", values=_existing_manager(), upstream=workers)
+    kinds = {r.type.rsplit(":", 1)[-1] for r in run.resources}
+    assert {"MultiKueueCluster", "MultiKueueConfig", "AdmissionCheck", "ClusterQueue"} <= kinds
+    assert not kinds & {"PersistentVolumeClaim", "StorageClass"}
+    assert not [r for r in run.resources if r.type.startswith("gcp:")]
+
+
+def test_an_existing_cluster_that_manages_nothing_needs_a_gpu_pool() -> None:
+    values = _existing_manager()
+    del values["nemo-gke:multiKueue"]
+    values["nemo-gke:existingCluster"] = {**values["nemo-gke:existingCluster"], "storageClass": "standard-rwx"}
+    assert "at least one GPU pool" in issue_for(rejected(values, "hub"), "existingCluster.gpuPools")
+
+
+def test_an_existing_manager_refuses_storage() -> None:
+    values = _existing_manager()
+    values["nemo-gke:existingCluster"] = {**values["nemo-gke:existingCluster"], "storageClass": "standard-rwx"}
+    assert "storage belongs in the worker stacks" in issue_for(rejected(values, "hub"), "existingCluster.storageClass")

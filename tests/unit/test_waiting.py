@@ -189,10 +189,29 @@ def test_a_run_offered_to_workers_that_have_not_admitted_it_waits() -> None:
 
 
 def test_a_run_whose_worker_was_lost_is_dispatched_again() -> None:
-    checks = [{"name": MULTIKUEUE_CHECK, "state": "Retry", "message": 'Admitting remote lost, Previously: "Ready"'}]
-    workload = _workload("nemo", "jobset-x", admissionChecks=checks)
+    """MultiKueue's Retry ("Admitting remote lost") makes Kueue evict the workload at once and put the
+    check back at Pending: the Evicted condition keeps the words (workload_controller.go)."""
+    message = (
+        'Evicted due to AdmissionCheck in Retry state: "nemo-multikueue" (Admitting remote lost, Previously: "Ready")'
+    )
+    checks = [{"name": MULTIKUEUE_CHECK, "state": "Pending", "message": "Reset to Pending after eviction."}]
+    workload = _workload(
+        "nemo", "jobset-x", _condition("Evicted", "True", "AdmissionCheck", message), admissionChecks=checks
+    )
     (sentence, *_) = diagnose(_objects(workload, namespace="nemo")).sentences
-    assert sentence == "its worker stopped answering for Kueue's workerLostTimeout: MultiKueue dispatches it again"
+    assert sentence == (
+        "its worker stopped answering for Kueue's workerLostTimeout: MultiKueue dispatches it again to another "
+        "active worker"
+    )
+
+
+def test_a_run_short_of_the_manager_s_quota_is_not_said_to_wait_for_a_worker() -> None:
+    checks = [{"name": MULTIKUEUE_CHECK, "state": "Pending", "message": ""}]
+    workload = _workload(
+        "nemo", "jobset-x", _condition("QuotaReserved", "False", "Pending", SHORT), admissionChecks=checks
+    )
+    sentences = diagnose(_objects(workload, namespace="nemo")).sentences
+    assert not any("MultiKueue" in s for s in sentences) and any("more GPUs needed" in s for s in sentences)
 
 
 def test_evicted_for_pods_not_ready_in_time() -> None:
