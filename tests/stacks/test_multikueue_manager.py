@@ -24,6 +24,7 @@ from facts import versions
 from facts.kubernetes import KUEUE_NAMESPACE, workload_file_key
 from facts.kueue import MULTIKUEUE_CHECK, MULTIKUEUE_CONTROLLER, MULTIKUEUE_KUBECONFIG_KEY
 from facts.project import qualified_stack_name
+from harness import updates
 from harness.runner import SECRET_SENTINEL, StackRun, run_stack, stack_with
 from harness.stackfile import SECRET_STAND_IN
 from planners import nemo
@@ -318,3 +319,19 @@ def test_an_existing_manager_refuses_storage() -> None:
     values = _existing_manager()
     values["nemo-gke:existingCluster"] = {**values["nemo-gke:existingCluster"], "storageClass": "standard-rwx"}
     assert "storage belongs in the worker stacks" in issue_for(rejected(values, "hub"), "existingCluster.storageClass")
+
+
+def test_adding_a_worker_is_one_line_and_leaves_the_runs_alone(workers: dict[str, dict[str, Any]]) -> None:
+    """What `pulumi up` does after a line is added under multiKueue.workers (harness.updates, the
+    engine's and the provider's rules): the worker's Secret and MultiKueueCluster are created, the
+    MultiKueueConfig and the ClusterQueue's quota patched, and nothing replaced: a run dispatched
+    meanwhile keeps running. Removing the line is the reverse."""
+    one = _manager(workers, multiKueue={"workers": [WORKERS[0]]})
+    both = _manager(workers)
+    steps = updates.plan(one, both)
+    changed = {new.type.rsplit(":", 1)[-1]: step.op for _, new, step in steps.values() if step.op != "same"}
+    assert changed == {"MultiKueueConfig": "update", "ClusterQueue": "update"}
+    created = {r.urn for r in both.kubernetes_objects} - {r.urn for r in one.kubernetes_objects}
+    names = sorted(urn.rsplit("::", 1)[-1] for urn in created)
+    assert names == ["platform-multikueue-worker-eu", "platform-multikueue-worker-eu-kubeconfig"]
+    assert not {r.urn for r in one.kubernetes_objects} - {r.urn for r in both.kubernetes_objects}
