@@ -39,7 +39,10 @@ from facts.kubernetes import (
     JOBSET_API,
     MODEL_LABEL,
     PART_OF,
+    POD_FAILURE_POLICY_REASON,
     PRIORITY_CLASS_LABEL,
+    PROGRAM_ERROR_EXIT_CODE,
+    PROGRAM_ERROR_RULE,
     QUEUE_NAME_LABEL,
     RUN_LABEL,
     RUN_REPLICATED_JOB,
@@ -214,12 +217,15 @@ def gpu_jobset(
     termination_grace_seconds: int = TERMINATION_GRACE_SECONDS,
     imex_channels: str | None = None,
     managed_by: str | None = None,
+    fail_fast: bool = False,
 ) -> dict[str, Any]:
     """An unnamed JobSet of one pod per node on the flavor's pool, suspended until Kueue admits
     all of it, each pod wired for the pool's GPUDirect flavour. `imex_channels` names the
     ResourceClaimTemplate of a ComputeDomain (components.nvlink): each pod claims its IMEX
     channel from it, and its container gets the channel (GKE's A4X guide). `managed_by` hands the
-    JobSet to another controller (MultiKueue's: the manager's JobSet controller leaves it alone)."""
+    JobSet to another controller (MultiKueue's: the manager's JobSet controller leaves it alone).
+    `fail_fast`: the container's program-error exit code fails the Job and the JobSet at once
+    (program_error_policy); any other failure restarts the JobSet within `max_restarts`."""
     if imex_channels is not None:
         container = {
             **container,
@@ -251,7 +257,10 @@ def gpu_jobset(
             **({"managedBy": managed_by} if managed_by else {}),
             # Kueue unsuspends the JobSet once all of it fits.
             "suspend": True,
-            "failurePolicy": {"maxRestarts": max_restarts},
+            "failurePolicy": {
+                "maxRestarts": max_restarts,
+                **({"rules": [PROGRAM_ERROR_JOBSET_RULE]} if fail_fast else {}),
+            },
             "network": {"enableDNSHostnames": True, "publishNotReadyAddresses": True},
             "replicatedJobs": [
                 {
@@ -263,6 +272,7 @@ def gpu_jobset(
                             "completions": nodes,
                             "completionMode": "Indexed",
                             "backoffLimit": 0,
+                            **({"podFailurePolicy": program_error_policy(container["name"])} if fail_fast else {}),
                             "template": {
                                 "metadata": {
                                     "labels": dict(pod_labels),
@@ -280,6 +290,21 @@ def gpu_jobset(
             ],
         },
     }
+
+
+# The JobSet fails, never restarts, when a Job failed by its pod failure policy: a program error.
+PROGRAM_ERROR_JOBSET_RULE = {
+    "name": PROGRAM_ERROR_RULE,
+    "action": "FailJobSet",
+    "onJobFailureReasons": [POD_FAILURE_POLICY_REASON],
+}
+
+
+def program_error_policy(container: str) -> dict[str, Any]:
+    """The Job fails at once when the container exits with the program-error code (a pod failure
+    policy needs restartPolicy Never, which every pod here has)."""
+    exit_codes = {"containerName": container, "operator": "In", "values": [PROGRAM_ERROR_EXIT_CODE]}
+    return {"rules": [{"action": "FailJob", "onExitCodes": exit_codes}]}
 
 
 def run_env(args: TrainingRunArgs) -> list[dict[str, Any]]:
@@ -387,6 +412,7 @@ def run_jobset(args: TrainingRunArgs, config_map: str, files: Mapping[str, str])
         ),
         imex_channels=channel_template(run_compute_domain(args)),
         managed_by=MULTIKUEUE_CONTROLLER if args.dispatched else None,
+        fail_fast=nemo.has_preflight(run),
     )
 
 

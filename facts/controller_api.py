@@ -92,10 +92,15 @@ CONTROLLER_KINDS = (
     ControllerKind(
         "JobSet", JOBSET_CRDS.applied[0].split(".")[0], JOBSET_API,
         (
-            "spec.failurePolicy.maxRestarts", "spec.managedBy", "spec.network.enableDNSHostnames",
+            "spec.failurePolicy.maxRestarts", "spec.failurePolicy.rules[].action", "spec.failurePolicy.rules[].name",
+            "spec.failurePolicy.rules[].onJobFailureReasons[]", "spec.managedBy", "spec.network.enableDNSHostnames",
             "spec.network.publishNotReadyAddresses", "spec.replicatedJobs[].name", "spec.replicatedJobs[].replicas",
             "spec.replicatedJobs[].template.spec.backoffLimit", "spec.replicatedJobs[].template.spec.completionMode",
             "spec.replicatedJobs[].template.spec.completions", "spec.replicatedJobs[].template.spec.parallelism",
+            "spec.replicatedJobs[].template.spec.podFailurePolicy.rules[].action",
+            "spec.replicatedJobs[].template.spec.podFailurePolicy.rules[].onExitCodes.containerName",
+            "spec.replicatedJobs[].template.spec.podFailurePolicy.rules[].onExitCodes.operator",
+            "spec.replicatedJobs[].template.spec.podFailurePolicy.rules[].onExitCodes.values[]",
             JOB_POD_TEMPLATE, "spec.suspend",
         ),
     ),

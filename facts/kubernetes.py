@@ -328,6 +328,16 @@ PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
 COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 # The same index as a pod label (Kubernetes 1.28+), to select one node's pod.
 COMPLETION_INDEX_LABEL = COMPLETION_INDEX_ANNOTATION
+
+# A run whose configuration its library refuses before training starts (payload/launch.sh's
+# preflight) exits with sysexits.h's EX_CONFIG ("something was found in an unconfigured or
+# misconfigured state"): its Job fails at once on it (a podFailurePolicy FailJob rule, Kubernetes
+# batch/v1), with the Job failure reason PodFailurePolicy (batch/v1 JobReasonPodFailurePolicy), on
+# which the JobSet fails instead of restarting (failurePolicy rule PROGRAM_ERROR_RULE; JobSet
+# v1alpha2 FailurePolicyRule): restarting cannot fix a configuration.
+PROGRAM_ERROR_EXIT_CODE = 78
+POD_FAILURE_POLICY_REASON = "PodFailurePolicy"
+PROGRAM_ERROR_RULE = "ProgramError"
 RESTART_ATTEMPT_LABEL = "jobset.sigs.k8s.io/restart-attempt"
 # sigs.k8s.io/jobset api/jobset/v1alpha2/jobset_types.go JobSetNameKey, on every pod of a JobSet.
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"

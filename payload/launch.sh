@@ -9,6 +9,8 @@
 #   NCCL_PLUGIN_PATH    the NCCL network plugin's library directories (a:b), added to the linker cache
 #   DATASET_SOURCE, DATASET_TARGET                    copy the dataset to local SSD when set
 #   NSYS_START_STEP     wrap the run in Nsight Systems when set
+#   NEMO_PREFLIGHT      the entry point's flag that only builds and validates the configuration:
+#                       run first, on the first attempt, when set
 #   GPUS_PER_NUMA_NODE  bind each torchrun worker to its GPU's NUMA node (CPUs and memory) with
 #                       numactl, as the machine's recipes do, where the image has numactl
 #   RUN_LAUNCHER        torchrun (unset), ft (ft_launcher, the nvidia-resiliency-ext entry point in
@@ -93,6 +95,15 @@ WORKER
     bind=(--no-python bash "${worker}")
   else
     echo "GPUS_PER_NUMA_NODE is set but the image has no numactl: ranks are not bound to their NUMA node"
+  fi
+fi
+# A configuration the library refuses fails the run at once instead of restarting it: exit 78
+# (sysexits.h EX_CONFIG), on which the Job and the JobSet fail (facts.kubernetes,
+# PROGRAM_ERROR_EXIT_CODE). Checked on the first attempt only: a restarted run's configuration passed.
+if [ -n "${NEMO_PREFLIGHT:-}" ] && [ "${JOBSET_RESTART_ATTEMPT:-0}" = 0 ]; then
+  if ! python3 "${NEMO_ENTRYPOINT}" "${NEMO_PREFLIGHT}" "$@"; then
+    echo "the run's configuration was refused: the run fails without a restart" >&2
+    exit 78
   fi
 fi
 case "${RUN_LAUNCHER:-torchrun}" in

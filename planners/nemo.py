@@ -46,6 +46,8 @@ NEMO2_SCRIPT = "nemo2_pretrain.py"
 NEMO2_SETTINGS = "run.json"
 # Megatron-Bridge's launcher; it reads its settings from NEMO2_SETTINGS too.
 BRIDGE_SCRIPT = "megatron_bridge_pretrain.py"
+# Its mode that builds and validates the run's configuration and exits (payload's main()).
+PREFLIGHT_FLAG = "--check"
 NEMO1_ENTRYPOINT = "/opt/NeMo/examples/nlp/language_modeling/megatron_gpt_pretraining.py"
 PREPROCESS_SCRIPT = "/opt/NeMo/scripts/nlp_language_modeling/preprocess_data_for_megatron.py"
 # Node-local scratch on the local NVMe SSDs (ephemeral storage).
@@ -496,6 +498,12 @@ def entrypoint(recipe: Recipe) -> tuple[str, list[str]]:
     return f"{WORKLOAD_DIR}/{BRIDGE_SCRIPT}", []
 
 
+def has_preflight(run: RunSpec) -> bool:
+    """The run's launcher builds and validates its configuration first (PREFLIGHT_FLAG), so a refused
+    one fails the run instead of restarting it (facts.kubernetes.PROGRAM_ERROR_EXIT_CODE)."""
+    return run.recipe.framework is Framework.MEGATRON_BRIDGE
+
+
 def launcher_env(run: RunSpec, paths: RunPaths) -> dict[str, str]:
     """Environment the launcher reads (see scripts/launch.sh)."""
     env = {
@@ -508,6 +516,8 @@ def launcher_env(run: RunSpec, paths: RunPaths) -> dict[str, str]:
     }
     if run.recipe.framework is not Framework.NEMO1:
         env["NEMO_RUN_SETTINGS"] = f"{WORKLOAD_DIR}/{NEMO2_SETTINGS}"
+    if has_preflight(run):
+        env["NEMO_PREFLIGHT"] = PREFLIGHT_FLAG
     env.update(OFFLINE_ENV)
     if paths.dataset_source is not None and paths.dataset_prefix is not None:
         env.update(DATASET_SOURCE=paths.dataset_source, DATASET_TARGET=paths.dataset_prefix)

@@ -15,6 +15,7 @@ import pytest
 
 import payload
 from analysis.logs import STEP_TIME, LogFormat, StepRange, read_log
+from facts.kubernetes import PROGRAM_ERROR_EXIT_CODE
 from facts.models import model_spec
 from planners import nemo
 from planners.runs import Resiliency, RunSpec, Tokenizer
@@ -397,3 +398,37 @@ def test_fault_tolerant_workers_are_bound_to_their_numa_node_too(workspace: dict
     assert launch(workspace).returncode == 0
     args = (Path(workspace["RECORD"]) / "ft.args").read_text().split("\n")
     assert args[args.index("--no-python") + 1] == "bash"
+
+
+# Stand-in entry point: records its arguments, exits with CHECK_EXIT.
+ENTRYPOINT = """import os, sys
+with open(os.path.join(os.environ["RECORD"], "check.args"), "a") as record:
+    record.write(" ".join(sys.argv[1:]) + "\\n")
+sys.exit(int(os.environ.get("CHECK_EXIT", "0")))
+"""
+
+
+@pytest.mark.parametrize(
+    ("check_exit", "attempt", "expected"), [("1", "0", PROGRAM_ERROR_EXIT_CODE), ("0", "0", 0), ("1", "1", 0)]
+)
+def test_the_configuration_is_checked_first_on_the_first_attempt(
+    workspace: dict[str, str], tmp_path: Path, check_exit: str, attempt: str, expected: int
+) -> None:
+    """A configuration the library refuses ends the pod with PROGRAM_ERROR_EXIT_CODE before torchrun
+    starts (the JobSet then fails instead of restarting: components.training); a valid one goes on to
+    torchrun; a restarted run (JOBSET_RESTART_ATTEMPT 1) is not checked again."""
+    entry = tmp_path / "entry.py"
+    entry.write_text(ENTRYPOINT)
+    workspace.update(
+        NEMO_ENTRYPOINT=str(entry), NEMO_PREFLIGHT=nemo.PREFLIGHT_FLAG, CHECK_EXIT=check_exit,
+        JOBSET_RESTART_ATTEMPT=attempt,
+    )  # fmt: skip
+    result = launch(workspace)
+    assert result.returncode == expected, result.stderr
+    record = Path(workspace["RECORD"])
+    checked = (record / "check.args").exists()
+    assert checked is (attempt == "0")
+    if checked:
+        assert (record / "check.args").read_text().splitlines() == [nemo.PREFLIGHT_FLAG]
+    assert (record / "torchrun.args").exists() is (expected == 0)
+    assert events(workspace)[-1]["event"] == "job_terminated"

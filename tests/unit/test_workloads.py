@@ -11,6 +11,7 @@ import pytest
 
 from components.training import DataPreparationArgs, TrainingRunArgs, Volumes, data_prep_job, run_jobset
 from facts.gke import CapacityType
+from facts.kubernetes import PROGRAM_ERROR_EXIT_CODE
 from facts.machines import GPUDIRECT_STACKS, MACHINE_TYPES, GpuDirect, allocatable_memory_mib, allocatable_millicores
 from facts.models import MODELS, Framework, model_spec
 from planners import nemo
@@ -263,3 +264,32 @@ def test_a_runs_own_nccl_settings_also_win_over_the_init_script() -> None:
     networking = pod_networking(m.gpudirect_stack, plan_gpu_networks("c", m, "192.168.0.0/16"), m.gpus, False)
     env = nemo.platform_env(run, m, networking, nemo.run_paths(run, "/nfs/exp", "/checkpoints", "/data"))
     assert "NCCL_IB_QPS_PER_CONNECTION" in env["NCCL_KEEP_AFTER_INIT"].split()
+
+
+def test_a_program_error_fails_the_run_at_once_and_anything_else_restarts_it() -> None:
+    """A Megatron-Bridge run's launcher checks its configuration before torchrun and exits with
+    PROGRAM_ERROR_EXIT_CODE when the library refuses it (payload/launch.sh): the Job's pod failure
+    policy fails the Job on that code of the training container (Kubernetes batch/v1
+    PodFailurePolicyRule, FailJob; reason PodFailurePolicy), and the JobSet's rule fails the JobSet
+    on that reason (JobSet v1alpha2 FailurePolicyRule, FailJobSet). Any other failure matches no rule,
+    so the JobSet restarts (RestartJobSet, the rules' default) within maxRestarts. A NeMo 2 run has
+    no such check, so no such rule."""
+    bridge = jobset_for("a3-ultragpu-8g", "llama3-8b")
+    rules = bridge["spec"]["failurePolicy"]["rules"]
+    assert rules == [{"name": "ProgramError", "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]}]
+    job = bridge["spec"]["replicatedJobs"][0]["template"]["spec"]
+    training = pod(bridge)["spec"]["containers"][-1]["name"]
+    assert job["podFailurePolicy"] == {
+        "rules": [
+            {
+                "action": "FailJob",
+                "onExitCodes": {"containerName": training, "operator": "In", "values": [PROGRAM_ERROR_EXIT_CODE]},
+            }
+        ]
+    }
+    assert pod(bridge)["spec"]["restartPolicy"] == "Never"  # a pod failure policy requires it
+    env = {e["name"]: e.get("value") for e in pod(bridge)["spec"]["containers"][-1]["env"]}
+    assert env["NEMO_PREFLIGHT"] == nemo.PREFLIGHT_FLAG
+    nemo2 = jobset_for("a3-megagpu-8g", "llama3.1-8b")
+    assert "rules" not in nemo2["spec"]["failurePolicy"]
+    assert "podFailurePolicy" not in nemo2["spec"]["replicatedJobs"][0]["template"]["spec"]

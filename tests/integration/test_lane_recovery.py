@@ -1,0 +1,156 @@
+"""Recovery on the lane: a Megatron-Bridge run of the `existing` stack (2 of its pool's 4 kwok nodes;
+the other 2 are spares) admitted by the real Kueue, its JobSet run by the real JobSet and Job
+controllers, and one of its pods failed three ways:
+
+1. a program error (the launcher's exit code PROGRAM_ERROR_EXIT_CODE): the Job's pod failure policy
+   fails the Job, the JobSet's ProgramError rule fails the JobSet, no restart;
+2. an infrastructure error (any other exit code): the JobSet restarts, its pods are created again
+   and bound, within RECOVERY_SECONDS;
+3. the node of a pod is deleted: the pod is failed and removed by the pod garbage collector (after
+   its quarantine, PODGC_SECONDS at most), the JobSet restarts, and Kueue's topology-aware
+   scheduling replaces the lost node in the run's placement with a spare (TASFailedNodeReplacement,
+   beta and on from Kueue 0.14: pkg/features/kube_features.go at v0.19.2): the pods are bound
+   again, none on the lost node, within half a minute of the collector's.
+The pods are failed as the kubelet would report them: phase Failed, each container terminated with
+the exit code. Times are control-plane times, from the failure until the run's pods are bound."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from facts.kubernetes import JOBSET_API, PROGRAM_ERROR_EXIT_CODE
+from harness.runner import run_stack, stack_with
+from integration.controlplane import Api, Lane, has_condition, wait_for
+from integration.lane import running
+from integration.runs import api_path, apply_objects, jobset_run, placed, resized, stack_objects
+
+NAMESPACE = "nemo"
+NODES = 2
+# The target of issue 21: a run back on its nodes within a minute when a spare is at hand.
+RECOVERY_SECONDS = 60
+# A deleted node's pods are failed by the pod garbage collector once the node has been gone for its
+# quarantine, checked every period (kubernetes pkg/controller/podgc/gc_controller.go at v1.36.3:
+# quarantineTime 40 s, gcCheckPeriod 20 s): up to a minute before the restart can begin.
+PODGC_SECONDS = 40 + 20
+MAX_RESTARTS = 3
+
+
+@dataclass
+class RecoveryLane:
+    lane: Lane
+    api: Api
+    jobset: dict[str, Any]
+
+    def submit(self, name: str) -> dict[str, Any]:
+        """The run under another name, once the runs before it are gone and their nodes free."""
+        self.clear()
+        jobset = resized(self.jobset, name, NODES)
+        self.api.create(api_path(jobset), jobset)
+        with self.lane.phase(f"{name} admitted and bound"):
+            wait_for(name, lambda: self.lane.alive() and placed(self.api, NAMESPACE, name, NODES), timeout=180)
+        return jobset
+
+    def clear(self) -> None:
+        path = f"/apis/{JOBSET_API}/namespaces/{NAMESPACE}/jobsets"
+        _, listing = self.api.request("GET", path)
+        for item in listing["items"]:
+            self.api.request("DELETE", f"{path}/{item['metadata']['name']}", {"propagationPolicy": "Background"})
+
+        def empty() -> bool:
+            _, pods = self.api.request("GET", f"/api/v1/namespaces/{NAMESPACE}/pods")
+            _, workloads = self.api.request("GET", f"/apis/kueue.x-k8s.io/v1beta2/namespaces/{NAMESPACE}/workloads")
+            return not pods["items"] and not workloads["items"]
+
+        wait_for("an empty namespace", lambda: self.lane.alive() and empty(), timeout=120)
+
+    def pods(self, name: str) -> list[dict[str, Any]]:
+        return jobset_run(self.api, NAMESPACE, name)[1]
+
+    def status(self, name: str) -> dict[str, Any]:
+        _, jobset = self.api.request("GET", f"/apis/{JOBSET_API}/namespaces/{NAMESPACE}/jobsets/{name}")
+        return dict(jobset.get("status") or {})
+
+    def fail(self, pod: dict[str, Any], exit_code: int) -> None:
+        """The pod ends as the kubelet reports a failed one: every container terminated with the code."""
+        statuses = [
+            {
+                "name": c["name"], "image": c["image"], "imageID": "", "ready": False, "restartCount": 0,
+                "state": {"terminated": {"exitCode": exit_code, "reason": "Error"}},
+            }
+            for c in pod["spec"]["containers"]
+        ]  # fmt: skip
+        path = f"/api/v1/namespaces/{NAMESPACE}/pods/{pod['metadata']['name']}/status"
+        code, answer = self.api.request("PATCH", path, {"status": {"phase": "Failed", "containerStatuses": statuses}})
+        assert code == 200, answer
+
+    def rebound(self, name: str, before: set[str]) -> bool:
+        """The run's pods are new ones (none of `before`), all bound."""
+        pods = self.pods(name)
+        return (
+            len(pods) == NODES
+            and not {p["metadata"]["uid"] for p in pods} & before
+            and all(p["spec"].get("nodeName") for p in pods)
+        )
+
+
+@pytest.fixture(scope="module")
+def lane() -> Iterator[RecoveryLane]:
+    values = stack_with("existing")
+    run = values["nemo-gke:training"]["runs"][0]
+    bridge = {**run, "name": "bridge", "model": "llama3-8b", "nodes": NODES, "maxRestarts": MAX_RESTARTS}
+    values["nemo-gke:training"] = {"runs": [bridge]}
+    stack = run_stack("existing", values=values)
+    objects = stack_objects(stack)
+    (jobset,) = [m for m in objects if m["kind"] == "JobSet"]
+    # Pods stay Running: a run holds its nodes until it fails or is deleted.
+    with running(stack, pods_complete=False) as (lane, started):
+        apply_objects(lane, started.api, [m for m in objects if m["kind"] != "JobSet"])
+        yield RecoveryLane(lane, started.api, jobset)
+
+
+def test_a_program_error_fails_the_run_without_a_restart(lane: RecoveryLane) -> None:
+    lane.submit("program-error")
+    failed = time.monotonic()
+    lane.fail(lane.pods("program-error")[0], PROGRAM_ERROR_EXIT_CODE)
+    wait_for("the JobSet failed", lambda: has_condition({"status": lane.status("program-error")}, "Failed"), timeout=60)
+    took = time.monotonic() - failed
+    status = lane.status("program-error")
+    print(f"lane: recovery: a program error failed the JobSet in {took:.1f} s, restarts {status.get('restarts', 0)}")
+    assert status.get("restarts", 0) == 0
+    failure = next(c for c in status["conditions"] if c["type"] == "Failed")
+    # Without the rule the JobSet restarts (RestartJobSet), and fails only once maxRestarts is spent.
+    assert failure["reason"] == "FailJobSetFailurePolicyAction", failure
+
+
+def test_an_infrastructure_error_restarts_the_run_within_a_minute(lane: RecoveryLane) -> None:
+    lane.submit("infra-error")
+    before = {p["metadata"]["uid"] for p in lane.pods("infra-error")}
+    failed = time.monotonic()
+    lane.fail(lane.pods("infra-error")[0], 1)
+    wait_for("the run bound again", lambda: lane.rebound("infra-error", before), timeout=RECOVERY_SECONDS + 60)
+    took = time.monotonic() - failed
+    status = lane.status("infra-error")
+    print(f"lane: recovery: an infrastructure error, the run restarted and bound again in {took:.1f} s")
+    assert status.get("restarts") == 1 and not has_condition({"status": status}, "Failed")
+    assert took < RECOVERY_SECONDS
+
+
+def test_a_lost_node_is_replaced_by_a_spare_and_the_run_bound_again(lane: RecoveryLane) -> None:
+    lane.submit("node-lost")
+    pods = lane.pods("node-lost")
+    before = {p["metadata"]["uid"] for p in pods}
+    lost = pods[0]["spec"]["nodeName"]
+    started = time.monotonic()
+    code, answer = lane.api.request("DELETE", f"/api/v1/nodes/{lost}")
+    assert code == 200, answer
+    wait_for("the run bound again", lambda: lane.rebound("node-lost", before), timeout=PODGC_SECONDS + 120)
+    took = time.monotonic() - started
+    nodes = [p["spec"]["nodeName"] for p in lane.pods("node-lost")]
+    print(f"lane: recovery: node {lost} deleted, the run bound again on {nodes} in {took:.1f} s")
+    assert lost not in nodes and len(set(nodes)) == NODES
+    assert took < PODGC_SECONDS + RECOVERY_SECONDS / 2, took
