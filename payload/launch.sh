@@ -37,10 +37,22 @@ event() {  # event <type> [step]: one goodput record, written by node 0 only
     "$(date -u +%Y-%m-%dT%H:%M:%S.%3N+00:00)" "$1" "${RUN_NAME}" "${JOBSET_RESTART_ATTEMPT:-0}" "${step}" >> "${events}"
 }
 
-latest_checkpoint_step() {  # newest step among the run's checkpoints, or nothing: NeMo names
-  # them `...step=N...`, Megatron-Bridge `iter_000000N` (training/utils/checkpoint_utils.py)
+latest_checkpoint_step() {  # the newest complete checkpoint's step, or nothing: the one a restart
+  # resumes from. Megatron-Bridge writes it to latest_checkpointed_iteration.txt once a save has
+  # finished (training/checkpointing.py, save_checkpoint); NeMo names checkpoints `...step=N...` and
+  # marks one being saved with a `<checkpoint>-unfinished` file (utils/callbacks/
+  # nemo_model_checkpoint.py, UNFINISHED_CHECKPOINT_SUFFIX); Bridge's `iter_000000N` without the
+  # tracker file count as saved.
   [ -n "${CHECKPOINT_DIR:-}" ] && [ -d "${CHECKPOINT_DIR}" ] || return 0
-  find "${CHECKPOINT_DIR}" -maxdepth 2 \( -name '*step=*' -o -name 'iter_[0-9]*' \) 2>/dev/null \
+  local tracker="${CHECKPOINT_DIR}/latest_checkpointed_iteration.txt"
+  if [ -f "${tracker}" ]; then
+    tr -dc '0-9' < "${tracker}"
+    return 0
+  fi
+  find "${CHECKPOINT_DIR}" -maxdepth 2 \( -name '*step=*' -o -name 'iter_[0-9]*' \) ! -name '*-unfinished' 2>/dev/null \
+    | while read -r checkpoint; do
+        [ -e "${checkpoint%.ckpt}-unfinished" ] || echo "${checkpoint}"
+      done \
     | sed -n -e 's/.*step=\([0-9][0-9]*\).*/\1/p' -e 's/.*iter_0*\([0-9][0-9]*\)$/\1/p' | sort -n | tail -n 1
 }
 

@@ -432,3 +432,42 @@ def test_the_configuration_is_checked_first_on_the_first_attempt(
         assert (record / "check.args").read_text().splitlines() == [nemo.PREFLIGHT_FLAG]
     assert (record / "torchrun.args").exists() is (expected == 0)
     assert events(workspace)[-1]["event"] == "job_terminated"
+
+
+def test_a_restart_counts_the_newest_complete_bridge_checkpoint(workspace: dict[str, str], tmp_path: Path) -> None:
+    """Megatron-Bridge creates `iter_N` when a save begins and writes the step to
+    latest_checkpointed_iteration.txt once it has finished (training/checkpointing.py,
+    save_checkpoint's finalize), which is the step it resumes from (its load reads the tracker): a
+    save cut short by the failure is newer, but is not loaded, and the events say the step that is."""
+    checkpoints = Path(workspace["CHECKPOINT_DIR"])
+    for old in checkpoints.iterdir():
+        old.rmdir()
+    for step in (100, 200, 300):
+        (checkpoints / f"iter_{step:07d}").mkdir()
+    (checkpoints / "latest_checkpointed_iteration.txt").write_text("200")
+    torchrun = tmp_path / "bin" / "torchrun"
+    tracker = '"$CHECKPOINT_DIR/latest_checkpointed_iteration.txt"'
+    torchrun.write_text(f'#!/bin/bash\nmkdir -p "$CHECKPOINT_DIR/iter_0000400"\necho 400 > {tracker}\n')
+    assert launch(workspace).returncode == 0
+    assert [(e["event"], e.get("step")) for e in events(workspace)][1:3] == [
+        ("checkpoint_loaded", 200),
+        ("checkpoint_saved", 400),
+    ]
+
+
+def test_a_restart_skips_a_nemo_checkpoint_marked_unfinished(workspace: dict[str, str], tmp_path: Path) -> None:
+    """NeMo marks a checkpoint being saved with a `<checkpoint>-unfinished` file and removes it once
+    the save is complete; resuming skips marked ones (nemo/utils/callbacks/nemo_model_checkpoint.py,
+    UNFINISHED_CHECKPOINT_SUFFIX): a partial step=200 counts neither as loaded nor as saved."""
+    checkpoints = Path(workspace["CHECKPOINT_DIR"])
+    partial = checkpoints / "megatron_gpt--step=200-consumed_samples=400.0"
+    partial.mkdir()
+    Path(f"{partial}-unfinished").write_text("")
+    torchrun = tmp_path / "bin" / "torchrun"
+    torchrun.write_text("#!/bin/bash\n")
+    assert launch(workspace).returncode == 0
+    assert [(e["event"], e.get("step")) for e in events(workspace)] == [
+        ("job_started", None),
+        ("checkpoint_loaded", 100),
+        ("job_terminated", None),
+    ]
