@@ -103,6 +103,21 @@ class TeamLine:
 
 
 @dataclass(frozen=True)
+class SpareLine:
+    """A pool's nodes beyond the largest run of the stack on it: when a node of a run fails, Kueue
+    replaces it in the run's placement with a free node of its topology domain
+    (TASFailedNodeReplacement, docs/recovery.md), so the run restarts without waiting for capacity.
+    A pool of fixed size holds them standing, at its per-node price; an autoscaled one creates them
+    when asked, at no cost until then."""
+
+    pool: str
+    nodes: int
+    standing: bool
+    usd_per_hour: float | None
+    pricing: str
+
+
+@dataclass(frozen=True)
 class Summary:
     project: str
     region: str
@@ -117,6 +132,7 @@ class Summary:
     # Why `up` would fail; empty: GO.
     no_go: tuple[str, ...] = ()
     teams: tuple[TeamLine, ...] = ()
+    spares: tuple[SpareLine, ...] = ()
 
     @property
     def usd_per_hour(self) -> float | None:
@@ -252,6 +268,28 @@ def _not_priced(summary: Summary) -> tuple[str, ...]:
     return (*lines, *pricing.NEVER_PRICED)
 
 
+def _spare_lines(pools: Sequence[GpuPoolExport], runs: Sequence[RunSpec], region: str) -> tuple[SpareLine, ...]:
+    """The spares of each pool the stack's runs use (PoolLine prices the pool the same way)."""
+    lines = []
+    for pool in pools:
+        largest = max((run.nodes for run in runs if run.pool == pool.name), default=None)
+        if largest is None:
+            continue
+        spare = pool.max_nodes - largest
+        standing = pool.min_nodes == pool.max_nodes
+        line = _pool_line(pool, region)
+        price = line.usd_per_hour / pool.max_nodes if line.usd_per_hour is not None else None
+        usd: float | None
+        if spare == 0:
+            note, usd = "none: a run that loses a node waits for its replacement", 0.0
+        elif not standing:
+            note, usd = "the pool scales up to them when a node fails: no cost until then", 0.0
+        else:
+            note, usd = line.pricing, (price * spare if price is not None else None)
+        lines.append(SpareLine(pool.name, spare, standing, usd, note))
+    return tuple(lines)
+
+
 def _no_go(project: str, pools: Sequence[GpuPoolExport]) -> tuple[str, ...]:
     reasons = []
     if is_placeholder(project):
@@ -292,5 +330,7 @@ def plan_summary(
         filestore=_filestore_line(filestore, region) if filestore is not None else None,
         no_go=_no_go(project, pools),
         teams=tuple(_team_line(team, pool_lines) for team in teams),
+        # A manager's runs are its workers' (run_pools): their spares are the workers' to show.
+        spares=_spare_lines(pools, runs, region) if run_pools is None else (),
     )
     return replace(summary, not_priced=_not_priced(summary))

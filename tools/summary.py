@@ -106,6 +106,21 @@ def _runs(summary: Mapping[str, Any]) -> list[str]:
     ]
 
 
+def _spares(summary: Mapping[str, Any]) -> list[str]:
+    lines = ["| Pool | Spare nodes | Standing | Per hour |", "|---|---:|---|---|"]
+    for spare in summary["spares"]:
+        lines.append(
+            f"| {spare['pool']} | {spare['nodes']} | {'yes' if spare['standing'] else 'no'} | "
+            f"{_usd(spare['usdPerHour'], '/h') if spare['nodes'] else '-'} ({spare['pricing']}) |"
+        )
+    return [
+        *lines,
+        "",
+        "Spare nodes are a pool's nodes beyond its largest run: a failed node of a run is replaced from them "
+        "without waiting for capacity (docs/recovery.md).",
+    ]
+
+
 def markdown(stack: str, summary: Mapping[str, Any] | None, warnings: Sequence[LogWarning]) -> str:
     lines = [f"# Go/no-go: stack {stack}", ""]
     if warnings:
@@ -129,6 +144,8 @@ def markdown(stack: str, summary: Mapping[str, Any] | None, warnings: Sequence[L
         lines += [*_teams(summary), ""]
     if summary["runs"]:
         lines += [*_runs(summary), ""]
+    if summary.get("spares"):
+        lines += [*_spares(summary), ""]
     lines += [
         f"Every price is an **estimate** from {summary['priceSource']}, for on-demand capacity: "
         "Spot, reservations and the Dynamic Workload Scheduler are not priced here.",

@@ -191,3 +191,23 @@ def test_each_warning_appears_once_before_the_figures() -> None:
     ]
     text = markdown("s", output(), warnings)
     assert text.count("zone not confirmed") == 1 and text.index("zone not confirmed") < text.index("| Pool")
+
+
+def test_spare_nodes_are_a_pool_s_nodes_beyond_its_largest_run_at_their_price() -> None:
+    """A 34-node fixed pool under runs of 32 and 30 nodes holds 2 standing spares, at 2 nodes' price
+    (hand-computed: 2 × (9.46006 + 82.75421) USD/h in us-central1); an autoscaled pool's spares cost
+    nothing until it scales; a pool without a run has no line; a pool its run fills has none."""
+    autoscaled = dataclasses.replace(pool("flex", "a3-megagpu-8g", 8), min_nodes=0)
+    runs = [gpt3_run(32), gpt3_run(30, name="r2"), gpt3_run(4, name="r3", pool="flex")]
+    pools = [pool("mega", "a3-megagpu-8g", 34), autoscaled, pool("idle", "a3-megagpu-8g", 2)]
+    summary = plan_summary("p", "us-central1", "us-central1-c", pools, runs)
+    by_pool = {line.pool: line for line in summary.spares}
+    assert sorted(by_pool) == ["flex", "mega"]
+    assert (by_pool["mega"].nodes, by_pool["mega"].standing) == (2, True)
+    assert by_pool["mega"].usd_per_hour == pytest.approx(2 * (9.46006 + 82.75421))
+    assert (by_pool["flex"].nodes, by_pool["flex"].standing, by_pool["flex"].usd_per_hour) == (4, False, 0.0)
+    full = plan_summary("p", "us-central1", "us-central1-c", [pool("mega", "a3-megagpu-8g", 32)], [gpt3_run(32)])
+    (line,) = full.spares
+    assert line.nodes == 0 and "waits for its replacement" in line.pricing
+    text = markdown("s", full.as_output(), [])
+    assert "| mega | 0 | yes | - (none: a run that loses a node waits for its replacement) |" in text
