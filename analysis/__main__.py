@@ -32,6 +32,7 @@ from analysis.metrics import (
     non_finite,
     sequence_length_for,
 )
+from analysis.startup import AttemptStartup, attempt_starts, read_step_records, startup
 from facts.machines import ACCELERATORS, Precision
 from facts.models import MODELS
 from facts.nccl import BENCHMARKS, PUBLISHED
@@ -167,6 +168,12 @@ def _parser() -> argparse.ArgumentParser:
         help="step time of an undisturbed run, e.g. from `metrics`",
     )
     goodput.add_argument("--run", metavar="NAME", help="run to report when the file holds several")
+    goodput.add_argument(
+        "--log",
+        type=Path,
+        metavar="FILE",
+        help="the run's DLLogger log: adds each attempt's time to its first step and to steady state",
+    )
     goodput.add_argument("--json", action="store_true", help="print one JSON object")
 
     nccl = commands.add_parser(
@@ -376,7 +383,31 @@ def _goodput(args: argparse.Namespace) -> tuple[str, list[str], int]:
             f"warning: run {report.run!r} has no checkpoint_loaded event: like the gpu-recipes calculator, "
             "goodput counts no progress without one (the pods write one at every start, step 0 for a fresh run)"
         )
-    return (_json(report.as_json()) if args.json else _goodput_table(report)), notes, 0
+    if args.log is None:
+        return (_json(report.as_json()) if args.json else _goodput_table(report)), notes, 0
+    attempts = startup(attempt_starts(log.events, report.run), read_step_records(args.log))
+    if args.json:
+        return _json({**report.as_json(), "startup": [a.as_json() for a in attempts]}), notes, 0
+    return f"{_goodput_table(report)}\n\n{_startup_table(attempts)}", notes, 0
+
+
+def _startup_table(attempts: list[AttemptStartup]) -> str:
+    """Each attempt's start-up (analysis.startup): seconds to its first step and to steady state."""
+
+    def seconds(value: float | None) -> str:
+        return "-" if value is None else f"{value:,.0f} s"
+
+    lines = [
+        f"{'Attempt':<8} {'Started':<26} {'First step':>10} {'To first step':>14} {'Steady from':>12} {'To steady':>10}"
+    ]
+    for a in attempts:
+        first = "-" if a.first_step is None else str(a.first_step)
+        steady = "-" if a.steady_step is None else str(a.steady_step)
+        lines.append(
+            f"{a.attempt:<8} {a.started.isoformat():<26} {first:>10} {seconds(a.to_first_step_s):>14} "
+            f"{steady:>12} {seconds(a.to_steady_s):>10}"
+        )
+    return "\n".join(lines)
 
 
 def _nccl(args: argparse.Namespace) -> tuple[str, list[str], int]:

@@ -1,0 +1,149 @@
+"""Time to the first training step, per attempt of a run: what each start and each restart cost
+before the run trained again.
+
+Two records meet here. The goodput events give each attempt's start: the first `job_started` of
+a group (analysis.goodput; one per pod, the calculator counts consecutive ones once). The DLLogger
+log gives each step's end: every record carries `timestamp`, the wall-clock time in seconds since
+the epoch at which DLLogger wrote it (NVIDIA/dllogger, `JSONStreamBackend`; the published GPT-3
+175B A3 Mega log has it on every line). A step belongs to the attempt during which it was logged.
+
+Per attempt:
+
+    first step       = the attempt's first step record
+    to first step    = its timestamp − the attempt's start: pull, pod start, NCCL and the library's
+                       initialisation, checkpoint loading, and the first step itself
+    steady step      = the first record whose interval from the record before is within
+                       STEADY_TOLERANCE of the attempt's median interval: warm-up (compilation,
+                       allocator growth, the first data loads) is over
+    to steady state  = its timestamp − the attempt's start
+
+Intervals between records measure steps by the wall clock; the logged `train_step_timing in s` of
+NeMo is smoothed over steps and cannot (the published log's first steps read 107, 66, 53 s while
+its records are 25.6 s apart). An attempt with no step record trained nothing: its figures are
+None, and so are the steady ones of an attempt with fewer than three records.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from analysis.errors import AnalysisError
+from analysis.goodput import Event, GoodputEvent
+from analysis.streams import Lines
+
+STEADY_TOLERANCE = 0.10
+_PREFIX = "DLLL "
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    step: int
+    time: datetime
+
+
+@dataclass(frozen=True)
+class AttemptStartup:
+    attempt: int
+    started: datetime
+    first_step: int | None
+    to_first_step_s: float | None
+    steady_step: int | None
+    to_steady_s: float | None
+    steps: int
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "attempt": self.attempt,
+            "started": self.started.isoformat(),
+            "first_step": self.first_step,
+            "to_first_step_s": self.to_first_step_s,
+            "steady_step": self.steady_step,
+            "to_steady_s": self.to_steady_s,
+            "steps": self.steps,
+        }
+
+
+def read_step_records(path: Path) -> list[StepRecord]:
+    """Every training step's DLLogger record with its time, in file order; AnalysisError naming the
+    line where a record has no usable timestamp."""
+    found = []
+    with Lines(path, "a DLLogger log (DLLL {...} lines)", lambda line: line.startswith(_PREFIX)) as lines:
+        for number, line in lines:
+            if not line.startswith(_PREFIX):
+                continue
+            try:
+                record = json.loads(line[len(_PREFIX) :])
+            except (ValueError, RecursionError):
+                raise AnalysisError(f"{path}:{number}: malformed DLLogger JSON") from None
+            step = record.get("step") if isinstance(record, dict) else None
+            if not isinstance(step, int) or isinstance(step, bool):
+                continue  # PARAMETER, METADATA and summary records carry no training step
+            found.append(StepRecord(step, _timestamp(path, number, record.get("timestamp"))))
+    if not found:
+        raise AnalysisError(f"{path} has no DLLogger step records")
+    return found
+
+
+def _timestamp(path: Path, number: int, value: object) -> datetime:
+    try:
+        seconds = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise AnalysisError(f"{path}:{number}: DLLogger record without a numeric 'timestamp' ({value!r})") from None
+    if not math.isfinite(seconds) or seconds < 0:
+        raise AnalysisError(f"{path}:{number}: DLLogger timestamp {value!r} is not a time")
+    return datetime.fromtimestamp(seconds, tz=UTC)
+
+
+def attempt_starts(events: Sequence[GoodputEvent], run: str) -> list[datetime]:
+    """The start of each attempt: the first `job_started` after anything but a `job_started`."""
+    ordered = sorted((e for e in events if e.run == run), key=lambda e: e.time)
+    starts = []
+    previous: Event | None = None
+    for event in ordered:
+        if event.event is Event.JOB_STARTED and previous is not Event.JOB_STARTED:
+            starts.append(event.time)
+        previous = event.event
+    return starts
+
+
+def startup(starts: Sequence[datetime], records: Sequence[StepRecord]) -> list[AttemptStartup]:
+    if not starts:
+        raise AnalysisError("the events hold no job_started: no attempt to measure from")
+    ordered = sorted(records, key=lambda r: r.time)
+    found = []
+    for index, started in enumerate(starts):
+        end = starts[index + 1] if index + 1 < len(starts) else None
+        mine = [r for r in ordered if r.time >= started and (end is None or r.time < end)]
+        found.append(_attempt(index, started, mine))
+    return found
+
+
+def _attempt(index: int, started: datetime, records: Sequence[StepRecord]) -> AttemptStartup:
+    if not records:
+        return AttemptStartup(index, started, None, None, None, None, 0)
+    first = records[0]
+    since = (first.time - started).total_seconds()
+    steady: StepRecord | None = None
+    if len(records) >= 3:
+        intervals = [(b.time - a.time).total_seconds() for a, b in itertools.pairwise(records)]
+        median = statistics.median(intervals)
+        steady = next(
+            (r for r, dt in zip(records[1:], intervals, strict=True) if abs(dt - median) <= STEADY_TOLERANCE * median),
+            None,
+        )
+    return AttemptStartup(
+        attempt=index,
+        started=started,
+        first_step=first.step,
+        to_first_step_s=since,
+        steady_step=steady.step if steady else None,
+        to_steady_s=(steady.time - started).total_seconds() if steady else None,
+        steps=len(records),
+    )
