@@ -1,8 +1,9 @@
 """Time to the first training step, per attempt of a run: what each start and each restart cost
 before the run trained again.
 
-Two records meet here. The goodput events give each attempt's start: the first `job_started` of
-a group (analysis.goodput; one per pod, the calculator counts consecutive ones once). The DLLogger
+Two records meet here. The goodput events give each attempt's start: its `job_started` (node 0
+writes one per attempt, payload/launch.sh; consecutive ones count once, as the calculator counts
+them). The DLLogger
 log gives each step's end: every record carries `timestamp`, the wall-clock time in seconds since
 the epoch at which DLLogger wrote it (NVIDIA/dllogger, `JSONStreamBackend`; the published GPT-3
 175B A3 Mega log has it on every line). A step belongs to the attempt during which it was logged.
@@ -12,7 +13,7 @@ Per attempt:
     first step       = the attempt's first step record
     to first step    = its timestamp − the attempt's start: pull, pod start, NCCL and the library's
                        initialisation, checkpoint loading, and the first step itself
-    steady step      = the first record whose interval from the record before is within
+    steady step      = the first record that begins STEADY_RUN consecutive intervals each within
                        STEADY_TOLERANCE of the attempt's median interval: warm-up (compilation,
                        allocator growth, the first data loads) is over
     to steady state  = its timestamp − the attempt's start
@@ -20,7 +21,7 @@ Per attempt:
 Intervals between records measure steps by the wall clock; the logged `train_step_timing in s` of
 NeMo is smoothed over steps and cannot (the published log's first steps read 107, 66, 53 s while
 its records are 25.6 s apart). An attempt with no step record trained nothing: its figures are
-None, and so are the steady ones of an attempt with fewer than three records.
+None, and so are the steady ones of an attempt with fewer than STEADY_RUN intervals.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ from analysis.goodput import Event, GoodputEvent
 from analysis.streams import Lines
 
 STEADY_TOLERANCE = 0.10
+# Consecutive intervals within the tolerance that make warm-up over (one alone may be a lull).
+STEADY_RUN = 3
 _PREFIX = "DLLL "
 
 
@@ -131,13 +134,12 @@ def _attempt(index: int, started: datetime, records: Sequence[StepRecord]) -> At
     first = records[0]
     since = (first.time - started).total_seconds()
     steady: StepRecord | None = None
-    if len(records) >= 3:
-        intervals = [(b.time - a.time).total_seconds() for a, b in itertools.pairwise(records)]
+    intervals = [(b.time - a.time).total_seconds() for a, b in itertools.pairwise(records)]
+    if len(intervals) >= STEADY_RUN:
         median = statistics.median(intervals)
-        steady = next(
-            (r for r, dt in zip(records[1:], intervals, strict=True) if abs(dt - median) <= STEADY_TOLERANCE * median),
-            None,
-        )
+        within = [abs(dt - median) <= STEADY_TOLERANCE * median for dt in intervals]
+        start = next((i for i in range(len(within) - STEADY_RUN + 1) if all(within[i : i + STEADY_RUN])), None)
+        steady = records[start + 1] if start is not None else None
     return AttemptStartup(
         attempt=index,
         started=started,

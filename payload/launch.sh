@@ -10,7 +10,7 @@
 #   DATASET_SOURCE, DATASET_TARGET                    copy the dataset to local SSD when set
 #   NSYS_START_STEP     wrap the run in Nsight Systems when set
 #   NEMO_PREFLIGHT      the entry point's flag that only builds and validates the configuration:
-#                       run first, on the first attempt, when set
+#                       run by node 0 first, on the first attempt, when set
 #   GPUS_PER_NUMA_NODE  bind each torchrun worker to its GPU's NUMA node (CPUs and memory) with
 #                       numactl, as the machine's recipes do, where the image has numactl
 #   RUN_LAUNCHER        torchrun (unset), ft (ft_launcher, the nvidia-resiliency-ext entry point in
@@ -39,21 +39,22 @@ event() {  # event <type> [step]: one goodput record, written by node 0 only
 
 latest_checkpoint_step() {  # the newest complete checkpoint's step, or nothing: the one a restart
   # resumes from. Megatron-Bridge writes it to latest_checkpointed_iteration.txt once a save has
-  # finished (training/checkpointing.py, save_checkpoint); NeMo names checkpoints `...step=N...` and
-  # marks one being saved with a `<checkpoint>-unfinished` file (utils/callbacks/
-  # nemo_model_checkpoint.py, UNFINISHED_CHECKPOINT_SUFFIX); Bridge's `iter_000000N` without the
-  # tracker file count as saved.
+  # finished, and loads nothing without it (training/checkpointing.py, save_checkpoint; utils/
+  # checkpoint_utils.py); NeMo names checkpoints `...step=N...` and marks one being saved with a
+  # `<checkpoint>-unfinished` file (utils/callbacks/nemo_model_checkpoint.py,
+  # UNFINISHED_CHECKPOINT_SUFFIX).
   [ -n "${CHECKPOINT_DIR:-}" ] && [ -d "${CHECKPOINT_DIR}" ] || return 0
-  local tracker="${CHECKPOINT_DIR}/latest_checkpointed_iteration.txt"
-  if [ -f "${tracker}" ]; then
-    tr -dc '0-9' < "${tracker}"
+  local tracker="${CHECKPOINT_DIR}/latest_checkpointed_iteration.txt" step=""
+  [ -f "${tracker}" ] && step="$(tr -dc '0-9' < "${tracker}")"
+  if [ -n "${step}" ]; then
+    echo "${step}"
     return 0
   fi
-  find "${CHECKPOINT_DIR}" -maxdepth 2 \( -name '*step=*' -o -name 'iter_[0-9]*' \) ! -name '*-unfinished' 2>/dev/null \
+  find "${CHECKPOINT_DIR}" -maxdepth 2 -name '*step=*' ! -name '*-unfinished' 2>/dev/null \
     | while read -r checkpoint; do
         [ -e "${checkpoint%.ckpt}-unfinished" ] || echo "${checkpoint}"
       done \
-    | sed -n -e 's/.*step=\([0-9][0-9]*\).*/\1/p' -e 's/.*iter_0*\([0-9][0-9]*\)$/\1/p' | sort -n | tail -n 1
+    | sed -n 's/.*step=\([0-9][0-9]*\).*/\1/p' | sort -n | tail -n 1
 }
 
 loaded_step="$(latest_checkpoint_step)"
@@ -63,6 +64,8 @@ event checkpoint_loaded "${loaded_step}"
 
 finish() {
   local status=$?
+  set +e  # the exit code is the run's, whatever recording its end does
+
   local saved_step
   saved_step="$(latest_checkpoint_step)"
   if [ -n "${saved_step}" ] && [ "${saved_step}" != "${loaded_step}" ]; then
@@ -84,6 +87,23 @@ if [ -n "${NCCL_PLUGIN_PATH:-}" ]; then
 fi
 
 export PYTHONPATH="${workload_dir}/python${PYTHONPATH:+:${PYTHONPATH}}"
+
+# A configuration the library refuses fails the run at once instead of restarting it: the entry
+# point's check exits 78 (sysexits.h EX_CONFIG), on which the Job and the JobSet fail
+# (facts.kubernetes, PROGRAM_ERROR_EXIT_CODE); any other failure of the check exits as it did, and the
+# run restarts. Node 0 checks, on the first attempt only: every node has the same configuration,
+# and a restarted run's passed.
+if [ -n "${NEMO_PREFLIGHT:-}" ] && [ "${JOBSET_RESTART_ATTEMPT:-0}" = 0 ] && [ "${node}" = 0 ]; then
+  checked=0
+  python3 "${NEMO_ENTRYPOINT}" "${NEMO_PREFLIGHT}" "$@" || checked=$?
+  if [ "${checked}" = 78 ]; then
+    echo "the run's configuration was refused: the run fails without a restart" >&2
+    exit 78
+  elif [ "${checked}" != 0 ]; then
+    echo "the configuration check failed (exit ${checked}), not on the configuration: the run restarts" >&2
+    exit "${checked}"
+  fi
+fi
 
 if [ -n "${DATASET_SOURCE:-}" ]; then
   echo "copying ${DATASET_SOURCE}.{bin,idx} to ${DATASET_TARGET}"
@@ -107,15 +127,6 @@ WORKER
     bind=(--no-python bash "${worker}")
   else
     echo "GPUS_PER_NUMA_NODE is set but the image has no numactl: ranks are not bound to their NUMA node"
-  fi
-fi
-# A configuration the library refuses fails the run at once instead of restarting it: exit 78
-# (sysexits.h EX_CONFIG), on which the Job and the JobSet fail (facts.kubernetes,
-# PROGRAM_ERROR_EXIT_CODE). Checked on the first attempt only: a restarted run's configuration passed.
-if [ -n "${NEMO_PREFLIGHT:-}" ] && [ "${JOBSET_RESTART_ATTEMPT:-0}" = 0 ]; then
-  if ! python3 "${NEMO_ENTRYPOINT}" "${NEMO_PREFLIGHT}" "$@"; then
-    echo "the run's configuration was refused: the run fails without a restart" >&2
-    exit 78
   fi
 fi
 case "${RUN_LAUNCHER:-torchrun}" in

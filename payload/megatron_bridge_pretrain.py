@@ -42,6 +42,12 @@ from megatron.bridge.training.mixed_precision import get_mixed_precision_config
 LEARNING_RATE, MIN_LEARNING_RATE, WARMUP_STEPS = 3e-4, 3e-5, 2000
 
 
+# The exit code of a configuration the library refuses (sysexits.h EX_CONFIG): launch.sh passes it
+# on, and the run's Job and JobSet fail on it instead of restarting (facts.kubernetes,
+# PROGRAM_ERROR_EXIT_CODE).
+CONFIG_REFUSED = 78
+
+
 def load_settings(path):
     with open(path) as settings_file:
         return json.load(settings_file)
@@ -213,11 +219,19 @@ def main(argv):
     settings = load_settings(os.environ["NEMO_RUN_SETTINGS"])
     if "--check" in argv:
         # What `pretrain` does first: mixed precision and overlap applied, then the library's
-        # validate(), which reads the run's world size.
-        from megatron.bridge.training.config import runtime_config_update  # noqa: PLC0415
-
+        # validate(), which reads the run's world size. Only a refusal of the configuration (or a
+        # library without what it names) is CONFIG_REFUSED; any other failure is raised, so the run
+        # restarts.
         os.environ.setdefault("WORLD_SIZE", str(settings["worldSize"]))
-        runtime_config_update(config(settings))
+        try:
+            from megatron.bridge.training.config import runtime_config_update  # noqa: PLC0415
+
+            runtime_config_update(config(settings))
+        except (AssertionError, AttributeError, ImportError, KeyError, TypeError, ValueError) as error:
+            print(
+                f"{settings['runName']}: the configuration is refused: {type(error).__name__}: {error}", file=sys.stderr
+            )
+            return CONFIG_REFUSED
         print(f"{settings['runName']}: the configuration builds and validates")
         return 0
     from megatron.bridge.training.gpt_step import forward_step  # noqa: PLC0415 - needs the GPU stack

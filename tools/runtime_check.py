@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from facts.kubernetes import PROGRAM_ERROR_EXIT_CODE, workload_file_key
 from facts.machines import MACHINE_TYPES, MachineType
 from facts.models import MODELS, Framework
 from harness.runner import ROOT, run_stack, stack_names
@@ -90,6 +91,13 @@ def shipped_cases() -> list[tuple[str, dict[str, Any]]]:
             data = run.manifest(resource).get("data", {})
             if nemo.BRIDGE_SCRIPT in data:
                 cases.append((f"{stack}: {resource.name}", json.loads(data[nemo.NEMO2_SETTINGS])))
+        # A run a MultiKueue manager dispatches carries its files in its pod template's annotations.
+        for resource in run.of_type("kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"):
+            template = run.manifest(resource)["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+            annotations = template["metadata"].get("annotations", {})
+            if workload_file_key(nemo.BRIDGE_SCRIPT) in annotations:
+                settings = json.loads(annotations[workload_file_key(nemo.NEMO2_SETTINGS)])
+                cases.append((f"{stack}: {resource.name}", settings))
     return cases
 
 
@@ -98,7 +106,7 @@ def shipped_cases() -> list[tuple[str, dict[str, Any]]]:
 # case's configuration built by the launcher's own `config` and completed and validated as
 # `pretrain` does first; one JSON line per case.
 _CHECKER = """
-import json, os, runpy, sys
+import contextlib, io, json, os, runpy, sys
 sys.path.insert(0, sys.argv[1])
 import runtime_stub
 launcher = runpy.run_path(sys.argv[2], run_name="launcher")
@@ -121,14 +129,24 @@ for path in sys.argv[3:]:
             for part in key.split("."):
                 target = getattr(target, part)
             assert target == value, f"override {key}={value!r} became {target!r}"
-        print(json.dumps({"ok": True}), flush=True)
+        result = {"ok": True}
     except Exception as error:
-        print(json.dumps({"ok": False, "error": f"{type(error).__name__}: {error}"}), flush=True)
+        result = {"ok": False, "error": f"{type(error).__name__}: {error}"}
+    # The launcher's own check, as launch.sh runs it: its exit code.
+    os.environ["NEMO_RUN_SETTINGS"] = path
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        try:
+            result["exit"] = launcher["main"](["--check"])
+        except Exception as error:
+            result["exit"] = f"raised {type(error).__name__}: {error}"
+    print(json.dumps(result), flush=True)
 """
 
 
 def check(python: str, launcher: Path, cases: list[dict[str, Any]], folder: Path) -> list[str | None]:
-    """For each case, None where its configuration builds and validates, else the library's error."""
+    """For each case, None where its configuration builds and validates and the launcher's check
+    exits 0, else the library's error; where the configuration is refused, the launcher's check
+    must exit PROGRAM_ERROR_EXIT_CODE (what launch.sh and the JobSet fail on), or that is the error."""
     files = []
     for i, settings in enumerate(cases):
         path = folder / f"case-{i}.json"
@@ -141,7 +159,16 @@ def check(python: str, launcher: Path, cases: list[dict[str, Any]], folder: Path
     if len(results) != len(cases):
         lines = [line for line in done.stderr.splitlines() if line.strip()] or [f"exit {done.returncode}"]
         return [lines[-1]] * len(cases)
-    return [None if r["ok"] else r["error"] for r in results]
+    return [_verdict(r) for r in results]
+
+
+def _verdict(result: dict[str, Any]) -> str | None:
+    exit_code = result["exit"]
+    if result["ok"]:
+        return None if exit_code == 0 else f"the launcher's --check exits {exit_code!r} on a valid configuration"
+    if exit_code != PROGRAM_ERROR_EXIT_CODE:
+        return f"the launcher's --check exits {exit_code!r}, not {PROGRAM_ERROR_EXIT_CODE}, on: {result['error']}"
+    return str(result["error"])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -171,6 +198,9 @@ def main(argv: list[str] | None = None) -> int:
         (refused,) = check(args.python, broken, [cases[-1][1]], Path(folder))
         if refused is None:
             print(f"runtime check: a launcher calling {RENAMED[1]!r} passed: the check cannot fail", file=sys.stderr)
+            return 1
+        if "--check exits" in refused:
+            print(f"runtime check: {refused}", file=sys.stderr)
             return 1
         print(f"  a launcher with {RENAMED[0]!r} renamed is refused: {refused}")
     print(f"runtime check: {len(cases) - failures} of {len(cases)} configurations build and validate")

@@ -370,19 +370,24 @@ def test_without_numactl_the_workers_run_unbound(workspace: dict[str, str]) -> N
     assert "--no-python" not in (Path(workspace["RECORD"]) / "torchrun.args").read_text().split()
 
 
-def test_megatron_bridge_checkpoints_count_as_steps(workspace: dict[str, str], tmp_path: Path) -> None:
-    """Megatron-Bridge names checkpoints `iter_<7 digits>` (megatron/bridge/training/utils/
-    checkpoint_utils.py@21b02e0): the goodput events read their steps as they read NeMo's."""
+def test_megatron_bridge_folders_without_its_tracker_count_as_no_checkpoint(
+    workspace: dict[str, str], tmp_path: Path
+) -> None:
+    """Megatron-Bridge names checkpoints `iter_<7 digits>` and loads one only through its tracker
+    file (training/utils/checkpoint_utils.py): folders without it are saves that never finished, so
+    the run starts from step 0 and the events say so."""
     checkpoints = Path(workspace["CHECKPOINT_DIR"])
     for old in checkpoints.iterdir():
         old.rmdir()
     (checkpoints / "iter_0000100").mkdir()
+    (checkpoints / "latest_checkpointed_iteration.txt").write_text("")  # being rewritten
     torchrun = tmp_path / "bin" / "torchrun"
     torchrun.write_text('#!/bin/bash\nmkdir -p "$CHECKPOINT_DIR/iter_0000150"\n')
     assert launch(workspace).returncode == 0
-    assert [(e["event"], e.get("step")) for e in events(workspace)][1:3] == [
-        ("checkpoint_loaded", 100),
-        ("checkpoint_saved", 150),
+    assert [(e["event"], e.get("step")) for e in events(workspace)] == [
+        ("job_started", None),
+        ("checkpoint_loaded", 0),
+        ("job_terminated", None),
     ]
 
 
@@ -409,29 +414,52 @@ sys.exit(int(os.environ.get("CHECK_EXIT", "0")))
 
 
 @pytest.mark.parametrize(
-    ("check_exit", "attempt", "expected"), [("1", "0", PROGRAM_ERROR_EXIT_CODE), ("0", "0", 0), ("1", "1", 0)]
+    ("check_exit", "node", "attempt", "expected", "checked"),
+    [
+        ("78", "0", "0", PROGRAM_ERROR_EXIT_CODE, True),  # refused: the run fails
+        ("1", "0", "0", 1, True),  # the check failed for another reason: the run restarts
+        ("0", "0", "0", 0, True),  # valid: on to torchrun
+        ("78", "0", "1", 0, False),  # a restart: checked before
+        ("78", "1", "0", 0, False),  # node 1: node 0 checks
+    ],
 )
-def test_the_configuration_is_checked_first_on_the_first_attempt(
-    workspace: dict[str, str], tmp_path: Path, check_exit: str, attempt: str, expected: int
+def test_node_0_checks_the_configuration_first_on_the_first_attempt(
+    workspace: dict[str, str], tmp_path: Path, check_exit: str, node: str, attempt: str, expected: int, checked: bool
 ) -> None:
-    """A configuration the library refuses ends the pod with PROGRAM_ERROR_EXIT_CODE before torchrun
-    starts (the JobSet then fails instead of restarting: components.training); a valid one goes on to
-    torchrun; a restarted run (JOBSET_RESTART_ATTEMPT 1) is not checked again."""
+    """A configuration the library refuses (the entry point's check exits PROGRAM_ERROR_EXIT_CODE)
+    ends the pod with that code before torchrun starts, and the JobSet then fails instead of
+    restarting (components.training); a check that fails otherwise ends it with its own code, so the
+    run restarts; a valid one goes on to torchrun. Node 0 checks, on the first attempt only."""
     entry = tmp_path / "entry.py"
     entry.write_text(ENTRYPOINT)
     workspace.update(
         NEMO_ENTRYPOINT=str(entry), NEMO_PREFLIGHT=nemo.PREFLIGHT_FLAG, CHECK_EXIT=check_exit,
-        JOBSET_RESTART_ATTEMPT=attempt,
+        JOBSET_RESTART_ATTEMPT=attempt, JOB_COMPLETION_INDEX=node,
     )  # fmt: skip
     result = launch(workspace)
     assert result.returncode == expected, result.stderr
     record = Path(workspace["RECORD"])
-    checked = (record / "check.args").exists()
-    assert checked is (attempt == "0")
+    assert (record / "check.args").exists() is checked
     if checked:
         assert (record / "check.args").read_text().splitlines() == [nemo.PREFLIGHT_FLAG]
     assert (record / "torchrun.args").exists() is (expected == 0)
-    assert events(workspace)[-1]["event"] == "job_terminated"
+    if node == "0":
+        assert events(workspace)[-1]["event"] == "job_terminated"
+
+
+def test_the_exit_code_survives_a_failure_to_record_the_end(workspace: dict[str, str], tmp_path: Path) -> None:
+    """The EXIT trap records the end; a failure there (the events file gone bad meanwhile) must not
+    turn a program error's 78 into 1, which would restart the run."""
+    entry = tmp_path / "entry.py"
+    entry.write_text(
+        "import os, sys\n"
+        "events = os.path.join(os.environ['EXPERIMENT_DIR'], 'goodput', 'events.jsonl')\n"
+        "os.remove(events)\n"
+        "os.mkdir(events)\n"  # appending to it now fails
+        "sys.exit(78)\n"
+    )
+    workspace.update(NEMO_ENTRYPOINT=str(entry), NEMO_PREFLIGHT=nemo.PREFLIGHT_FLAG)
+    assert launch(workspace).returncode == PROGRAM_ERROR_EXIT_CODE
 
 
 def test_a_restart_counts_the_newest_complete_bridge_checkpoint(workspace: dict[str, str], tmp_path: Path) -> None:
