@@ -42,7 +42,7 @@ from analysis.streams import Lines
 STEP_TIME = "train_step_timing in s"
 LOSS = "reduced_train_loss"
 GLOBAL_STEP = "global_step"
-_DLLOGGER_PREFIX = "DLLL "
+DLLOGGER_PREFIX = "DLLL "
 # How a step time appears in a DLLogger line, to spot repeated steps in lines left undecoded.
 _STEP_TIME_KEY = f'"{STEP_TIME}"'
 # And the loss: json.dumps writes a non-finite one as NaN, Infinity or -Infinity; a number
@@ -130,7 +130,7 @@ def read_log(path: Path, window: StepRange | None = None, *, beyond_window: bool
         if first is None:
             raise AnalysisError(f"{path} is empty")
         lines = itertools.chain([first], lines)
-        if first[1].startswith(_DLLOGGER_PREFIX):
+        if first[1].startswith(DLLOGGER_PREFIX):
             read = _read_dllogger(path, lines, window, beyond_window)
             log_format = LogFormat.DLLOGGER
         else:
@@ -159,7 +159,7 @@ _WHAT = f"a training log (DLLogger JSON lines, or NeMo progress lines carrying '
 
 
 def _is_record(line: str) -> bool:
-    return line.startswith(_DLLOGGER_PREFIX) or STEP_TIME in line
+    return line.startswith(DLLOGGER_PREFIX) or STEP_TIME in line
 
 
 class _Read(NamedTuple):
@@ -293,7 +293,7 @@ def _read_dllogger(
 
 def _dllogger_record(path: Path, number: int, line: str) -> tuple[Any, dict[str, Any]] | None:
     """A record's step and data, or None for metadata; AnalysisError naming the line if it is not a record."""
-    record = _decode_dllogger(path, number, line)
+    record = decode_dllogger(path, number, line)
     if record.get("type") == "METADATA":
         return None
     if "step" not in record:
@@ -304,11 +304,12 @@ def _dllogger_record(path: Path, number: int, line: str) -> tuple[Any, dict[str,
     return step_value, data
 
 
-def _decode_dllogger(path: Path, number: int, line: str) -> dict[str, Any]:
-    if not line.startswith(_DLLOGGER_PREFIX):
+def decode_dllogger(path: Path, number: int, line: str) -> dict[str, Any]:
+    """One DLLogger line's JSON object; AnalysisError naming the line where it is not one."""
+    if not line.startswith(DLLOGGER_PREFIX):
         raise AnalysisError(f"{path}:{number}: not a DLLogger record (expected a line starting with 'DLLL {{')")
     try:
-        record = json.loads(line[len(_DLLOGGER_PREFIX) :])
+        record = json.loads(line[len(DLLOGGER_PREFIX) :])
     except json.JSONDecodeError as e:
         raise AnalysisError(f"{path}:{number}: malformed DLLogger JSON: {e.msg} (column {e.colno + 5})") from None
     except (ValueError, RecursionError) as e:  # an integer too long to convert, nesting too deep

@@ -27,7 +27,6 @@ None, and so are the steady ones of an attempt with fewer than STEADY_RUN interv
 from __future__ import annotations
 
 import itertools
-import json
 import math
 import statistics
 from collections.abc import Sequence
@@ -37,12 +36,12 @@ from pathlib import Path
 
 from analysis.errors import AnalysisError
 from analysis.goodput import Event, GoodputEvent
+from analysis.logs import DLLOGGER_PREFIX, decode_dllogger
 from analysis.streams import Lines
 
 STEADY_TOLERANCE = 0.10
 # Consecutive intervals within the tolerance that make warm-up over (one alone may be a lull).
 STEADY_RUN = 3
-_PREFIX = "DLLL "
 
 
 @dataclass(frozen=True)
@@ -77,15 +76,12 @@ def read_step_records(path: Path) -> list[StepRecord]:
     """Every training step's DLLogger record with its time, in file order; AnalysisError naming the
     line where a record has no usable timestamp."""
     found = []
-    with Lines(path, "a DLLogger log (DLLL {...} lines)", lambda line: line.startswith(_PREFIX)) as lines:
+    with Lines(path, "a DLLogger log (DLLL {...} lines)", lambda line: line.startswith(DLLOGGER_PREFIX)) as lines:
         for number, line in lines:
-            if not line.startswith(_PREFIX):
+            if not line.startswith(DLLOGGER_PREFIX):
                 continue
-            try:
-                record = json.loads(line[len(_PREFIX) :])
-            except (ValueError, RecursionError):
-                raise AnalysisError(f"{path}:{number}: malformed DLLogger JSON") from None
-            step = record.get("step") if isinstance(record, dict) else None
+            record = decode_dllogger(path, number, line)
+            step = record.get("step")
             if not isinstance(step, int) or isinstance(step, bool):
                 continue  # PARAMETER, METADATA and summary records carry no training step
             found.append(StepRecord(step, _timestamp(path, number, record.get("timestamp"))))
