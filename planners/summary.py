@@ -268,8 +268,10 @@ def _not_priced(summary: Summary) -> tuple[str, ...]:
     return (*lines, *pricing.NEVER_PRICED)
 
 
-def _spare_lines(pools: Sequence[GpuPoolExport], runs: Sequence[RunSpec], region: str) -> tuple[SpareLine, ...]:
-    """The spares of each pool the stack's runs use (PoolLine prices the pool the same way)."""
+def _spare_lines(
+    pools: Sequence[GpuPoolExport], runs: Sequence[RunSpec], pool_lines: Mapping[str, PoolLine]
+) -> tuple[SpareLine, ...]:
+    """The spares of each pool the stack's runs use, priced as the pool's line prices its nodes."""
     lines = []
     for pool in pools:
         largest = max((run.nodes for run in runs if run.pool == pool.name), default=None)
@@ -277,7 +279,7 @@ def _spare_lines(pools: Sequence[GpuPoolExport], runs: Sequence[RunSpec], region
             continue
         spare = pool.max_nodes - largest
         standing = pool.min_nodes == pool.max_nodes
-        line = _pool_line(pool, region)
+        line = pool_lines[pool.name]
         price = line.usd_per_hour / pool.max_nodes if line.usd_per_hour is not None else None
         usd: float | None
         if spare == 0:
@@ -331,6 +333,6 @@ def plan_summary(
         no_go=_no_go(project, pools),
         teams=tuple(_team_line(team, pool_lines) for team in teams),
         # A manager's runs are its workers' (run_pools): their spares are the workers' to show.
-        spares=_spare_lines(pools, runs, region) if run_pools is None else (),
+        spares=_spare_lines(pools, runs, pool_lines) if run_pools is None else (),
     )
     return replace(summary, not_priced=_not_priced(summary))
