@@ -432,10 +432,10 @@ class PlatformLayer(pulumi.ComponentResource):
             )
         check: str | None = None
         if args.workers is not None:
-            manager = Manager(
+            dispatch = Manager(
                 f"{name}-multikueue", ManagerArgs(kubeconfigs=args.workers, after=ready, advice=args.advice), opts=child
             )
-            ready = [*ready, manager.check]
+            ready = [*ready, dispatch.check]
             check = MULTIKUEUE_CHECK
         queues = KueueQueues(
             f"{name}-queues",

@@ -156,10 +156,9 @@ def check_dispatched(run: RunSpec, run_config: RunConfig, platform: PlatformExpo
     """A run a MultiKueue manager dispatches runs on one worker, whichever admits it: it fits one
     worker's pool, its pods are wired alike on every worker that has the pool, and it needs nothing
     MultiKueue does not copy (only the JobSet travels: components.training, TrainingRunArgs)."""
-    holders = [w for w in platform.workers if w.flavor(run.pool) is not None]
-    largest = max(w.flavor(run.pool).nodes for w in holders)  # type: ignore[union-attr]
-    if run.nodes > largest:
-        where = ", ".join(f"{w.name} {w.flavor(run.pool).nodes}" for w in holders)  # type: ignore[union-attr]
+    holders = {w.name: (w, flavor) for w in platform.workers if (flavor := w.flavor(run.pool)) is not None}
+    if run.nodes > max(flavor.nodes for _, flavor in holders.values()):
+        where = ", ".join(f"{name} {flavor.nodes}" for name, (_, flavor) in holders.items())
         raise RuleError("nodes", run.nodes, f"exceeds every worker's pool {run.pool} ({where}): a run runs on one")
     machine = platform.flavors_by_pool[run.pool].machine
     if machine.nvlink_across_nodes:
@@ -171,8 +170,8 @@ def check_dispatched(run: RunSpec, run_config: RunConfig, platform: PlatformExpo
     if run_config.fabric_check:
         why = "gates the run on a check of one cluster's fabric; a manager's run may land on any worker"
         raise RuleError("fabricCheck", run_config.fabric_check, why)
-    wiring = {w.name: run_networking(run, machine, w) for w in holders}
-    first = holders[0].name
+    wiring = {name: run_networking(run, machine, worker) for name, (worker, _) in holders.items()}
+    first = next(iter(wiring))
     for name, networking in wiring.items():
         if networking != wiring[first]:
             why = f"is wired unlike on worker {first} on worker {name} (its GPU networks differ): a run runs on either"
