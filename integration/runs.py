@@ -123,6 +123,31 @@ def apply_objects(lane: Lane, api: Api, objects: Sequence[Mapping[str, Any]]) ->
                 api.create(api_path(template), template)
 
 
+def delete_jobset(api: Api, namespace: str, name: str) -> None:
+    """Delete a JobSet; its Jobs and pods go in the background, as `kubectl delete` does."""
+    api.request(
+        "DELETE", f"/apis/{JOBSET_API}/namespaces/{namespace}/jobsets/{name}", {"propagationPolicy": "Background"}
+    )
+
+
+def clear_runs(lane: Lane, api: Api, namespaces: Sequence[str]) -> None:
+    """Delete every JobSet of the namespaces and wait until none of them holds a Workload or a pod."""
+    for namespace in namespaces:
+        _, listing = api.request("GET", f"/apis/{JOBSET_API}/namespaces/{namespace}/jobsets")
+        for item in listing["items"]:
+            delete_jobset(api, namespace, item["metadata"]["name"])
+
+    def empty() -> bool:
+        for namespace in namespaces:
+            _, pods = api.request("GET", f"/api/v1/namespaces/{namespace}/pods")
+            _, workloads = api.request("GET", f"/apis/{KUEUE_API}/namespaces/{namespace}/workloads")
+            if pods["items"] or workloads["items"]:
+                return False
+        return True
+
+    wait_for("no run left", lambda: lane.alive() and empty(), timeout=120)
+
+
 def resized(jobset: Mapping[str, Any], name: str, nodes: int) -> dict[str, Any]:
     """A copy of a run's JobSet under another name, on `nodes` nodes: what the queues see of a
     run of that size (the simulated pods run no program)."""

@@ -25,13 +25,13 @@ from typing import Any
 import pytest
 
 from components.multikueue import WORKER_TOKEN, worker_kubeconfig
-from facts.kubernetes import JOBSET_API, KUEUE_API, KUEUE_NAMESPACE, MULTIKUEUE_WORKER_NAMESPACE, RUN_LABEL
+from facts.kubernetes import KUEUE_API, KUEUE_NAMESPACE, MULTIKUEUE_WORKER_NAMESPACE, RUN_LABEL
 from facts.project import qualified_stack_name
 from harness.runner import StackRun, run_stack, stack_with
 from integration.controllers import lane_kueue_config
 from integration.controlplane import Api, Lane, has_condition, wait_for
 from integration.lane import running
-from integration.runs import api_path, apply_objects, jobset_run, placed, resized, stack_objects
+from integration.runs import api_path, apply_objects, delete_jobset, jobset_run, placed, resized, stack_objects
 from tools import waiting
 
 WORKERS = ("lane-a", "lane-b")
@@ -138,12 +138,6 @@ def _submit(api: Api, jobset: dict[str, Any]) -> None:
     api.create(api_path(jobset), jobset)
 
 
-def _delete(api: Api, name: str) -> None:
-    api.request(
-        "DELETE", f"/apis/{JOBSET_API}/namespaces/{NAMESPACE}/jobsets/{name}", {"propagationPolicy": "Background"}
-    )
-
-
 def _why(federation: Federation, run: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
     kubeconfig = ["--kubeconfig", str(federation.manager.lane.workdir / "admin.kubeconfig"), "--context", "lane"]
     code = waiting.main([run, "-n", NAMESPACE, *kubeconfig])
@@ -192,14 +186,14 @@ def test_a_run_no_worker_has_room_for_waits_then_goes_to_the_freed_worker(
     code, out = _why(federation, "big", capsys)
     assert code == 3 and "offered by MultiKueue to workers" in out and "none of which has admitted it yet" in out
 
-    _delete(a.api, "filler")
+    delete_jobset(a.api, NAMESPACE, "filler")
     with federation.manager.lane.phase("the big run dispatched to the freed worker A"):
         wait_for(
             "the big run on A",
             lambda: federation.dispatched_to("big") == "lane-a" and placed(a.api, NAMESPACE, "big", 4),
             timeout=180,
         )
-    _delete(federation.manager.api, "big")
+    delete_jobset(federation.manager.api, NAMESPACE, "big")
     wait_for("A free again", lambda: jobset_run(a.api, NAMESPACE, "big") == (None, []), timeout=120)
 
 

@@ -27,7 +27,7 @@ from facts.kubernetes import JOBSET_API, PROGRAM_ERROR_EXIT_CODE
 from harness.runner import run_stack, stack_with
 from integration.controlplane import Api, Lane, has_condition, wait_for
 from integration.lane import running
-from integration.runs import api_path, apply_objects, jobset_run, placed, resized, stack_objects
+from integration.runs import api_path, apply_objects, clear_runs, jobset_run, placed, resized, stack_objects
 
 NAMESPACE = "nemo"
 NODES = 2
@@ -48,25 +48,12 @@ class RecoveryLane:
 
     def submit(self, name: str) -> dict[str, Any]:
         """The run under another name, once the runs before it are gone and their nodes free."""
-        self.clear()
+        clear_runs(self.lane, self.api, [NAMESPACE])
         jobset = resized(self.jobset, name, NODES)
         self.api.create(api_path(jobset), jobset)
         with self.lane.phase(f"{name} admitted and bound"):
             wait_for(name, lambda: self.lane.alive() and placed(self.api, NAMESPACE, name, NODES), timeout=180)
         return jobset
-
-    def clear(self) -> None:
-        path = f"/apis/{JOBSET_API}/namespaces/{NAMESPACE}/jobsets"
-        _, listing = self.api.request("GET", path)
-        for item in listing["items"]:
-            self.api.request("DELETE", f"{path}/{item['metadata']['name']}", {"propagationPolicy": "Background"})
-
-        def empty() -> bool:
-            _, pods = self.api.request("GET", f"/api/v1/namespaces/{NAMESPACE}/pods")
-            _, workloads = self.api.request("GET", f"/apis/kueue.x-k8s.io/v1beta2/namespaces/{NAMESPACE}/workloads")
-            return not pods["items"] and not workloads["items"]
-
-        wait_for("an empty namespace", lambda: self.lane.alive() and empty(), timeout=120)
 
     def pods(self, name: str) -> list[dict[str, Any]]:
         return jobset_run(self.api, NAMESPACE, name)[1]

@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from facts.kubernetes import JOBSET_API, KUEUE_API, PRIORITY_CLASS_LABEL
+from facts.kubernetes import KUEUE_API, PRIORITY_CLASS_LABEL
 from harness.runner import StackRun, run_stack
 from integration.controlplane import Api, Lane, has_condition, wait_for
 from integration.lane import running
-from integration.runs import api_path, apply_objects, placed, resized, stack_objects
+from integration.runs import api_path, apply_objects, clear_runs, placed, resized, stack_objects
 from planners.teams import Team
 from stacks.contract import PlatformExports
 from tools import waiting
@@ -55,20 +55,7 @@ class TeamsLane:
 
     def clear(self) -> None:
         """Delete every JobSet and wait until no Workload or pod of any team is left."""
-        for team in self.teams.values():
-            path = f"/apis/{JOBSET_API}/namespaces/{team.namespace}/jobsets"
-            _, listing = self.api.request("GET", path)
-            for item in listing["items"]:
-                self.api.request("DELETE", f"{path}/{item['metadata']['name']}", {"propagationPolicy": "Background"})
-
-        def empty() -> bool:
-            for team in self.teams.values():
-                _, pods = self.api.request("GET", f"/api/v1/namespaces/{team.namespace}/pods")
-                if self.workloads(team.name) or pods["items"]:
-                    return False
-            return True
-
-        wait_for("an empty cluster", lambda: self.lane.alive() and empty(), timeout=120)
+        clear_runs(self.lane, self.api, [team.namespace for team in self.teams.values()])
 
 
 @pytest.fixture(scope="module")
