@@ -12,9 +12,10 @@ import pulumi_kubernetes as k8s
 
 from facts.errors import require, require_no_problem
 from facts.gcp import general_machine_problem, resource_name_problem
-from facts.gke import UNTIL_END_OF_SUPPORT, rbac_security_group_problem, workload_pool
+from facts.gke import PRELOAD_DISK_MODE, UNTIL_END_OF_SUPPORT, rbac_security_group_problem, workload_pool
 from facts.kubernetes import SYSTEM_POOL
 from facts.machines import COS_CONTAINERD
+from facts.registries import preload_disk_path
 from facts.versions import gke_version_key
 from planners.pools import NodePoolSpec, node_pool_advice, plan_node_pool
 
@@ -397,6 +398,17 @@ class GpuNodePool(pulumi.ComponentResource):
                 "flex_start": True if plan.flex_start else None,
                 "max_run_duration": plan.max_run_duration,
                 "reservation_affinity": plan.reservation_affinity,
+                "gcfs_config": {"enabled": spec.image_streaming},
+                "secondary_boot_disks": (
+                    [
+                        {
+                            "disk_image": preload_disk_path(args.project, args.cluster_name, spec.preloaded_image),
+                            "mode": PRELOAD_DISK_MODE,
+                        }
+                    ]
+                    if spec.preloaded_image
+                    else None
+                ),
             },
             opts=pulumi.ResourceOptions(
                 parent=self,

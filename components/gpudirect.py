@@ -15,6 +15,7 @@ from facts import versions
 from facts.errors import require
 from facts.kubernetes import ACCELERATOR_LABEL, NETWORKING_API, SYSTEM_NAMESPACE
 from facts.machines import GpuDirect, GpuDirectStack
+from facts.registries import RegistryMirror, resolve
 from planners.gpudirect import HOST_GIB_DIR, HOST_NVIDIA_DIR, host_path_volume
 from planners.networks import GpuNetworkPlan
 
@@ -131,7 +132,7 @@ chmod a+rw /dev/aperture_devices/*/resource*
 """
 
 
-def _installer_pod(stack: GpuDirectStack) -> dict[str, Any]:
+def _installer_pod(stack: GpuDirectStack, mirror: RegistryMirror | None) -> dict[str, Any]:
     """Init containers that copy the flavour's NCCL plugin onto the host, then a pause container."""
     image = stack.node_plugin.ref
     if stack.flavour is GpuDirect.RDMA:
@@ -182,7 +183,7 @@ def _installer_pod(stack: GpuDirectStack) -> dict[str, Any]:
             0,
             {
                 "name": "host-preparation",
-                "image": versions.UBUNTU.ref,
+                "image": resolve(versions.UBUNTU.ref, mirror),
                 "command": ["/bin/bash", "-c", _TCPXO_HOST_PREP],
                 "securityContext": _PRIVILEGED,
                 "resources": _INSTALLER_RESOURCES,
@@ -207,6 +208,8 @@ class NcclPluginInstallerArgs:
     # GKE accelerator labels of the machines using this flavour.
     accelerators: Sequence[str]
     nri_device_injector: bool
+    # The cluster's remote repositories, which the host preparation's ubuntu image comes through.
+    mirror: RegistryMirror | None = None
 
     def __post_init__(self) -> None:
         require(bool(self.accelerators), "accelerators", self.accelerators, "names the GPUs to install on")
@@ -222,7 +225,11 @@ class NcclPluginInstaller(pulumi.ComponentResource):
         super().__init__(self.TYPE, name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         _node_daemonset(
-            f"{name}-plugin", f"nccl-{args.key}-installer", args.accelerators, _installer_pod(args.stack), child
+            f"{name}-plugin",
+            f"nccl-{args.key}-installer",
+            args.accelerators,
+            _installer_pod(args.stack, args.mirror),
+            child,
         )
         if args.stack.needs_nri_device_injector and args.nri_device_injector:
             _node_daemonset(

@@ -12,7 +12,14 @@ from facts.errors import require
 # GKE's predefined role for node service accounts (logging, monitoring, metadata and
 # autoscaling metrics), plus pulling images from Artifact Registry.
 # https://cloud.google.com/kubernetes-engine/docs/how-to/service-accounts#default-gke-service-agent
-NODE_ROLES = ("roles/container.defaultNodeServiceAccount", "roles/artifactregistry.reader")
+# Image streaming with a node account other than the default one needs Service Usage Consumer in the
+# project holding the images (https://cloud.google.com/kubernetes-engine/docs/how-to/image-streaming
+# #requirements): the cluster's own project, where its remote repositories are.
+NODE_ROLES = (
+    "roles/container.defaultNodeServiceAccount",
+    "roles/artifactregistry.reader",
+    "roles/serviceusage.serviceUsageConsumer",
+)
 
 
 @dataclass(frozen=True)

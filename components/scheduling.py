@@ -40,6 +40,7 @@ from facts.kueue import (
     RequeuingTimestamp,
     WithinClusterQueue,
 )
+from facts.registries import RegistryMirror, resolve
 from planners.queues import TOPOLOGY, TOPOLOGY_SPEC, Flavor
 from planners.teams import Team, TeamsPlan, covered_resources, flavor_quota
 
@@ -134,6 +135,8 @@ class KueueControllerArgs:
     fair_sharing: bool = False
     # A MultiKueue manager: how long a run stays on a worker it cannot reach (None: not a manager).
     worker_lost_timeout_seconds: int | None = None
+    # The cluster's remote repositories, which the readiness probe's image comes through.
+    mirror: RegistryMirror | None = None
 
     def __post_init__(self) -> None:
         require(bool(self.node_selector), "node_selector", self.node_selector, "pins the controller to a pool")
@@ -235,11 +238,11 @@ class KueueController(pulumi.ComponentResource):
             },
             pulumi.ResourceOptions(parent=self),
         )
-        self.ready = self._readiness_gate(name, namespace, args.node_selector)
+        self.ready = self._readiness_gate(name, namespace, args.node_selector, resolve(versions.CURL.ref, args.mirror))
         self.register_outputs({"release": self.release.name})
 
     def _readiness_gate(
-        self, name: str, namespace: k8s.core.v1.Namespace, node_selector: Mapping[str, str]
+        self, name: str, namespace: k8s.core.v1.Namespace, node_selector: Mapping[str, str], image: str
     ) -> k8s.batch.v1.Job:
         probe = "kueue-webhook-probe"
         account = k8s.core.v1.ServiceAccount(
@@ -276,7 +279,7 @@ class KueueController(pulumi.ComponentResource):
                         "containers": [
                             {
                                 "name": "probe",
-                                "image": versions.CURL.ref,
+                                "image": image,
                                 "command": ["/bin/sh", "-c", _WEBHOOK_PROBE],
                                 "resources": {
                                     "requests": {"cpu": "10m", "memory": "16Mi"},

@@ -12,6 +12,7 @@ import pulumi_kubernetes as k8s
 from facts import versions
 from facts.errors import require
 from facts.kubernetes import cpu_quantity, mib_quantity
+from facts.registries import RegistryMirror, resolve
 
 PORT = 6006
 
@@ -30,6 +31,8 @@ class TensorBoardArgs:
     vertex_ai: tuple[str, str] | None = None
     # Labels of the Vertex AI instance.
     labels: Mapping[str, str] = field(default_factory=dict)
+    # The cluster's remote repositories, which the image comes through.
+    mirror: RegistryMirror | None = None
 
     def __post_init__(self) -> None:
         require(self.cpu_millicores > 0, "cpu_millicores", self.cpu_millicores, "must be positive")
@@ -62,7 +65,7 @@ class TensorBoard(pulumi.ComponentResource):
                         "containers": [
                             {
                                 "name": "tensorboard",
-                                "image": versions.TENSORBOARD.ref,
+                                "image": resolve(versions.TENSORBOARD.ref, args.mirror),
                                 "command": [
                                     "tensorboard",
                                     f"--logdir={args.log_dir}",

@@ -57,6 +57,7 @@ from facts.kubernetes import (
 )
 from facts.kueue import MULTIKUEUE_CONTROLLER
 from facts.machines import MachineType, training_pod_requests
+from facts.registries import RegistryMirror, resolve
 from planners import nemo
 from planners.gpudirect import PodNetworking
 from planners.nemo import RunPaths
@@ -127,11 +128,15 @@ class TrainingRunArgs:
     # jobset_multikueue_adapter.go at the pinned version): the run's files travel in its pod
     # template's annotations, and it names no Secret or ComputeDomain of its own.
     dispatched: bool = False
+    # The cluster's remote repositories, which the pods pull nvcr.io and Docker Hub images through.
+    mirror: RegistryMirror | None = None
 
     def __post_init__(self) -> None:
         require(self.run.pool == self.flavor.pool, "flavor", self.flavor.pool, f"is the run's pool {self.run.pool}")
         require(self.run.nodes <= self.flavor.nodes, "run.nodes", self.run.nodes, f"fit pool {self.flavor.pool}")
         if self.dispatched:
+            # The copy runs on whichever worker takes it: its image cannot name one cluster's mirror.
+            require(self.mirror is None, "mirror", self.mirror, "is one cluster's, and a worker runs the copy")
             require(not self.secret_env, "secret_env", self.secret_env, "is not copied to a MultiKueue worker")
             require(
                 not self.flavor.machine.nvlink_across_nodes,
@@ -352,7 +357,7 @@ def run_jobset(args: TrainingRunArgs, config_map: str, files: Mapping[str, str])
     )
     container = gpu_container(
         TRAINING_CONTAINER,
-        run.image or run.recipe.image.ref,
+        resolve(run.image or run.recipe.image.ref, args.mirror),
         machine,
         net,
         command=["bash", f"{nemo.WORKLOAD_DIR}/{nemo.LAUNCHER}"],
@@ -500,6 +505,7 @@ class DataPreparationArgs:
     service_account: str
     volumes: Volumes
     after: Sequence[pulumi.Resource] = ()
+    mirror: RegistryMirror | None = None
 
     def __post_init__(self) -> None:
         require(self.job.workers >= 1, "job.workers", self.job.workers, "must be at least 1")
@@ -540,7 +546,7 @@ def data_prep_job(args: DataPreparationArgs) -> dict[str, Any]:
                     "containers": [
                         {
                             "name": "preprocess",
-                            "image": versions.NEMO_2.ref,
+                            "image": resolve(versions.NEMO_2.ref, args.mirror),
                             "command": ["bash", "-c", script],
                             "env": _env(nemo.OFFLINE_ENV),
                             "resources": {

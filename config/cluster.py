@@ -11,6 +11,7 @@ from facts.errors import RuleError
 from facts.gcp import general_machine_problem
 from facts.gke import (
     DWS_CAPACITY,
+    IMAGE_STREAMING_NODE_IMAGE,
     NODE_UPGRADE_EXCLUSION_NAME,
     NODE_UPGRADE_EXCLUSION_SCOPE,
     CapacityType,
@@ -22,6 +23,7 @@ from facts.gke import (
 )
 from facts.machines import MACHINE_TYPES, MachineType, machine_type
 from facts.project import PROJECT
+from facts.registries import parse_reference
 
 
 class NetworkConfig(Model):
@@ -260,10 +262,28 @@ class GpuPoolConfig(Model):
         description="Accept a zone the catalog does not list for the machine type (Google adds zones); "
         "the program then warns instead of refusing.",
     )
+    image_streaming: bool | None = Field(
+        None,
+        description="GKE image streaming: a container starts while its image streams from Artifact Registry "
+        f"(with `imageMirror`, the NeMo image too); other images are pulled whole. Needs {IMAGE_STREAMING_NODE_IMAGE} "
+        "nodes. Default: on where the machine's node image has it. Changed in place.",
+    )
+    preloaded_image: str | None = Field(
+        None,
+        description="A container image every node of the pool has on a secondary boot disk, such as the runs' "
+        "NeMo image: build its disk image once with the command `pulumi up` names (output `preloadCommands`). "
+        "Needs imageStreaming. Changing it recreates the pool, stopping the runs on it: add a second pool instead.",
+    )
 
     @property
     def machine(self) -> MachineType:
         return machine_type(self.machine_type)
+
+    @property
+    def streams_images(self) -> bool:
+        if self.image_streaming is not None:
+            return self.image_streaming
+        return self.machine.node_image_type == IMAGE_STREAMING_NODE_IMAGE
 
     @property
     def max_nodes(self) -> int:
@@ -292,6 +312,20 @@ class GpuPoolConfig(Model):
             raise RuleError(
                 "diskType", self.disk_type, f"{machine.name} boots from: {', '.join(machine.boot_disk_types)}"
             )
+        if self.image_streaming and machine.node_image_type != IMAGE_STREAMING_NODE_IMAGE:
+            raise RuleError(
+                "imageStreaming",
+                True,
+                f"needs {IMAGE_STREAMING_NODE_IMAGE} nodes, and {machine.name} boots {machine.node_image_type}",
+            )
+        if self.preloaded_image is not None:
+            try:
+                parse_reference(self.preloaded_image)
+            except ValueError as error:
+                raise RuleError("preloadedImage", self.preloaded_image, str(error)) from None
+            if not self.streams_images:
+                why = "must be true with preloadedImage: GKE reads secondary boot disks through it"
+                raise RuleError("imageStreaming", self.image_streaming, why)
         mode = self.capacity.type
         if mode in DWS_CAPACITY:
             if self.autoscaling is None or self.autoscaling.min_nodes != 0:

@@ -67,6 +67,7 @@ _KEY_READERS: dict[str, tuple[Layer, ...]] = {
     "cluster": (Layer.CLUSTER,),
     "systemPool": (Layer.CLUSTER,),
     "gpuPools": (Layer.CLUSTER,),
+    "imageMirror": (Layer.CLUSTER,),
     "labels": (Layer.BOOTSTRAP, Layer.CLUSTER, Layer.PLATFORM),
     "storage": (Layer.PLATFORM,),
     "kueue": (Layer.PLATFORM,),
@@ -120,6 +121,11 @@ class StackConfig(Model):
     network: NetworkConfig = Field(default_factory=NetworkConfig, description="Address plan.")
     cluster: ClusterConfig = Field(default_factory=ClusterConfig, description="GKE cluster settings.")
     system_pool: SystemPoolConfig = Field(default_factory=SystemPoolConfig, description="CPU pool for controllers.")
+    image_mirror: bool = Field(
+        True,
+        description="Artifact Registry remote repositories of nvcr.io and Docker Hub in the cluster's region: "
+        "every pod of the stack pulls those registries' images through them (docs/fast-first-step.md).",
+    )
     gpu_pools: tuple[GpuPoolConfig, ...] = Field(
         (GpuPoolConfig(name="a3-highgpu", machine_type="a3-highgpu-8g", node_count=2),),
         # One Kueue flavor each, in one resource group of the ClusterQueue.

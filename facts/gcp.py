@@ -54,6 +54,11 @@ def scoped_name(*parts: str, max_length: int = 63) -> str:
     return f"{head}-{digest}-{rest}"[:max_length].rstrip("-")
 
 
+def default_bucket(project: str, cluster: str, role: str) -> str:
+    """The name of a cluster's bucket (data, checkpoints) where the config names none."""
+    return f"{project}-{cluster}-{role}"
+
+
 def is_region(value: str) -> bool:
     return bool(_REGION.match(value))
 

@@ -25,6 +25,23 @@ class CapacityType(StrEnum):
 DWS_CAPACITY = frozenset({CapacityType.FLEX_START, CapacityType.QUEUED_PROVISIONING})
 
 
+# Image streaming: GKE reads images through the Container File System API, on Container-Optimized OS
+# with containerd, from Artifact Registry only; Standard clusters from 1.18.6-gke.4801
+# (https://cloud.google.com/kubernetes-engine/docs/how-to/image-streaming#requirements).
+IMAGE_STREAMING_API = "containerfilesystem.googleapis.com"
+IMAGE_STREAMING_MIN_GKE_VERSION = "1.18.6-gke.4801"
+IMAGE_STREAMING_NODE_IMAGE = "COS_CONTAINERD"
+# Secondary boot disks that hold container images (mode CONTAINER_IMAGE_CACHE): Container-Optimized OS
+# nodes from 1.30.1-gke.1329000 (the page once gave 1.28.3-gke.1067000 for Standard clusters; it now
+# names 1.30.1-gke.1329000 for Container-Optimized OS); image streaming must be on; GKE cannot change
+# a pool's disk image, only create a pool with the new one (https://cloud.google.com/kubernetes-engine/docs/how-to/
+# data-container-image-preloading#requirements). The Terraform provider marks node_config.
+# secondary_boot_disks ForceNew (hashicorp/terraform-provider-google google/services/container/
+# node_config.go@e03b762, "secondary_boot_disks"), so a change replaces the pool.
+PRELOAD_MIN_GKE_VERSION = "1.30.1-gke.1329000"
+PRELOAD_DISK_MODE = "CONTAINER_IMAGE_CACHE"
+
+
 def compact_placement_problem(capacity: CapacityType, machine: MachineType) -> str | None:
     """Why compact placement does not go with this capacity mode and machine, or None.
     GoogleCloudPlatform/cluster-toolkit:modules/compute/gke-node-pool/main.tf@1047080 (preconditions);

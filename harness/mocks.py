@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -124,14 +125,23 @@ SECRET_OUTPUTS = ["kubeconfig", "multiKueueKubeconfig"]
 class RecordingMocks(pulumi.runtime.Mocks):
     """Answers registrations and invokes; `upstream` holds the outputs of referenced stacks."""
 
-    def __init__(self, project: str, preview: bool, upstream: Mapping[str, Mapping[str, Any]] | None = None) -> None:
+    def __init__(
+        self,
+        project: str,
+        preview: bool,
+        upstream: Mapping[str, Mapping[str, Any]] | None = None,
+        missing_images: frozenset[str] = frozenset(),
+    ) -> None:
         self.project = project
         self.preview = preview
         self.upstream = dict(upstream or {})
+        # Compute Engine images that do not exist (every other one does).
+        self.missing_images = missing_images
         self.invokes: list[str] = []
         self._calls: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
             "gcp:container/getEngineVersions:getEngineVersions": self._engine_versions,
             "gcp:organizations/getProject:getProject": self._get_project,
+            "gcp:compute/getImages:getImages": self._get_images,
             "pulumi:pulumi:readStackOutputs": self._read_stack_outputs,
         }
 
@@ -152,6 +162,17 @@ class RecordingMocks(pulumi.runtime.Mocks):
     def _get_project(self, args: dict[str, Any]) -> dict[str, Any]:
         project = args.get("projectId", self.project)
         return {"projectId": project, "number": PROJECT_NUMBER, "name": project, "id": f"projects/{project}"}
+
+    def _get_images(self, args: dict[str, Any]) -> dict[str, Any]:
+        # The images a `name = "<name>"` filter lists: none for a missing one.
+        project, image_filter = args.get("project", self.project), str(args.get("filter", ""))
+        match = re.fullmatch(r'name = "([a-z0-9-]+)"', image_filter)
+        if match is None:
+            raise NotImplementedError(f"the mocks list images by one name only, not {image_filter!r}")
+        name = match.group(1)
+        image = {"name": name, "selfLink": f"projects/{project}/global/images/{name}"}
+        images = [] if name in self.missing_images else [image]
+        return {"filter": image_filter, "project": project, "id": project, "images": images}
 
     def _stack(self, name: str) -> Mapping[str, Any]:
         if name not in self.upstream:

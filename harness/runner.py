@@ -23,6 +23,7 @@ from config.stack import StackConfig
 from facts.controller_api import CONTROLLER_KINDS
 from facts.kubernetes import STACK_ANNOTATION, stack_identity
 from facts.project import PROJECT, SELF_MANAGED_ORGANIZATION, qualified_stack_name, stack_reference_problem
+from facts.registries import parse_reference
 from facts.versions import JOBSET_CRD
 from harness.mocks import LogWarning, RecordedResource, RecordingEngine, RecordingMocks, RecordingMonitor
 from harness.stackfile import StackFile, holds_secret, read_stack_file, to_pulumi_config
@@ -147,6 +148,18 @@ class StackRun:
             stack.extend(edges)
         return False
 
+    def pulled_as(self, ref: str) -> str:
+        """`ref` as this stack's pods pull it: through the remote repository the stack created for its
+        registry (read from the recorded repositories, not from the program's own resolution)."""
+        image = parse_reference(ref)
+        for repository in self.of_type("gcp:artifactregistry/repository:Repository"):
+            inputs = repository.inputs
+            remote = inputs.get("remoteRepositoryConfig") or {}
+            if inputs.get("mode") == "REMOTE_REPOSITORY" and remote.get("description") == image.registry:
+                host = f"{inputs['location']}-docker.pkg.dev/{inputs['project']}/{inputs['repositoryId']}"
+                return f"{host}/{image.path}{image.suffix}"
+        return ref
+
     # ---- views
     @property
     def custom_resources(self) -> list[RecordedResource]:
@@ -257,6 +270,7 @@ def run_stack(
     upstream: Mapping[str, Mapping[str, Any]] | None = None,
     read_crds: CrdReader | None = None,
     read_kubeconfig: KubeconfigReader = stand_in_kubeconfig,
+    missing_images: frozenset[str] = frozenset(),
 ) -> StackRun:
     """Run the program for `stack` (the config of `file`, else of its own stack file, else `values`)
     and record everything; what the stack file says other than it seems is a warning of the run.
@@ -264,6 +278,7 @@ def run_stack(
     `upstream` maps referenced stack names to their outputs; when omitted and the stack names an
     upstream stack, that stack is run first (from its own file, looked for beside `file` first) and
     its exports are used.
+    `missing_images` names Compute Engine images the project lacks (disk images of preloaded pools).
     `read_crds` answers for an existing cluster's API server (default: a cluster that runs the
     pinned releases), `read_kubeconfig` for the machine's kubeconfig file (default: one that has
     the context the stack names).
@@ -277,7 +292,7 @@ def run_stack(
     if upstream is None:
         upstream = _upstream_exports(config_values, file.parent if file else None)
     project = str(config_values.get(f"{PROJECT}:project", "unset-project"))
-    mocks = RecordingMocks(project=project, preview=preview, upstream=upstream)
+    mocks = RecordingMocks(project=project, preview=preview, upstream=upstream, missing_images=missing_images)
     monitor = RecordingMonitor(mocks)
     settings.ROOT.set(None)
     pulumi.runtime.set_mocks(

@@ -8,7 +8,14 @@ from typing import Any
 
 from facts.errors import RuleError, require
 from facts.gcp import region_of_zone, reservation_path, scoped_name
-from facts.gke import DWS_CAPACITY, CapacityType, capacity_problem, compact_placement_problem, pool_size_problem
+from facts.gke import (
+    DWS_CAPACITY,
+    IMAGE_STREAMING_NODE_IMAGE,
+    CapacityType,
+    capacity_problem,
+    compact_placement_problem,
+    pool_size_problem,
+)
 from facts.kubernetes import GPU_TAINT, QUEUED_TAINT, Taint
 from facts.machines import MachineType, OtherMachine, machine_type
 from facts.project import is_placeholder
@@ -42,6 +49,10 @@ class GpuPoolExport:
     topology_labels: bool | None = None
     # An existing cluster's machine outside the catalog (`machine_type` is then its name).
     other_machine: OtherMachine | None = None
+    # GKE image streaming on the pool's nodes (False for an existing cluster's pools: not known).
+    image_streaming: bool = False
+    # The image on the nodes' secondary boot disks, as the config names it.
+    preloaded_image: str | None = None
 
     @property
     def machine(self) -> MachineType:
@@ -116,6 +127,8 @@ class NodePoolSpec:
     disk_size_gb: int = 200
     max_pods_per_node: int = 32
     max_run_duration_seconds: int | None = None
+    image_streaming: bool = False
+    preloaded_image: str | None = None
 
     @property
     def facts(self) -> GpuPoolExport:
@@ -132,6 +145,8 @@ class NodePoolSpec:
             self.compact,
             min_nodes,
             self.reservation,
+            image_streaming=self.image_streaming,
+            preloaded_image=self.preloaded_image,
         )
 
 
@@ -191,6 +206,12 @@ def plan_node_pool(spec: NodePoolSpec, project: str, cluster_name: str) -> NodeP
     )
     problem = capacity_problem(capacity, machine)
     require(problem is None, "capacity.type", capacity.value, problem or "")
+    require(
+        not spec.image_streaming or machine.node_image_type == IMAGE_STREAMING_NODE_IMAGE,
+        "imageStreaming",
+        True,
+        f"needs {IMAGE_STREAMING_NODE_IMAGE} nodes, and {machine.name} boots {machine.node_image_type}",
+    )
     placement_problem = compact_placement_problem(capacity, machine) if spec.compact else None
     require(placement_problem is None, "placement", "compact", placement_problem or "")
     require(spec.compact or machine.accelerator_topology is None, "placement", "none", "the machine needs placement")

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pulumi
+import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
 from components.gke import (
@@ -28,18 +29,27 @@ from components.gke import (
 )
 from components.iam import NodeServiceAccount, NodeServiceAccountArgs
 from components.network import GpuNetworks, GpuNetworksArgs, PrimaryNetwork, PrimaryNetworkArgs
+from components.project import ProjectServices, ProjectServicesArgs
+from components.registry import ImageMirror, ImageMirrorArgs
 from config.cluster import ClusterConfig, GpuPoolConfig
+from config.loader import ConfigError
 from config.stack import StackConfig
 from facts import resiliency, versions
+from facts.errors import RuleError
+from facts.gcp import default_bucket
 from facts.gke import (
     DWS_CAPACITY,
+    IMAGE_STREAMING_API,
+    IMAGE_STREAMING_MIN_GKE_VERSION,
     NODE_UPGRADE_EXCLUSION_NAME,
     NODE_UPGRADE_EXCLUSION_SCOPE,
     NODE_UPGRADE_EXCLUSION_START,
+    PRELOAD_MIN_GKE_VERSION,
     workload_pool,
 )
 from facts.kubernetes import SYSTEM_POOL
 from facts.project import project_advice
+from facts.registries import RegistryMirror, preload_build_command, preload_disk_image, resolve
 from planners.networks import network_machine, network_mtu, plan_gpu_networks
 from planners.pools import Autoscaling, NodePoolSpec
 from stacks.contract import ClusterExports
@@ -65,6 +75,8 @@ def node_pool_spec(cfg: StackConfig, pool: GpuPoolConfig) -> NodePoolSpec:
         disk_size_gb=pool.disk_size_gb,
         max_pods_per_node=pool.max_pods_per_node,
         max_run_duration_seconds=capacity.max_run_duration_seconds,
+        image_streaming=pool.streams_images,
+        preloaded_image=pool.preloaded_image,
     )
 
 
@@ -84,6 +96,7 @@ def cluster_facts(cfg: StackConfig) -> ClusterExports:
         gpu_pools=tuple(node_pool_spec(cfg, p).facts for p in cfg.gpu_pools),
         supervisor_pool=resiliency.SUPERVISOR_POOL if cfg.resiliency.enabled else None,
         rbac_security_group=cfg.cluster.rbac_security_group,
+        image_mirror=RegistryMirror(cfg.gcp_project, cfg.region, cfg.cluster_name) if cfg.image_mirror else None,
     )
 
 
@@ -105,11 +118,48 @@ def maintenance_exclusions(cfg: ClusterConfig) -> list[MaintenanceExclusion]:
 
 
 def minimum_gke_version(cfg: StackConfig) -> str:
-    """The newest of the platform's, the machines' and the capacity modes' version floors."""
+    """The newest of the platform's, the machines', the capacity modes' and the image features' floors."""
     floors = [versions.PLATFORM_MIN_GKE_VERSION, *(m.min_gke_version for m in cfg.gpu_machines)]
     if any(p.capacity.type in DWS_CAPACITY for p in cfg.gpu_pools):
         floors.append(versions.FLEX_START_MIN_GKE_VERSION)
+    if any(p.streams_images for p in cfg.gpu_pools):
+        floors.append(IMAGE_STREAMING_MIN_GKE_VERSION)
+    if any(p.preloaded_image for p in cfg.gpu_pools):
+        floors.append(PRELOAD_MIN_GKE_VERSION)
     return max(floors, key=versions.gke_version_key)
+
+
+def preload_commands(cfg: StackConfig, facts: ClusterExports) -> dict[str, str]:
+    """Per preloaded image, the one command that builds its disk image (in the first zone that uses it),
+    pulling the image as the pods do; its logs go to the stack's data bucket."""
+    commands: dict[str, str] = {}
+    for pool in cfg.gpu_pools:
+        ref = pool.preloaded_image
+        if ref is None or ref in commands:
+            continue
+        commands[ref] = preload_build_command(
+            cfg.gcp_project,
+            cfg.pool_zone(pool),
+            preload_disk_image(cfg.cluster_name, ref),
+            resolve(ref, facts.image_mirror),
+            cfg.storage.data_bucket.name or default_bucket(cfg.gcp_project, cfg.cluster_name, "data"),
+        )
+    return commands
+
+
+def check_preloaded_images(cfg: StackConfig, commands: Mapping[str, str]) -> None:
+    """Every preloaded image's disk image exists before a pool names it: GKE would fail the pool's
+    creation after the cluster's ten minutes, and its message would not say how to build it. A list
+    (getImages), since the lookup (getImage) answers a missing image with a provider error."""
+    for i, pool in enumerate(cfg.gpu_pools):
+        ref = pool.preloaded_image
+        if ref is None:
+            continue
+        name = preload_disk_image(cfg.cluster_name, ref)
+        found = gcp.compute.get_images(filter=f'name = "{name}"', project=cfg.gcp_project).images
+        if not any(image.name == name for image in found):
+            why = f"needs disk image {name} in project {cfg.gcp_project}; build it once with: {commands[ref]}"
+            raise ConfigError.of([RuleError(f"gpuPools[{i}].preloadedImage", ref, why)])
 
 
 @dataclass(frozen=True)
@@ -138,12 +188,16 @@ class ClusterLayer(pulumi.ComponentResource):
     cluster: Cluster
     primary_network: pulumi.Output[str]
     supervisor_pool: CpuNodePool | None
+    # Per preloaded image, the command that builds its disk image.
+    preload_commands: dict[str, str]
 
     def __init__(self, name: str, args: ClusterLayerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(self.TYPE, name, None, opts)
         cfg, facts = args.config, args.facts
         child = pulumi.ResourceOptions(parent=self)
         mtu = network_mtu(cfg.gpu_machines)
+        # Checked by the program before anything is registered (stacks.program).
+        self.preload_commands = preload_commands(cfg, facts)
         for advice in (project_advice(cfg.gcp_project), cfg.cluster.control_plane_advice):
             if advice:
                 pulumi.log.warn(advice, resource=self)
@@ -185,6 +239,23 @@ class ClusterLayer(pulumi.ComponentResource):
                 ),
                 opts=child,
             ).node_networks
+        # What the nodes need before they start pulling: the remote repositories their pods' images
+        # come through, and the Container File System API image streaming reads them with.
+        before_nodes: list[pulumi.Resource] = []
+        if facts.image_mirror is not None:
+            before_nodes.append(
+                ImageMirror(
+                    f"{name}-images", ImageMirrorArgs(mirror=facts.image_mirror, labels=args.labels), opts=child
+                )
+            )
+        if any(pool.streams_images for pool in cfg.gpu_pools):
+            before_nodes.append(
+                ProjectServices(
+                    f"{name}-services",
+                    ProjectServicesArgs(project=cfg.gcp_project, services=[IMAGE_STREAMING_API]),
+                    opts=child,
+                )
+            )
         window = cfg.cluster.maintenance_window
         self.cluster = Cluster(
             f"{name}-gke",
@@ -215,7 +286,7 @@ class ClusterLayer(pulumi.ComponentResource):
                 labels=args.labels,
                 rbac_security_group=cfg.cluster.rbac_security_group,
             ),
-            opts=child,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=before_nodes),
         )
         for pool in cfg.gpu_pools:
             GpuNodePool(
@@ -271,6 +342,8 @@ def build(
         "getCredentials": f"gcloud container clusters get-credentials {facts.name} "
         f"--location {facts.location} --project {facts.project}",
     }
+    if layer.preload_commands:
+        exports["preloadCommands"] = layer.preload_commands
     return outputs, exports
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from config.base import Model
 from facts.kubernetes import node_pool_selector
 from facts.kueue import WithinClusterQueue
+from facts.registries import RegistryMirror
 from planners.multikueue import Worker
 from planners.networks import GpuNetworkPlan
 from planners.pools import GpuPoolExport
@@ -42,6 +43,9 @@ class ClusterExports(Model):
     system_node_labels: dict[str, str] | None = None
     # Google Groups for RBAC is on with this group (config.cluster.rbac_security_group).
     rbac_security_group: str | None = None
+    # The cluster's remote repositories (config imageMirror): its pods pull nvcr.io and Docker Hub
+    # images through them. None: as the references say.
+    image_mirror: RegistryMirror | None = None
 
     @property
     def system_selector(self) -> dict[str, str]:

@@ -49,7 +49,7 @@ from config.loader import ConfigError
 from config.stack import StackConfig
 from facts import versions
 from facts.errors import RuleError
-from facts.gcp import REGIONAL_FILESTORE_TIERS
+from facts.gcp import REGIONAL_FILESTORE_TIERS, default_bucket
 from facts.kubernetes import DEFAULT_PRIORITY, FABRIC_CHECK_PRIORITY, PRIORITY_VALUES, node_pool_selector
 from facts.kueue import MULTIKUEUE_CHECK
 from planners import gpudirect
@@ -125,13 +125,14 @@ def platform_facts(cfg: StackConfig, cluster: ClusterExports, managed: ManagedWo
                 "workers": managed.plan.workers,
             }
         )
-    prefix = f"{cluster.project}-{cluster.name}"
     storage = cfg.storage
     buckets = cluster.gke
     # An existing cluster's own claims, where the config names them.
     claims = ExistingClaimsConfig().names if cluster.gke else _existing(cfg).claims.names
     flavors = plan_flavors(cluster.gpu_pools)
     plan = teams_plan(cfg, flavors)
+    data_bucket = storage.data_bucket.name or default_bucket(cluster.project, cluster.name, "data")
+    checkpoint_bucket = storage.checkpoint_bucket.name or default_bucket(cluster.project, cluster.name, "ckpt")
     return PlatformExports(
         namespace=cfg.namespace,
         service_account=TRAINING_ACCOUNT,
@@ -145,10 +146,10 @@ def platform_facts(cfg: StackConfig, cluster: ClusterExports, managed: ManagedWo
         shared_mount=SHARED_MOUNT,
         experiments_dir=EXPERIMENTS_DIR,
         # On an existing cluster the data and checkpoints live on claims of its StorageClass.
-        data_bucket=(storage.data_bucket.name or f"{prefix}-data") if buckets else "",
+        data_bucket=data_bucket if buckets else "",
         data_claim=claims["data"],
         data_mount=DATA_MOUNT,
-        checkpoint_bucket=(storage.checkpoint_bucket.name or f"{prefix}-ckpt") if buckets else "",
+        checkpoint_bucket=checkpoint_bucket if buckets else "",
         checkpoint_claim=claims["checkpoints"],
         checkpoint_mount=CHECKPOINT_MOUNT,
         supervisor=cfg.resiliency.enabled,
@@ -308,6 +309,7 @@ class PlatformLayer(pulumi.ComponentResource):
                     key=suffix,
                     accelerators=accelerators,
                     nri_device_injector=cfg.gpudirect.nri_device_injector,
+                    mirror=cluster.facts.image_mirror,
                 ),
                 opts=child,
             )
@@ -523,6 +525,7 @@ class PlatformLayer(pulumi.ComponentResource):
                     memory_mib=cfg.tensorboard.memory_mib,
                     vertex_ai=(cluster.facts.project, cluster.facts.region) if cfg.tensorboard.vertex_ai else None,
                     labels=labels,
+                    mirror=cluster.facts.image_mirror,
                 ),
                 opts=child,
             )
@@ -538,6 +541,7 @@ def kueue_controller_args(cfg: StackConfig, cluster: ClusterExports) -> KueueCon
         imex_channels=any(p.machine.nvlink_across_nodes for p in cluster.gpu_pools),
         fair_sharing=bool(cfg.teams),
         worker_lost_timeout_seconds=cfg.multi_kueue.worker_lost_timeout_seconds if cfg.multi_kueue.manager else None,
+        mirror=cluster.image_mirror,
     )
 
 

@@ -383,6 +383,7 @@ class TrainingLayer(pulumi.ComponentResource):
                         after=[*after, *gate],
                         secret_env=args.secret_env,
                         dispatched=bool(platform.workers),
+                        mirror=None if platform.workers else cluster.facts.image_mirror,
                     ),
                     opts=child,
                 )
@@ -401,6 +402,7 @@ class TrainingLayer(pulumi.ComponentResource):
                     service_account=platform.data_prep_service_account,
                     volumes=volumes,
                     after=after,
+                    mirror=cluster.facts.image_mirror,
                 ),
                 opts=child,
             )

@@ -242,7 +242,13 @@ def test_nodes_run_as_a_dedicated_least_privilege_service_account(render: Any) -
         assert pool.inputs["nodeConfig"]["serviceAccount"] == email
         assert "compute@developer" not in pool.inputs["nodeConfig"]["serviceAccount"]
     roles = {m.inputs["role"] for m in run.of_type("gcp:projects/iAMMember:IAMMember")}
-    assert roles == {"roles/container.defaultNodeServiceAccount", "roles/artifactregistry.reader"}
+    # Image streaming with a node account of its own needs Service Usage Consumer in the images' project
+    # (https://cloud.google.com/kubernetes-engine/docs/how-to/image-streaming#requirements).
+    assert roles == {
+        "roles/container.defaultNodeServiceAccount",
+        "roles/artifactregistry.reader",
+        "roles/serviceusage.serviceUsageConsumer",
+    }
     grants = run.of_type("gcp:projects/iAMMember:IAMMember")
     for pool in run.of_type(NODE_POOL):
         for grant in grants:

@@ -233,7 +233,7 @@ def test_every_kueue_object_waits_for_the_webhook_readiness_gate(render: Any, pr
     for kueue_object in objects:
         assert run.depends_on(kueue_object, gate), kueue_object.name
     probe = run.manifest(gate)["spec"]["template"]["spec"]["containers"][0]
-    assert "dryRun=All" in probe["command"][-1] and probe["image"] == versions.CURL.ref
+    assert "dryRun=All" in probe["command"][-1] and probe["image"] == run.pulled_as(versions.CURL.ref)
     role = manifest(run, "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole", "kueue-webhook-probe")
     assert role["rules"] == [{"apiGroups": ["kueue.x-k8s.io"], "resources": ["resourceflavors"], "verbs": ["create"]}]
 
@@ -376,7 +376,7 @@ def test_tensorboard_runs_on_the_system_pool_and_reads_the_training_logs(render:
     pod = manifest(run, "kubernetes:apps/v1:Deployment", "tensorboard")["spec"]["template"]["spec"]
     container = pod["containers"][0]
     assert pod["nodeSelector"] == {"cloud.google.com/gke-nodepool": "system"}
-    assert container["image"] == versions.TENSORBOARD.ref
+    assert container["image"] == run.pulled_as(versions.TENSORBOARD.ref) != versions.TENSORBOARD.ref
     assert "--logdir=/nfs/nemo-experiments" in container["command"]
     assert container["resources"]["requests"] == {"cpu": "500m", "memory": "2Gi"}
     assert pod["volumes"][0]["persistentVolumeClaim"] == {"claimName": "shared", "readOnly": True}

@@ -264,7 +264,7 @@ def test_local_checkpoints_sit_on_the_node_ssd_and_outlive_the_pod(render: Any) 
     _, manifest = jobset(run)
     spec, main = pod(manifest)["spec"], container(manifest)
     assert env(manifest)["RUN_LAUNCHER"] == nemo.Launcher.FAULT_TOLERANT
-    assert main["image"] == "nvcr.io/nvidia/nemo:25.07"
+    assert main["image"] == run.pulled_as("nvcr.io/nvidia/nemo:25.07")
     (local,) = [v for v in spec["volumes"] if v["name"] == "local-checkpoints"]
     assert local["hostPath"] == {"path": "/mnt/stateful_partition/kube-ephemeral-ssd", "type": "Directory"}
     assert {"name": "local-checkpoints", "mountPath": resiliency.LOCAL_CHECKPOINT_MOUNT} in main["volumeMounts"]

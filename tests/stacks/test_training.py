@@ -298,7 +298,7 @@ def test_tcpxo_pods_follow_the_a3_mega_recipe_whole(render: Any) -> None:
     }
     assert "--num_hops=2 --num_nics=8 --uid= --alsologtostderr" in sidecar["command"][-1]
     assert container(manifest)["securityContext"] == {"privileged": True}
-    assert container(manifest)["image"] == "nvcr.io/nvidia/nemo:24.07"
+    assert container(manifest)["image"] == run.pulled_as("nvcr.io/nvidia/nemo:24.07")
     volumes = {v["name"]: v for v in spec["volumes"]}
     assert volumes["aperture-devices"]["hostPath"]["path"] == "/dev/aperture_devices"
     assert volumes["nccl-plugin"] == {"name": "nccl-plugin", "emptyDir": {}}

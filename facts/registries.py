@@ -1,0 +1,182 @@
+"""Where container images come from: the public registries the platform's pods pull from, their
+Artifact Registry remote repositories in the cluster's region, and how an image reference reads
+through one.
+
+Google's own registries (`*.pkg.dev`, `gcr.io`, `registry.k8s.io`) already serve from Google's
+network and are read as they are. The others are proxied by a remote repository: pulls stay inside
+Google's network, the upstream's rate limits apply once per image rather than once per node, and
+the images become eligible for GKE image streaming, which streams only from Artifact Registry
+("Your container images must be stored in standard or remote repositories in Artifact Registry",
+https://cloud.google.com/kubernetes-engine/docs/how-to/image-streaming#requirements).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from facts.gcp import scoped_name
+
+# How a reference names its registry: the first path component is a registry host when it holds a
+# '.' or a ':' or is `localhost`; otherwise the image is Docker Hub's, and a one-component name is
+# one of its official images under `library/` (github.com/distribution/reference normalize.go:
+# splitDockerDomain, defaultDomain "docker.io", officialRepoPrefix "library/").
+DOCKER_HUB = "docker.io"
+_DOCKER_HUB_ALIASES = ("index.docker.io", "registry-1.docker.io")
+_OFFICIAL_PREFIX = "library/"
+# name[:tag][@sha256:digest] (the same package's grammar, reduced to what refs here use).
+_REFERENCE = re.compile(
+    r"^(?P<name>[^@:]+(?::[0-9]+/[^@:]+)?)(?::(?P<tag>\w[\w.-]{0,127}))?(?:@(?P<digest>sha256:[0-9a-f]{64}))?$"
+)
+
+
+@dataclass(frozen=True)
+class ImageReference:
+    """A reference split as the container runtime reads it."""
+
+    registry: str
+    path: str
+    tag: str | None
+    digest: str | None
+
+    @property
+    def suffix(self) -> str:
+        """`:tag`, `@digest` or both, as written."""
+        return (f":{self.tag}" if self.tag else "") + (f"@{self.digest}" if self.digest else "")
+
+
+def parse_reference(ref: str) -> ImageReference:
+    match = _REFERENCE.match(ref)
+    if match is None:
+        raise ValueError(f"{ref!r} is not an image reference such as nvcr.io/nvidia/nemo:26.02")
+    name = match.group("name")
+    first, _, rest = name.partition("/")
+    if rest and ("." in first or ":" in first or first == "localhost"):
+        registry, path = first, rest
+    else:
+        registry, path = DOCKER_HUB, name
+    if registry in _DOCKER_HUB_ALIASES:
+        registry = DOCKER_HUB
+    if registry == DOCKER_HUB and "/" not in path:
+        path = _OFFICIAL_PREFIX + path
+    return ImageReference(registry, path, match.group("tag"), match.group("digest"))
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """A public registry proxied by an Artifact Registry remote repository of the Docker format."""
+
+    # The registry as references name it.
+    registry: str
+    # The end of the remote repository's ID (the cluster's name comes first).
+    repository_suffix: str
+    # pulumi-gcp RepositoryRemoteRepositoryConfigArgs, less its description.
+    remote_config: Mapping[str, object]
+    source: str
+
+
+# The registries of the images this program runs, or that a run's `image` may name, outside Google:
+# NVIDIA's NGC (the NeMo containers) and Docker Hub (the TensorBoard, curl and ubuntu images).
+UPSTREAMS = (
+    Upstream(
+        "nvcr.io",
+        "nvcr",
+        MappingProxyType({"common_repository": {"uri": "https://nvcr.io"}}),
+        "https://cloud.google.com/artifact-registry/docs/repositories/remote-repo (custom Docker upstreams: "
+        "commonRepository.uri; pulumi-gcp RepositoryRemoteRepositoryConfigCommonRepositoryArgs)",
+    ),
+    Upstream(
+        DOCKER_HUB,
+        "docker-hub",
+        MappingProxyType({"docker_repository": {"public_repository": "DOCKER_HUB"}}),
+        "https://cloud.google.com/artifact-registry/docs/repositories/remote-repo (public_repository DOCKER_HUB)",
+    ),
+)
+UPSTREAMS_BY_REGISTRY = MappingProxyType({u.registry: u for u in UPSTREAMS})
+
+
+def mirror_repository_id(cluster: str, upstream: Upstream) -> str:
+    """A cluster's remote repository of `upstream`: per cluster, so two stacks of one project and
+    region never claim the same ID (repository IDs follow resource naming, 63 characters)."""
+    return scoped_name(cluster, upstream.repository_suffix)
+
+
+def docker_host(region: str) -> str:
+    """Artifact Registry's Docker host of a region
+    (https://cloud.google.com/artifact-registry/docs/docker/names)."""
+    return f"{region}-docker.pkg.dev"
+
+
+@dataclass(frozen=True)
+class RegistryMirror:
+    """The remote repositories of one cluster: where its pods read the upstreams' images."""
+
+    project: str
+    region: str
+    cluster: str
+
+    def repository_url(self, upstream: Upstream) -> str:
+        return f"{docker_host(self.region)}/{self.project}/{mirror_repository_id(self.cluster, upstream)}"
+
+    def resolve(self, ref: str) -> str:
+        """`ref` as this cluster's pods pull it: through its remote repository when the image's
+        registry is proxied, as written otherwise."""
+        image = parse_reference(ref)
+        upstream = UPSTREAMS_BY_REGISTRY.get(image.registry)
+        if upstream is None:
+            return ref
+        return f"{self.repository_url(upstream)}/{image.path}{image.suffix}"
+
+    @property
+    def registry(self) -> str:
+        return docker_host(self.region)
+
+
+def resolve(ref: str, mirror: RegistryMirror | None) -> str:
+    """`ref` through `mirror`, or unchanged where there is none (an existing cluster's pods)."""
+    return ref if mirror is None else mirror.resolve(ref)
+
+
+def in_artifact_registry(ref: str) -> bool:
+    """Whether the image is in Artifact Registry (`<location>-docker.pkg.dev`), so GKE can stream it."""
+    return parse_reference(ref).registry.endswith("-docker.pkg.dev")
+
+
+# gke-disk-image-builder: builds a Compute Engine disk image that holds container images, for a node
+# pool's secondary boot disks (ai-on-gke/tools:gke-disk-image-builder/README.md and cli/main.go@dd19189;
+# https://cloud.google.com/kubernetes-engine/docs/how-to/data-container-image-preloading). It refuses a
+# name that exists, so the name carries the digest of what the image holds. Its 20-minute default
+# timeout is short for a NeMo image of tens of gigabytes.
+DISK_IMAGE_BUILDER = "go run ./gke-disk-image-builder/cli"
+DISK_IMAGE_BUILDER_SOURCE = "https://github.com/ai-on-gke/tools (gke-disk-image-builder)"
+DISK_IMAGE_BUILD_TIMEOUT = "90m"
+# Room for the image's unpacked layers: NeMo containers are reported at 29-36 GB on disk
+# (NVIDIA-NeMo/Speech#11824; the gpt_oss 25.07 variant 36.4 GB).
+PRELOAD_DISK_SIZE_GB = 100
+
+
+def preload_disk_image(cluster: str, ref: str) -> str:
+    """The name of the disk image that preloads `ref` for a cluster's pools: RFC 1035, 63 characters,
+    one per image reference."""
+    image = parse_reference(ref)
+    readable = re.sub(r"[^a-z0-9]+", "-", f"{image.path.rsplit('/', 1)[-1]}-{image.tag or 'digest'}".lower())
+    digest = hashlib.sha256(ref.encode()).hexdigest()[:8]
+    return scoped_name(cluster, readable.strip("-"), digest)
+
+
+def preload_disk_path(project: str, cluster: str, ref: str) -> str:
+    """The disk image as a node pool's secondary boot disk names it (global images of the project)."""
+    return f"projects/{project}/global/images/{preload_disk_image(cluster, ref)}"
+
+
+def preload_build_command(project: str, zone: str, disk_image: str, pulled_as: str, logs_bucket: str) -> str:
+    """The one command that builds `disk_image` holding `pulled_as`, the reference the pods pull."""
+    auth = "ServiceAccountToken" if parse_reference(pulled_as).registry.endswith(".pkg.dev") else "None"
+    return (
+        f"{DISK_IMAGE_BUILDER} --project-name={project} --zone={zone} --image-name={disk_image} "
+        f"--container-image={pulled_as} --image-pull-auth={auth} --disk-size-gb={PRELOAD_DISK_SIZE_GB} "
+        f"--timeout={DISK_IMAGE_BUILD_TIMEOUT} --gcs-path=gs://{logs_bucket}/disk-image-builder"
+    )

@@ -1,0 +1,152 @@
+"""Where a stack's pods get their images: the cluster's remote repositories, image streaming and
+preloaded secondary boot disks, each requirement checked before anything is registered."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from facts.gke import IMAGE_STREAMING_API, PRELOAD_MIN_GKE_VERSION
+from facts.registries import UPSTREAMS, parse_reference, preload_disk_image
+from harness.runner import StackFailed, StackRun, load_stack_values, run_stack, stack_names, stack_with
+from tests.conftest import NODE_POOL, gpu_pools, issue_for, rejected
+
+REPOSITORY = "gcp:artifactregistry/repository:Repository"
+# A MultiKueue manager's runs are copied to whichever worker takes them: they name their images as
+# published (test_a_dispatched_run_names_its_image_as_published).
+GKE_STACKS = [s for s in stack_names() if not s.startswith(("existing", "bootstrap", "run-", "manager"))]
+NEMO = "nvcr.io/nvidia/nemo:26.02"
+
+
+def pod_images(run: StackRun) -> list[str]:
+    """Every container image of every pod template the stack renders."""
+    found: list[str] = []
+
+    def walk(value: Any) -> None:
+        if isinstance(value, dict):
+            for key in ("containers", "initContainers"):
+                found.extend(c["image"] for c in value.get(key) or [] if isinstance(c, dict) and "image" in c)
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+
+    for resource in run.kubernetes_objects:
+        walk(run.manifest(resource))
+    return found
+
+
+def remote_repositories(run: StackRun) -> dict[str, dict[str, Any]]:
+    return {r.inputs["remoteRepositoryConfig"]["description"]: r.inputs for r in run.of_type(REPOSITORY)}
+
+
+@pytest.mark.parametrize("stack", GKE_STACKS)
+def test_no_pod_of_a_gke_stack_pulls_from_a_registry_outside_google(render: Any, stack: str) -> None:
+    """nvcr.io and Docker Hub rate-limit anonymous pulls per address, and every node of a cluster shares
+    its NAT addresses: each such image comes through the cluster's remote repository in its region
+    (https://cloud.google.com/artifact-registry/docs/repositories/remote-overview)."""
+    run = render(stack)
+    repositories = remote_repositories(run)
+    assert set(repositories) == {u.registry for u in UPSTREAMS}
+    region = run.one("gcp:container/cluster:Cluster").inputs["location"].rsplit("-", 1)[0]
+    for inputs in repositories.values():
+        assert (inputs["mode"], inputs["format"]) == ("REMOTE_REPOSITORY", "DOCKER")
+        assert inputs["location"] in (region, run.one("gcp:container/cluster:Cluster").inputs["location"])
+    for image in pod_images(run):
+        registry = parse_reference(image).registry
+        assert registry.endswith(("-docker.pkg.dev", "gcr.io", "registry.k8s.io")), image
+
+
+def test_the_remote_repositories_proxy_ngc_and_docker_hub(render: Any) -> None:
+    repositories = remote_repositories(render("a3ultra"))
+    assert repositories["nvcr.io"]["remoteRepositoryConfig"]["commonRepository"] == {"uri": "https://nvcr.io"}
+    hub = repositories["docker.io"]["remoteRepositoryConfig"]["dockerRepository"]
+    assert hub == {"publicRepository": "DOCKER_HUB"}
+    # Two clusters of one project and region never claim one repository ID.
+    assert all(r["repositoryId"].startswith("nemo-a3ultra-") for r in repositories.values())
+
+
+def test_without_the_mirror_pods_pull_as_the_references_say(render: Any) -> None:
+    run = render("dev", values=stack_with("dev", imageMirror=False))
+    assert not run.of_type(REPOSITORY)
+    assert any(image.startswith("nvcr.io/nvidia/nemo:") for image in pod_images(run))
+
+
+def test_gpu_pools_stream_images_and_the_nodes_wait_for_what_streaming_needs(render: Any) -> None:
+    """Image streaming needs the Container File System API and a node account that may consume it
+    (https://cloud.google.com/kubernetes-engine/docs/how-to/image-streaming#requirements); the node
+    pool setting is updated in place (terraform-provider-google node_config.go@e03b762: gcfs_config is
+    not ForceNew; nodePoolNodeConfigUpdate sends UpdateNodePoolRequest.GcfsConfig)."""
+    run = render("a3ultra")
+    for pool in gpu_pools(run):
+        assert pool.inputs["nodeConfig"]["gcfsConfig"] == {"enabled": True}
+        assert "secondaryBootDisks" not in pool.inputs["nodeConfig"]
+    api = run.one("gcp:projects/service:Service", "cluster-services-containerfilesystem")
+    assert api.inputs["service"] == IMAGE_STREAMING_API and api.inputs["disableOnDestroy"] is False
+    cluster = run.one("gcp:container/cluster:Cluster")
+    assert run.depends_on(cluster, api)
+    for repository in run.of_type(REPOSITORY):
+        assert run.depends_on(cluster, repository)
+    off = render("a3ultra", values=stack_with("a3ultra", gpuPools=[{**pool_of("a3ultra"), "imageStreaming": False}]))
+    assert [p.inputs["nodeConfig"]["gcfsConfig"] for p in gpu_pools(off)] == [{"enabled": False}]
+    assert not [s for s in off.of_type("gcp:projects/service:Service") if s.inputs["service"] == IMAGE_STREAMING_API]
+
+
+def pool_of(stack: str) -> dict[str, Any]:
+    return dict(load_stack_values(stack)["nemo-gke:gpuPools"][0])
+
+
+def test_a_preloaded_pool_reads_its_image_from_a_secondary_boot_disk(render: Any) -> None:
+    """GKE preloads the image from a disk image in CONTAINER_IMAGE_CACHE mode, from 1.30.1-gke.1329000
+    on Container-Optimized OS (https://cloud.google.com/kubernetes-engine/docs/how-to/
+    data-container-image-preloading#requirements); the floor joins the cluster's minimum version."""
+    values = stack_with("a3ultra", gpuPools=[{**pool_of("a3ultra"), "preloadedImage": NEMO}])
+    run = render("a3ultra", values=values)
+    (pool,) = gpu_pools(run)
+    disk = preload_disk_image("nemo-a3ultra", NEMO)
+    assert pool.inputs["nodeConfig"]["secondaryBootDisks"] == [
+        {"diskImage": f"projects/your-gcp-project/global/images/{disk}", "mode": "CONTAINER_IMAGE_CACHE"}
+    ]
+    command = run.exports["preloadCommands"][NEMO]
+    assert f"--image-name={disk}" in command
+    assert f"--container-image={run.pulled_as(NEMO)}" in command and "--image-pull-auth=ServiceAccountToken" in command
+    cluster = run.one("gcp:container/cluster:Cluster")
+    assert cluster.inputs["minMasterVersion"] == PRELOAD_MIN_GKE_VERSION or PRELOAD_MIN_GKE_VERSION
+
+
+def test_a_preloaded_image_whose_disk_image_is_missing_is_refused_with_the_command_that_builds_it() -> None:
+    values = stack_with("a3ultra", gpuPools=[{**pool_of("a3ultra"), "preloadedImage": NEMO}])
+    disk = preload_disk_image("nemo-a3ultra", NEMO)
+    with pytest.raises(StackFailed) as failed:
+        run_stack("a3ultra", values=values, missing_images=frozenset({disk}))
+    assert failed.value.resources == []
+    message = str(failed.value.error)
+    assert "nemo-gke:gpuPools[0].preloadedImage" in message and f"needs disk image {disk}" in message
+    assert "build it once with: go run ./gke-disk-image-builder/cli" in message
+
+
+def test_preloading_needs_image_streaming() -> None:
+    values = stack_with("a3ultra", gpuPools=[{**pool_of("a3ultra"), "preloadedImage": NEMO, "imageStreaming": False}])
+    message = issue_for(rejected(values, "a3ultra"), "gpuPools[0].imageStreaming")
+    assert "GKE reads secondary boot disks through it" in message
+    bad = stack_with("a3ultra", gpuPools=[{**pool_of("a3ultra"), "preloadedImage": "nvcr.io/nvidia/nemo:26.02:x"}])
+    assert "not an image reference" in issue_for(rejected(bad, "a3ultra"), "gpuPools[0].preloadedImage")
+
+
+def test_nothing_but_gpu_pools_change_for_a_stack_without_gpu_pools(render: Any) -> None:
+    """A MultiKueue manager has no GPU pool: no image streaming API, but still the mirror its
+    controllers' probe pulls through."""
+    run = render("manager")
+    assert not [s for s in run.of_type("gcp:projects/service:Service") if s.inputs["service"] == IMAGE_STREAMING_API]
+    assert not run.of_type(NODE_POOL) or all("gcfsConfig" not in p.inputs.get("nodeConfig", {}) for p in gpu_pools(run))
+
+
+def test_a_dispatched_run_names_its_image_as_published(render: Any) -> None:
+    """MultiKueue copies the JobSet's spec to one worker (jobset_multikueue_adapter.go at the pinned
+    Kueue): an image through the manager's remote repository would pull across regions, so it stays
+    the published reference."""
+    run = render("manager")
+    images = [i for i in pod_images(run) if "nvidia/nemo" in i]
+    assert images and all(i.startswith("nvcr.io/") for i in images)
