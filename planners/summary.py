@@ -21,8 +21,10 @@ from typing import Any
 from facts import pricing
 from facts.gke import CapacityType
 from facts.project import PROJECT, is_placeholder
+from facts.registries import RegistryMirror
 from planners.pools import GpuPoolExport
 from planners.runs import RunSpec
+from planners.startup import first_step
 from planners.teams import Team
 
 
@@ -87,6 +89,12 @@ class RunLine:
     step_time_source: str | None
     hours: float | None
     usd: float | None
+    # Predicted time to the first step (planners.startup): the sum of the terms with a public figure,
+    # a lower bound unless complete; what those seconds of the run's nodes cost on demand.
+    first_step_s: float = 0.0
+    first_step_complete: bool = False
+    first_step_terms: tuple[str, ...] = ()
+    first_step_usd: float | None = None
 
 
 @dataclass(frozen=True)
@@ -192,18 +200,23 @@ def _pool_line(pool: GpuPoolExport, region: str) -> PoolLine:
     )
 
 
-def _run_line(run: RunSpec, pool: GpuPoolExport, region: str, image_pinned: bool) -> RunLine:
+def _run_line(
+    run: RunSpec, pool: GpuPoolExport, region: str, image_pinned: bool, mirror: RegistryMirror | None
+) -> RunLine:
     s = run.settings
     known = run.spec.step_time(pool.machine_type, run.nodes, s.global_batch_size, s.fp8) if image_pinned else None
     hours = s.steps * known.seconds / 3600 if known else None
     price = pricing.on_demand_usd_per_hour(pool.machine_type, region)
     on_demand = pool.capacity_type is CapacityType.ON_DEMAND
+    image = run.image or run.recipe.image.ref
+    start = first_step(image, run.nodes, pool, mirror)
+    start_usd = start.known_seconds / 3600 * run.nodes * price if price is not None and on_demand else None
     return RunLine(
         name=run.name,
         model=run.model,
         pool=run.pool,
         runtime=run.recipe.framework.label,
-        image=run.image or run.recipe.image.ref,
+        image=image,
         nodes=run.nodes,
         gpus=run.nodes * pool.machine.gpus,
         steps=s.steps,
@@ -211,6 +224,12 @@ def _run_line(run: RunSpec, pool: GpuPoolExport, region: str, image_pinned: bool
         step_time_source=known.source if known else None,
         hours=hours,
         usd=hours * run.nodes * price if hours is not None and price is not None and on_demand else None,
+        first_step_s=start.known_seconds,
+        first_step_complete=start.complete,
+        first_step_terms=tuple(
+            f"{t.name}: {'not predicted' if t.seconds is None else f'{t.seconds:.0f} s'} ({t.how})" for t in start.terms
+        ),
+        first_step_usd=start_usd,
     )
 
 
@@ -315,6 +334,7 @@ def plan_summary(
     filestore: Filestore | None = None,
     teams: Sequence[Team] = (),
     run_pools: Mapping[str, tuple[GpuPoolExport, str]] | None = None,
+    mirror: RegistryMirror | None = None,
 ) -> Summary:
     """`run_pools`: where the runs run when not on `pools` (a MultiKueue manager's: the pool of the
     first worker that has it, and that worker's region)."""
@@ -326,7 +346,7 @@ def plan_summary(
         zone=zone,
         pools=tuple(pool_lines.values()),
         # A step time holds for the model's own image only.
-        runs=tuple(_run_line(run, *where[run.pool], run.image is None) for run in runs),
+        runs=tuple(_run_line(run, *where[run.pool], run.image is None, mirror) for run in runs),
         price_source=pricing.SOURCE,
         cpu_pools=tuple(_cpu_pool_line(pool, region) for pool in cpu_pools),
         filestore=_filestore_line(filestore, region) if filestore is not None else None,

@@ -169,6 +169,8 @@ def deploy(cfg: StackConfig, access: Access) -> dict[str, Any]:
         ),
         teams=platform_facts.teams if platform_facts is not None and cfg.deploys(Layer.PLATFORM) else (),
         run_pools=multikueue.worker_pools(platform_facts.workers) if platform_facts else None,
+        # A manager's runs name their images as published (training.TrainingRunArgs.mirror).
+        mirror=None if platform_facts is not None and platform_facts.workers else cluster_facts.image_mirror,
     )
 
     # A stack on an existing cluster has no Google Cloud resource, so no Google Cloud provider.

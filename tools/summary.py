@@ -85,16 +85,23 @@ def _teams(summary: Mapping[str, Any]) -> list[str]:
 
 def _runs(summary: Mapping[str, Any]) -> list[str]:
     lines = [
-        "| Run | Model | Runtime | Image | Pool | Nodes | GPUs | Steps | Step time | Duration | Cost |",
-        "|---|---|---|---|---|---:|---:|---:|---|---|---|",
+        "| Run | Model | Runtime | Image | Pool | Nodes | GPUs | Steps | Step time | Duration | Cost "
+        "| First step | Before it |",
+        "|---|---|---|---|---|---:|---:|---:|---|---|---|---|---|",
     ]
     for run in summary["runs"]:
         step = f"{run['stepTimeS']:.1f} s" if run["stepTimeS"] is not None else "unknown"
         cost = "unknown" if run["hours"] is None else _usd(run["usd"])
+        bound = "" if run["firstStepComplete"] else "≥ "
+        first = f"{bound}{run['firstStepS'] / 60:.1f} min"
+        waiting = "not priced" if run["firstStepUsd"] is None else bound + _usd(run["firstStepUsd"])
         lines.append(
             f"| {run['name']} | {run['model']} | {run['runtime']} | `{run['image']}` | {run['pool']} | "
-            f"{run['nodes']} | {run['gpus']} | {run['steps']} | {step} | {_hours(run['hours'])} | {cost} |"
+            f"{run['nodes']} | {run['gpus']} | {run['steps']} | {step} | {_hours(run['hours'])} | {cost} "
+            f"| {first} | {waiting} |"
         )
+    for run in summary["runs"]:
+        lines += ["", f"Time to {run['name']}'s first step: " + "; ".join(run["firstStepTerms"]) + "."]
     sources = sorted({run["stepTimeSource"] for run in summary["runs"] if run["stepTimeSource"]})
     if sources:
         lines += ["", f"Step times are published ones, at the run's exact layout: {', '.join(sources)}."]

@@ -150,3 +150,27 @@ def test_a_dispatched_run_names_its_image_as_published(render: Any) -> None:
     run = render("manager")
     images = [i for i in pod_images(run) if "nvidia/nemo" in i]
     assert images and all(i.startswith("nvcr.io/") for i in images)
+
+
+@pytest.mark.parametrize("stack", [s for s in stack_names() if not s.startswith("bootstrap")])
+def test_every_run_of_a_shipped_stack_shows_its_time_to_first_step(render: Any, stack: str) -> None:
+    run = render(stack)
+    for line in run.exports["summary"]["runs"]:
+        assert [t.split(":", 1)[0] for t in line["firstStepTerms"]] == [
+            "nodes",
+            "image",
+            "pod start and NCCL",
+            "warm-up",
+        ]
+        assert line["firstStepS"] > 0 and line["firstStepComplete"] is False
+
+
+def test_the_walkthrough_run_streams_its_image_and_prices_the_wait(render: Any) -> None:
+    """dev: 2 static a3-highgpu-8g nodes (up), the NeMo image streamed through the mirror (30 s), the
+    published warm-up (81.4 s): at least 111.4 s, at two nodes' on-demand price."""
+    summary = render("dev").exports["summary"]
+    (line,) = summary["runs"]
+    assert line["firstStepS"] == pytest.approx(111.4)
+    (pool,) = summary["pools"]
+    per_node_hour = pool["usdPerHour"] / pool["nodes"]
+    assert line["firstStepUsd"] == pytest.approx(111.4 / 3600 * 2 * per_node_hour)
