@@ -80,3 +80,13 @@ def first_step(image: str, nodes: int, pool: GpuPoolExport, mirror: RegistryMirr
             Term("warm-up", WARMUP_S, WARMUP_SOURCE),
         )
     )
+
+
+def preload_advice(run_name: str, image: str, pool: GpuPoolExport) -> str | None:
+    """A run on a preloaded pool whose image is another one: it streams or pulls instead."""
+    if pool.preloaded_image is None or pool.preloaded_image == image:
+        return None
+    return (
+        f"run {run_name}: pool {pool.name} preloads {pool.preloaded_image}, and the run's image {image} is fetched "
+        "instead; preload the run's image on a pool of its own, or run the preloaded image"
+    )

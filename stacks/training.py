@@ -37,6 +37,7 @@ from planners.fabric import NcclTestSpec, check_nccl_test
 from planners.gpudirect import PodNetworking, pod_networking
 from planners.multikueue import Worker
 from planners.runs import DataPrepSpec, ProfileWindow, Resiliency, RunSpec, Tokenizer, check_data_prep, check_run
+from planners.startup import preload_advice
 from stacks.cluster import ClusterOutputs
 from stacks.contract import ClusterExports, PlatformExports
 from stacks.platform import PlatformOutputs
@@ -316,6 +317,8 @@ class TrainingLayer(pulumi.ComponentResource):
         cfg, cluster, platform = args.config, args.cluster, args.platform.facts
         child = pulumi.ResourceOptions(parent=self)
         flavors = platform.flavors_by_pool
+        # A manager's pools are its workers' (none of them preloads for it).
+        pools = {} if platform.workers else {p.name: p for p in cluster.facts.gpu_pools}
         volumes = Volumes(
             shared_claim=platform.shared_claim,
             shared_mount=platform.shared_mount,
@@ -368,6 +371,10 @@ class TrainingLayer(pulumi.ComponentResource):
             flavor = flavors[run.pool]
             machine = flavor.machine
             gate = [checks[run_config.fabric_check].jobset] if run_config.fabric_check else []
+            pool = pools.get(run.pool)
+            advice = preload_advice(run.name, run.image or run.recipe.image.ref, pool) if pool else None
+            if advice:
+                pulumi.log.warn(advice, resource=self)
             self.runs.append(
                 TrainingRun(
                     f"{name}-{run.name}",

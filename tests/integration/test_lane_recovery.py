@@ -10,7 +10,12 @@ controllers, and one of its pods failed three ways:
    its quarantine, PODGC_SECONDS at most), the JobSet restarts, and Kueue's topology-aware
    scheduling replaces the lost node in the run's placement with a spare (TASFailedNodeReplacement,
    beta and on from Kueue 0.14: pkg/features/kube_features.go at v0.19.2): the pods are bound
-   again, none on the lost node, within half a minute of the collector's.
+   again, none on the lost node, within half a minute of the collector's;
+4. the node of a pod stops answering (its kubelet, here kwok, no longer renews its lease): the node
+   lifecycle controller marks it NotReady within its grace period (NODE_GRACE_SECONDS) of the last
+   heartbeat and taints it unreachable, but the pods' default toleration of that taint lasts
+   DEFAULT_TOLERATION_SECONDS, so for that long nothing restarts the run; it recovers once the node
+   is deleted (GKE's auto-repair recreates a NotReady node), as in 3.
 The pods are failed as the kubelet would report them: phase Failed, each container terminated with
 the exit code. Times are control-plane times, from the failure until the run's pods are bound."""
 
@@ -25,7 +30,7 @@ import pytest
 
 from facts.kubernetes import JOBSET_API, PROGRAM_ERROR_EXIT_CODE
 from harness.runner import run_stack, stack_with
-from integration.controlplane import Api, Lane, has_condition, wait_for
+from integration.controlplane import KWOK_NODE_ANNOTATION, Api, Lane, has_condition, wait_for
 from integration.lane import running
 from integration.runs import api_path, apply_objects, clear_runs, jobset_run, placed, resized, stack_objects
 
@@ -38,6 +43,13 @@ RECOVERY_SECONDS = 60
 # quarantineTime 40 s, gcCheckPeriod 20 s): up to a minute before the restart can begin.
 PODGC_SECONDS = 40 + 20
 MAX_RESTARTS = 3
+# kubernetes pkg/controller/nodelifecycle/config/v1alpha1/defaults.go at v1.36.3: NodeMonitorGracePeriod
+# 50 s; the DefaultTolerationSeconds admission plugin gives every pod 300 s on the not-ready and
+# unreachable NoExecute taints (plugin/pkg/admission/defaulttolerationseconds).
+NODE_GRACE_SECONDS = 50
+DEFAULT_TOLERATION_SECONDS = 300
+# How long the scenario watches the NotReady node's run before the node is deleted.
+WATCH_SECONDS = 60
 
 
 @dataclass
@@ -74,6 +86,16 @@ class RecoveryLane:
         path = f"/api/v1/namespaces/{NAMESPACE}/pods/{pod['metadata']['name']}/status"
         code, answer = self.api.request("PATCH", path, {"status": {"phase": "Failed", "containerStatuses": statuses}})
         assert code == 200, answer
+
+    def delete_node(self, name: str, node: str, before: set[str]) -> tuple[float, list[str]]:
+        """Delete `node`; the seconds until the run's pods are new ones, all bound, and their nodes."""
+        deleted = time.monotonic()
+        code, answer = self.api.request("DELETE", f"/api/v1/nodes/{node}")
+        assert code == 200, answer
+        wait_for("the run bound again", lambda: self.rebound(name, before), timeout=PODGC_SECONDS + 120)
+        nodes = [p["spec"]["nodeName"] for p in self.pods(name)]
+        assert node not in nodes and len(set(nodes)) == NODES, nodes
+        return time.monotonic() - deleted, nodes
 
     def rebound(self, name: str, before: set[str]) -> bool:
         """The run's pods are new ones (none of `before`), all bound."""
@@ -132,12 +154,39 @@ def test_a_lost_node_is_replaced_by_a_spare_and_the_run_bound_again(lane: Recove
     pods = lane.pods("node-lost")
     before = {p["metadata"]["uid"] for p in pods}
     lost = pods[0]["spec"]["nodeName"]
-    started = time.monotonic()
-    code, answer = lane.api.request("DELETE", f"/api/v1/nodes/{lost}")
-    assert code == 200, answer
-    wait_for("the run bound again", lambda: lane.rebound("node-lost", before), timeout=PODGC_SECONDS + 120)
-    took = time.monotonic() - started
-    nodes = [p["spec"]["nodeName"] for p in lane.pods("node-lost")]
+    took, nodes = lane.delete_node("node-lost", lost, before)
     print(f"lane: recovery: node {lost} deleted, the run bound again on {nodes} in {took:.1f} s")
-    assert lost not in nodes and len(set(nodes)) == NODES
+    assert took < PODGC_SECONDS + RECOVERY_SECONDS / 2, took
+
+
+def node_ready(api: Api, node: str) -> str:
+    _, answer = api.request("GET", f"/api/v1/nodes/{node}")
+    return next((c["status"] for c in answer["status"].get("conditions", []) if c["type"] == "Ready"), "missing")
+
+
+def test_a_node_that_stops_answering_holds_the_run_until_it_is_deleted(lane: RecoveryLane) -> None:
+    lane.submit("node-silent")
+    pods = lane.pods("node-silent")
+    before = {p["metadata"]["uid"] for p in pods}
+    silent = pods[0]["spec"]["nodeName"]
+    started = time.monotonic()
+    # kwok renews the leases of the nodes it manages only: this one's kubelet falls silent.
+    patch = {"metadata": {"annotations": {KWOK_NODE_ANNOTATION: "silent"}}}
+    code, answer = lane.api.request("PATCH", f"/api/v1/nodes/{silent}", patch)
+    assert code == 200, answer
+    wait_for("the node NotReady", lambda: node_ready(lane.api, silent) != "True", timeout=NODE_GRACE_SECONDS + 60)
+    not_ready = time.monotonic() - started
+    (toleration,) = [
+        t for t in lane.pods("node-silent")[0]["spec"]["tolerations"] if t["key"] == "node.kubernetes.io/unreachable"
+    ]
+    assert toleration["tolerationSeconds"] == DEFAULT_TOLERATION_SECONDS
+    time.sleep(WATCH_SECONDS)
+    status = lane.status("node-silent")
+    held = time.monotonic() - started
+    assert status.get("restarts", 0) == 0 and {p["metadata"]["uid"] for p in lane.pods("node-silent")} == before
+    took, nodes = lane.delete_node("node-silent", silent, before)
+    print(
+        f"lane: recovery: node {silent} silent, NotReady after {not_ready:.1f} s, the run untouched {held:.1f} s "
+        f"later; deleted, the run bound again on {nodes} in {took:.1f} s"
+    )
     assert took < PODGC_SECONDS + RECOVERY_SECONDS / 2, took

@@ -174,3 +174,17 @@ def test_the_walkthrough_run_streams_its_image_and_prices_the_wait(render: Any) 
     (pool,) = summary["pools"]
     per_node_hour = pool["usdPerHour"] / pool["nodes"]
     assert line["firstStepUsd"] == pytest.approx(111.4 / 3600 * 2 * per_node_hour)
+
+
+def test_a_run_whose_image_is_not_its_pools_preloaded_one_is_warned_about(render: Any) -> None:
+    values = stack_with("dev", gpuPools=[{**pool_of("dev"), "preloadedImage": NEMO}])
+    run = render("dev", values=values)
+    (warning,) = [w.message for w in run.warnings if "preloads" in w.message]
+    assert warning.startswith(
+        f"run gpt5b-demo: pool a3-highgpu preloads {NEMO}, and the run's image nvcr.io/nvidia/nemo:24.07"
+    )
+    values = stack_with("dev", gpuPools=[{**pool_of("dev"), "preloadedImage": "nvcr.io/nvidia/nemo:24.07"}])
+    preloaded = render("dev", values=values)
+    assert not [w for w in preloaded.warnings if "preloads" in w.message]
+    (line,) = preloaded.exports["summary"]["runs"]
+    assert line["firstStepTerms"][1].startswith("image: 0 s (preloaded")
