@@ -8,6 +8,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from facts.kubernetes import (
     GPU_RESOURCE,
     HOSTNAME_LABEL,
@@ -96,18 +98,32 @@ def node_manifests(run: StackRun) -> list[dict[str, Any]]:
     return nodes
 
 
+# Pods labelled so stay Pending and never ready, as pods whose image never pulls: kwok's pod-ready
+# stage passes them by (a scenario of Kueue's waitForPodsReady).
+NEVER_READY_LABEL = "neverready"
+
+
 def kwok_stages(workdir: Path, pods_complete: bool) -> Path:
-    """kwok's own "fast" node and pod stages, from its module (nothing of it is committed).
+    """kwok's own "fast" node and pod stages, from its module (nothing of it is committed), with
+    pods labelled NEVER_READY_LABEL left out of readiness.
     Without `pods_complete`, a Job's pods stay Running until someone marks them Succeeded."""
     module = Path(os.environ.get("GOMODCACHE", CACHE / "go" / "mod")) / f"sigs.k8s.io/kwok@{_pins()['KWOK_VERSION']}"
     pod_stages = sorted((module / "kustomize/stage/pod/fast").glob("pod-*.yaml"))
     stages = [
-        module / "kustomize/stage/node/fast/node-initialize.yaml",
-        module / "kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
-        *(p for p in pod_stages if pods_complete or p.name != "pod-complete.yaml"),
+        yaml.safe_load(path.read_text())
+        for path in (
+            module / "kustomize/stage/node/fast/node-initialize.yaml",
+            module / "kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
+            *(p for p in pod_stages if pods_complete or p.name != "pod-complete.yaml"),
+        )
     ]
+    for stage in stages:
+        if stage["metadata"]["name"] == "pod-ready":
+            stage["spec"]["selector"]["matchExpressions"].append(
+                {"key": f".metadata.labels.{NEVER_READY_LABEL}", "operator": "DoesNotExist"}
+            )
     target = workdir / "kwok-stages.yaml"
-    target.write_text("\n---\n".join(p.read_text() for p in stages))
+    target.write_text(yaml.safe_dump_all(stages))
     return target
 
 

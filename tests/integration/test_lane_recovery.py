@@ -15,23 +15,31 @@ controllers, and one of its pods failed three ways:
    lifecycle controller marks it NotReady within its grace period (NODE_GRACE_SECONDS) of the last
    heartbeat and taints it unreachable, but the pods' default toleration of that taint lasts
    DEFAULT_TOLERATION_SECONDS, so for that long nothing restarts the run; it recovers once the node
-   is deleted (GKE's auto-repair recreates a NotReady node), as in 3.
+   is deleted (GKE's auto-repair recreates a NotReady node), as in 3;
+5. the pods of an admitted run never become ready (as when an image never pulls): Kueue's
+   waitForPodsReady, as the platform configures it at its floor (PODS_READY_TIMEOUT_SECONDS), evicts
+   the run at the timeout and requeues it after the backoff's base (REQUEUE_BACKOFF_SECONDS), and
+   while it is not ready admits no other run (blockAdmission); the run behind it is admitted once
+   it is evicted.
 The pods are failed as the kubelet would report them: phase Failed, each container terminated with
 the exit code. Times are control-plane times, from the failure until the run's pods are bound."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import pytest
 
 from facts.kubernetes import JOBSET_API, PROGRAM_ERROR_EXIT_CODE
 from harness.runner import run_stack, stack_with
+from integration.controllers import lane_kueue_config
 from integration.controlplane import KWOK_NODE_ANNOTATION, Api, Lane, has_condition, wait_for
 from integration.lane import running
+from integration.nodes import NEVER_READY_LABEL
 from integration.runs import api_path, apply_objects, clear_runs, jobset_run, placed, resized, stack_objects
 
 NAMESPACE = "nemo"
@@ -50,6 +58,10 @@ NODE_GRACE_SECONDS = 50
 DEFAULT_TOLERATION_SECONDS = 300
 # How long the scenario watches the NotReady node's run before the node is deleted.
 WATCH_SECONDS = 60
+# kueue.waitForPodsReadyTimeoutSeconds at its floor (config.platform.KueueConfig), and the requeue
+# backoff's base (components.scheduling.kueue_configuration: backoffBaseSeconds).
+PODS_READY_TIMEOUT_SECONDS = 300
+REQUEUE_BACKOFF_SECONDS = 60
 
 
 @dataclass
@@ -113,11 +125,17 @@ def lane() -> Iterator[RecoveryLane]:
     run = values["nemo-gke:training"]["runs"][0]
     bridge = {**run, "name": "bridge", "model": "llama3-8b", "nodes": NODES, "maxRestarts": MAX_RESTARTS}
     values["nemo-gke:training"] = {"runs": [bridge]}
+    values["nemo-gke:kueue"] = {
+        **values.get("nemo-gke:kueue", {}),
+        "waitForPodsReadyTimeoutSeconds": PODS_READY_TIMEOUT_SECONDS,
+    }
     stack = run_stack("existing", values=values)
     objects = stack_objects(stack)
     (jobset,) = [m for m in objects if m["kind"] == "JobSet"]
     # Pods stay Running: a run holds its nodes until it fails or is deleted.
-    with running(stack, pods_complete=False) as (lane, started):
+    # The Kueue the program would install for these values (waitForPodsReady's timeout included).
+    kueue_config = lane_kueue_config(stack, values)
+    with running(stack, pods_complete=False, kueue_config=kueue_config) as (lane, started):
         apply_objects(lane, started.api, [m for m in objects if m["kind"] != "JobSet"])
         yield RecoveryLane(lane, started.api, jobset)
 
@@ -190,3 +208,56 @@ def test_a_node_that_stops_answering_holds_the_run_until_it_is_deleted(lane: Rec
         f"later; deleted, the run bound again on {nodes} in {took:.1f} s"
     )
     assert took < PODGC_SECONDS + RECOVERY_SECONDS / 2, took
+
+
+def workload_of(lane: RecoveryLane, name: str) -> dict[str, Any]:
+    workload, _ = jobset_run(lane.api, NAMESPACE, name)
+    assert workload is not None, name
+    return workload
+
+
+def condition(workload: Mapping[str, Any], kind: str) -> dict[str, Any] | None:
+    return next((c for c in workload.get("status", {}).get("conditions", []) if c["type"] == kind), None)
+
+
+def test_pods_that_never_become_ready_are_evicted_and_requeued_with_backoff(lane: RecoveryLane) -> None:
+    clear_runs(lane.lane, lane.api, [NAMESPACE])
+    stuck = resized(lane.jobset, "never-ready", NODES)
+    template = stuck["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+    template["metadata"].setdefault("labels", {})[NEVER_READY_LABEL] = "true"
+    lane.api.create(api_path(stuck), stuck)
+    wait_for("never-ready admitted", lambda: placed(lane.api, NAMESPACE, "never-ready", NODES), timeout=180)
+    # The pool has room for a second run of the same size; Kueue holds it while the first is not ready.
+    behind = resized(lane.jobset, "behind", NODES)
+    lane.api.create(api_path(behind), behind)
+    wait_for(
+        "never-ready evicted",
+        lambda: (c := condition(workload_of(lane, "never-ready"), "Evicted")) is not None and c["status"] == "True",
+        timeout=PODS_READY_TIMEOUT_SECONDS + 120,
+    )
+    workload = workload_of(lane, "never-ready")
+    eviction, admission = condition(workload, "Evicted"), condition(workload, "Admitted")
+    assert eviction is not None and admission is not None
+    # Kueue's own times (seconds): the timeout runs from the admission.
+    evicted = (at(eviction["lastTransitionTime"]) - at(admission["lastTransitionTime"])).total_seconds()
+    requeue = workload["status"].get("requeueState", {})
+    waited = time.monotonic()
+    wait_for("behind admitted", lambda: placed(lane.api, NAMESPACE, "behind", NODES), timeout=120)
+    behind_admission = condition(workload_of(lane, "behind"), "Admitted")
+    assert behind_admission is not None
+    # blockAdmission: nothing else admitted while the run was not ready, by Kueue's own clock.
+    assert at(behind_admission["lastTransitionTime"]) >= at(eviction["lastTransitionTime"]), behind_admission
+    print(
+        f"lane: recovery: pods never ready, Kueue evicted the run {evicted:.0f} s after admitting it "
+        f"({eviction['reason']}), requeue {requeue}; the run held behind it admitted and bound "
+        f"{time.monotonic() - waited:.1f} s after the eviction was seen"
+    )
+    assert eviction["reason"] == "PodsReadyTimeout"
+    assert PODS_READY_TIMEOUT_SECONDS <= evicted <= PODS_READY_TIMEOUT_SECONDS + 30, evicted
+    assert requeue.get("count") == 1, requeue
+    backoff = (at(requeue["requeueAt"]) - at(eviction["lastTransitionTime"])).total_seconds()
+    assert abs(backoff - REQUEUE_BACKOFF_SECONDS) <= 2, backoff
+
+
+def at(timestamp: str) -> datetime:
+    return datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
