@@ -398,15 +398,15 @@ class GpuNodePool(pulumi.ComponentResource):
                 "flex_start": True if plan.flex_start else None,
                 "max_run_duration": plan.max_run_duration,
                 "reservation_affinity": plan.reservation_affinity,
-                "gcfs_config": {"enabled": spec.image_streaming},
+                "gcfs_config": None if spec.image_streaming is None else {"enabled": spec.image_streaming},
                 "secondary_boot_disks": (
                     [
                         {
-                            "disk_image": preload_disk_path(args.project, args.cluster_name, spec.preloaded_image),
+                            "disk_image": preload_disk_path(args.project, spec.preload_disk_image),
                             "mode": PRELOAD_DISK_MODE,
                         }
                     ]
-                    if spec.preloaded_image
+                    if spec.preload_disk_image
                     else None
                 ),
             },

@@ -15,11 +15,8 @@ from facts.errors import require
 # Image streaming with a node account other than the default one needs Service Usage Consumer in the
 # project holding the images (https://cloud.google.com/kubernetes-engine/docs/how-to/image-streaming
 # #requirements): the cluster's own project, where its remote repositories are.
-NODE_ROLES = (
-    "roles/container.defaultNodeServiceAccount",
-    "roles/artifactregistry.reader",
-    "roles/serviceusage.serviceUsageConsumer",
-)
+NODE_ROLES = ("roles/container.defaultNodeServiceAccount", "roles/artifactregistry.reader")
+IMAGE_STREAMING_ROLE = "roles/serviceusage.serviceUsageConsumer"
 
 
 @dataclass(frozen=True)
@@ -27,6 +24,8 @@ class NodeServiceAccountArgs:
     project: str
     account_id: str
     display_name: str
+    # Some pool streams images: the nodes also need IMAGE_STREAMING_ROLE.
+    image_streaming: bool = False
 
     def __post_init__(self) -> None:
         # IAM service account IDs: 6-30 characters, RFC 1035.
@@ -61,7 +60,7 @@ class NodeServiceAccount(pulumi.ComponentResource):
                 member=account.member,
                 opts=pulumi.ResourceOptions(parent=account),
             )
-            for role in NODE_ROLES
+            for role in (*NODE_ROLES, *((IMAGE_STREAMING_ROLE,) if args.image_streaming else ()))
         ]
         # Resolves once the roles are granted: nodes using it never start without them.
         self.email = pulumi.Output.all(account.email, *(g.id for g in grants)).apply(lambda values: values[0])

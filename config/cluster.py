@@ -266,7 +266,7 @@ class GpuPoolConfig(Model):
         None,
         description="GKE image streaming: a container starts while its image streams from Artifact Registry "
         f"(with `imageMirror`, the NeMo image too); other images are pulled whole. Needs {IMAGE_STREAMING_NODE_IMAGE} "
-        "nodes. Default: on where the machine's node image has it. Changed in place.",
+        "nodes. Default: on with `imageMirror` or `preloadedImage`, where the machine's node image has it.",
     )
     preloaded_image: str | None = Field(
         None,
@@ -278,12 +278,6 @@ class GpuPoolConfig(Model):
     @property
     def machine(self) -> MachineType:
         return machine_type(self.machine_type)
-
-    @property
-    def streams_images(self) -> bool:
-        if self.image_streaming is not None:
-            return self.image_streaming
-        return self.machine.node_image_type == IMAGE_STREAMING_NODE_IMAGE
 
     @property
     def max_nodes(self) -> int:
@@ -323,9 +317,12 @@ class GpuPoolConfig(Model):
                 parse_reference(self.preloaded_image)
             except ValueError as error:
                 raise RuleError("preloadedImage", self.preloaded_image, str(error)) from None
-            if not self.streams_images:
+            if self.image_streaming is False:
                 why = "must be true with preloadedImage: GKE reads secondary boot disks through it"
-                raise RuleError("imageStreaming", self.image_streaming, why)
+                raise RuleError("imageStreaming", False, why)
+            if machine.node_image_type != IMAGE_STREAMING_NODE_IMAGE:
+                why = f"needs {IMAGE_STREAMING_NODE_IMAGE} nodes (through image streaming), and {machine.name} boots "
+                raise RuleError("preloadedImage", self.preloaded_image, why + machine.node_image_type)
         mode = self.capacity.type
         if mode in DWS_CAPACITY:
             if self.autoscaling is None or self.autoscaling.min_nodes != 0:

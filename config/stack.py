@@ -122,9 +122,11 @@ class StackConfig(Model):
     cluster: ClusterConfig = Field(default_factory=ClusterConfig, description="GKE cluster settings.")
     system_pool: SystemPoolConfig = Field(default_factory=SystemPoolConfig, description="CPU pool for controllers.")
     image_mirror: bool = Field(
-        True,
+        False,
         description="Artifact Registry remote repositories of nvcr.io and Docker Hub in the cluster's region: "
-        "every pod of the stack pulls those registries' images through them (docs/fast-first-step.md).",
+        "every pod of the stack pulls those registries' images through them, and GPU pools stream them "
+        "(docs/fast-first-step.md). Off by default so that upgrading the program never changes a deployed "
+        "stack's pods and pools; the examples turn it on.",
     )
     gpu_pools: tuple[GpuPoolConfig, ...] = Field(
         (GpuPoolConfig(name="a3-highgpu", machine_type="a3-highgpu-8g", node_count=2),),

@@ -6,7 +6,7 @@ from __future__ import annotations
 from enum import StrEnum
 from types import MappingProxyType
 
-from facts.machines import MACHINE_TYPES, MachineType
+from facts.machines import COS_CONTAINERD, MACHINE_TYPES, MachineType
 
 
 class CapacityType(StrEnum):
@@ -30,7 +30,7 @@ DWS_CAPACITY = frozenset({CapacityType.FLEX_START, CapacityType.QUEUED_PROVISION
 # (https://cloud.google.com/kubernetes-engine/docs/how-to/image-streaming#requirements).
 IMAGE_STREAMING_API = "containerfilesystem.googleapis.com"
 IMAGE_STREAMING_MIN_GKE_VERSION = "1.18.6-gke.4801"
-IMAGE_STREAMING_NODE_IMAGE = "COS_CONTAINERD"
+IMAGE_STREAMING_NODE_IMAGE = COS_CONTAINERD
 # Secondary boot disks that hold container images (mode CONTAINER_IMAGE_CACHE): Container-Optimized OS
 # nodes from 1.30.1-gke.1329000 (the page once gave 1.28.3-gke.1067000 for Standard clusters; it now
 # names 1.30.1-gke.1329000 for Container-Optimized OS); image streaming must be on; GKE cannot change

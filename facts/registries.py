@@ -130,10 +130,6 @@ class RegistryMirror:
             return ref
         return f"{self.repository_url(upstream)}/{image.path}{image.suffix}"
 
-    @property
-    def registry(self) -> str:
-        return docker_host(self.region)
-
 
 def resolve(ref: str, mirror: RegistryMirror | None) -> str:
     """`ref` through `mirror`, or unchanged where there is none (an existing cluster's pods)."""
@@ -147,36 +143,43 @@ def in_artifact_registry(ref: str) -> bool:
 
 # gke-disk-image-builder: builds a Compute Engine disk image that holds container images, for a node
 # pool's secondary boot disks (ai-on-gke/tools:gke-disk-image-builder/README.md and cli/main.go@dd19189;
-# https://cloud.google.com/kubernetes-engine/docs/how-to/data-container-image-preloading). It refuses a
-# name that exists, so the name carries the digest of what the image holds. Its 20-minute default
-# timeout is short for a NeMo image of tens of gigabytes.
-DISK_IMAGE_BUILDER = "go run ./gke-disk-image-builder/cli"
-DISK_IMAGE_BUILDER_SOURCE = "https://github.com/ai-on-gke/tools (gke-disk-image-builder)"
+# https://cloud.google.com/kubernetes-engine/docs/how-to/data-container-image-preloading). Its Go module
+# is the gke-disk-image-builder folder; its VM has no external address, so it runs on the stack's own
+# network (Private Google Access and Cloud NAT); it refuses an image name that exists. Its 20-minute
+# default timeout is short for a NeMo image of tens of gigabytes.
+DISK_IMAGE_BUILDER_REPOSITORY = "https://github.com/ai-on-gke/tools"
+DISK_IMAGE_BUILDER = "go -C tools/gke-disk-image-builder run ./cli"
 DISK_IMAGE_BUILD_TIMEOUT = "90m"
 # Room for the image's unpacked layers: NeMo containers are reported at 29-36 GB on disk
 # (NVIDIA-NeMo/Speech#11824; the gpt_oss 25.07 variant 36.4 GB).
 PRELOAD_DISK_SIZE_GB = 100
 
 
-def preload_disk_image(cluster: str, ref: str) -> str:
-    """The name of the disk image that preloads `ref` for a cluster's pools: RFC 1035, 63 characters,
-    one per image reference."""
-    image = parse_reference(ref)
+def preload_disk_image(cluster: str, pulled_as: str) -> str:
+    """The name of the disk image that preloads the reference the pods pull (`pulled_as`) for a
+    cluster's pools: RFC 1035, 63 characters, one name per reference (a tag names whatever it points
+    at when the image is built; a digest pins the content)."""
+    image = parse_reference(pulled_as)
     readable = re.sub(r"[^a-z0-9]+", "-", f"{image.path.rsplit('/', 1)[-1]}-{image.tag or 'digest'}".lower())
-    digest = hashlib.sha256(ref.encode()).hexdigest()[:8]
+    digest = hashlib.sha256(pulled_as.encode()).hexdigest()[:8]
     return scoped_name(cluster, readable.strip("-"), digest)
 
 
-def preload_disk_path(project: str, cluster: str, ref: str) -> str:
-    """The disk image as a node pool's secondary boot disk names it (global images of the project)."""
-    return f"projects/{project}/global/images/{preload_disk_image(cluster, ref)}"
+def preload_disk_path(project: str, disk_image: str) -> str:
+    """A disk image as a node pool's secondary boot disk names it (global images of the project)."""
+    return f"projects/{project}/global/images/{disk_image}"
 
 
-def preload_build_command(project: str, zone: str, disk_image: str, pulled_as: str, logs_bucket: str) -> str:
-    """The one command that builds `disk_image` holding `pulled_as`, the reference the pods pull."""
-    auth = "ServiceAccountToken" if parse_reference(pulled_as).registry.endswith(".pkg.dev") else "None"
+def preload_build_command(
+    project: str, zone: str, *, network: str, disk_image: str, pulled_as: str, logs_bucket: str
+) -> str:
+    """The one command that builds `disk_image` holding `pulled_as` (the reference the pods pull), on
+    the cluster's network (named like its subnet), from a clone of the builder's repository."""
+    auth = "ServiceAccountToken" if in_artifact_registry(pulled_as) else "None"
     return (
-        f"{DISK_IMAGE_BUILDER} --project-name={project} --zone={zone} --image-name={disk_image} "
-        f"--container-image={pulled_as} --image-pull-auth={auth} --disk-size-gb={PRELOAD_DISK_SIZE_GB} "
-        f"--timeout={DISK_IMAGE_BUILD_TIMEOUT} --gcs-path=gs://{logs_bucket}/disk-image-builder"
+        f"git clone --depth 1 {DISK_IMAGE_BUILDER_REPOSITORY} tools && {DISK_IMAGE_BUILDER} "
+        f"--project-name={project} --zone={zone} --network={network} --subnet={network} "
+        f"--image-name={disk_image} --container-image={pulled_as} --image-pull-auth={auth} "
+        f"--disk-size-gb={PRELOAD_DISK_SIZE_GB} --timeout={DISK_IMAGE_BUILD_TIMEOUT} "
+        f"--gcs-path=gs://{logs_bucket}/disk-image-builder"
     )

@@ -127,8 +127,11 @@ class NodePoolSpec:
     disk_size_gb: int = 200
     max_pods_per_node: int = 32
     max_run_duration_seconds: int | None = None
-    image_streaming: bool = False
+    # None: the node pool's setting is left unset.
+    image_streaming: bool | None = None
     preloaded_image: str | None = None
+    # The disk image that holds it (facts.registries.preload_disk_image).
+    preload_disk_image: str | None = None
 
     @property
     def facts(self) -> GpuPoolExport:
@@ -145,7 +148,7 @@ class NodePoolSpec:
             self.compact,
             min_nodes,
             self.reservation,
-            image_streaming=self.image_streaming,
+            image_streaming=bool(self.image_streaming),
             preloaded_image=self.preloaded_image,
         )
 

@@ -1,15 +1,17 @@
 """Time to a run's first training step, predicted: what a start (or a restart on new nodes) costs
-before the run trains. Each term is a sourced figure or None where no public figure exists; the sum
-is then a lower bound, never an invented number. `python -m analysis goodput --log` measures the
+before the run trains. Each term is a sourced figure or None where no public figure exists, so the
+sum is a lower bound, never an invented number. `python -m analysis goodput --log` measures the
 same span afterwards (analysis.startup).
 
     nodes      0 when the pool keeps the run's nodes up; otherwise not predicted (no public A3/A4
                provisioning time; it depends on the capacity mode and the zone's capacity)
-    image      preloaded on a secondary boot disk: 0; streamed from Artifact Registry: a container
-               starts in about STREAMED_START_S whatever the image's size; pulled whole: the image's
-               size over PULL_GB_PER_S (a NeMo image; another image's size is not known)
-    warm-up    the first step's excess over a steady step, from the one published log
+    image      until the container starts: preloaded on a secondary boot disk, 0; streamed from
+               Artifact Registry, STREAMED_START_S whatever the image's size; pulled whole, that
+               plus the image's size over PULL_GB_PER_S (a NeMo image; another image's size is not
+               known)
     pod start and NCCL initialisation: not predicted (no public figure at these scales)
+    first step the published log's first step, for the run it was measured on only (another model
+               or machine warms up differently)
 """
 
 from __future__ import annotations
@@ -27,10 +29,11 @@ PULL_SOURCE = "ai-on-gke best-practices/startup-latency.md@8676d66: 5.4 GB in 19
 # A NeMo Framework container on disk: 29 GB (24.12, NVIDIA-NeMo/Speech#11824) to 36.4 GB (25.07 gpt_oss).
 NEMO_IMAGE_GB = 30.0
 NEMO_REPOSITORY = "nvidia/nemo"
-# The published GPT-3 175B A3 Mega DLLogger log (gpu-recipes training/a3mega/gpt3_175b): its first step
-# took 107 s (train_step_timing of step 1) where its records are 25.6 s apart once steady.
-WARMUP_S = 107.0 - 25.6
-WARMUP_SOURCE = "published GPT-3 175B A3 Mega DLLogger log: first step 107 s, steady 25.6 s"
+# The published GPT-3 175B A3 Mega DLLogger log (gpu-recipes training/a3mega/gpt3_175b, 256 GPUs): its
+# first step took 107 s (train_step_timing of step 1), where steady steps are 25.6 s apart.
+FIRST_STEP_S = 107.0
+FIRST_STEP_RUN = ("gpt3-175b", "a3-megagpu-8g")
+FIRST_STEP_SOURCE = "published GPT-3 175B A3 Mega DLLogger log: first step 107 s"
 
 
 @dataclass(frozen=True)
@@ -46,12 +49,8 @@ class FirstStep:
 
     @property
     def known_seconds(self) -> float:
+        """The terms with a public figure: a lower bound of the time to the first step."""
         return sum(t.seconds for t in self.terms if t.seconds is not None)
-
-    @property
-    def complete(self) -> bool:
-        """False: some term has no public figure, and `known_seconds` is a lower bound."""
-        return all(t.seconds is not None for t in self.terms)
 
 
 def image_term(image: str, pool: GpuPoolExport, mirror: RegistryMirror | None) -> Term:
@@ -61,23 +60,28 @@ def image_term(image: str, pool: GpuPoolExport, mirror: RegistryMirror | None) -
     if pool.image_streaming and in_artifact_registry(pulled_as):
         return Term("image", STREAMED_START_S, f"streamed from Artifact Registry ({PULL_SOURCE})")
     if parse_reference(image).path == NEMO_REPOSITORY:
-        seconds = NEMO_IMAGE_GB / PULL_GB_PER_S
-        return Term("image", seconds, f"pulled whole: {NEMO_IMAGE_GB:.0f} GB at {PULL_GB_PER_S * 1000:.0f} MB/s")
+        seconds = STREAMED_START_S + NEMO_IMAGE_GB / PULL_GB_PER_S
+        how = f"pulled whole: {NEMO_IMAGE_GB:.0f} GB at {PULL_GB_PER_S * 1000:.1f} MB/s ({PULL_SOURCE})"
+        return Term("image", seconds, how)
     return Term("image", None, "pulled whole; the image's size is not known")
 
 
-def first_step(image: str, nodes: int, pool: GpuPoolExport, mirror: RegistryMirror | None) -> FirstStep:
-    """The predicted time from a run's submission to its first step, term by term."""
+def first_step(image: str, model: str, nodes: int, pool: GpuPoolExport, mirror: RegistryMirror | None) -> FirstStep:
+    """The predicted time from a run's submission to the end of its first step, term by term."""
     if pool.min_nodes >= nodes:
         node_term = Term("nodes", 0.0, "the pool keeps the run's nodes up")
     else:
         node_term = Term("nodes", None, f"provisioned on demand ({pool.capacity_type.value}): no public figure")
+    if (model, pool.machine_type) == FIRST_STEP_RUN:
+        step = Term("first step", FIRST_STEP_S, FIRST_STEP_SOURCE)
+    else:
+        step = Term("first step", None, "published for GPT-3 175B on A3 Mega only")
     return FirstStep(
         (
             node_term,
             image_term(image, pool, mirror),
             Term("pod start and NCCL", None, "no public figure at this scale"),
-            Term("warm-up", WARMUP_S, WARMUP_SOURCE),
+            step,
         )
     )
 

@@ -89,10 +89,9 @@ class RunLine:
     step_time_source: str | None
     hours: float | None
     usd: float | None
-    # Predicted time to the first step (planners.startup): the sum of the terms with a public figure,
-    # a lower bound unless complete; what those seconds of the run's nodes cost on demand.
+    # Predicted time to the end of the first step (planners.startup): the sum of the terms with a
+    # public figure, a lower bound; what those seconds of the run's nodes cost on demand.
     first_step_s: float = 0.0
-    first_step_complete: bool = False
     first_step_terms: tuple[str, ...] = ()
     first_step_usd: float | None = None
 
@@ -209,7 +208,7 @@ def _run_line(
     price = pricing.on_demand_usd_per_hour(pool.machine_type, region)
     on_demand = pool.capacity_type is CapacityType.ON_DEMAND
     image = run.image or run.recipe.image.ref
-    start = first_step(image, run.nodes, pool, mirror)
+    start = first_step(image, run.model, run.nodes, pool, mirror)
     start_usd = start.known_seconds / 3600 * run.nodes * price if price is not None and on_demand else None
     return RunLine(
         name=run.name,
@@ -225,7 +224,6 @@ def _run_line(
         hours=hours,
         usd=hours * run.nodes * price if hours is not None and price is not None and on_demand else None,
         first_step_s=start.known_seconds,
-        first_step_complete=start.complete,
         first_step_terms=tuple(
             f"{t.name}: {'not predicted' if t.seconds is None else f'{t.seconds:.0f} s'} ({t.how})" for t in start.terms
         ),

@@ -41,6 +41,7 @@ from facts.gke import (
     DWS_CAPACITY,
     IMAGE_STREAMING_API,
     IMAGE_STREAMING_MIN_GKE_VERSION,
+    IMAGE_STREAMING_NODE_IMAGE,
     NODE_UPGRADE_EXCLUSION_NAME,
     NODE_UPGRADE_EXCLUSION_SCOPE,
     NODE_UPGRADE_EXCLUSION_START,
@@ -53,6 +54,32 @@ from facts.registries import RegistryMirror, preload_build_command, preload_disk
 from planners.networks import network_machine, network_mtu, plan_gpu_networks
 from planners.pools import Autoscaling, NodePoolSpec
 from stacks.contract import ClusterExports
+
+
+def image_mirror(cfg: StackConfig) -> RegistryMirror | None:
+    """The cluster's remote repositories, where the stack has them."""
+    return RegistryMirror(cfg.gcp_project, cfg.region, cfg.cluster_name) if cfg.image_mirror else None
+
+
+def image_streaming(cfg: StackConfig, pool: GpuPoolConfig) -> bool | None:
+    """Image streaming on the pool: as set, else on with the mirror (through which the NeMo image
+    streams) or a preloaded image (read through it) on nodes whose image has it; None leaves the
+    pool's setting unset, as this program left it before it had the key."""
+    if pool.image_streaming is not None:
+        return pool.image_streaming
+    wanted = cfg.image_mirror or pool.preloaded_image is not None
+    return True if wanted and pool.machine.node_image_type == IMAGE_STREAMING_NODE_IMAGE else None
+
+
+def streams_images(cfg: StackConfig, pool: GpuPoolConfig) -> bool:
+    return bool(image_streaming(cfg, pool))
+
+
+def preload_disk(cfg: StackConfig, pool: GpuPoolConfig) -> str | None:
+    """The disk image of the pool's preloaded image, named by the reference its pods pull."""
+    if pool.preloaded_image is None:
+        return None
+    return preload_disk_image(cfg.cluster_name, resolve(pool.preloaded_image, image_mirror(cfg)))
 
 
 def node_pool_spec(cfg: StackConfig, pool: GpuPoolConfig) -> NodePoolSpec:
@@ -75,8 +102,9 @@ def node_pool_spec(cfg: StackConfig, pool: GpuPoolConfig) -> NodePoolSpec:
         disk_size_gb=pool.disk_size_gb,
         max_pods_per_node=pool.max_pods_per_node,
         max_run_duration_seconds=capacity.max_run_duration_seconds,
-        image_streaming=pool.streams_images,
+        image_streaming=image_streaming(cfg, pool),
         preloaded_image=pool.preloaded_image,
+        preload_disk_image=preload_disk(cfg, pool),
     )
 
 
@@ -96,7 +124,7 @@ def cluster_facts(cfg: StackConfig) -> ClusterExports:
         gpu_pools=tuple(node_pool_spec(cfg, p).facts for p in cfg.gpu_pools),
         supervisor_pool=resiliency.SUPERVISOR_POOL if cfg.resiliency.enabled else None,
         rbac_security_group=cfg.cluster.rbac_security_group,
-        image_mirror=RegistryMirror(cfg.gcp_project, cfg.region, cfg.cluster_name) if cfg.image_mirror else None,
+        image_mirror=image_mirror(cfg),
     )
 
 
@@ -122,44 +150,47 @@ def minimum_gke_version(cfg: StackConfig) -> str:
     floors = [versions.PLATFORM_MIN_GKE_VERSION, *(m.min_gke_version for m in cfg.gpu_machines)]
     if any(p.capacity.type in DWS_CAPACITY for p in cfg.gpu_pools):
         floors.append(versions.FLEX_START_MIN_GKE_VERSION)
-    if any(p.streams_images for p in cfg.gpu_pools):
+    if any(streams_images(cfg, p) for p in cfg.gpu_pools):
         floors.append(IMAGE_STREAMING_MIN_GKE_VERSION)
     if any(p.preloaded_image for p in cfg.gpu_pools):
         floors.append(PRELOAD_MIN_GKE_VERSION)
     return max(floors, key=versions.gke_version_key)
 
 
-def preload_commands(cfg: StackConfig, facts: ClusterExports) -> dict[str, str]:
-    """Per preloaded image, the one command that builds its disk image (in the first zone that uses it),
-    pulling the image as the pods do; its logs go to the stack's data bucket."""
+def preload_commands(cfg: StackConfig) -> dict[str, str]:
+    """Per disk image of a preloaded pool, the one command that builds it (in the first zone that
+    uses it) on the cluster's network, pulling the image as the pods do; its logs go to the stack's
+    data bucket (the builder needs both: a first deployment adds preloadedImage once they exist)."""
     commands: dict[str, str] = {}
     for pool in cfg.gpu_pools:
-        ref = pool.preloaded_image
-        if ref is None or ref in commands:
+        disk = preload_disk(cfg, pool)
+        if pool.preloaded_image is None or disk is None or disk in commands:
             continue
-        commands[ref] = preload_build_command(
+        commands[disk] = preload_build_command(
             cfg.gcp_project,
             cfg.pool_zone(pool),
-            preload_disk_image(cfg.cluster_name, ref),
-            resolve(ref, facts.image_mirror),
-            cfg.storage.data_bucket.name or default_bucket(cfg.gcp_project, cfg.cluster_name, "data"),
+            network=cfg.cluster_name,
+            disk_image=disk,
+            pulled_as=resolve(pool.preloaded_image, image_mirror(cfg)),
+            logs_bucket=cfg.storage.data_bucket.name or default_bucket(cfg.gcp_project, cfg.cluster_name, "data"),
         )
     return commands
 
 
-def check_preloaded_images(cfg: StackConfig, commands: Mapping[str, str]) -> None:
+def check_preloaded_images(cfg: StackConfig) -> None:
     """Every preloaded image's disk image exists before a pool names it: GKE would fail the pool's
     creation after the cluster's ten minutes, and its message would not say how to build it. A list
-    (getImages), since the lookup (getImage) answers a missing image with a provider error."""
+    (getImages), since the lookup (getImage) answers a missing image with a provider error; it names
+    the project, so the default provider's ambient project never applies."""
+    commands = preload_commands(cfg)
     for i, pool in enumerate(cfg.gpu_pools):
-        ref = pool.preloaded_image
-        if ref is None:
+        disk = preload_disk(cfg, pool)
+        if disk is None:
             continue
-        name = preload_disk_image(cfg.cluster_name, ref)
-        found = gcp.compute.get_images(filter=f'name = "{name}"', project=cfg.gcp_project).images
-        if not any(image.name == name for image in found):
-            why = f"needs disk image {name} in project {cfg.gcp_project}; build it once with: {commands[ref]}"
-            raise ConfigError.of([RuleError(f"gpuPools[{i}].preloadedImage", ref, why)])
+        found = gcp.compute.get_images(filter=f'name = "{disk}"', project=cfg.gcp_project).images
+        if not any(image.name == disk for image in found):
+            why = f"needs disk image {disk} in project {cfg.gcp_project}; build it once with: {commands[disk]}"
+            raise ConfigError.of([RuleError(f"gpuPools[{i}].preloadedImage", pool.preloaded_image, why)])
 
 
 @dataclass(frozen=True)
@@ -188,7 +219,7 @@ class ClusterLayer(pulumi.ComponentResource):
     cluster: Cluster
     primary_network: pulumi.Output[str]
     supervisor_pool: CpuNodePool | None
-    # Per preloaded image, the command that builds its disk image.
+    # Per disk image of a preloaded pool, the command that builds it.
     preload_commands: dict[str, str]
 
     def __init__(self, name: str, args: ClusterLayerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
@@ -197,7 +228,7 @@ class ClusterLayer(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         mtu = network_mtu(cfg.gpu_machines)
         # Checked by the program before anything is registered (stacks.program).
-        self.preload_commands = preload_commands(cfg, facts)
+        self.preload_commands = preload_commands(cfg)
         for advice in (project_advice(cfg.gcp_project), cfg.cluster.control_plane_advice):
             if advice:
                 pulumi.log.warn(advice, resource=self)
@@ -208,6 +239,7 @@ class ClusterLayer(pulumi.ComponentResource):
                 project=cfg.gcp_project,
                 account_id=f"{cfg.cluster_name}-nodes",
                 display_name=f"GKE nodes of {cfg.cluster_name}",
+                image_streaming=any(streams_images(cfg, pool) for pool in cfg.gpu_pools),
             ),
             opts=child,
         )
@@ -248,7 +280,7 @@ class ClusterLayer(pulumi.ComponentResource):
                     f"{name}-images", ImageMirrorArgs(mirror=facts.image_mirror, labels=args.labels), opts=child
                 )
             )
-        if any(pool.streams_images for pool in cfg.gpu_pools):
+        if any(streams_images(cfg, pool) for pool in cfg.gpu_pools):
             before_nodes.append(
                 ProjectServices(
                     f"{name}-services",

@@ -136,7 +136,7 @@ def deploy(cfg: StackConfig, access: Access) -> dict[str, Any]:
         cluster_facts = existing.cluster_facts(cfg.existing_cluster, cfg.production)
     elif cfg.deploys(Layer.CLUSTER):
         cluster_facts = cluster.cluster_facts(cfg)
-        cluster.check_preloaded_images(cfg, cluster.preload_commands(cfg, cluster_facts))
+        cluster.check_preloaded_images(cfg)
     else:
         cluster_facts = _need(upstream).facts("cluster", ClusterExports)
         check_upstream_keys(cfg, cluster_facts, None)

@@ -92,9 +92,9 @@ def _runs(summary: Mapping[str, Any]) -> list[str]:
     for run in summary["runs"]:
         step = f"{run['stepTimeS']:.1f} s" if run["stepTimeS"] is not None else "unknown"
         cost = "unknown" if run["hours"] is None else _usd(run["usd"])
-        bound = "" if run["firstStepComplete"] else "≥ "
-        first = f"{bound}{run['firstStepS'] / 60:.1f} min"
-        waiting = "not priced" if run["firstStepUsd"] is None else bound + _usd(run["firstStepUsd"])
+        # The terms without a public figure are left out: a lower bound.
+        first = f"≥ {run['firstStepS'] / 60:.1f} min"
+        waiting = "not priced" if run["firstStepUsd"] is None else "≥ " + _usd(run["firstStepUsd"])
         lines.append(
             f"| {run['name']} | {run['model']} | {run['runtime']} | `{run['image']}` | {run['pool']} | "
             f"{run['nodes']} | {run['gpus']} | {run['steps']} | {step} | {_hours(run['hours'])} | {cost} "

@@ -63,6 +63,8 @@ def test_the_dev_stack_sets_only_what_a_user_must_choose_plus_the_walkthrough_ru
         "nemo-gke:project",
         "nemo-gke:region",
         "nemo-gke:zone",
+        # Off by default so that an upgrade never changes a deployed stack; a new stack wants it.
+        "nemo-gke:imageMirror",
         "nemo-gke:gpuPools",
         "nemo-gke:training",
     }

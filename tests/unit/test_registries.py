@@ -78,9 +78,16 @@ def test_a_disk_image_is_named_by_the_image_it_holds() -> None:
 
 
 def test_the_disk_image_builder_pulls_as_the_pods_do_with_credentials_only_for_artifact_registry() -> None:
-    mirrored = preload_build_command("p", "us-east5-b", "img", f"{NVCR}/nvidia/nemo:26.02", "b")
+    mirrored = preload_build_command(
+        "p", "us-east5-b", network="nemo-dev", disk_image="img", pulled_as=f"{NVCR}/nvidia/nemo:26.02", logs_bucket="b"
+    )
     assert f"--container-image={NVCR}/nvidia/nemo:26.02" in mirrored
     assert "--image-pull-auth=ServiceAccountToken" in mirrored and "--image-name=img" in mirrored
     assert "--gcs-path=gs://b/" in mirrored and "--zone=us-east5-b" in mirrored
-    direct = preload_build_command("p", "us-east5-b", "img", "nvcr.io/nvidia/nemo:26.02", "b")
+    # The builder's VM has no external address: it runs on the cluster's network, from the builder's module.
+    assert "--network=nemo-dev --subnet=nemo-dev" in mirrored
+    assert mirrored.startswith("git clone --depth 1 https://github.com/ai-on-gke/tools tools && go -C tools/")
+    direct = preload_build_command(
+        "p", "us-east5-b", network="n", disk_image="img", pulled_as="nvcr.io/nvidia/nemo:26.02", logs_bucket="b"
+    )
     assert "--image-pull-auth=None" in direct
