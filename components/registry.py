@@ -43,7 +43,7 @@ class ImageRegistry(pulumi.ComponentResource):
             labels=dict(args.labels),
             opts=pulumi.ResourceOptions(parent=self),
         )
-        self.url = pulumi.Output.concat(f"{args.region}-docker.pkg.dev/{args.project}/", repository.repository_id)
+        self.url = pulumi.Output.concat(f"{docker_host(args.region)}/{args.project}/", repository.repository_id)
         self.register_outputs({"url": self.url})
 
 

@@ -357,7 +357,7 @@ def run_jobset(args: TrainingRunArgs, config_map: str, files: Mapping[str, str])
     )
     container = gpu_container(
         TRAINING_CONTAINER,
-        resolve(run.image or run.recipe.image.ref, args.mirror),
+        resolve(run.image_ref, args.mirror),
         machine,
         net,
         command=["bash", f"{nemo.WORKLOAD_DIR}/{nemo.LAUNCHER}"],

@@ -109,6 +109,11 @@ class RunSpec:
         """The recipe the run starts from: its model's on its machine."""
         return self.spec.recipe_on(self.machine_type)
 
+    @property
+    def image_ref(self) -> str:
+        """The image the run's pods run, as published: its own, else its recipe's."""
+        return self.image or self.recipe.image.ref
+
 
 @dataclass(frozen=True)
 class DataPrepSpec:
@@ -350,7 +355,7 @@ def untested_image(run: RunSpec, machine: MachineType) -> str | None:
     """Why the run's image is not one the machine's GPUDirect plugin and sidecar were validated
     with (facts.machines.GpuDirectStack.validated_images), or None."""
     validated = _validated(machine)
-    image = run.image or run.recipe.image.ref
+    image = run.image_ref
     stack = machine.gpudirect_stack
     if stack is None or not validated or image in validated:
         return None

@@ -71,10 +71,6 @@ def image_streaming(cfg: StackConfig, pool: GpuPoolConfig) -> bool | None:
     return True if wanted and pool.machine.node_image_type == IMAGE_STREAMING_NODE_IMAGE else None
 
 
-def streams_images(cfg: StackConfig, pool: GpuPoolConfig) -> bool:
-    return bool(image_streaming(cfg, pool))
-
-
 def preload_disk(cfg: StackConfig, pool: GpuPoolConfig) -> str | None:
     """The disk image of the pool's preloaded image, named by the reference its pods pull."""
     if pool.preloaded_image is None:
@@ -150,7 +146,7 @@ def minimum_gke_version(cfg: StackConfig) -> str:
     floors = [versions.PLATFORM_MIN_GKE_VERSION, *(m.min_gke_version for m in cfg.gpu_machines)]
     if any(p.capacity.type in DWS_CAPACITY for p in cfg.gpu_pools):
         floors.append(versions.FLEX_START_MIN_GKE_VERSION)
-    if any(streams_images(cfg, p) for p in cfg.gpu_pools):
+    if any(image_streaming(cfg, p) for p in cfg.gpu_pools):
         floors.append(IMAGE_STREAMING_MIN_GKE_VERSION)
     if any(p.preloaded_image for p in cfg.gpu_pools):
         floors.append(PRELOAD_MIN_GKE_VERSION)
@@ -227,6 +223,7 @@ class ClusterLayer(pulumi.ComponentResource):
         cfg, facts = args.config, args.facts
         child = pulumi.ResourceOptions(parent=self)
         mtu = network_mtu(cfg.gpu_machines)
+        streaming = any(pool.image_streaming for pool in facts.gpu_pools)
         # Checked by the program before anything is registered (stacks.program).
         self.preload_commands = preload_commands(cfg)
         for advice in (project_advice(cfg.gcp_project), cfg.cluster.control_plane_advice):
@@ -239,7 +236,7 @@ class ClusterLayer(pulumi.ComponentResource):
                 project=cfg.gcp_project,
                 account_id=f"{cfg.cluster_name}-nodes",
                 display_name=f"GKE nodes of {cfg.cluster_name}",
-                image_streaming=any(streams_images(cfg, pool) for pool in cfg.gpu_pools),
+                image_streaming=streaming,
             ),
             opts=child,
         )
@@ -280,7 +277,7 @@ class ClusterLayer(pulumi.ComponentResource):
                     f"{name}-images", ImageMirrorArgs(mirror=facts.image_mirror, labels=args.labels), opts=child
                 )
             )
-        if any(streams_images(cfg, pool) for pool in cfg.gpu_pools):
+        if streaming:
             before_nodes.append(
                 ProjectServices(
                     f"{name}-services",

@@ -372,7 +372,7 @@ class TrainingLayer(pulumi.ComponentResource):
             machine = flavor.machine
             gate = [checks[run_config.fabric_check].jobset] if run_config.fabric_check else []
             pool = pools.get(run.pool)
-            advice = preload_advice(run.name, run.image or run.recipe.image.ref, pool) if pool else None
+            advice = preload_advice(run.name, run.image_ref, pool) if pool else None
             if advice:
                 pulumi.log.warn(advice, resource=self)
             self.runs.append(

@@ -177,11 +177,6 @@ def test_a_lost_node_is_replaced_by_a_spare_and_the_run_bound_again(lane: Recove
     assert took < PODGC_SECONDS + RECOVERY_SECONDS / 2, took
 
 
-def node_ready(api: Api, node: str) -> str:
-    _, answer = api.request("GET", f"/api/v1/nodes/{node}")
-    return next((c["status"] for c in answer["status"].get("conditions", []) if c["type"] == "Ready"), "missing")
-
-
 def test_a_node_that_stops_answering_holds_the_run_until_it_is_deleted(lane: RecoveryLane) -> None:
     lane.submit("node-silent")
     pods = lane.pods("node-silent")
@@ -192,7 +187,11 @@ def test_a_node_that_stops_answering_holds_the_run_until_it_is_deleted(lane: Rec
     patch = {"metadata": {"annotations": {KWOK_NODE_ANNOTATION: "silent"}}}
     code, answer = lane.api.request("PATCH", f"/api/v1/nodes/{silent}", patch)
     assert code == 200, answer
-    wait_for("the node NotReady", lambda: node_ready(lane.api, silent) != "True", timeout=NODE_GRACE_SECONDS + 60)
+    wait_for(
+        "the node NotReady",
+        lambda: not has_condition(lane.api.request("GET", f"/api/v1/nodes/{silent}")[1], "Ready"),
+        timeout=NODE_GRACE_SECONDS + 60,
+    )
     not_ready = time.monotonic() - started
     (toleration,) = [
         t for t in lane.pods("node-silent")[0]["spec"]["tolerations"] if t["key"] == "node.kubernetes.io/unreachable"

@@ -7,9 +7,13 @@ from typing import Any
 
 import pytest
 
+from config.loader import parse_stack_config
 from facts.gke import IMAGE_STREAMING_API, PRELOAD_MIN_GKE_VERSION
 from facts.registries import UPSTREAMS, parse_reference, preload_disk_image
+from harness.mocks import RecordedResource
 from harness.runner import StackFailed, StackRun, load_stack_values, run_stack, stack_names, stack_with
+from harness.stackfile import to_pulumi_config
+from stacks.cluster import minimum_gke_version
 from tests.conftest import NODE_POOL, gpu_pools, issue_for, rejected
 
 REPOSITORY = "gcp:artifactregistry/repository:Repository"
@@ -36,6 +40,11 @@ def pod_images(run: StackRun) -> list[str]:
     for resource in run.kubernetes_objects:
         walk(run.manifest(resource))
     return found
+
+
+def streaming_api(run: StackRun) -> list[RecordedResource]:
+    """The Container File System API services the stack enables."""
+    return [s for s in run.of_type("gcp:projects/service:Service") if s.inputs["service"] == IMAGE_STREAMING_API]
 
 
 def remote_repositories(run: StackRun) -> dict[str, dict[str, Any]]:
@@ -91,7 +100,7 @@ def test_gpu_pools_stream_images_and_the_nodes_wait_for_what_streaming_needs(ren
         assert run.depends_on(cluster, repository)
     off = render("a3ultra", values=stack_with("a3ultra", gpuPools=[{**pool_of("a3ultra"), "imageStreaming": False}]))
     assert [p.inputs["nodeConfig"]["gcfsConfig"] for p in gpu_pools(off)] == [{"enabled": False}]
-    assert not [s for s in off.of_type("gcp:projects/service:Service") if s.inputs["service"] == IMAGE_STREAMING_API]
+    assert not streaming_api(off)
 
 
 def pool_of(stack: str) -> dict[str, Any]:
@@ -113,8 +122,11 @@ def test_a_preloaded_pool_reads_its_image_from_a_secondary_boot_disk(render: Any
     command = run.exports["preloadCommands"][disk]
     assert f"--image-name={disk}" in command
     assert f"--container-image={run.pulled_as(NEMO)}" in command and "--image-pull-auth=ServiceAccountToken" in command
-    cluster = run.one("gcp:container/cluster:Cluster")
-    assert cluster.inputs["minMasterVersion"] == PRELOAD_MIN_GKE_VERSION or PRELOAD_MIN_GKE_VERSION
+    # The floor joins the cluster's: dev's a3-highgpu-8g needs 1.29.15-gke.2467000 alone.
+    dev = load_stack_values("dev")
+    preloaded = {**dev, "nemo-gke:gpuPools": [{**pool_of("dev"), "preloadedImage": NEMO}]}
+    assert minimum_gke_version(parse_stack_config(to_pulumi_config(dev), stack="dev")) == "1.29.15-gke.2467000"
+    assert minimum_gke_version(parse_stack_config(to_pulumi_config(preloaded), stack="dev")) == PRELOAD_MIN_GKE_VERSION
 
 
 def test_a_preloaded_image_whose_disk_image_is_missing_is_refused_with_the_command_that_builds_it() -> None:
@@ -140,7 +152,7 @@ def test_nothing_but_gpu_pools_change_for_a_stack_without_gpu_pools(render: Any)
     """A MultiKueue manager has no GPU pool: no image streaming API, but still the mirror its
     controllers' probe pulls through."""
     run = render("manager")
-    assert not [s for s in run.of_type("gcp:projects/service:Service") if s.inputs["service"] == IMAGE_STREAMING_API]
+    assert not streaming_api(run)
     assert not run.of_type(NODE_POOL) or all("gcfsConfig" not in p.inputs.get("nodeConfig", {}) for p in gpu_pools(run))
 
 
@@ -198,7 +210,7 @@ def test_a_stack_that_does_not_ask_for_the_mirror_deploys_as_before(render: Any)
     assert not run.of_type(REPOSITORY)
     # Left unset, as before: the provider would otherwise update every deployed pool.
     assert all("gcfsConfig" not in p.inputs["nodeConfig"] for p in gpu_pools(run))
-    assert not [s for s in run.of_type("gcp:projects/service:Service") if s.inputs["service"] == IMAGE_STREAMING_API]
+    assert not streaming_api(run)
     roles = {m.inputs["role"] for m in run.of_type("gcp:projects/iAMMember:IAMMember")}
     assert "roles/serviceusage.serviceUsageConsumer" not in roles
     assert all(not image.startswith("us-central1-docker.pkg.dev") for image in pod_images(run))
