@@ -191,6 +191,9 @@ class RunConfig(Model):
     pipeline_parallel: int | None = Field(None, ge=1, le=256, description="Pipeline-parallel size.")
     virtual_pipeline: int | None = Field(None, ge=1, le=256, description="Virtual pipeline stages per rank.")
     context_parallel: int | None = Field(None, ge=1, le=64, description="Context-parallel size.")
+    expert_parallel: int | None = Field(
+        None, ge=1, le=1024, description="Expert-parallel size of a mixture-of-experts model. Default: the model's."
+    )
     sequence_length: int | None = Field(None, ge=128, le=1_048_576, description="Tokens per sequence.")
     fp8: bool | None = Field(None, description="FP8 (hybrid) training. Default: the model's.")
     profile: ProfileWindow | None = Field(None, description="Nsight Systems window; off when unset.")
@@ -248,6 +251,7 @@ class RunConfig(Model):
             context_parallel=self.context_parallel,
             sequence_length=self.sequence_length,
             fp8=self.fp8,
+            expert_parallel=self.expert_parallel,
         )
 
     @model_validator(mode="after")

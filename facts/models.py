@@ -7,6 +7,7 @@ sample), so it lives here once. Every entry names its sources.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -49,6 +50,20 @@ MXFP8_MIN_COMPUTE_CAPABILITY = (10, 0)
 
 
 @dataclass(frozen=True)
+class Experts:
+    """A mixture-of-experts MLP: a router sends each token to `top_k` of `count` experts, each
+    an MLP of `ffn_hidden`, beside a shared expert every token goes through (`shared_ffn_hidden`,
+    0 without one)."""
+
+    count: int
+    top_k: int
+    ffn_hidden: int
+    shared_ffn_hidden: int = 0
+    # The first layers keep a dense MLP of the model's `ffn_hidden` (DeepSeek's first_k_dense).
+    dense_layers: int = 0
+
+
+@dataclass(frozen=True)
 class Architecture:
     """A decoder-only transformer, enough to count its FLOPs."""
 
@@ -62,19 +77,34 @@ class Architecture:
     max_positions: int
     # SwiGLU-style MLP with three weight matrices instead of two.
     gated_mlp: bool
+    # Channels per attention head where they are not hidden / heads (Qwen3's kv_channels).
+    kv_channels: int | None = None
+    # A mixture of experts in place of the dense MLP (in every layer but `experts.dense_layers`).
+    experts: Experts | None = None
 
     @property
     def head_dim(self) -> int:
-        return self.hidden // self.heads
+        return self.kv_channels or self.hidden // self.heads
+
+    @property
+    def moe_layers(self) -> int:
+        return self.layers - self.experts.dense_layers if self.experts else 0
 
     @property
     def parameters(self) -> int:
         """Weights: untied input and output embeddings, and per layer the attention projections,
-        the MLP and two norms (the Llama and GPT layouts of the sources cited per model)."""
-        kv = self.kv_heads * self.head_dim
-        attention = self.hidden * (self.hidden + 2 * kv) + self.hidden * self.hidden
-        mlp = (3 if self.gated_mlp else 2) * self.hidden * self.ffn_hidden
-        return 2 * self.vocab_size * self.hidden + self.layers * (attention + mlp + 2 * self.hidden)
+        the MLP (every expert, the router and the shared expert in a mixture-of-experts layer)
+        and two norms (the Llama and GPT layouts of the sources cited per model)."""
+        query, kv = self.heads * self.head_dim, self.kv_heads * self.head_dim
+        attention = self.hidden * (query + 2 * kv) + query * self.hidden
+        matrices = 3 if self.gated_mlp else 2
+        dense = matrices * self.hidden * self.ffn_hidden
+        moe = 0
+        if self.experts:
+            e = self.experts
+            moe = matrices * self.hidden * (e.count * e.ffn_hidden + e.shared_ffn_hidden) + self.hidden * e.count
+        mlps = (self.layers - self.moe_layers) * dense + self.moe_layers * moe
+        return 2 * self.vocab_size * self.hidden + self.layers * (attention + 2 * self.hidden) + mlps
 
     def flops_per_sample(self, seq_length: int) -> float:
         """Model FLOPs to train on one sequence (forward + backward = 3 × forward), counting
@@ -82,16 +112,22 @@ class Architecture:
 
         For a GPT with ffn = 4h and no GQA this is Megatron's 72·L·s·h²·(1 + s/6h + V/12Lh)
         (Narayanan et al., 2021); with GQA and a gated MLP it is the Llama form the public
-        recipes use (AI-Hypercomputer/gpu-recipes:src/utils/training_metrics).
+        recipes use (AI-Hypercomputer/gpu-recipes:src/utils/training_metrics). A token of a
+        mixture-of-experts layer goes through its `top_k` experts and the shared one, as
+        Megatron-Bridge counts it (training/utils/flop_utils.py@21b02e0, router ignored).
         """
         s, h = seq_length, self.hidden
-        kv = self.kv_heads * self.head_dim
-        qkv = 2 * s * h * (h + 2 * kv)
-        attention = 4 * s * s * h  # scores and weighted sum
-        projection = 2 * s * h * h
-        mlp = (6 if self.gated_mlp else 4) * s * h * self.ffn_hidden
+        query, kv = self.heads * self.head_dim, self.kv_heads * self.head_dim
+        qkv = 2 * s * h * (query + 2 * kv)
+        attention = 4 * s * s * query  # scores and weighted sum
+        projection = 2 * s * query * h
+        per_ffn = (6 if self.gated_mlp else 4) * s * h
+        mlps = (self.layers - self.moe_layers) * per_ffn * self.ffn_hidden
+        if self.experts:
+            e = self.experts
+            mlps += self.moe_layers * per_ffn * (e.top_k * e.ffn_hidden + e.shared_ffn_hidden)
         logits = 2 * s * h * self.vocab_size
-        return 3.0 * (self.layers * (qkv + attention + projection + mlp) + logits)
+        return 3.0 * (self.layers * (qkv + attention + projection) + mlps + logits)
 
 
 @dataclass(frozen=True)
@@ -107,11 +143,20 @@ class RunSettings:
     context_parallel: int
     sequence_length: int
     fp8: bool
+    # Expert-parallel size: the GPUs a mixture-of-experts layer's experts are spread over (each
+    # expert whole on one GPU: the recipes' expert tensor-parallel size is 1).
+    expert_parallel: int = 1
 
     @property
     def model_parallel(self) -> int:
         """GPUs one model replica spans: tensor × pipeline × context parallel."""
         return self.tensor_parallel * self.pipeline_parallel * self.context_parallel
+
+    @property
+    def gpu_multiple(self) -> int:
+        """What the run's GPU count must be a multiple of: whole model replicas and, in every
+        pipeline stage, whole expert-parallel groups (planners.runs.check_experts)."""
+        return math.lcm(self.model_parallel, self.expert_parallel * self.pipeline_parallel)
 
 
 @dataclass(frozen=True)
@@ -174,6 +219,13 @@ class Recipe:
     env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     # TP overlap configurations those scripts apply, by GPU, precision and TP size.
     tp_overlaps: tuple[TpOverlap, ...] = ()
+    # Mixture-of-experts models: the experts' parallel size, and whether the expert all-to-all
+    # is overlapped with computation (Megatron-Bridge's moe_a2a_overlap).
+    expert_parallel: int = 1
+    moe_a2a_overlap: bool = False
+    # Model fields the recipe's entry point sets for its model family on top of the provider
+    # (Megatron-Bridge scripts/performance set_<family>_common_configs), by field name.
+    model_fields: Mapping[str, bool | int | str] = field(default_factory=lambda: MappingProxyType({}))
 
     def settings(
         self,
@@ -187,6 +239,7 @@ class Recipe:
         context_parallel: int | None = None,
         sequence_length: int | None = None,
         fp8: bool | None = None,
+        expert_parallel: int | None = None,
     ) -> RunSettings:
         """The recipe with a run's own values (None: keep the recipe's) on top. The recipe's
         virtual pipeline stays only while the run keeps the recipe's pipeline layout."""
@@ -202,6 +255,7 @@ class Recipe:
             context_parallel=context_parallel or self.context_parallel,
             sequence_length=sequence_length or self.seq_length,
             fp8=self.fp8 if fp8 is None else fp8,
+            expert_parallel=expert_parallel or self.expert_parallel,
         )
 
 
@@ -450,6 +504,66 @@ _LLAMA3_70B_A4X_STEP = StepTime(
     source=f"{_MB}:docs/performance-summary.md@21b02e0 (DGX-GB200, Llama3 70B, MXFP8, 26.02)",
 )
 
+# Qwen3 30B-A3B: 48 layers of 128 experts, 8 per token (Megatron-Bridge's provider of the model).
+_QWEN3_PROVIDER = f"{_MB}:src/megatron/bridge/models/qwen/qwen_provider.py@21b02e0 (Qwen3MoEModelProvider30B_A3B)"
+_QWEN3_CONFIGS = (
+    f"{_MB}:scripts/performance/configs/qwen/qwen3_llm_pretrain.py and qwen3_workload_base_configs.py@21b02e0"
+)
+# What set_qwen3_common_configs sets on the model for throughput. It also forces the router to
+# balance tokens evenly (moe_router_force_load_balancing, "required for token dropless"), which
+# measures throughput but ignores what the router learns: a training run keeps its router.
+_QWEN3_MODEL_FIELDS = MappingProxyType({"bias_activation_fusion": True, "moe_router_fusion": True})
+# A3 Ultra's recipe (the H100 configuration): 16 GPUs, FP8 current scaling, PP2 × VP12, EP8, the
+# expert all-to-all overlapped. The configuration's DeepEP dispatcher is left out: DeepEP "is not
+# supported in the current NeMo framework 26.02 container"
+# (NVIDIA-NeMo/Megatron-Bridge:docs/releases/known-issues.md@21b02e0), so the provider's
+# all-to-all dispatcher runs.
+_QWEN3_30B_A3U = _bridge(
+    seq_length=4096,
+    global_batch_size=1024,
+    micro_batch_size=4,
+    fp8=True,
+    max_steps=30,
+    tensor_parallel=1,
+    pipeline_parallel=2,
+    virtual_pipeline=12,
+    context_parallel=1,
+    expert_parallel=8,
+    moe_a2a_overlap=True,
+    provider="Qwen3MoEModelProvider30B_A3B",
+    model_fields=_QWEN3_MODEL_FIELDS,
+)
+# A4's: one node, MXFP8, TP4 with the configuration's EP8, Transformer Engine's CUDA graphs of
+# the router, the dispatch preprocessing and attention.
+_QWEN3_30B_A4 = dataclasses.replace(
+    _QWEN3_30B_A3U,
+    global_batch_size=512,
+    micro_batch_size=8,
+    tensor_parallel=4,
+    pipeline_parallel=1,
+    virtual_pipeline=None,
+    fp8_scaling=Fp8Scaling.MXFP8,
+    moe_a2a_overlap=False,
+    cuda_graphs=CudaGraphs("transformer_engine", ("moe_router", "moe_preprocess", "attn")),
+)
+_PERFORMANCE_SUMMARY = f"{_MB}:docs/performance-summary.md@21b02e0"
+
+
+def _published_step(
+    machine: str, *, nodes: int, gpus: int, batch: int, seq: int, tokens_per_gpu: int, row: str
+) -> StepTime:
+    """A step time from NVIDIA's published tokens per second per GPU at a layout of the recipe's
+    size (mock data, tokens balanced over the experts): batch × sequence / (rate × GPUs)."""
+    return StepTime(
+        machine,
+        nodes=nodes,
+        global_batch_size=batch,
+        fp8="FP8" in row,
+        seconds=round(batch * seq / (tokens_per_gpu * gpus), 2),
+        source=f"{_PERFORMANCE_SUMMARY} ({row})",
+    )
+
+
 MODELS: Mapping[str, ModelSpec] = {
     m.name: m
     for m in (
@@ -599,6 +713,52 @@ MODELS: Mapping[str, ModelSpec] = {
             },
             step_times=(_LLAMA3_70B_A4X_STEP,),
             machine_recipes=MappingProxyType({"a4-highgpu-8g": _LLAMA3_70B_A4, "a4x-highgpu-4g": _LLAMA3_70B_A4X}),
+        ),
+        ModelSpec(
+            "qwen3-30b-a3b",
+            Architecture(
+                layers=48,
+                hidden=2048,
+                heads=32,
+                kv_heads=4,
+                kv_channels=128,
+                ffn_hidden=6144,
+                vocab_size=151936,
+                max_positions=40960,
+                gated_mlp=True,
+                experts=Experts(count=128, top_k=8, ffn_hidden=768),
+            ),
+            _QWEN3_30B_A3U,
+            {
+                "architecture": _QWEN3_PROVIDER,
+                "recipe": _bridge_recipe("a3ultra/qwen3_30b_a3b/nemo-gke", "16gpus-fp8cs-gbs1024")
+                + f"; {_QWEN3_CONFIGS} (QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_V1)",
+                "recipe on a4-highgpu-8g": _bridge_recipe("a4/qwen3_30b_a3b/nemo-gke", "8gpus-fp8mx-seq4096-gbs512")
+                + f"; {_QWEN3_CONFIGS} (QWEN3_30B_A3B_PRETRAIN_CONFIG_B200_FP8_MX_V1)",
+            },
+            step_times=(
+                # No A3 Ultra figure is published: A3 Ultra's recipe runs this H100 configuration,
+                # and an H200 has the H100's compute.
+                _published_step(
+                    "a3-ultragpu-8g",
+                    nodes=2,
+                    gpus=16,
+                    batch=1024,
+                    seq=4096,
+                    tokens_per_gpu=5113,
+                    row="26.02, DGX-H100, Qwen3_30B_a3B, 16 GPUs, FP8, GBS 1024",
+                ),
+                _published_step(
+                    "a4-highgpu-8g",
+                    nodes=1,
+                    gpus=8,
+                    batch=512,
+                    seq=4096,
+                    tokens_per_gpu=9691,
+                    row="26.02, DGX-B200, Qwen3_30B_a3B, 8 GPUs, MXFP8, GBS 512",
+                ),
+            ),
+            machine_recipes=MappingProxyType({"a4-highgpu-8g": _QWEN3_30B_A4}),
         ),
     )
 }

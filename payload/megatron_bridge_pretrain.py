@@ -147,7 +147,7 @@ def config(settings):
         ),
         mixed_precision=get_mixed_precision_config(settings["mixedPrecision"]),
     )
-    performance_settings(cfg, settings["cudaGraphs"], settings["recomputeLayers"])
+    performance_settings(cfg, settings)
     for key, value in settings["overrides"].items():
         _set(cfg, key, value)
         # `pretrain` copies the mixed-precision recipe's fields onto the model, optimizer and DDP
@@ -159,14 +159,16 @@ def config(settings):
     return cfg
 
 
-def performance_settings(cfg, cuda_graphs, recompute_layers):
+def performance_settings(cfg, settings):
     """What the recipes' entry point (scripts/performance/run_script.py at v0.3.0) sets on top of
     the library recipe for throughput: no NaN or large-gradient checks, fused RoPE and Transformer
     Engine's cross entropy, a padded vocabulary, gradients reduced in BF16
     (utils/overrides.py _set_common_perf_overrides, configs/llama/llama3_llm_pretrain.py
-    set_llama3_common_configs), the recipe's CUDA graphs (_set_cuda_graph_overrides) and its
-    recomputed layers (_set_recompute_overrides). The
-    learning-rate schedule stays the library recipe's: runs here train, they do not benchmark."""
+    set_llama3_common_configs), the model family's own fields (set_<family>_common_configs), the
+    recipe's CUDA graphs (_set_cuda_graph_overrides), its recomputed layers
+    (_set_recompute_overrides) and its expert all-to-all overlap (_set_moe_a2a_overlap_overrides).
+    The learning-rate schedule stays the library recipe's: runs here train, they do not benchmark."""
+    cuda_graphs, recompute_layers = settings["cudaGraphs"], settings["recomputeLayers"]
     cfg.ddp.check_for_nan_in_grad = False
     cfg.ddp.check_for_large_grads = False
     cfg.rerun_state_machine.check_for_nan_in_loss = False
@@ -175,6 +177,14 @@ def performance_settings(cfg, cuda_graphs, recompute_layers):
     cfg.model.apply_rope_fusion = True
     cfg.model.cross_entropy_fusion_impl = "te"
     cfg.model.should_pad_vocab = True
+    for name, value in settings["modelFields"].items():
+        _set(cfg.model, name, value)
+    if settings["moeA2aOverlap"]:
+        if cfg.comm_overlap is None:
+            cfg.comm_overlap = comm_overlap.CommOverlapConfig(tp_comm_overlap=False)
+        cfg.comm_overlap.overlap_moe_expert_parallel_comm = True
+        cfg.comm_overlap.delay_wgrad_compute = True
+        cfg.model.moe_shared_expert_overlap = False
     if recompute_layers:
         cfg.model.recompute_granularity = "full"
         cfg.model.recompute_method = "block"

@@ -428,7 +428,15 @@ def bridge_settings(run: RunSpec, paths: RunPaths, machine: MachineType) -> dict
             "context_parallel_size": s.context_parallel,
             "sequence_parallel": s.tensor_parallel > 1,
             "seq_length": s.sequence_length,
+            # Each expert whole on one GPU, as every cited MoE recipe passes (ETP 1).
+            **(
+                {"expert_model_parallel_size": s.expert_parallel, "expert_tensor_parallel_size": 1}
+                if spec.architecture.experts
+                else {}
+            ),
         },
+        "modelFields": dict(recipe.model_fields),
+        "moeA2aOverlap": recipe.moe_a2a_overlap,
         "train": {
             "train_iters": s.steps,
             "global_batch_size": s.global_batch_size,

@@ -191,6 +191,7 @@ def check_run(
             f"the global batch size {s.global_batch_size} must be a multiple of micro batch × data-parallel size = "
             f"{s.micro_batch_size} × {data_parallel} ({gpus} GPUs / model parallel {s.model_parallel})",
         )
+    check_experts(run, gpus)
     if s.sequence_length > arch.max_positions:
         raise RuleError("sequenceLength", s.sequence_length, f"{spec.name} has {arch.max_positions} positions")
     if arch.heads % s.tensor_parallel or arch.kv_heads % s.tensor_parallel:
@@ -228,6 +229,30 @@ def check_run(
         ]
         raise RuleError(
             "model", run.model, f"{problem}: run {', '.join(tested)} there, or set `image` to take the risk"
+        )
+
+
+def check_experts(run: RunSpec, gpus: int) -> None:
+    """A mixture-of-experts layout as Megatron Core builds it: the experts split evenly over the
+    expert-parallel GPUs (transformer/moe/moe_layer.py: num_moe_experts % ep_size), and the GPUs
+    of every pipeline stage made of whole expert groups of expert tensor × expert parallel (1 × EP:
+    parallel_state.py initialize_model_parallel, "world_size is not divisible by
+    expert_tensor_model_pipeline_parallel size"; megatron-core 0.16.0)."""
+    s, spec = run.settings, run.spec
+    experts = spec.architecture.experts
+    given = "expertParallel" in run.given
+    if experts is None:
+        if s.expert_parallel > 1:
+            raise RuleError("expertParallel", s.expert_parallel, f"{spec.name} is a dense model: it has no experts")
+        return
+    if experts.count % s.expert_parallel:
+        raise RuleError("expertParallel", s.expert_parallel, f"must divide the {experts.count} experts of {spec.name}")
+    if gpus % (s.expert_parallel * s.pipeline_parallel):
+        raise RuleError(
+            "expertParallel" if given else "nodes",
+            s.expert_parallel if given else run.nodes,
+            f"{gpus} GPUs are not a multiple of expert × pipeline parallel = "
+            f"{s.expert_parallel} × {s.pipeline_parallel}",
         )
 
 

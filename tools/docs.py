@@ -35,7 +35,7 @@ from config.loader import unwrap_annotation
 from config.stack import StackConfig
 from facts import nccl, pricing, versions
 from facts.machines import ACCELERATORS, GPUDIRECT_STACKS, MACHINE_TYPES, MachineType, Precision
-from facts.models import MODELS, Framework, Recipe
+from facts.models import MODELS, Architecture, Framework, Recipe
 from facts.project import PROJECT
 from harness.runner import ROOT, StackRun, run_stack
 from planners.gpudirect import pod_networking
@@ -272,7 +272,7 @@ def _layout(r: Recipe) -> str:
     parallel = [
         f"{name}{size}"
         for name, size in (("TP", r.tensor_parallel), ("PP", r.pipeline_parallel), ("VP", r.virtual_pipeline),
-                           ("CP", r.context_parallel))
+                           ("CP", r.context_parallel), ("EP", r.expert_parallel))
         if size and size > 1
     ]  # fmt: skip
     return ", ".join(
@@ -281,14 +281,27 @@ def _layout(r: Recipe) -> str:
     )  # fmt: skip
 
 
+def _shape(a: Architecture) -> str:
+    heads = f"{a.heads} heads ({a.kv_heads} KV{f', {a.kv_channels} channels' if a.kv_channels else ''})"
+    e = a.experts
+    mlp = (
+        f"{e.count} experts of FFN {e.ffn_hidden}, {e.top_k} per token"
+        + (f", a shared one of {e.shared_ffn_hidden}" if e.shared_ffn_hidden else "")
+        + (f", {e.dense_layers} dense layers of FFN {a.ffn_hidden}" if e.dense_layers else "")
+        if e
+        else f"FFN {a.ffn_hidden}"
+    )
+    size = f"vocab {a.vocab_size}, {a.parameters / 1e9:.1f} B parameters"
+    return f"{a.layers} layers, hidden {a.hidden}, {heads}, {mlp}, {size}"
+
+
 def models_table() -> str:
     table = _table(
         ["Model", "Runtime", "Image", "Entry point", "Shape", "Default layout"],
         (
             [f"`{m.name}`", m.recipe.framework.label, f"`{m.recipe.image.ref}`",
              _entry_point(m.recipe),
-             f"{a.layers} layers, hidden {a.hidden}, {a.heads} heads ({a.kv_heads} KV), FFN {a.ffn_hidden}, "
-             f"vocab {a.vocab_size}, {a.parameters / 1e9:.1f} B parameters",
+             _shape(a),
              _layout(m.recipe)]
             for m in MODELS.values()
             for a in (m.architecture,)

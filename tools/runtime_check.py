@@ -44,10 +44,10 @@ def smallest_run(model: str, machine: MachineType) -> RunSpec:
     """The model's recipe on the machine at the fewest nodes its layout and batch allow."""
     recipe = MODELS[model].recipe_on(machine.name)
     settings = recipe.settings()
-    parallel = settings.model_parallel
-    nodes = math.lcm(parallel, machine.gpus) // machine.gpus
-    while settings.global_batch_size % (nodes * machine.gpus // parallel * settings.micro_batch_size):
-        nodes += math.lcm(parallel, machine.gpus) // machine.gpus
+    step = math.lcm(settings.gpu_multiple, machine.gpus) // machine.gpus
+    nodes = step
+    while settings.global_batch_size % (nodes * machine.gpus // settings.model_parallel * settings.micro_batch_size):
+        nodes += step
     tokenizer = Tokenizer("huggingface", "", None)
     return RunSpec(
         f"{model}-{machine.name}", model, "gpu", nodes, settings, tokenizer, "normal", machine_type=machine.name

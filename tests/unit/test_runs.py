@@ -49,7 +49,7 @@ def fitting_nodes(model: str) -> int:
     """The fewest nodes of 8 GPUs on which the model's recipe layout divides evenly."""
     s = model_spec(model).recipe.settings()
     nodes = 1
-    while (nodes * 8) % s.model_parallel or s.global_batch_size % (s.micro_batch_size * nodes * 8 // s.model_parallel):
+    while (nodes * 8) % s.gpu_multiple or s.global_batch_size % (s.micro_batch_size * nodes * 8 // s.model_parallel):
         nodes += 1
     return nodes
 
@@ -83,9 +83,14 @@ def test_every_catalog_recipe_fits_every_eight_gpu_machine_on_enough_nodes(name:
         (flavor("a3-highgpu-8g"), replace(run(), pool="elsewhere"), "pool"),
         (flavor("a3-highgpu-8g"), replace(run(), priority="urgent"), "priority"),
         (flavor("a3-megagpu-8g"), run("llama3.1-8b", 1), "model"),
+        (flavor("a3-ultragpu-8g"), run("llama3-8b", 1, expert_parallel=2), "expertParallel"),
+        (flavor("a3-ultragpu-8g"), run("qwen3-30b-a3b", 2, expert_parallel=3), "expertParallel"),
+        (flavor("a3-ultragpu-8g"), run("qwen3-30b-a3b", 2, expert_parallel=16), "expertParallel"),
+        (flavor("a3-ultragpu-8g"), run("qwen3-30b-a3b", 1), "nodes"),
     ],
     ids=["quota", "tp-in-node", "model-parallel", "batch", "micro-batch", "both-batches", "data-parallel",
-         "sequence", "layers", "profile", "topology", "pool", "priority", "untested-image"],
+         "sequence", "layers", "profile", "topology", "pool", "priority", "untested-image", "dense-experts",
+         "experts-split", "expert-groups", "expert-groups-nodes"],
 )  # fmt: skip
 def test_each_rule_names_the_key_the_user_wrote(target: Flavor, spec: RunSpec, key: str) -> None:
     assert error_key(spec, target) == key

@@ -52,16 +52,32 @@ PUBLISHED = {
         50,
         "LLAMA3_8B_PRETRAIN_CONFIG_H100_FP8_CS_V1",
     ),
+    # launcher.sh: --seq_length 4096 -gb 1024 -mb 4 -tp 1 -pp 2 -vp 12 -cp 1 -ep 8 --moe_a2a_overlap True
+    ("qwen3-30b-a3b", "a3-ultragpu-8g"): (
+        (1, 2, 12, 1, 1024, 4, 4096, 8),
+        (True, Fp8Scaling.CURRENT),
+        30,
+        "a3ultra/qwen3_30b_a3b/nemo-gke/nemo2602/16gpus-fp8cs-gbs1024",
+    ),
+    # launcher.sh: -tp 4 -pp 1 -gb 512 -mb 8 --compute_dtype fp8_mx; EP 8 from BASE_QWEN3_30B_A3B_CONFIG
+    ("qwen3-30b-a3b", "a4-highgpu-8g"): (
+        (4, 1, None, 1, 512, 8, 4096, 8),
+        (True, Fp8Scaling.MXFP8),
+        30,
+        "a4/qwen3_30b_a3b/nemo-gke/nemo2602/8gpus-fp8mx-seq4096-gbs512",
+    ),
 }
 
 
 @pytest.mark.parametrize(("model", "machine"), list(PUBLISHED))
 def test_each_megatron_bridge_recipe_is_the_published_one(model: str, machine: str) -> None:
     layout, precision, steps, folder = PUBLISHED[(model, machine)]
+    seq, experts = layout[6:] or (8192, 1)
     spec = model_spec(model)
     r = spec.recipe_on(machine)
     assert (r.tensor_parallel, r.pipeline_parallel, r.virtual_pipeline, r.context_parallel) == layout[:4]
-    assert (r.global_batch_size, r.micro_batch_size, r.seq_length, r.max_steps) == (*layout[4:], 8192, steps)
+    assert (r.global_batch_size, r.micro_batch_size, r.seq_length, r.max_steps) == (*layout[4:6], seq, steps)
+    assert r.expert_parallel == experts
     assert (r.fp8, r.fp8_scaling if r.fp8 else None) == precision
     assert (r.framework, r.image) == (Framework.MEGATRON_BRIDGE, versions.NEMO_2602)
     own = machine in spec.machine_recipes
@@ -170,6 +186,14 @@ def test_a_successor_is_the_same_model_size_on_megatron_bridge() -> None:
         ("llama3-70b", "a4-highgpu-8g", {"impl": "transformer_engine", "scope": ["mlp", "attn"]}),
         ("llama3-8b", "a4-highgpu-8g", {"impl": "local", "scope": ["full_iteration"]}),
         ("llama3-70b", "a3-ultragpu-8g", None),
+        # a4/qwen3_30b_a3b launcher.sh: --cuda_graph_scope moe_router,moe_preprocess,attn; the A3 Ultra
+        # FP8 recipe passes none and QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_V1 sets none.
+        (
+            "qwen3-30b-a3b",
+            "a4-highgpu-8g",
+            {"impl": "transformer_engine", "scope": ["moe_router", "moe_preprocess", "attn"]},
+        ),
+        ("qwen3-30b-a3b", "a3-ultragpu-8g", None),
     ],
 )
 def test_cuda_graphs_are_the_recipes(model: str, machine: str, graphs: dict[str, object] | None) -> None:
@@ -186,3 +210,36 @@ def test_the_h100_configuration_recomputes_five_layers_of_llama3_8b() -> None:
         run = run_on(machine, "llama3-8b", nodes=1)
         settings = nemo.bridge_settings(run, nemo.run_paths(run, "/e", "/c", "/d"), MACHINE_TYPES[machine])
         assert settings["recomputeLayers"] == layers
+
+
+def test_a_mixture_of_experts_run_carries_its_experts_layout_and_the_familys_fields() -> None:
+    """Megatron-Bridge field names (TransformerConfig expert_model_parallel_size and
+    expert_tensor_parallel_size; set_qwen3_common_configs' bias_activation_fusion and
+    moe_router_fusion; _set_moe_a2a_overlap_overrides for moe_a2a_overlap); a dense model's
+    settings name no expert field."""
+    run = run_on("a3-ultragpu-8g", "qwen3-30b-a3b", nodes=2)
+    settings = nemo.bridge_settings(run, nemo.run_paths(run, "/e", "/c", "/d"), MACHINE_TYPES["a3-ultragpu-8g"])
+    assert (settings["model"]["expert_model_parallel_size"], settings["model"]["expert_tensor_parallel_size"]) == (8, 1)
+    assert settings["modelFields"] == {"bias_activation_fusion": True, "moe_router_fusion": True}
+    assert settings["moeA2aOverlap"] is True
+    assert settings["mixedPrecision"] == "bf16_with_fp8_current_scaling_mixed"
+    dense = run_on("a3-ultragpu-8g", "llama3-70b")
+    dense_settings = nemo.bridge_settings(
+        dense, nemo.run_paths(dense, "/e", "/c", "/d"), MACHINE_TYPES["a3-ultragpu-8g"]
+    )
+    assert not any(key.startswith("expert_") for key in dense_settings["model"])
+    assert (dense_settings["modelFields"], dense_settings["moeA2aOverlap"]) == ({}, False)
+
+
+def test_qwen3_30b_a3b_has_the_published_size_and_flops() -> None:
+    """30.5 B parameters in all (Qwen/Qwen3-30B-A3B model card); per token, the FLOPs NVIDIA's
+    published throughput implies (Megatron-Bridge docs/performance-summary.md@21b02e0, 26.02:
+    118 TFLOP/s/GPU at 5113 tokens/s/GPU on H100, 223 at 9691 on B200), which Megatron-Bridge counts
+    with causal attention (half the score and weighted-sum products) where the catalog counts full
+    attention."""
+    a = model_spec("qwen3-30b-a3b").architecture
+    assert round(a.parameters / 1e9, 1) == 30.5
+    seq = 4096
+    causal = a.flops_per_sample(seq) - 3 * a.layers * 2 * seq * seq * a.heads * a.head_dim
+    for tflops, tokens in ((118, 5113), (223, 9691)):
+        assert causal / seq == pytest.approx(tflops * 1e12 / tokens, rel=0.01)
