@@ -108,7 +108,8 @@ class Architecture:
 
     def flops_per_sample(self, seq_length: int) -> float:
         """Model FLOPs to train on one sequence (forward + backward = 3 × forward), counting
-        matrix multiplications only, full (unmasked) attention, no recomputation.
+        matrix multiplications only, full (unmasked) attention (sliding windows too), every
+        matrix of a gated MLP whatever its activation, no recomputation.
 
         For a GPT with ffn = 4h and no GQA this is Megatron's 72·L·s·h²·(1 + s/6h + V/12Lh)
         (Narayanan et al., 2021); with GQA and a gated MLP it is the Llama form the public
@@ -207,6 +208,8 @@ class Recipe:
     # Layers whose activations are recomputed in the backward pass, in blocks (Megatron's full
     # recomputation, `recompute_method: block`): the recipe's memory headroom.
     recompute_layers: int | None = None
+    # Modules whose activations are recomputed instead (Megatron's selective recomputation).
+    recompute_modules: tuple[str, ...] = ()
     # Whether the pipeline split counts the embedding and the loss as a layer each
     # (account_for_embedding_in_pipeline_split and account_for_loss_in_pipeline_split).
     pipeline_split_counts_embedding_and_loss: bool = False
@@ -547,6 +550,41 @@ _QWEN3_30B_A4 = dataclasses.replace(
     cuda_graphs=CudaGraphs("transformer_engine", ("moe_router", "moe_preprocess", "attn")),
 )
 _PERFORMANCE_SUMMARY = f"{_MB}:docs/performance-summary.md@21b02e0"
+# GPT-OSS 120B: 36 layers of 128 experts, 4 per token, a GLU of quick-GELU, sliding-window
+# attention on every other layer (Megatron-Bridge's provider of the model).
+_GPT_OSS_PROVIDER = f"{_MB}:src/megatron/bridge/models/gpt_oss/gpt_oss_provider.py@21b02e0 (GPTOSSProvider120B)"
+_GPT_OSS_CONFIGS = (
+    f"{_MB}:scripts/performance/configs/gpt_oss/gpt_oss_llm_pretrain.py and gpt_oss_workload_base_configs.py@21b02e0"
+)
+# A3 Ultra's recipe (the H100 configuration, v2): 8 nodes, BF16 (no FP8 configuration is
+# published for the model), PP4 × EP8, layer norms and expert activations recomputed. Its
+# launcher drops `--max_steps 30` (no line continuation before it), so it runs the script's 50;
+# the catalog keeps the 30 every sibling recipe runs.
+_GPT_OSS_120B_A3U = _bridge(
+    seq_length=4096,
+    global_batch_size=1280,
+    micro_batch_size=1,
+    fp8=False,
+    max_steps=30,
+    tensor_parallel=1,
+    pipeline_parallel=4,
+    virtual_pipeline=None,
+    context_parallel=1,
+    expert_parallel=8,
+    provider="GPTOSSProvider120B",
+    recompute_modules=("layernorm", "moe_act"),
+    # set_gpt_oss_common_configs: the router's fused kernel (its forced balancing: see Qwen3).
+    model_fields=MappingProxyType({"moe_router_fusion": True}),
+)
+# A4's: 8 nodes, micro batch 4, every expert on its own GPU (EP64), Transformer Engine's CUDA
+# graphs of the router, the dispatch preprocessing and attention.
+_GPT_OSS_120B_A4 = dataclasses.replace(
+    _GPT_OSS_120B_A3U,
+    micro_batch_size=4,
+    pipeline_parallel=1,
+    expert_parallel=64,
+    cuda_graphs=CudaGraphs("transformer_engine", ("moe_router", "moe_preprocess", "attn")),
+)
 
 
 def _published_step(
@@ -759,6 +797,52 @@ MODELS: Mapping[str, ModelSpec] = {
                 ),
             ),
             machine_recipes=MappingProxyType({"a4-highgpu-8g": _QWEN3_30B_A4}),
+        ),
+        ModelSpec(
+            "gpt-oss-120b",
+            Architecture(
+                layers=36,
+                hidden=2880,
+                heads=64,
+                kv_heads=8,
+                kv_channels=64,
+                ffn_hidden=2880,
+                vocab_size=201088,
+                max_positions=131072,
+                gated_mlp=True,
+                experts=Experts(count=128, top_k=4, ffn_hidden=2880),
+            ),
+            _GPT_OSS_120B_A3U,
+            {
+                "architecture": _GPT_OSS_PROVIDER,
+                "recipe": _bridge_recipe("a3ultra/gpt_oss_120b/nemo-gke", "64gpus-bf16-gbs1280")
+                + f"; {_GPT_OSS_CONFIGS} (GPT_OSS_120B_PRETRAIN_CONFIG_H100_BF16_V2)",
+                "recipe on a4-highgpu-8g": _bridge_recipe(
+                    "a4/gpt_oss_120b/megatron-bridge-gke", "64gpus-bf16-seq4096-gbs1280"
+                )
+                + f"; {_GPT_OSS_CONFIGS} (GPT_OSS_120B_PRETRAIN_CONFIG_B200_BF16_V2)",
+            },
+            step_times=(
+                _published_step(
+                    "a3-ultragpu-8g",
+                    nodes=8,
+                    gpus=64,
+                    batch=1280,
+                    seq=4096,
+                    tokens_per_gpu=5993,
+                    row="26.02, DGX-H100, GPT OSS 120B, 64 GPUs, BF16, GBS 1280",
+                ),
+                _published_step(
+                    "a4-highgpu-8g",
+                    nodes=8,
+                    gpus=64,
+                    batch=1280,
+                    seq=4096,
+                    tokens_per_gpu=8047,
+                    row="26.02, DGX-B200, GPT OSS 120B, 64 GPUs, BF16, GBS 1280",
+                ),
+            ),
+            machine_recipes=MappingProxyType({"a4-highgpu-8g": _GPT_OSS_120B_A4}),
         ),
     )
 }

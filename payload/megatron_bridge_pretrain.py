@@ -189,6 +189,9 @@ def performance_settings(cfg, settings):
         cfg.model.recompute_granularity = "full"
         cfg.model.recompute_method = "block"
         cfg.model.recompute_num_layers = recompute_layers
+    if settings["recomputeModules"]:
+        cfg.model.recompute_granularity = "selective"
+        cfg.model.recompute_modules = settings["recomputeModules"]
     if cuda_graphs:
         cfg.model.cuda_graph_impl = cuda_graphs["impl"]
         cfg.rng.te_rng_tracker = cfg.model.use_te_rng_tracker = True

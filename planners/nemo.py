@@ -445,6 +445,7 @@ def bridge_settings(run: RunSpec, paths: RunPaths, machine: MachineType) -> dict
         "mixedPrecision": mixed_precision(run, machine),
         "tpOverlapConfig": tp_overlap(run, machine),
         "recomputeLayers": recipe.recompute_layers,
+        "recomputeModules": list(recipe.recompute_modules),
         "cudaGraphs": (
             {"impl": recipe.cuda_graphs.impl, "scope": list(recipe.cuda_graphs.scope)} if recipe.cuda_graphs else None
         ),

@@ -66,6 +66,20 @@ PUBLISHED = {
         30,
         "a4/qwen3_30b_a3b/nemo-gke/nemo2602/8gpus-fp8mx-seq4096-gbs512",
     ),
+    # launcher.sh: --config_variant v2 -gb 1280 -mb 1 -tp 1 -pp 4 -cp 1 -ep 8 --recompute_modules layernorm,moe_act
+    ("gpt-oss-120b", "a3-ultragpu-8g"): (
+        (1, 4, None, 1, 1280, 1, 4096, 8),
+        (False, None),
+        30,
+        "a3ultra/gpt_oss_120b/nemo-gke/nemo2602/64gpus-bf16-gbs1280",
+    ),
+    # launcher.sh: -gb 1280 -mb 4 -tp 1 -pp 1 -cp 1 -ep 64 --compute_dtype bf16
+    ("gpt-oss-120b", "a4-highgpu-8g"): (
+        (1, 1, None, 1, 1280, 4, 4096, 64),
+        (False, None),
+        30,
+        "a4/gpt_oss_120b/megatron-bridge-gke/nemo2602/64gpus-bf16-seq4096-gbs1280",
+    ),
 }
 
 
@@ -194,6 +208,13 @@ def test_a_successor_is_the_same_model_size_on_megatron_bridge() -> None:
             {"impl": "transformer_engine", "scope": ["moe_router", "moe_preprocess", "attn"]},
         ),
         ("qwen3-30b-a3b", "a3-ultragpu-8g", None),
+        # a4/gpt_oss_120b launcher.sh: --cuda_graph_scope moe_router,moe_preprocess,attn; A3 Ultra's passes none.
+        (
+            "gpt-oss-120b",
+            "a4-highgpu-8g",
+            {"impl": "transformer_engine", "scope": ["moe_router", "moe_preprocess", "attn"]},
+        ),
+        ("gpt-oss-120b", "a3-ultragpu-8g", None),
     ],
 )
 def test_cuda_graphs_are_the_recipes(model: str, machine: str, graphs: dict[str, object] | None) -> None:
@@ -243,3 +264,31 @@ def test_qwen3_30b_a3b_has_the_published_size_and_flops() -> None:
     causal = a.flops_per_sample(seq) - 3 * a.layers * 2 * seq * seq * a.heads * a.head_dim
     for tflops, tokens in ((118, 5113), (223, 9691)):
         assert causal / seq == pytest.approx(tflops * 1e12 / tokens, rel=0.01)
+
+
+@pytest.mark.parametrize("machine", ["a3-ultragpu-8g", "a4-highgpu-8g"])
+def test_gpt_oss_recomputes_its_layer_norms_and_expert_activations(machine: str) -> None:
+    """GPT_OSS_120B_PRETRAIN_CONFIG_{H100,B200}_BF16_V1/V2: recompute_modules ["layernorm",
+    "moe_act"] (Megatron-Bridge@21b02e0 gpt_oss_workload_base_configs.py), selective recomputation
+    as _set_recompute_overrides sets it; no other recipe of the catalog recomputes modules."""
+    run = run_on(machine, "gpt-oss-120b")
+    settings = nemo.bridge_settings(run, nemo.run_paths(run, "/e", "/c", "/d"), MACHINE_TYPES[machine])
+    assert settings["recomputeModules"] == ["layernorm", "moe_act"]
+    others = [r for m in MODELS.values() if m.name != "gpt-oss-120b" for r in (m.recipe, *m.machine_recipes.values())]
+    assert not any(r.recompute_modules for r in others)
+
+
+def test_gpt_oss_120b_has_the_published_size_and_flops() -> None:
+    """116.8 B parameters in all (openai/gpt-oss-120b model card: 116.83 B); per token, the FLOPs
+    NVIDIA's published throughput implies (performance-summary.md@21b02e0, 26.02: 163 TFLOP/s/GPU at
+    5993 tokens/s/GPU on H100, 219 at 8047 on B200). Megatron-Bridge counts causal attention and
+    counts a GLU's gate only for SiLU (training/utils/flop_utils.py), and GPT-OSS's GLU is of
+    quick-GELU: the catalog counts both whole, so it is above by exactly those two terms."""
+    a = model_spec("gpt-oss-120b").architecture
+    assert a.experts is not None
+    assert round(a.parameters / 1e9, 1) == 116.8
+    seq = 4096
+    causal_half = 3 * a.layers * 2 * seq * seq * a.heads * a.head_dim
+    gate = 3 * a.moe_layers * 2 * seq * a.hidden * a.experts.top_k * a.experts.ffn_hidden
+    for tflops, tokens in ((163, 5993), (219, 8047)):
+        assert (a.flops_per_sample(seq) - causal_half - gate) / seq == pytest.approx(tflops * 1e12 / tokens, rel=0.01)
