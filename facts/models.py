@@ -64,6 +64,18 @@ class Experts:
 
 
 @dataclass(frozen=True)
+class LatentAttention:
+    """Multi-head latent attention (DeepSeek-V2/V3): queries and keys/values through low-rank
+    projections, each head's query and key a content part and a rotary part."""
+
+    q_lora_rank: int
+    kv_lora_rank: int
+    qk_head_dim: int
+    qk_rope_head_dim: int
+    v_head_dim: int
+
+
+@dataclass(frozen=True)
 class Architecture:
     """A decoder-only transformer, enough to count its FLOPs."""
 
@@ -81,6 +93,11 @@ class Architecture:
     kv_channels: int | None = None
     # A mixture of experts in place of the dense MLP (in every layer but `experts.dense_layers`).
     experts: Experts | None = None
+    # Latent attention in place of grouped-query attention (heads, kv_heads and kv_channels unused).
+    latent_attention: LatentAttention | None = None
+    # Multi-token prediction: layers after the last that predict further tokens, each a transformer
+    # layer like the last with a projection of its input (DeepSeek-V3's MTP module).
+    mtp_layers: int = 0
 
     @property
     def head_dim(self) -> int:
@@ -95,16 +112,42 @@ class Architecture:
         """Weights: untied input and output embeddings, and per layer the attention projections,
         the MLP (every expert, the router and the shared expert in a mixture-of-experts layer)
         and two norms (the Llama and GPT layouts of the sources cited per model)."""
-        query, kv = self.heads * self.head_dim, self.kv_heads * self.head_dim
-        attention = self.hidden * (query + 2 * kv) + query * self.hidden
+        h = self.hidden
         matrices = 3 if self.gated_mlp else 2
-        dense = matrices * self.hidden * self.ffn_hidden
+        dense = matrices * h * self.ffn_hidden
         moe = 0
         if self.experts:
             e = self.experts
-            moe = matrices * self.hidden * (e.count * e.ffn_hidden + e.shared_ffn_hidden) + self.hidden * e.count
+            moe = matrices * h * (e.count * e.ffn_hidden + e.shared_ffn_hidden) + h * e.count
+        layer = self._attention_weights + 2 * h
         mlps = (self.layers - self.moe_layers) * dense + self.moe_layers * moe
-        return 2 * self.vocab_size * self.hidden + self.layers * (attention + 2 * self.hidden) + mlps
+        # Each prediction layer: a layer like the last, and the projection of [embedding, state].
+        mtp = self.mtp_layers * (layer + (moe if self.experts else dense) + 2 * h * h)
+        return 2 * self.vocab_size * h + self.layers * layer + mlps + mtp
+
+    @property
+    def _attention_weights(self) -> int:
+        h, n = self.hidden, self.heads
+        if a := self.latent_attention:
+            return (
+                h * a.q_lora_rank
+                + a.q_lora_rank * n * (a.qk_head_dim + a.qk_rope_head_dim)
+                + h * (a.kv_lora_rank + a.qk_rope_head_dim)
+                + a.kv_lora_rank * n * (a.qk_head_dim + a.v_head_dim)
+                + n * a.v_head_dim * h
+            )
+        query, kv = n * self.head_dim, self.kv_heads * self.head_dim
+        return h * (query + 2 * kv) + query * h
+
+    def _attention_flops(self, s: int) -> float:
+        """Forward FLOPs of one layer's attention on a sequence of `s` tokens: its projections
+        (2 per weight per token), and scores and weighted sums over all `s` positions."""
+        n = self.heads
+        if a := self.latent_attention:
+            scores = 2 * s * s * n * (a.qk_head_dim + a.qk_rope_head_dim) + 2 * s * s * n * a.v_head_dim
+        else:
+            scores = 4 * s * s * n * self.head_dim
+        return 2 * s * self._attention_weights + scores
 
     def flops_per_sample(self, seq_length: int) -> float:
         """Model FLOPs to train on one sequence (forward + backward = 3 × forward), counting
@@ -118,17 +161,17 @@ class Architecture:
         Megatron-Bridge counts it (training/utils/flop_utils.py@21b02e0, router ignored).
         """
         s, h = seq_length, self.hidden
-        query, kv = self.heads * self.head_dim, self.kv_heads * self.head_dim
-        qkv = 2 * s * h * (query + 2 * kv)
-        attention = 4 * s * s * query  # scores and weighted sum
-        projection = 2 * s * query * h
         per_ffn = (6 if self.gated_mlp else 4) * s * h
-        mlps = (self.layers - self.moe_layers) * per_ffn * self.ffn_hidden
-        if self.experts:
-            e = self.experts
-            mlps += self.moe_layers * per_ffn * (e.top_k * e.ffn_hidden + e.shared_ffn_hidden)
+        dense = per_ffn * self.ffn_hidden
+        moe = (
+            per_ffn * (self.experts.top_k * self.experts.ffn_hidden + self.experts.shared_ffn_hidden)
+            if self.experts
+            else 0
+        )
+        mlps = (self.layers - self.moe_layers) * dense + self.moe_layers * moe
         logits = 2 * s * h * self.vocab_size
-        return 3.0 * (self.layers * (qkv + attention + projection) + mlps + logits)
+        mtp = self.mtp_layers * (self._attention_flops(s) + (moe or dense) + 2 * s * 2 * h * h + logits)
+        return 3.0 * (self.layers * self._attention_flops(s) + mlps + logits + mtp)
 
 
 @dataclass(frozen=True)
@@ -226,9 +269,14 @@ class Recipe:
     # is overlapped with computation (Megatron-Bridge's moe_a2a_overlap).
     expert_parallel: int = 1
     moe_a2a_overlap: bool = False
-    # Model fields the recipe's entry point sets for its model family on top of the provider
-    # (Megatron-Bridge scripts/performance set_<family>_common_configs), by field name.
-    model_fields: Mapping[str, bool | int | str] = field(default_factory=lambda: MappingProxyType({}))
+    # ConfigContainer fields the recipe sets on top of the provider and the launcher's common
+    # settings (the library recipe's own, and Megatron-Bridge scripts/performance
+    # set_<family>_common_configs), by dotted name: `model.moe_router_fusion`.
+    config_fields: Mapping[str, bool | int | float | str] = field(default_factory=lambda: MappingProxyType({}))
+    # Uneven pipeline splits by (pipeline, virtual pipeline) size, as Megatron Core's layout strings
+    # (E embedding, t layer, m prediction layer, L loss, | between stages): a run at another
+    # split divides its layers evenly.
+    pipeline_layouts: Mapping[tuple[int, int], str] = field(default_factory=lambda: MappingProxyType({}))
 
     def settings(
         self,
@@ -515,7 +563,7 @@ _QWEN3_CONFIGS = (
 # What set_qwen3_common_configs sets on the model for throughput. It also forces the router to
 # balance tokens evenly (moe_router_force_load_balancing, "required for token dropless"), which
 # measures throughput but ignores what the router learns: a training run keeps its router.
-_QWEN3_MODEL_FIELDS = MappingProxyType({"bias_activation_fusion": True, "moe_router_fusion": True})
+_QWEN3_FIELDS = MappingProxyType({"model.bias_activation_fusion": True, "model.moe_router_fusion": True})
 # A3 Ultra's recipe (the H100 configuration): 16 GPUs, FP8 current scaling, PP2 × VP12, EP8, the
 # expert all-to-all overlapped. The configuration's DeepEP dispatcher is left out: DeepEP "is not
 # supported in the current NeMo framework 26.02 container"
@@ -534,7 +582,7 @@ _QWEN3_30B_A3U = _bridge(
     expert_parallel=8,
     moe_a2a_overlap=True,
     provider="Qwen3MoEModelProvider30B_A3B",
-    model_fields=_QWEN3_MODEL_FIELDS,
+    config_fields=_QWEN3_FIELDS,
 )
 # A4's: one node, MXFP8, TP4 with the configuration's EP8, Transformer Engine's CUDA graphs of
 # the router, the dispatch preprocessing and attention.
@@ -550,6 +598,81 @@ _QWEN3_30B_A4 = dataclasses.replace(
     cuda_graphs=CudaGraphs("transformer_engine", ("moe_router", "moe_preprocess", "attn")),
 )
 _PERFORMANCE_SUMMARY = f"{_MB}:docs/performance-summary.md@21b02e0"
+# DeepSeek V3: 61 layers with latent attention, the first 3 dense, then 256 routed experts (8 per
+# token) beside a shared one, and one multi-token prediction layer, as the library recipe trains
+# it (recipes/deepseek/deepseek_v3.py@21b02e0: mtp_num_layers 1).
+_DEEPSEEK_PROVIDER = (
+    f"{_MB}:src/megatron/bridge/models/deepseek/deepseek_provider.py@21b02e0 (DeepSeekV3ModelProvider); "
+    "deepseek-ai/DeepSeek-V3 config.json (max_position_embeddings 163840, num_nextn_predict_layers 1)"
+)
+_DEEPSEEK_RECIPE = f"{_MB}:src/megatron/bridge/recipes/deepseek/deepseek_v3.py@21b02e0"
+_DEEPSEEK_CONFIGS = (
+    f"{_MB}:scripts/performance/configs/deepseek/deepseek_llm_pretrain.py and deepseek_workload_base_configs.py@21b02e0"
+)
+# The library recipe's uneven splits of 61 layers, the embedding, the prediction layer and the
+# loss (set_deepseek_v3_pipeline_model_parallel_layout), as Megatron Core layout strings.
+_EIGHT_STAGES = "Et*8|(t*8|)*6t*5mL"
+_SIXTEEN_STAGES = "Et*4|(t*4|)*14tmL"
+_DEEPSEEK_LAYOUTS = MappingProxyType(
+    {
+        (4, 1): "Et*16|t*16|t*16|t*13mL",
+        (8, 1): _EIGHT_STAGES,
+        (4, 2): _EIGHT_STAGES,
+        (16, 1): _SIXTEEN_STAGES,
+        (8, 2): _SIXTEEN_STAGES,
+        (4, 4): _SIXTEEN_STAGES,
+    }
+)
+# What the library recipe and set_deepseek_v3_common_configs set beyond the provider, and the
+# configuration's HybridEP dispatcher (DEEPSEEK_V3_PRETRAIN_CONFIG_{H100,B200}_V1/V2); the
+# PerfEnvPlugin's CUDA connections and layer-norm margins for it (its NVLink domain:
+# planners.nemo.bridge_perf_env).
+_DEEPSEEK_FIELDS: dict[str, bool | int | float | str] = {
+    "model.mtp_loss_scaling_factor": 0.1,
+    "model.init_method_std": 0.006,
+    "model.moe_permute_fusion": True,
+    "model.moe_router_fusion": True,
+    "model.moe_token_dispatcher_type": "flex",
+    "model.moe_flex_dispatcher_backend": "hybridep",
+    "model.moe_shared_expert_overlap": False,
+    "model.moe_hybridep_num_sms": 32,
+    "dist.enable_megatron_core_experimental": True,
+}
+_DEEPSEEK_ENV = {
+    "CUDA_DEVICE_MAX_CONNECTIONS": "32",
+    "NVTE_FWD_LAYERNORM_SM_MARGIN": "20",
+    "NVTE_BWD_LAYERNORM_SM_MARGIN": "20",
+}
+# A3 Ultra's recipe (the H100 configuration): 32 nodes, FP8 current scaling, PP16 × EP8 on the
+# 16-stage split, the latent attention's up-projections recomputed; on Hopper the configuration
+# turns gradient-reduction overlap off ("to avoid functional errors") and expandable segments on.
+_DEEPSEEK_V3_A3U = _bridge(
+    seq_length=4096,
+    global_batch_size=2048,
+    micro_batch_size=1,
+    fp8=True,
+    max_steps=30,
+    tensor_parallel=1,
+    pipeline_parallel=16,
+    virtual_pipeline=None,
+    context_parallel=1,
+    expert_parallel=8,
+    provider="DeepSeekV3ModelProvider",
+    recompute_modules=("mla_up_proj",),
+    pipeline_layouts=_DEEPSEEK_LAYOUTS,
+    config_fields=MappingProxyType({**_DEEPSEEK_FIELDS, "ddp.overlap_grad_reduce": False}),
+    env=MappingProxyType({**_DEEPSEEK_ENV, "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}),
+)
+# A4's: the same layout in MXFP8 at global batch 4096, with Transformer Engine's CUDA graphs of
+# the router, the dispatch preprocessing and attention.
+_DEEPSEEK_V3_A4 = dataclasses.replace(
+    _DEEPSEEK_V3_A3U,
+    global_batch_size=4096,
+    fp8_scaling=Fp8Scaling.MXFP8,
+    cuda_graphs=CudaGraphs("transformer_engine", ("moe_router", "moe_preprocess", "attn")),
+    config_fields=MappingProxyType(_DEEPSEEK_FIELDS),
+    env=MappingProxyType(_DEEPSEEK_ENV),
+)
 # GPT-OSS 120B: 36 layers of 128 experts, 4 per token, a GLU of quick-GELU, sliding-window
 # attention on every other layer (Megatron-Bridge's provider of the model).
 _GPT_OSS_PROVIDER = f"{_MB}:src/megatron/bridge/models/gpt_oss/gpt_oss_provider.py@21b02e0 (GPTOSSProvider120B)"
@@ -574,7 +697,7 @@ _GPT_OSS_120B_A3U = _bridge(
     provider="GPTOSSProvider120B",
     recompute_modules=("layernorm", "moe_act"),
     # set_gpt_oss_common_configs: the router's fused kernel (its forced balancing: see Qwen3).
-    model_fields=MappingProxyType({"moe_router_fusion": True}),
+    config_fields=MappingProxyType({"model.moe_router_fusion": True}),
 )
 # A4's: 8 nodes, micro batch 4, every expert on its own GPU (EP64), Transformer Engine's CUDA
 # graphs of the router, the dispatch preprocessing and attention.
@@ -843,6 +966,48 @@ MODELS: Mapping[str, ModelSpec] = {
                 ),
             ),
             machine_recipes=MappingProxyType({"a4-highgpu-8g": _GPT_OSS_120B_A4}),
+        ),
+        ModelSpec(
+            "deepseek-v3",
+            Architecture(
+                layers=61,
+                hidden=7168,
+                heads=128,
+                kv_heads=128,
+                ffn_hidden=18432,
+                vocab_size=129280,
+                max_positions=163840,
+                gated_mlp=True,
+                experts=Experts(count=256, top_k=8, ffn_hidden=2048, shared_ffn_hidden=2048, dense_layers=3),
+                latent_attention=LatentAttention(
+                    q_lora_rank=1536, kv_lora_rank=512, qk_head_dim=128, qk_rope_head_dim=64, v_head_dim=128
+                ),
+                mtp_layers=1,
+            ),
+            _DEEPSEEK_V3_A3U,
+            {
+                "architecture": _DEEPSEEK_PROVIDER,
+                "recipe": _bridge_recipe("a3ultra/deepseek_v3/megatron-bridge-gke", "256gpus-fp8cs-seq4096-gbs2048")
+                + f"; {_DEEPSEEK_CONFIGS} (DEEPSEEK_V3_PRETRAIN_CONFIG_H100_FP8_CS_V2); {_DEEPSEEK_RECIPE}",
+                "recipe on a4-highgpu-8g": _bridge_recipe(
+                    "a4/deepseek_v3/megatron-bridge-gke", "256gpus-fp8mx-seq4096-gbs4096"
+                )
+                + f"; {_DEEPSEEK_CONFIGS} (DEEPSEEK_V3_PRETRAIN_CONFIG_B200_FP8_MX_V2); {_DEEPSEEK_RECIPE}",
+                "env": f"{_MB}:scripts/performance/perf_plugins.py@21b02e0 (PerfEnvPlugin)",
+            },
+            # No H100 figure is published for the model on NeMo 26.02 (nor 25.11).
+            step_times=(
+                _published_step(
+                    "a4-highgpu-8g",
+                    nodes=32,
+                    gpus=256,
+                    batch=4096,
+                    seq=4096,
+                    tokens_per_gpu=2689,
+                    row="26.02, DGX-B200, DeepSeekV3, 256 GPUs, MXFP8, GBS 4096",
+                ),
+            ),
+            machine_recipes=MappingProxyType({"a4-highgpu-8g": _DEEPSEEK_V3_A4}),
         ),
     )
 }

@@ -148,10 +148,11 @@ def config(settings):
         mixed_precision=get_mixed_precision_config(settings["mixedPrecision"]),
     )
     performance_settings(cfg, settings)
-    for key, value in settings["overrides"].items():
+    # The recipe's own fields, then the run's overrides over them.
+    for key, value in {**settings["recipeFields"], **settings["overrides"]}.items():
         _set(cfg, key, value)
         # `pretrain` copies the mixed-precision recipe's fields onto the model, optimizer and DDP
-        # configurations (MixedPrecisionConfig.setup): an override of one of them goes there too,
+        # configurations (MixedPrecisionConfig.setup): a field of one of them goes there too,
         # or it would be replaced without a word.
         section, _, field = key.partition(".")
         if section in ("model", "optimizer", "ddp") and "." not in field and hasattr(cfg.mixed_precision, field):
@@ -164,8 +165,7 @@ def performance_settings(cfg, settings):
     the library recipe for throughput: no NaN or large-gradient checks, fused RoPE and Transformer
     Engine's cross entropy, a padded vocabulary, gradients reduced in BF16
     (utils/overrides.py _set_common_perf_overrides, configs/llama/llama3_llm_pretrain.py
-    set_llama3_common_configs), the model family's own fields (set_<family>_common_configs), the
-    recipe's CUDA graphs (_set_cuda_graph_overrides), its recomputed layers
+    set_llama3_common_configs), the recipe's CUDA graphs (_set_cuda_graph_overrides), its recomputed layers
     (_set_recompute_overrides) and its expert all-to-all overlap (_set_moe_a2a_overlap_overrides).
     The learning-rate schedule stays the library recipe's: runs here train, they do not benchmark."""
     cuda_graphs, recompute_layers = settings["cudaGraphs"], settings["recomputeLayers"]
@@ -177,8 +177,6 @@ def performance_settings(cfg, settings):
     cfg.model.apply_rope_fusion = True
     cfg.model.cross_entropy_fusion_impl = "te"
     cfg.model.should_pad_vocab = True
-    for name, value in settings["modelFields"].items():
-        _set(cfg.model, name, value)
     if settings["moeA2aOverlap"]:
         if cfg.comm_overlap is None:
             cfg.comm_overlap = comm_overlap.CommOverlapConfig(tp_comm_overlap=False)

@@ -434,8 +434,9 @@ def bridge_settings(run: RunSpec, paths: RunPaths, machine: MachineType) -> dict
                 if spec.architecture.experts
                 else {}
             ),
+            **({"mtp_num_layers": spec.architecture.mtp_layers} if spec.architecture.mtp_layers else {}),
         },
-        "modelFields": dict(recipe.model_fields),
+        "recipeFields": recipe_fields(run),
         "moeA2aOverlap": recipe.moe_a2a_overlap,
         "train": {
             "train_iters": s.steps,
@@ -475,6 +476,14 @@ def bridge_settings(run: RunSpec, paths: RunPaths, machine: MachineType) -> dict
         "dlloggerFile": paths.dllogger_file,
         "overrides": dict(run.overrides),
     }
+
+
+def recipe_fields(run: RunSpec) -> dict[str, Any]:
+    """The recipe's own ConfigContainer fields, and the uneven pipeline split it names for the
+    run's pipeline layout (Megatron Core derives the virtual pipeline size from it)."""
+    s, recipe = run.settings, run.recipe
+    layout = recipe.pipeline_layouts.get((s.pipeline_parallel, s.virtual_pipeline or 1))
+    return {**recipe.config_fields, **({"model.pipeline_model_parallel_layout": layout} if layout else {})}
 
 
 def workload_files(run: RunSpec, paths: RunPaths, machine: MachineType) -> dict[str, str]:
@@ -603,11 +612,13 @@ PP_COMM_CHUNKSIZE = 2097152
 
 
 def perf_env(run: RunSpec, machine: MachineType) -> dict[str, str]:
-    """What NeMo's performance scripts set for the run's model: the recipe's constant part, and
-    what PerfEnvPlugin derives from the GPU and the layout (NVIDIA/NeMo
+    """What NeMo's performance scripts set for the run's model (Megatron-Bridge's: bridge_perf_env):
+    the recipe's constant part, and what PerfEnvPlugin derives from the GPU and the layout (NVIDIA/NeMo
     nemo/lightning/run/plugins.py@8cfedd7, PerfEnvPlugin.setup). Its layernorm SM margin is left
     to the machine's recipe (facts.machines), which the public GKE recipes tune to 8."""
     recipe, s = run.recipe, run.settings
+    if recipe.framework is Framework.MEGATRON_BRIDGE:
+        return bridge_perf_env(run, machine)
     if not recipe.env:
         return {}
     env = dict(recipe.env)
@@ -619,6 +630,22 @@ def perf_env(run: RunSpec, machine: MachineType) -> dict[str, str]:
         env["CUDA_DEVICE_MAX_CONNECTIONS"] = "32" if sm100_or_newer else "1"
     if s.pipeline_parallel > 1:
         env["NCCL_P2P_NET_CHUNKSIZE"] = str(PP_COMM_CHUNKSIZE)
+    return env
+
+
+def bridge_perf_env(run: RunSpec, machine: MachineType) -> dict[str, str]:
+    """A Megatron-Bridge recipe's environment as it carries it, and what Megatron-Bridge's
+    PerfEnvPlugin derives for the HybridEP dispatcher from the run's expert-parallel size and the
+    machine's NVLink domain (scripts/performance/perf_plugins.py@21b02e0, _set_nvl_domain_size:
+    NVL8 on H100 and B200, NVL72 with multi-node NVLink on GB200)."""
+    env = dict(run.recipe.env)
+    if run.recipe.config_fields.get("model.moe_flex_dispatcher_backend") == "hybridep":
+        domain = machine.nvlink_domain_gpus
+        env |= {
+            "NVLINK_DOMAIN_SIZE": str(domain),
+            "USE_MNNVL": "1" if domain > machine.gpus else "0",
+            "NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN": str(min(run.settings.expert_parallel, domain)),
+        }
     return env
 
 

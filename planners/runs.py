@@ -206,12 +206,19 @@ def check_run(
     # With the embedding and the loss each counted as a layer of the split, Megatron divides
     # two more "layers" among the stages.
     split = arch.layers + (2 if run.recipe.pipeline_split_counts_embedding_and_loss else 0)
-    if split % stages:
+    layouts = run.recipe.pipeline_layouts
+    if split % stages and (s.pipeline_parallel, s.virtual_pipeline or 1) not in layouts:
         counted = " (with the embedding and the loss, as its recipe splits them)" if split != arch.layers else ""
+        uneven = (
+            f", or be one of its recipe's uneven splits (pipeline × virtual): "
+            f"{', '.join(f'{pp} × {vp}' for pp, vp in layouts)}"
+            if layouts
+            else ""
+        )
         raise RuleError(
             "pipelineParallel",
             s.pipeline_parallel,
-            f"pipeline × virtual stages ({stages}) must divide the {split} layers of {spec.name}{counted}",
+            f"pipeline × virtual stages ({stages}) must divide the {split} layers of {spec.name}{counted}{uneven}",
         )
     if s.fp8 and Precision.FP8 not in machine.accelerator.peak_dense_tflops:
         raise RuleError("fp8", True, f"{machine.accelerator.name} GPUs have no FP8")

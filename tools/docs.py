@@ -282,7 +282,12 @@ def _layout(r: Recipe) -> str:
 
 
 def _shape(a: Architecture) -> str:
-    heads = f"{a.heads} heads ({a.kv_heads} KV{f', {a.kv_channels} channels' if a.kv_channels else ''})"
+    la = a.latent_attention
+    heads = (
+        f"{a.heads} heads of latent attention (query rank {la.q_lora_rank}, key/value rank {la.kv_lora_rank})"
+        if la
+        else f"{a.heads} heads ({a.kv_heads} KV{f', {a.kv_channels} channels' if a.kv_channels else ''})"
+    )
     e = a.experts
     mlp = (
         f"{e.count} experts of FFN {e.ffn_hidden}, {e.top_k} per token"
@@ -291,7 +296,8 @@ def _shape(a: Architecture) -> str:
         if e
         else f"FFN {a.ffn_hidden}"
     )
-    size = f"vocab {a.vocab_size}, {a.parameters / 1e9:.1f} B parameters"
+    mtp = f", {a.mtp_layers} prediction layer{'s' if a.mtp_layers > 1 else ''}" if a.mtp_layers else ""
+    size = f"vocab {a.vocab_size}{mtp}, {a.parameters / 1e9:.1f} B parameters"
     return f"{a.layers} layers, hidden {a.hidden}, {heads}, {mlp}, {size}"
 
 

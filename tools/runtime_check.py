@@ -54,8 +54,18 @@ def smallest_run(model: str, machine: MachineType) -> RunSpec:
     )
 
 
-def catalog_cases() -> list[tuple[str, dict[str, Any]]]:
-    cases = []
+# A case: its name, the settings the program ships, and the GPU the check stands in for the
+# validations that ask the device ("<major>.<minor> <name>"; None: tools/runtime_stub.py's default).
+Case = tuple[str, dict[str, Any], str | None]
+
+
+def gpu_of(machine: MachineType) -> str:
+    major, minor = machine.accelerator.compute_capability
+    return f"{major}.{minor} NVIDIA {machine.accelerator.name}"
+
+
+def catalog_cases() -> list[Case]:
+    cases: list[Case] = []
     for model, spec in MODELS.items():
         # The machines multi-node training runs on: each with its GPUDirect stack.
         for machine in MACHINE_TYPES.values():
@@ -66,7 +76,8 @@ def catalog_cases() -> list[tuple[str, dict[str, Any]]]:
                 continue
             run = smallest_run(model, machine)
             paths = nemo.run_paths(run, "/nfs/experiments", "/checkpoints", "/data")
-            cases.append((f"{model} on {machine.name} ({run.nodes} nodes)", nemo.bridge_settings(run, paths, machine)))
+            settings = nemo.bridge_settings(run, paths, machine)
+            cases.append((f"{model} on {machine.name} ({run.nodes} nodes)", settings, gpu_of(machine)))
     # Every optional setting at once: real data with its tokenizer folder, a profile window.
     machine = MACHINE_TYPES["a3-ultragpu-8g"]
     run = dataclasses.replace(
@@ -78,26 +89,27 @@ def catalog_cases() -> list[tuple[str, dict[str, Any]]]:
         overrides={"ddp.grad_reduce_in_fp32": True, "train.eval_iters": 0},
     )
     paths = nemo.run_paths(run, "/nfs/experiments", "/checkpoints", "/data")
-    cases.append(("llama3-8b with real data, a profile and overrides", nemo.bridge_settings(run, paths, machine)))
+    settings = nemo.bridge_settings(run, paths, machine)
+    cases.append(("llama3-8b with real data, a profile and overrides", settings, gpu_of(machine)))
     return cases
 
 
-def shipped_cases() -> list[tuple[str, dict[str, Any]]]:
+def shipped_cases() -> list[Case]:
     """The settings every shipped stack's Megatron-Bridge runs ship in their ConfigMaps."""
-    cases = []
+    cases: list[Case] = []
     for stack in stack_names():
         run = run_stack(stack)
         for resource in run.of_type("kubernetes:core/v1:ConfigMap"):
             data = run.manifest(resource).get("data", {})
             if nemo.BRIDGE_SCRIPT in data:
-                cases.append((f"{stack}: {resource.name}", json.loads(data[nemo.NEMO2_SETTINGS])))
+                cases.append((f"{stack}: {resource.name}", json.loads(data[nemo.NEMO2_SETTINGS]), None))
         # A run a MultiKueue manager dispatches carries its files in its pod template's annotations.
         for resource in run.of_type("kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"):
             template = run.manifest(resource)["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
             annotations = template["metadata"].get("annotations", {})
             if workload_file_key(nemo.BRIDGE_SCRIPT) in annotations:
                 settings = json.loads(annotations[workload_file_key(nemo.NEMO2_SETTINGS)])
-                cases.append((f"{stack}: {resource.name}", settings))
+                cases.append((f"{stack}: {resource.name}", settings, None))
     return cases
 
 
@@ -120,6 +132,11 @@ for path in sys.argv[3:]:
     with open(path) as f:
         settings = json.load(f)
     os.environ["WORLD_SIZE"] = str(settings["worldSize"])
+    if os.path.exists(path + ".gpu"):
+        with open(path + ".gpu") as f:
+            os.environ["NEMO_CHECK_GPU"] = f.read()
+    else:
+        os.environ.pop("NEMO_CHECK_GPU", None)
     try:
         cfg = launcher["config"](settings)
         runtime_config_update(cfg)
@@ -143,14 +160,16 @@ for path in sys.argv[3:]:
 """
 
 
-def check(python: str, launcher: Path, cases: list[dict[str, Any]], folder: Path) -> list[str | None]:
+def check(python: str, launcher: Path, cases: list[Case], folder: Path) -> list[str | None]:
     """For each case, None where its configuration builds and validates and the launcher's check
     exits 0, else the library's error; where the configuration is refused, the launcher's check
     must exit PROGRAM_ERROR_EXIT_CODE (what launch.sh and the JobSet fail on), or that is the error."""
     files = []
-    for i, settings in enumerate(cases):
+    for i, (_, settings, gpu) in enumerate(cases):
         path = folder / f"case-{i}.json"
         path.write_text(json.dumps(settings))
+        if gpu:
+            Path(f"{path}.gpu").write_text(gpu)
         files.append(str(path))
     env = {**os.environ, "PYTHONPATH": str(LAUNCHER.parent), "CUDA_VISIBLE_DEVICES": ""}
     command = [python, "-c", _CHECKER, str(STUB.parent), str(launcher), *files]
@@ -183,8 +202,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"runtime check: {len(shipped)} shipped Megatron-Bridge runs, {len(cases) - len(shipped)} catalog cases")
     with tempfile.TemporaryDirectory() as folder:
         started = time.monotonic()
-        errors = check(args.python, LAUNCHER, [settings for _, settings in cases], Path(folder))
-        for (name, _), error in zip(cases, errors, strict=True):
+        errors = check(args.python, LAUNCHER, cases, Path(folder))
+        for (name, _, _), error in zip(cases, errors, strict=True):
             print(f"  {name}: {'ok' if error is None else f'FAILED: {error}'}")
         print(f"  ({time.monotonic() - started:.1f} s, the library's import included)")
         failures = sum(error is not None for error in errors)
@@ -195,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
         broken = Path(folder) / "broken" / LAUNCHER.name
         broken.parent.mkdir()
         broken.write_text(text.replace(*RENAMED))
-        (refused,) = check(args.python, broken, [cases[-1][1]], Path(folder))
+        (refused,) = check(args.python, broken, [cases[-1]], Path(folder))
         if refused is None:
             print(f"runtime check: a launcher calling {RENAMED[1]!r} passed: the check cannot fail", file=sys.stderr)
             return 1

@@ -11,11 +11,17 @@ validating a configuration calls no GPU code. Why each is here:
 - torch.utils.tensorboard: reached through megatron.bridge.recipes' package import, and would
   pull in tensorboard and protobuf;
 - megatron.energon: the vision-language data modules the same package import reaches.
+And the one GPU question a configuration's validation asks (Megatron-Bridge's
+validate_flex_dispatcher_backend reads the device's compute capability and name): the check
+process has no GPU, so it answers with the run's GPU, "<major>.<minor> <name>" in $NEMO_CHECK_GPU
+(tools/runtime_check.py sets it per case), a Hopper H100 where it is unset.
 Imported (only) by tools/runtime_check.py's check process, before the launcher.
 """
 
+import importlib
 import importlib.abc
 import importlib.machinery
+import os
 import sys
 import types
 from collections.abc import Sequence
@@ -72,3 +78,13 @@ class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 if not any(isinstance(finder, _Finder) for finder in sys.meta_path):
     sys.meta_path.insert(0, _Finder())
+
+
+def _device_properties(device: Any = None) -> types.SimpleNamespace:
+    capability, _, name = os.environ.get("NEMO_CHECK_GPU", "9.0 NVIDIA H100").partition(" ")
+    major, minor = (int(part) for part in capability.split("."))
+    return types.SimpleNamespace(major=major, minor=minor, name=name)
+
+
+# After the stand-ins, as the launcher imports it; by name, as this project's environment has none.
+importlib.import_module("torch").cuda.get_device_properties = _device_properties

@@ -87,10 +87,11 @@ def test_every_catalog_recipe_fits_every_eight_gpu_machine_on_enough_nodes(name:
         (flavor("a3-ultragpu-8g"), run("qwen3-30b-a3b", 2, expert_parallel=3), "expertParallel"),
         (flavor("a3-ultragpu-8g"), run("qwen3-30b-a3b", 2, expert_parallel=16), "expertParallel"),
         (flavor("a3-ultragpu-8g"), run("qwen3-30b-a3b", 1), "nodes"),
+        (flavor("a3-ultragpu-8g", nodes=32), run("deepseek-v3", 32, pipeline_parallel=2), "pipelineParallel"),
     ],
     ids=["quota", "tp-in-node", "model-parallel", "batch", "micro-batch", "both-batches", "data-parallel",
          "sequence", "layers", "profile", "topology", "pool", "priority", "untested-image", "dense-experts",
-         "experts-split", "expert-groups", "expert-groups-nodes"],
+         "experts-split", "expert-groups", "expert-groups-nodes", "uneven-split"],
 )  # fmt: skip
 def test_each_rule_names_the_key_the_user_wrote(target: Flavor, spec: RunSpec, key: str) -> None:
     assert error_key(spec, target) == key

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 
 import pytest
 
@@ -79,6 +80,20 @@ PUBLISHED = {
         (False, None),
         30,
         "a4/gpt_oss_120b/megatron-bridge-gke/nemo2602/64gpus-bf16-seq4096-gbs1280",
+    ),
+    # launcher.sh: --compute_dtype fp8_cs -gb 2048 -mb 1 -tp 1 -pp 16 -vp None -ep 8 --recompute_modules mla_up_proj
+    ("deepseek-v3", "a3-ultragpu-8g"): (
+        (1, 16, None, 1, 2048, 1, 4096, 8),
+        (True, Fp8Scaling.CURRENT),
+        30,
+        "a3ultra/deepseek_v3/megatron-bridge-gke/nemo2602/256gpus-fp8cs-seq4096-gbs2048",
+    ),
+    # launcher.sh: --compute_dtype fp8_mx -gb 4096 -mb 1 -tp 1 -pp 16 -ep 8
+    ("deepseek-v3", "a4-highgpu-8g"): (
+        (1, 16, None, 1, 4096, 1, 4096, 8),
+        (True, Fp8Scaling.MXFP8),
+        30,
+        "a4/deepseek_v3/megatron-bridge-gke/nemo2602/256gpus-fp8mx-seq4096-gbs4096",
     ),
 }
 
@@ -215,6 +230,13 @@ def test_a_successor_is_the_same_model_size_on_megatron_bridge() -> None:
             {"impl": "transformer_engine", "scope": ["moe_router", "moe_preprocess", "attn"]},
         ),
         ("gpt-oss-120b", "a3-ultragpu-8g", None),
+        # a4/deepseek_v3 fp8mx launcher.sh: --cuda_graph_scope moe_router,moe_preprocess,attn; A3 Ultra's passes none.
+        (
+            "deepseek-v3",
+            "a4-highgpu-8g",
+            {"impl": "transformer_engine", "scope": ["moe_router", "moe_preprocess", "attn"]},
+        ),
+        ("deepseek-v3", "a3-ultragpu-8g", None),
     ],
 )
 def test_cuda_graphs_are_the_recipes(model: str, machine: str, graphs: dict[str, object] | None) -> None:
@@ -241,7 +263,7 @@ def test_a_mixture_of_experts_run_carries_its_experts_layout_and_the_familys_fie
     run = run_on("a3-ultragpu-8g", "qwen3-30b-a3b", nodes=2)
     settings = nemo.bridge_settings(run, nemo.run_paths(run, "/e", "/c", "/d"), MACHINE_TYPES["a3-ultragpu-8g"])
     assert (settings["model"]["expert_model_parallel_size"], settings["model"]["expert_tensor_parallel_size"]) == (8, 1)
-    assert settings["modelFields"] == {"bias_activation_fusion": True, "moe_router_fusion": True}
+    assert settings["recipeFields"] == {"model.bias_activation_fusion": True, "model.moe_router_fusion": True}
     assert settings["moeA2aOverlap"] is True
     assert settings["mixedPrecision"] == "bf16_with_fp8_current_scaling_mixed"
     dense = run_on("a3-ultragpu-8g", "llama3-70b")
@@ -249,7 +271,7 @@ def test_a_mixture_of_experts_run_carries_its_experts_layout_and_the_familys_fie
         dense, nemo.run_paths(dense, "/e", "/c", "/d"), MACHINE_TYPES["a3-ultragpu-8g"]
     )
     assert not any(key.startswith("expert_") for key in dense_settings["model"])
-    assert (dense_settings["modelFields"], dense_settings["moeA2aOverlap"]) == ({}, False)
+    assert (dense_settings["recipeFields"], dense_settings["moeA2aOverlap"]) == ({}, False)
 
 
 def test_qwen3_30b_a3b_has_the_published_size_and_flops() -> None:
@@ -266,16 +288,22 @@ def test_qwen3_30b_a3b_has_the_published_size_and_flops() -> None:
         assert causal / seq == pytest.approx(tflops * 1e12 / tokens, rel=0.01)
 
 
+# Megatron-Bridge@21b02e0 workload base configs: GPT_OSS_120B_PRETRAIN_CONFIG_{H100,B200}_BF16_V1/V2
+# recompute_modules ["layernorm", "moe_act"]; DEEPSEEK_V3_PRETRAIN_CONFIG_{H100,B200}_V1 ["mla_up_proj"]
+# (and the gpu-recipes launchers' --recompute_modules); no other recipe recomputes modules.
+RECOMPUTED = {"gpt-oss-120b": ["layernorm", "moe_act"], "deepseek-v3": ["mla_up_proj"]}
+
+
 @pytest.mark.parametrize("machine", ["a3-ultragpu-8g", "a4-highgpu-8g"])
-def test_gpt_oss_recomputes_its_layer_norms_and_expert_activations(machine: str) -> None:
-    """GPT_OSS_120B_PRETRAIN_CONFIG_{H100,B200}_BF16_V1/V2: recompute_modules ["layernorm",
-    "moe_act"] (Megatron-Bridge@21b02e0 gpt_oss_workload_base_configs.py), selective recomputation
-    as _set_recompute_overrides sets it; no other recipe of the catalog recomputes modules."""
-    run = run_on(machine, "gpt-oss-120b")
+@pytest.mark.parametrize("model", list(MODELS))
+def test_the_recomputed_modules_are_the_recipes(machine: str, model: str) -> None:
+    """Selective recomputation as _set_recompute_overrides sets it (the launcher's recomputeModules)."""
+    run = run_on(machine, model)
+    if model_spec(model).recipe_on(machine).framework is not Framework.MEGATRON_BRIDGE:
+        assert not run.recipe.recompute_modules
+        return
     settings = nemo.bridge_settings(run, nemo.run_paths(run, "/e", "/c", "/d"), MACHINE_TYPES[machine])
-    assert settings["recomputeModules"] == ["layernorm", "moe_act"]
-    others = [r for m in MODELS.values() if m.name != "gpt-oss-120b" for r in (m.recipe, *m.machine_recipes.values())]
-    assert not any(r.recompute_modules for r in others)
+    assert settings["recomputeModules"] == RECOMPUTED.get(model, [])
 
 
 def test_gpt_oss_120b_has_the_published_size_and_flops() -> None:
@@ -292,3 +320,81 @@ def test_gpt_oss_120b_has_the_published_size_and_flops() -> None:
     gate = 3 * a.moe_layers * 2 * seq * a.hidden * a.experts.top_k * a.experts.ffn_hidden
     for tflops, tokens in ((163, 5993), (219, 8047)):
         assert (a.flops_per_sample(seq) - causal_half - gate) / seq == pytest.approx(tflops * 1e12 / tokens, rel=0.01)
+
+
+def _stages(layout: str) -> list[str]:
+    """Megatron Core's layout string unrolled into its stages ("(ab|)*2" and "t*3" repeat;
+    megatron/core/transformer/pipeline_parallel_layer_layout.py parse_str_to_list, 0.16.0)."""
+    for pattern in (r"\(([^)]+)\)\*(\d+)", r"(.)\*(\d+)"):
+        layout = re.sub(pattern, lambda m: m.group(1) * int(m.group(2)), layout)
+    return layout.split("|")
+
+
+def test_each_uneven_pipeline_split_holds_every_layer_once_over_its_stages() -> None:
+    """DeepSeek V3's splits (recipes/deepseek/deepseek_v3.py@21b02e0 layout_map): the embedding
+    first, the 61 layers, then the prediction layer and the loss last, over pipeline × virtual
+    stages. make runtime-check has the library validate the same strings (a layer too many fails)."""
+    spec = model_spec("deepseek-v3")
+    for (pp, vp), layout in spec.recipe.pipeline_layouts.items():
+        stages = _stages(layout)
+        assert len(stages) == pp * vp, layout
+        joined = "".join(stages)
+        assert joined.count("t") == spec.architecture.layers
+        assert joined.count("m") == spec.architecture.mtp_layers
+        assert (joined[0], joined[-1], joined.count("E"), joined.count("L")) == ("E", "L", 1, 1)
+
+
+def test_a_deepseek_run_takes_the_split_of_its_pipeline_and_refuses_one_the_recipe_lacks() -> None:
+    machine = MACHINE_TYPES["a3-ultragpu-8g"]
+    run = run_on("a3-ultragpu-8g", "deepseek-v3", nodes=32)
+    settings = nemo.bridge_settings(run, nemo.run_paths(run, "/e", "/c", "/d"), machine)
+    assert settings["recipeFields"]["model.pipeline_model_parallel_layout"] == "Et*4|(t*4|)*14tmL"
+    assert settings["model"]["mtp_num_layers"] == 1
+    eight = dataclasses.replace(run, settings=dataclasses.replace(run.settings, pipeline_parallel=8))
+    eight_settings = nemo.bridge_settings(eight, nemo.run_paths(eight, "/e", "/c", "/d"), machine)
+    assert eight_settings["recipeFields"]["model.pipeline_model_parallel_layout"] == "Et*8|(t*8|)*6t*5mL"
+
+
+@pytest.mark.parametrize(
+    ("machine", "expected"),
+    [
+        # perf_plugins.py@21b02e0: NVL8 on H100 and B200, NVL72 with multi-node NVLink on GB200.
+        (
+            "a3-ultragpu-8g",
+            {"NVLINK_DOMAIN_SIZE": "8", "USE_MNNVL": "0", "NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN": "8"},
+        ),
+        (
+            "a4-highgpu-8g",
+            {"NVLINK_DOMAIN_SIZE": "8", "USE_MNNVL": "0", "NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN": "8"},
+        ),
+        (
+            "a4x-highgpu-4g",
+            {"NVLINK_DOMAIN_SIZE": "72", "USE_MNNVL": "1", "NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN": "8"},
+        ),
+    ],
+)
+def test_the_hybridep_dispatcher_is_told_its_nvlink_domain(machine: str, expected: dict[str, str]) -> None:
+    run = run_on(machine, "deepseek-v3", nodes=32)
+    env = nemo.perf_env(run, MACHINE_TYPES[machine])
+    assert {key: env[key] for key in expected} == expected
+    assert env["CUDA_DEVICE_MAX_CONNECTIONS"] == "32"
+    # Only the H100 configuration sets expandable segments: A4 has the B200 one; A4X, with no
+    # recipe of its own, runs the model's (A3 Ultra's).
+    assert ("PYTORCH_CUDA_ALLOC_CONF" in env) is (machine != "a4-highgpu-8g")
+    assert not nemo.perf_env(run_on(machine, "qwen3-30b-a3b"), MACHINE_TYPES[machine])
+
+
+def test_deepseek_v3_has_the_published_size_and_flops() -> None:
+    """671 B parameters in the main model (DeepSeek-V3 technical report; 685 B with the 14 B of
+    its prediction module as published, which repeats the embedding and output head this count
+    shares); per token, the FLOPs NVIDIA's published throughput implies with the prediction layer
+    trained (performance-summary.md@21b02e0, 26.02 DGX-B200: 699 TFLOP/s/GPU at 2689 tokens/s/GPU),
+    which Megatron-Bridge counts with causal attention."""
+    a = model_spec("deepseek-v3").architecture
+    assert a.latent_attention is not None
+    assert round(dataclasses.replace(a, mtp_layers=0).parameters / 1e9) == 671
+    seq, la = 4096, a.latent_attention
+    causal_half = (
+        3 * (a.layers + a.mtp_layers) * seq * seq * a.heads * (la.qk_head_dim + la.qk_rope_head_dim + la.v_head_dim)
+    )
+    assert (a.flops_per_sample(seq) - causal_half) / seq == pytest.approx(699e12 / 2689, rel=0.01)
