@@ -598,6 +598,27 @@ _QWEN3_30B_A4 = dataclasses.replace(
     cuda_graphs=CudaGraphs("transformer_engine", ("moe_router", "moe_preprocess", "attn")),
 )
 _PERFORMANCE_SUMMARY = f"{_MB}:docs/performance-summary.md@21b02e0"
+# The HybridEP token dispatcher as Megatron-Bridge turns it on (training/flex_dispatcher_backend.py
+# apply_flex_dispatcher_backend, and the SMs scripts/performance/utils/overrides.py gives it);
+# its NVLink domain comes from the machine (planners.nemo.bridge_perf_env).
+_HYBRIDEP: dict[str, bool | int | float | str] = {
+    "model.moe_token_dispatcher_type": "flex",
+    "model.moe_flex_dispatcher_backend": "hybridep",
+    "model.moe_shared_expert_overlap": False,
+    "model.moe_hybridep_num_sms": 32,
+}
+# A4X's Qwen3 recipe: 2 nodes, MXFP8, EP8, micro batch 4, global 1024, 50 steps, with the GB200
+# configuration's HybridEP dispatcher and CUDA graphs of the router and the dispatch
+# preprocessing; on NeMo 26.02 rather than the recipe's 25.11, as for Llama 3 8B there.
+_QWEN3_30B_A4X = dataclasses.replace(
+    _QWEN3_30B_A4,
+    global_batch_size=1024,
+    micro_batch_size=4,
+    tensor_parallel=1,
+    max_steps=50,
+    cuda_graphs=CudaGraphs("transformer_engine", ("moe_router", "moe_preprocess")),
+    config_fields=MappingProxyType({**_QWEN3_FIELDS, **_HYBRIDEP}),
+)
 # DeepSeek V3: 61 layers with latent attention, the first 3 dense, then 256 routed experts (8 per
 # token) beside a shared one, and one multi-token prediction layer, as the library recipe trains
 # it (recipes/deepseek/deepseek_v3.py@21b02e0: mtp_num_layers 1).
@@ -632,10 +653,7 @@ _DEEPSEEK_FIELDS: dict[str, bool | int | float | str] = {
     "model.init_method_std": 0.006,
     "model.moe_permute_fusion": True,
     "model.moe_router_fusion": True,
-    "model.moe_token_dispatcher_type": "flex",
-    "model.moe_flex_dispatcher_backend": "hybridep",
-    "model.moe_shared_expert_overlap": False,
-    "model.moe_hybridep_num_sms": 32,
+    **_HYBRIDEP,
     "dist.enable_megatron_core_experimental": True,
 }
 _DEEPSEEK_ENV = {
@@ -896,6 +914,9 @@ MODELS: Mapping[str, ModelSpec] = {
                 + f"; {_QWEN3_CONFIGS} (QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_V1)",
                 "recipe on a4-highgpu-8g": _bridge_recipe("a4/qwen3_30b_a3b/nemo-gke", "8gpus-fp8mx-seq4096-gbs512")
                 + f"; {_QWEN3_CONFIGS} (QWEN3_30B_A3B_PRETRAIN_CONFIG_B200_FP8_MX_V1)",
+                "recipe on a4x-highgpu-4g": "AI-Hypercomputer/gpu-recipes:training/a4x/qwen3_30b_a3b/"
+                "megatron-bridge-gke/nemo2511/8gpus-fp8mx-seq4096-gbs1024/recipe/values.yaml and launcher.sh@2e1fd5e; "
+                f"{_QWEN3_CONFIGS} (QWEN3_30B_A3B_PRETRAIN_CONFIG_GB200_FP8_MX_V1)",
             },
             step_times=(
                 # No A3 Ultra figure is published: A3 Ultra's recipe runs this H100 configuration,
@@ -918,8 +939,18 @@ MODELS: Mapping[str, ModelSpec] = {
                     tokens_per_gpu=9691,
                     row="26.02, DGX-B200, Qwen3_30B_a3B, 8 GPUs, MXFP8, GBS 512",
                 ),
+                # At half the A4X recipe's global batch.
+                _published_step(
+                    "a4x-highgpu-4g",
+                    nodes=2,
+                    gpus=8,
+                    batch=512,
+                    seq=4096,
+                    tokens_per_gpu=26084,
+                    row="26.02, DGX-GB200, Qwen3_30B_a3B, 8 GPUs, MXFP8, GBS 512",
+                ),
             ),
-            machine_recipes=MappingProxyType({"a4-highgpu-8g": _QWEN3_30B_A4}),
+            machine_recipes=MappingProxyType({"a4-highgpu-8g": _QWEN3_30B_A4, "a4x-highgpu-4g": _QWEN3_30B_A4X}),
         ),
         ModelSpec(
             "gpt-oss-120b",

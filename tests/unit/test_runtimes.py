@@ -67,6 +67,13 @@ PUBLISHED = {
         30,
         "a4/qwen3_30b_a3b/nemo-gke/nemo2602/8gpus-fp8mx-seq4096-gbs512",
     ),
+    # launcher.sh (NeMo 25.11, run on 26.02 here): --gpu gb200 -gb 1024 -mb 4 -tp 1 -pp 1 -ep 8 --max_steps 50
+    ("qwen3-30b-a3b", "a4x-highgpu-4g"): (
+        (1, 1, None, 1, 1024, 4, 4096, 8),
+        (True, Fp8Scaling.MXFP8),
+        50,
+        "a4x/qwen3_30b_a3b/megatron-bridge-gke/nemo2511/8gpus-fp8mx-seq4096-gbs1024",
+    ),
     # launcher.sh: --config_variant v2 -gb 1280 -mb 1 -tp 1 -pp 4 -cp 1 -ep 8 --recompute_modules layernorm,moe_act
     ("gpt-oss-120b", "a3-ultragpu-8g"): (
         (1, 4, None, 1, 1280, 1, 4096, 8),
@@ -223,6 +230,8 @@ def test_a_successor_is_the_same_model_size_on_megatron_bridge() -> None:
             {"impl": "transformer_engine", "scope": ["moe_router", "moe_preprocess", "attn"]},
         ),
         ("qwen3-30b-a3b", "a3-ultragpu-8g", None),
+        # QWEN3_30B_A3B_PRETRAIN_CONFIG_GB200_FP8_MX(_V1): transformer_engine on moe_router, moe_preprocess.
+        ("qwen3-30b-a3b", "a4x-highgpu-4g", {"impl": "transformer_engine", "scope": ["moe_router", "moe_preprocess"]}),
         # a4/gpt_oss_120b launcher.sh: --cuda_graph_scope moe_router,moe_preprocess,attn; A3 Ultra's passes none.
         (
             "gpt-oss-120b",
@@ -381,7 +390,9 @@ def test_the_hybridep_dispatcher_is_told_its_nvlink_domain(machine: str, expecte
     # Only the H100 configuration sets expandable segments: A4 has the B200 one; A4X, with no
     # recipe of its own, runs the model's (A3 Ultra's).
     assert ("PYTORCH_CUDA_ALLOC_CONF" in env) is (machine != "a4-highgpu-8g")
-    assert not nemo.perf_env(run_on(machine, "qwen3-30b-a3b"), MACHINE_TYPES[machine])
+    # Qwen3 dispatches with HybridEP on A4X only (the GB200 configuration).
+    qwen3 = nemo.perf_env(run_on(machine, "qwen3-30b-a3b"), MACHINE_TYPES[machine])
+    assert qwen3 == ({key: expected[key] for key in expected} if machine == "a4x-highgpu-4g" else {})
 
 
 def test_deepseek_v3_has_the_published_size_and_flops() -> None:
