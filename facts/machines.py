@@ -229,20 +229,28 @@ TCPX_STACK, TCPXO_STACK, RDMA_STACK = (
     GpuDirectStack(
         GpuDirect.TCPXO,
         node_plugin=versions.TCPXO_PLUGIN,
-        nccl_test_image=versions.TCPXO_PLUGIN,
+        # The pods' own release: the check tests the plugin and NCCL training loads, with the
+        # daemon of the same release, as CEA's test of that release did.
+        nccl_test_image=versions.TCPXO_RECIPE_PLUGIN,
         pod_plugin=versions.TCPXO_RECIPE_PLUGIN,
         rxdm_sidecar=versions.TCPXO_RECIPE_RXDM,
         # The recipes run TCPXO on the host network with privileged containers: no NRI annotation.
         pod_networks=False,
         host_network_pods=True,
         needs_nri_device_injector=False,
-        rxdm_health_check=False,  # the recipe's RxDM v1.0.9 predates the health file (v1.0.11)
+        # The health file and its startup probe: "GKE startup probe support for the TCPXO-daemon"
+        # from v1.0.11 (CEA gpudirect-tcpxo/README.md@992db81, Sept 19, 2024; best-practice.md).
+        rxdm_health_check=True,
+        # The NeMo 24.07 recipes ran on NCCL 2.21.5 (plugin v1.0.3), the NCCL this pair installs.
         validated_images=(versions.NEMO_1,),
         env={**_SM_MARGINS, "NCCL_DEBUG": "VERSION", "NCCL_ALGO": "Ring,Tree", "NCCL_MIN_NCHANNELS": "4"},
         sources={
             "node_plugin": "GoogleCloudPlatform/container-engine-accelerators:gpudirect-tcpxo/README.md@992db81",
-            "pod_plugin": _A3MEGA_RECIPE,
-            "rxdm_sidecar": _A3MEGA_RECIPE,
+            "nccl_test_image": versions.TCPXO_RECIPE_PLUGIN.source,
+            "pod_plugin": versions.TCPXO_RECIPE_PLUGIN.source,
+            "rxdm_sidecar": versions.TCPXO_RECIPE_RXDM.source,
+            "rxdm_health_check": "GoogleCloudPlatform/container-engine-accelerators:gpudirect-tcpxo/README.md and "
+            "best-practice.md@992db81",
             "validated_images": _A3MEGA_RECIPE,
             "env": _A3MEGA_RECIPE,
         },

@@ -159,14 +159,21 @@ TCPXO_PLUGIN = Image(
     "v1.0.15",
     "GoogleCloudPlatform/container-engine-accelerators:gpudirect-tcpxo/README.md@992db81",
 )
-# TCPXO in the training pod: the plugin the pod installs for itself and the RxDM sidecar, the
-# pair the A3 Mega GPT-3 175B (and Llama 3 70B) recipes validated with NeMo 24.07 ("NCCL Plugin:
-# v1.0.3", "RxDM sidecar: v1.0.9"; CEA's release table writes the RxDM tag v1.0.09).
-_GPT3_VALUES = "AI-Hypercomputer/gpu-recipes:training/a3mega/gpt3_175b/nemo-gke/nemo2507/recipe/values.yaml@2e1fd5e"
-TCPXO_RECIPE_PLUGIN = Image(
-    "us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpxo/nccl-plugin-gpudirecttcpx-dev", "v1.0.3", _GPT3_VALUES
+# TCPXO in the training pod: the plugin the pod installs for itself and the RxDM sidecar, as one
+# release of CEA's table (the daemon "is coupled with the NCCL plugin installer version"): the
+# newest pair of an A3 Mega training recipe (Llama 3 70B with checkpoints to Cloud Storage), CEA's
+# Nov 27, 2024 release, which CEA's own NCCL test ran together (nccl-test.yaml@4aeee0d). It
+# installs NCCL 2.21.5, as the NeMo 24.07 recipes' v1.0.3 and v1.0.9 did, and its daemon writes
+# the startup probe's health file (from v1.0.11).
+_TCPXO_PAIR = (
+    "AI-Hypercomputer/gpu-recipes:training/a3mega/llama3_70b/nemo-gke-gcs/nemo2507/recipe/values.yaml@2e1fd5e; "
+    "GoogleCloudPlatform/container-engine-accelerators:gpudirect-tcpxo/README.md@992db81 (Nov 27, 2024) and "
+    "gpudirect-tcpxo/nccl-test.yaml@4aeee0d"
 )
-TCPXO_RECIPE_RXDM = Image("us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpxo/tcpgpudmarxd-dev", "v1.0.9", _GPT3_VALUES)
+TCPXO_RECIPE_PLUGIN = Image(
+    "us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpxo/nccl-plugin-gpudirecttcpx-dev", "v1.0.7", _TCPXO_PAIR
+)
+TCPXO_RECIPE_RXDM = Image("us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpxo/tcpgpudmarxd-dev", "v1.0.13_1", _TCPXO_PAIR)
 # One gIB image serves both RDMA machines (H200 and B200 node affinity upstream).
 GIB_PLUGIN = Image(
     "us-docker.pkg.dev/gce-ai-infra/gpudirect-gib/nccl-plugin-gib",

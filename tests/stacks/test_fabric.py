@@ -59,7 +59,8 @@ def with_check(stack: str, **check: Any) -> dict[str, Any]:
     ("stack", "image"),
     [
         ("dev", versions.TCPX_PLUGIN),
-        ("a3mega", versions.TCPXO_PLUGIN),
+        # The pods' own plugin release (CEA tested it with its daemon: nccl-test.yaml@4aeee0d).
+        ("a3mega", versions.TCPXO_RECIPE_PLUGIN),
         ("a3ultra", versions.GIB_DIAGNOSTIC),
         # Arm hosts: the arm64 build of the same test (CEA gpudirect-rdma/nccl-test-imex-a4x.yaml@992db81).
         ("a4x", versions.GIB_ARM64_DIAGNOSTIC),

@@ -287,11 +287,12 @@ def test_tcpxo_pods_follow_the_a3_mega_recipe_whole(render: Any) -> None:
     assert not run.of_type("kubernetes:networking.gke.io/v1:Network")
     installer, sidecar = spec["initContainers"]
     assert installer["name"] == "nccl-plugin-installer" and "restartPolicy" not in installer
-    assert installer["image"].endswith("nccl-plugin-gpudirecttcpx-dev:v1.0.3")
+    assert installer["image"].endswith("nccl-plugin-gpudirecttcpx-dev:v1.0.7")
     assert "--install-nccl --nccl-buildtype=221" in installer["command"][-1]
     assert "cp -r /var/lib/tcpxo/* /usr/local/nccl-plugin/" in installer["command"][-1]
     assert (sidecar["name"], sidecar["restartPolicy"]) == ("tcpxo-daemon", "Always")
-    assert sidecar["image"].endswith("tcpgpudmarxd-dev:v1.0.9")
+    assert sidecar["image"].endswith("tcpgpudmarxd-dev:v1.0.13_1")
+    assert sidecar["startupProbe"]["exec"]["command"] == ["cat", "/run/health-check"]
     assert sidecar["securityContext"] == {
         "privileged": True,
         "capabilities": {"add": ["NET_ADMIN", "NET_BIND_SERVICE"]},

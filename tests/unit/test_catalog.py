@@ -78,18 +78,21 @@ def test_each_gpudirect_flavour_pairs_a_plugin_with_its_sidecar() -> None:
     assert tcpx.needs_nri_device_injector and not tcpxo.needs_nri_device_injector and not rdma.needs_nri_device_injector
 
 
-def test_a3_mega_runs_the_pair_and_image_its_recipe_validated_never_a_mix() -> None:
-    """gpu-recipes' A3 Mega GPT-3 175B recipe (training/a3mega/gpt3_175b/nemo-gke/nemo2507/recipe,
-    README "NCCL Plugin: v1.0.3", "RxDM sidecar: v1.0.9", "NVIDIA NeMo NGC container image :
-    24.07") and every other A3 Mega recipe on that pair validated exactly this combination; CEA's
-    release table couples the RxDM to its plugin release (gpudirect-tcpxo/README.md)."""
+def test_a3_mega_runs_one_release_of_plugin_and_daemon_and_checks_the_fabric_with_it() -> None:
+    """CEA couples the RxDM to its plugin release ("The tcpxo-daemon version is coupled with the
+    NCCL plugin installer version", gpudirect-tcpxo/README.md@992db81). The pods run the newest
+    pair of an A3 Mega training recipe (gpu-recipes training/a3mega/llama3_70b/nemo-gke-gcs/nemo2507:
+    v1.0.7 and v1.0.13_1, CEA's Nov 27, 2024 release, tested together by CEA's nccl-test.yaml@4aeee0d),
+    which installs the NCCL the NeMo 24.07 recipes ran (2.21.5); the fabric check runs that release's
+    tests, so it measures the plugin and NCCL training loads (before: v1.0.15 tools over v1.0.3)."""
     tcpxo = machine_type("a3-megagpu-8g").gpudirect_stack
     assert tcpxo is not None and tcpxo.pod_plugin is not None and tcpxo.rxdm_sidecar is not None
-    assert (tcpxo.pod_plugin.tag, tcpxo.rxdm_sidecar.tag) == ("v1.0.3", "v1.0.9")
+    assert (tcpxo.pod_plugin.tag, tcpxo.rxdm_sidecar.tag) == ("v1.0.7", "v1.0.13_1")
+    assert tcpxo.nccl_test_image == tcpxo.pod_plugin
     assert [image.ref for image in tcpxo.validated_images] == ["nvcr.io/nvidia/nemo:24.07"]
     assert MODELS["gpt3-175b"].recipe.image in tcpxo.validated_images
-    # The RxDM writes a health file from v1.0.11 (Sept 19 2024 release); v1.0.9 does not.
-    assert not tcpxo.rxdm_health_check
+    # The RxDM writes a health file from v1.0.11 (Sept 19 2024 release): v1.0.13_1 does.
+    assert tcpxo.rxdm_health_check
 
 
 def all_images() -> list[Image]:

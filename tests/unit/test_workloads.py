@@ -156,16 +156,16 @@ def test_the_rxdm_gets_a_health_file_and_startup_probe_where_it_writes_one() -> 
     (v1.0.11 and later) writes the file once its buffers are ready ("Buffer manager
     initialization completed"; google/nccl-plugin-gpudirect-tcpxo fastrak_gpumem_manager.cc), and
     a startup probe `cat`s it, so a node whose receive path does not come up fails fast. The
-    pinned pairs' daemons write no such file (TCPXO v1.0.9; TCPX has none at all): a probe there
-    would fail every pod, so they get none."""
+    TCPX daemon writes no such file (none anywhere in CEA gpudirect-tcpx/): a probe there would
+    fail every pod, so it gets none; the pinned TCPXO daemon (v1.0.13_1) does."""
     stack = MACHINE_TYPES["a3-megagpu-8g"].gpudirect_stack
-    assert stack is not None
+    assert stack is not None and stack.rxdm_health_check
     for pinned in GPUDIRECT_STACKS:
-        if pinned.rxdm_sidecar is not None:
+        if pinned.rxdm_sidecar is not None and not pinned.rxdm_health_check:
             sidecar = rxdm_sidecar("daemon", pinned, ["rxdm"], {}, [])
             assert "startupProbe" not in sidecar and "HEALTH_CHECK_LOG_FILE" not in str(sidecar["env"])
-    newer = dataclasses.replace(stack, rxdm_health_check=True)
-    sidecar = rxdm_sidecar("tcpxo-daemon", newer, ["rxdm"], {}, [])
+    assert any(p.rxdm_sidecar is not None and not p.rxdm_health_check for p in GPUDIRECT_STACKS), "TCPX"
+    sidecar = rxdm_sidecar("tcpxo-daemon", stack, ["rxdm"], {}, [])
     assert {"name": "HEALTH_CHECK_LOG_FILE", "value": RXDM_HEALTH_FILE} in sidecar["env"]
     probe = sidecar["startupProbe"]
     assert probe["exec"]["command"] == ["cat", RXDM_HEALTH_FILE]
