@@ -273,6 +273,15 @@ class Recipe:
     # settings (the library recipe's own, and Megatron-Bridge scripts/performance
     # set_<family>_common_configs), by dotted name: `model.moe_router_fusion`.
     config_fields: Mapping[str, bool | int | float | str] = field(default_factory=lambda: MappingProxyType({}))
+    # Fields a run with context parallelism needs on top (GPT-OSS's sink attention: a2a only).
+    context_parallel_fields: Mapping[str, bool | int | float | str] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
+    # Whether the recipe's launch goes through Megatron-Bridge's PerfEnvPlugin (its
+    # scripts/performance/setup_experiment.py, or gpu-recipes' copy custom_setup_experiment.py),
+    # whose environment follows from the GPU and the layout (planners.nemo.bridge_perf_env); a
+    # recipe that starts run_script.py directly gets none of it.
+    perf_env_plugin: bool = False
     # Uneven pipeline splits by (pipeline, virtual pipeline) size, as Megatron Core's layout strings
     # (E embedding, t layer, m prediction layer, L loss, | between stages): a run at another
     # split divides its layers evenly.
@@ -502,6 +511,9 @@ _LLAMA3_8B_H100 = _bridge(
     context_parallel=1,
     provider="Llama3ModelProvider8B",
     recompute_layers=5,
+    perf_env_plugin=True,
+    # PerfEnvPlugin's model-specific setting for Llama 3 8B in FP8 current scaling on H100.
+    env=MappingProxyType({"NCCL_CTA_POLICY": "1"}),
 )
 # A4's recipe takes LLAMA3_8B_PRETRAIN_CONFIG_B200_FP8_CS_V1 (it passes no layout of its own).
 _LLAMA3_8B_A4 = dataclasses.replace(
@@ -510,12 +522,16 @@ _LLAMA3_8B_A4 = dataclasses.replace(
     max_steps=30,
     recompute_layers=None,
     cuda_graphs=CudaGraphs("local", ("full_iteration",)),
+    env=MappingProxyType({}),
 )
 # A4X's recipe runs the GB200 configuration (the B200 one's layout and CUDA graphs) with micro
 # batch 4 and 50 steps, on NeMo 25.11; the run keeps NeMo 26.02, whose Megatron-Bridge this
 # program's launcher is checked against (make runtime-check).
-_LLAMA3_8B_A4X = dataclasses.replace(_LLAMA3_8B_A4, micro_batch_size=4, max_steps=50)
-# A3 Ultra's recipe, on every Hopper machine: 64 GPUs, BF16, TP4 × PP8 × VP5.
+_LLAMA3_8B_A4X = dataclasses.replace(_LLAMA3_8B_A4, micro_batch_size=4, max_steps=50, perf_env_plugin=False)
+# PerfEnvPlugin's pipeline chunk for Llama 3 70B pretraining (dropped without pipeline parallelism).
+_LLAMA3_70B_PLUGIN_ENV = MappingProxyType({"NCCL_P2P_NET_CHUNKSIZE": "2097152"})
+# A3 Ultra's recipe, on every Hopper machine: 64 GPUs, BF16, TP4 × PP8 × VP5 (its launcher starts
+# run_script.py itself: no PerfEnvPlugin).
 _LLAMA3_70B_A3U = _bridge(
     global_batch_size=256,
     micro_batch_size=1,
@@ -536,6 +552,8 @@ _LLAMA3_70B_A4 = dataclasses.replace(
     cuda_graphs=CudaGraphs("transformer_engine", ("mlp", "attn")),
     max_steps=30,
     tp_overlaps=(),
+    perf_env_plugin=True,
+    env=_LLAMA3_70B_PLUGIN_ENV,
 )
 
 # A4X's: MXFP8 on TP2 × PP4 × VP5 (an NVLink domain joins 72 GPUs), no CUDA graphs, as the A4X
@@ -583,6 +601,7 @@ _QWEN3_30B_A3U = _bridge(
     moe_a2a_overlap=True,
     provider="Qwen3MoEModelProvider30B_A3B",
     config_fields=_QWEN3_FIELDS,
+    perf_env_plugin=True,
 )
 # A4's: one node, MXFP8, TP4 with the configuration's EP8, Transformer Engine's CUDA graphs of
 # the router, the dispatch preprocessing and attention.
@@ -618,6 +637,7 @@ _QWEN3_30B_A4X = dataclasses.replace(
     max_steps=50,
     cuda_graphs=CudaGraphs("transformer_engine", ("moe_router", "moe_preprocess")),
     config_fields=MappingProxyType({**_QWEN3_FIELDS, **_HYBRIDEP}),
+    perf_env_plugin=False,  # its launcher starts run_script.py itself
 )
 # DeepSeek V3: 61 layers with latent attention, the first 3 dense, then 256 routed experts (8 per
 # token) beside a shared one, and one multi-token prediction layer, as the library recipe trains
@@ -645,21 +665,24 @@ _DEEPSEEK_LAYOUTS = MappingProxyType(
     }
 )
 # What the library recipe and set_deepseek_v3_common_configs set beyond the provider, and the
-# configuration's HybridEP dispatcher (DEEPSEEK_V3_PRETRAIN_CONFIG_{H100,B200}_V1/V2); the
-# PerfEnvPlugin's CUDA connections and layer-norm margins for it (its NVLink domain:
-# planners.nemo.bridge_perf_env).
+# configuration's HybridEP dispatcher (DEEPSEEK_V3_PRETRAIN_CONFIG_{H100,B200}_V1/V2).
 _DEEPSEEK_FIELDS: dict[str, bool | int | float | str] = {
     "model.mtp_loss_scaling_factor": 0.1,
     "model.init_method_std": 0.006,
     "model.moe_permute_fusion": True,
     "model.moe_router_fusion": True,
+    # The auxiliary loss of the model's own configuration (aux_loss_alpha 0.001), which the
+    # library's Hugging Face path reads (models/deepseek/deepseek_v3_bridge.py@21b02e0); the
+    # provider class alone says 1e-4.
+    "model.moe_aux_loss_coeff": 1e-3,
     **_HYBRIDEP,
     "dist.enable_megatron_core_experimental": True,
-}
-_DEEPSEEK_ENV = {
-    "CUDA_DEVICE_MAX_CONNECTIONS": "32",
-    "NVTE_FWD_LAYERNORM_SM_MARGIN": "20",
-    "NVTE_BWD_LAYERNORM_SM_MARGIN": "20",
+    # The library recipe's optimizer: precision-aware, BF16 moments and gradients, FP32 weights.
+    "optimizer.use_precision_aware_optimizer": True,
+    "optimizer.main_params_dtype": "torch.float32",
+    "optimizer.main_grads_dtype": "torch.bfloat16",
+    "optimizer.exp_avg_dtype": "torch.bfloat16",
+    "optimizer.exp_avg_sq_dtype": "torch.bfloat16",
 }
 # A3 Ultra's recipe (the H100 configuration): 32 nodes, FP8 current scaling, PP16 × EP8 on the
 # 16-stage split, the latent attention's up-projections recomputed; on Hopper the configuration
@@ -679,7 +702,8 @@ _DEEPSEEK_V3_A3U = _bridge(
     recompute_modules=("mla_up_proj",),
     pipeline_layouts=_DEEPSEEK_LAYOUTS,
     config_fields=MappingProxyType({**_DEEPSEEK_FIELDS, "ddp.overlap_grad_reduce": False}),
-    env=MappingProxyType({**_DEEPSEEK_ENV, "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}),
+    env=MappingProxyType({"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}),
+    perf_env_plugin=True,
 )
 # A4's: the same layout in MXFP8 at global batch 4096, with Transformer Engine's CUDA graphs of
 # the router, the dispatch preprocessing and attention.
@@ -689,7 +713,7 @@ _DEEPSEEK_V3_A4 = dataclasses.replace(
     fp8_scaling=Fp8Scaling.MXFP8,
     cuda_graphs=CudaGraphs("transformer_engine", ("moe_router", "moe_preprocess", "attn")),
     config_fields=MappingProxyType(_DEEPSEEK_FIELDS),
-    env=MappingProxyType(_DEEPSEEK_ENV),
+    env=MappingProxyType({}),
 )
 # GPT-OSS 120B: 36 layers of 128 experts, 4 per token, a GLU of quick-GELU, sliding-window
 # attention on every other layer (Megatron-Bridge's provider of the model).
@@ -716,6 +740,9 @@ _GPT_OSS_120B_A3U = _bridge(
     recompute_modules=("layernorm", "moe_act"),
     # set_gpt_oss_common_configs: the router's fused kernel (its forced balancing: see Qwen3).
     config_fields=MappingProxyType({"model.moe_router_fusion": True}),
+    # "only a2a cp is supported for sink attention" (recipes/gpt_oss/gpt_oss.py@21b02e0).
+    context_parallel_fields=MappingProxyType({"model.calculate_per_token_loss": True, "model.cp_comm_type": "a2a"}),
+    perf_env_plugin=True,
 )
 # A4's: 8 nodes, micro batch 4, every expert on its own GPU (EP64), Transformer Engine's CUDA
 # graphs of the router, the dispatch preprocessing and attention.

@@ -59,6 +59,9 @@ def _set(target, dotted, value):
         target = getattr(target, part)
     if not hasattr(target, last):
         raise AttributeError(f"override {dotted}: {type(target).__name__} has no field {last!r}")
+    # A dtype travels as its name ("torch.bfloat16").
+    if isinstance(value, str) and value.startswith("torch."):
+        value = getattr(torch, value.removeprefix("torch."))
     setattr(target, last, value)
 
 
@@ -151,12 +154,15 @@ def config(settings):
     # The recipe's own fields, then the run's overrides over them.
     for key, value in {**settings["recipeFields"], **settings["overrides"]}.items():
         _set(cfg, key, value)
-        # `pretrain` copies the mixed-precision recipe's fields onto the model, optimizer and DDP
-        # configurations (MixedPrecisionConfig.setup): a field of one of them goes there too,
-        # or it would be replaced without a word.
+        # `pretrain` copies the mixed-precision recipe's fields (MixedPrecisionConfig.setup) and
+        # the communication overlap's (CommOverlapConfig.setup) onto the model, optimizer and DDP
+        # configurations: a field of one of them goes there too, or it would be replaced without
+        # a word.
         section, _, field = key.partition(".")
-        if section in ("model", "optimizer", "ddp") and "." not in field and hasattr(cfg.mixed_precision, field):
-            setattr(cfg.mixed_precision, field, value)
+        if section in ("model", "optimizer", "ddp") and "." not in field:
+            for copied_from in (cfg.mixed_precision, cfg.comm_overlap):
+                if copied_from is not None and hasattr(copied_from, field):
+                    _set(copied_from, field, value)
     return cfg
 
 

@@ -436,8 +436,8 @@ def bridge_settings(run: RunSpec, paths: RunPaths, machine: MachineType) -> dict
             ),
             **({"mtp_num_layers": spec.architecture.mtp_layers} if spec.architecture.mtp_layers else {}),
         },
-        "recipeFields": recipe_fields(run),
-        "moeA2aOverlap": recipe.moe_a2a_overlap,
+        "recipeFields": recipe_fields(run, machine),
+        "moeA2aOverlap": moe_a2a_overlap(run),
         "train": {
             "train_iters": s.steps,
             "global_batch_size": s.global_batch_size,
@@ -478,12 +478,47 @@ def bridge_settings(run: RunSpec, paths: RunPaths, machine: MachineType) -> dict
     }
 
 
-def recipe_fields(run: RunSpec) -> dict[str, Any]:
-    """The recipe's own ConfigContainer fields, and the uneven pipeline split it names for the
-    run's pipeline layout (Megatron Core derives the virtual pipeline size from it)."""
+def recipe_fields(run: RunSpec, machine: MachineType) -> dict[str, Any]:
+    """The ConfigContainer fields of the run's recipe: the recipe's own; what its entry point
+    derives from the layout and precision (scripts/performance/utils/overrides.py@21b02e0
+    set_post_overrides: BF16 runs keep their optimizer state through the precision-aware
+    optimizer, and with data, pipeline and virtual pipeline parallelism all above 1 the parameter
+    gather overlaps the optimizer step, except in MXFP8 where it "causes NaN grad norm"; FP8 with
+    current scaling in the first and last layers too, as its get_precision_config sets it); the
+    fields the model needs with context parallelism; and the uneven pipeline split the recipe
+    names for the run's layout (Megatron Core derives the virtual pipeline size from it)."""
     s, recipe = run.settings, run.recipe
+    fields: dict[str, Any] = {}
+    precision = mixed_precision(run, machine)
+    if precision == "bf16_mixed":
+        fields["optimizer.use_precision_aware_optimizer"] = True
+    if precision == "bf16_with_fp8_current_scaling_mixed":
+        # FP8 in every layer, the first and last included (utils/precision.py get_precision_config).
+        fields["mixed_precision.first_last_layers_bf16"] = False
+    data_parallel = run.nodes * machine.gpus // s.model_parallel
+    if data_parallel > 1 and s.pipeline_parallel > 1 and (s.virtual_pipeline or 1) > 1 and "mxfp8" not in precision:
+        fields["optimizer.overlap_param_gather_with_optimizer_step"] = True
+    fields |= recipe.config_fields
+    if s.context_parallel > 1:
+        fields |= recipe.context_parallel_fields
     layout = recipe.pipeline_layouts.get((s.pipeline_parallel, s.virtual_pipeline or 1))
-    return {**recipe.config_fields, **({"model.pipeline_model_parallel_layout": layout} if layout else {})}
+    if layout:
+        fields["model.pipeline_model_parallel_layout"] = layout
+    return fields
+
+
+def moe_a2a_overlap(run: RunSpec) -> bool:
+    """The recipe's expert all-to-all overlap, where the run's layout allows it: experts spread
+    over GPUs and, with pipeline parallelism, a virtual pipeline (Megatron-Bridge
+    training/comm_overlap.py@21b02e0 and Megatron Core transformer_config.py refuse it otherwise).
+    A run that changes its pipeline keeps its layout without the overlap, as it does without the
+    recipe's virtual pipeline."""
+    s = run.settings
+    return (
+        run.recipe.moe_a2a_overlap
+        and s.expert_parallel > 1
+        and (s.pipeline_parallel == 1 or s.virtual_pipeline is not None)
+    )
 
 
 def workload_files(run: RunSpec, paths: RunPaths, machine: MachineType) -> dict[str, str]:
@@ -634,12 +669,33 @@ def perf_env(run: RunSpec, machine: MachineType) -> dict[str, str]:
 
 
 def bridge_perf_env(run: RunSpec, machine: MachineType) -> dict[str, str]:
-    """A Megatron-Bridge recipe's environment as it carries it, and what Megatron-Bridge's
-    PerfEnvPlugin derives for the HybridEP dispatcher from the run's expert-parallel size and the
-    machine's NVLink domain (scripts/performance/perf_plugins.py@21b02e0, _set_nvl_domain_size:
-    NVL8 on H100 and B200, NVL72 with multi-node NVLink on GB200)."""
-    env = dict(run.recipe.env)
-    if run.recipe.config_fields.get("model.moe_flex_dispatcher_backend") == "hybridep":
+    """A Megatron-Bridge recipe's environment: what it carries, and what Megatron-Bridge's
+    PerfEnvPlugin derives from the GPU and the layout where the recipe launches through it
+    (scripts/performance/perf_plugins.py@21b02e0, PerfEnvPlugin.setup): 8 CUDA connections, 32 on
+    Blackwell or with a flexible token dispatcher, but 1 on Hopper with tensor or context
+    parallelism and no expert all-to-all overlap; layer-norm SM margins of 16, 20 with a flexible dispatcher;
+    the recipe's pipeline chunk only with pipeline parallelism. The HybridEP dispatcher is always
+    told its NVLink domain (_set_nvl_domain_size: NVL8 on H100 and B200, NVL72 with multi-node
+    NVLink on GB200), which no other variable describes. Where the machine's recipe tunes the same
+    variable (A3 Mega's SM margins), the machine's value wins (platform_env)."""
+    recipe, s = run.recipe, run.settings
+    env = dict(recipe.env)
+    if s.pipeline_parallel == 1:
+        env.pop("NCCL_P2P_NET_CHUNKSIZE", None)
+    backend = recipe.config_fields.get("model.moe_flex_dispatcher_backend")
+    if recipe.perf_env_plugin:
+        connections = 32 if backend else 8
+        if machine.accelerator.compute_capability >= SM100:
+            connections = 32
+        elif (s.tensor_parallel > 1 or s.context_parallel > 1) and not moe_a2a_overlap(run):
+            connections = 1
+        margin = "20" if backend else "16"
+        env |= {
+            "CUDA_DEVICE_MAX_CONNECTIONS": str(connections),
+            "NVTE_FWD_LAYERNORM_SM_MARGIN": margin,
+            "NVTE_BWD_LAYERNORM_SM_MARGIN": margin,
+        }
+    if backend == "hybridep":
         domain = machine.nvlink_domain_gpus
         env |= {
             "NVLINK_DOMAIN_SIZE": str(domain),

@@ -191,6 +191,20 @@ def check_run(
             f"the global batch size {s.global_batch_size} must be a multiple of micro batch × data-parallel size = "
             f"{s.micro_batch_size} × {data_parallel} ({gpus} GPUs / model parallel {s.model_parallel})",
         )
+    micro_batches = s.global_batch_size // (s.micro_batch_size * data_parallel)
+    if s.virtual_pipeline is not None and s.pipeline_parallel > 1 and micro_batches % s.pipeline_parallel:
+        # Megatron Core's interleaved schedule runs the micro-batches in groups of the pipeline
+        # size and refuses a step with fewer or a remainder (pipeline_parallel/schedules.py,
+        # microbatch_group_size_per_vp_stage; megatron-core 0.16.0).
+        key = next((k for k in ("globalBatchSize", "microBatchSize") if k in run.given), "nodes")
+        value = {"globalBatchSize": s.global_batch_size, "microBatchSize": s.micro_batch_size}.get(key, run.nodes)
+        raise RuleError(
+            key,
+            value,
+            f"with a virtual pipeline, the micro-batches of a step (global {s.global_batch_size} / (micro "
+            f"{s.micro_batch_size} × data-parallel {data_parallel}) = {micro_batches}) must be a multiple of the "
+            f"pipeline size {s.pipeline_parallel}",
+        )
     check_experts(run, gpus)
     if s.sequence_length > arch.max_positions:
         raise RuleError("sequenceLength", s.sequence_length, f"{spec.name} has {arch.max_positions} positions")

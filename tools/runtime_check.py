@@ -29,7 +29,7 @@ from typing import Any
 
 from facts.kubernetes import PROGRAM_ERROR_EXIT_CODE, workload_file_key
 from facts.machines import MACHINE_TYPES, MachineType
-from facts.models import MODELS, Framework
+from facts.models import MODELS, Framework, RunSettings
 from harness.runner import ROOT, run_stack, stack_names
 from planners import nemo
 from planners.runs import ProfileWindow, RunSpec, Tokenizer
@@ -40,14 +40,18 @@ STUB = Path(__file__).with_name("runtime_stub.py")
 RENAMED = ("train_iters=steps,", "train_iter=steps,")
 
 
-def smallest_run(model: str, machine: MachineType) -> RunSpec:
-    """The model's recipe on the machine at the fewest nodes its layout and batch allow."""
-    recipe = MODELS[model].recipe_on(machine.name)
-    settings = recipe.settings()
+def _fewest_nodes(settings: RunSettings, machine: MachineType) -> int:
     step = math.lcm(settings.gpu_multiple, machine.gpus) // machine.gpus
     nodes = step
     while settings.global_batch_size % (nodes * machine.gpus // settings.model_parallel * settings.micro_batch_size):
         nodes += step
+    return nodes
+
+
+def smallest_run(model: str, machine: MachineType) -> RunSpec:
+    """The model's recipe on the machine at the fewest nodes its layout and batch allow."""
+    settings = MODELS[model].recipe_on(machine.name).settings()
+    nodes = _fewest_nodes(settings, machine)
     tokenizer = Tokenizer("huggingface", "", None)
     return RunSpec(
         f"{model}-{machine.name}", model, "gpu", nodes, settings, tokenizer, "normal", machine_type=machine.name
@@ -91,6 +95,22 @@ def catalog_cases() -> list[Case]:
     paths = nemo.run_paths(run, "/nfs/experiments", "/checkpoints", "/data")
     settings = nemo.bridge_settings(run, paths, machine)
     cases.append(("llama3-8b with real data, a profile and overrides", settings, gpu_of(machine)))
+    # An override the expert all-to-all overlap's configuration would otherwise set back.
+    run = dataclasses.replace(smallest_run("qwen3-30b-a3b", machine), overrides={"ddp.overlap_grad_reduce": False})
+    paths = nemo.run_paths(run, "/nfs/experiments", "/checkpoints", "/data")
+    settings = nemo.bridge_settings(run, paths, machine)
+    cases.append(("qwen3-30b-a3b with an override of an overlapped field", settings, gpu_of(machine)))
+    # Every uneven pipeline split a recipe names, each validated by the library.
+    for model, spec in MODELS.items():
+        for pipeline, virtual in spec.recipe.pipeline_layouts:
+            settings_at = dataclasses.replace(
+                spec.recipe.settings(), pipeline_parallel=pipeline, virtual_pipeline=virtual if virtual > 1 else None
+            )
+            run = dataclasses.replace(smallest_run(model, machine), settings=settings_at)
+            run = dataclasses.replace(run, nodes=_fewest_nodes(run.settings, machine))
+            paths = nemo.run_paths(run, "/nfs/experiments", "/checkpoints", "/data")
+            name = f"{model} at pipeline {pipeline} x virtual {virtual} ({run.nodes} nodes)"
+            cases.append((name, nemo.bridge_settings(run, paths, machine), gpu_of(machine)))
     return cases
 
 
@@ -140,12 +160,18 @@ for path in sys.argv[3:]:
     try:
         cfg = launcher["config"](settings)
         runtime_config_update(cfg)
-        # Every override keeps its value through what pretrain() derives.
-        for key, value in settings["overrides"].items():
+        # Every recipe field and override keeps its value through what pretrain() derives (a
+        # pipeline layout becomes the library's own object, which it has validated).
+        import torch
+        for key, value in {**settings["recipeFields"], **settings["overrides"]}.items():
             target = cfg
             for part in key.split("."):
                 target = getattr(target, part)
-            assert target == value, f"override {key}={value!r} became {target!r}"
+            if key == "model.pipeline_model_parallel_layout":
+                continue
+            if isinstance(value, str) and value.startswith("torch."):
+                value = getattr(torch, value.removeprefix("torch."))
+            assert target == value, f"{key}={value!r} became {target!r}"
         result = {"ok": True}
     except Exception as error:
         result = {"ok": False, "error": f"{type(error).__name__}: {error}"}

@@ -58,6 +58,39 @@ class _Module(types.ModuleType):
         return value
 
 
+class FusedAdam:
+    """Transformer Engine 2.12's FusedAdam, by its signature only
+    (transformer_engine/pytorch/optimizers/fused_adam.py in the transformer-engine 2.12.0 wheel):
+    Megatron Core reads the keyword names to decide whether the precision-aware optimizer is
+    supported (megatron/core/optimizer/optimizer_config.py)."""
+
+    def __init__(  # noqa: PLR0917 - the library's signature
+        self,
+        params: Any,
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0.0,
+        amsgrad: bool = False,
+        *,
+        bias_correction: bool = True,
+        adam_w_mode: bool = True,
+        capturable: bool = False,
+        master_weights: bool = False,
+        master_weight_dtype: Any = None,
+        exp_avg_dtype: Any = None,
+        exp_avg_sq_dtype: Any = None,
+        use_decoupled_grad: bool = False,
+        store_param_remainders: bool = False,
+        set_grad_none: bool | None = None,
+    ) -> None:
+        raise RuntimeError("a stand-in: the configuration check builds no optimizer")
+
+
+# Stand-ins with a real shape, where the libraries inspect one.
+_KNOWN = {"transformer_engine.pytorch.optimizers": {"FusedAdam": FusedAdam}}
+
+
 class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: types.ModuleType | None = None
@@ -70,6 +103,8 @@ class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         module = _Module(spec.name)
         module.__path__ = []
         setattr(module, "__version__", FAKE_VERSION)  # noqa: B010 - a module attribute mypy does not know
+        for name, value in _KNOWN.get(spec.name, {}).items():
+            setattr(module, name, value)
         return module
 
     def exec_module(self, module: types.ModuleType) -> None:

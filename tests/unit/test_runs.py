@@ -84,14 +84,20 @@ def test_every_catalog_recipe_fits_every_eight_gpu_machine_on_enough_nodes(name:
         (flavor("a3-highgpu-8g"), replace(run(), priority="urgent"), "priority"),
         (flavor("a3-megagpu-8g"), run("llama3.1-8b", 1), "model"),
         (flavor("a3-ultragpu-8g"), run("llama3-8b", 1, expert_parallel=2), "expertParallel"),
-        (flavor("a3-ultragpu-8g"), run("qwen3-30b-a3b", 2, expert_parallel=3), "expertParallel"),
+        # 24 GPUs hold 2 groups of EP6 × PP2: only the 128 experts do not split over 6.
+        (flavor("a3-ultragpu-8g"), run("qwen3-30b-a3b", 3, expert_parallel=6, global_batch_size=1152),
+         "expertParallel"),
         (flavor("a3-ultragpu-8g"), run("qwen3-30b-a3b", 2, expert_parallel=16), "expertParallel"),
         (flavor("a3-ultragpu-8g"), run("qwen3-30b-a3b", 1), "nodes"),
         (flavor("a3-ultragpu-8g", nodes=32), run("deepseek-v3", 32, pipeline_parallel=2), "pipelineParallel"),
+        # 64 nodes: data-parallel 256 × micro 4 leaves 1 micro-batch per step for a pipeline of 2.
+        (flavor("a3-ultragpu-8g", nodes=64), run("qwen3-30b-a3b", 64), "nodes"),
+        (flavor("a3-ultragpu-8g", nodes=64), run("qwen3-30b-a3b", 32, global_batch_size=1536), "globalBatchSize"),
     ],
     ids=["quota", "tp-in-node", "model-parallel", "batch", "micro-batch", "both-batches", "data-parallel",
          "sequence", "layers", "profile", "topology", "pool", "priority", "untested-image", "dense-experts",
-         "experts-split", "expert-groups", "expert-groups-nodes", "uneven-split"],
+         "experts-split", "expert-groups", "expert-groups-nodes", "uneven-split", "interleaved-micro-batches",
+         "interleaved-batch"],
 )  # fmt: skip
 def test_each_rule_names_the_key_the_user_wrote(target: Flavor, spec: RunSpec, key: str) -> None:
     assert error_key(spec, target) == key

@@ -272,7 +272,13 @@ def test_a_mixture_of_experts_run_carries_its_experts_layout_and_the_familys_fie
     run = run_on("a3-ultragpu-8g", "qwen3-30b-a3b", nodes=2)
     settings = nemo.bridge_settings(run, nemo.run_paths(run, "/e", "/c", "/d"), MACHINE_TYPES["a3-ultragpu-8g"])
     assert (settings["model"]["expert_model_parallel_size"], settings["model"]["expert_tensor_parallel_size"]) == (8, 1)
-    assert settings["recipeFields"] == {"model.bias_activation_fusion": True, "model.moe_router_fusion": True}
+    assert settings["recipeFields"] == {
+        "model.bias_activation_fusion": True,
+        "model.moe_router_fusion": True,
+        # set_post_overrides: data-parallel 8, PP2, VP12, not MXFP8; get_precision_config for FP8 CS.
+        "optimizer.overlap_param_gather_with_optimizer_step": True,
+        "mixed_precision.first_last_layers_bf16": False,
+    }
     assert settings["moeA2aOverlap"] is True
     assert settings["mixedPrecision"] == "bf16_with_fp8_current_scaling_mixed"
     dense = run_on("a3-ultragpu-8g", "llama3-70b")
@@ -280,7 +286,65 @@ def test_a_mixture_of_experts_run_carries_its_experts_layout_and_the_familys_fie
         dense, nemo.run_paths(dense, "/e", "/c", "/d"), MACHINE_TYPES["a3-ultragpu-8g"]
     )
     assert not any(key.startswith("expert_") for key in dense_settings["model"])
-    assert (dense_settings["recipeFields"], dense_settings["moeA2aOverlap"]) == ({}, False)
+    assert dense_settings["moeA2aOverlap"] is False
+    # BF16 at 8 nodes of TP4 × PP8 × VP5 (data-parallel 2): set_post_overrides' two settings.
+    assert dense_settings["recipeFields"] == {
+        "optimizer.use_precision_aware_optimizer": True,
+        "optimizer.overlap_param_gather_with_optimizer_step": True,
+    }
+
+
+def test_the_expert_all_to_all_overlap_is_left_out_where_the_runs_layout_refuses_it() -> None:
+    """Megatron-Bridge training/comm_overlap.py@21b02e0 and Megatron Core 0.16 transformer_config.py:
+    the overlap needs expert parallelism above 1 and, with pipeline parallelism, a virtual pipeline.
+    A run that changes its pipeline (and so drops the recipe's virtual pipeline) or its experts'
+    parallel size keeps its layout without it."""
+    machine = MACHINE_TYPES["a3-ultragpu-8g"]
+    run = run_on("a3-ultragpu-8g", "qwen3-30b-a3b", nodes=4)
+    assert nemo.moe_a2a_overlap(run)
+    for changed in (
+        dataclasses.replace(run.settings, pipeline_parallel=4, virtual_pipeline=None),
+        dataclasses.replace(run.settings, expert_parallel=1),
+    ):
+        other = dataclasses.replace(run, settings=changed)
+        assert not nemo.moe_a2a_overlap(other)
+        assert nemo.bridge_settings(other, nemo.run_paths(other, "/e", "/c", "/d"), machine)["moeA2aOverlap"] is False
+    pipeline_only = dataclasses.replace(
+        run, settings=dataclasses.replace(run.settings, pipeline_parallel=1, virtual_pipeline=None)
+    )
+    assert nemo.moe_a2a_overlap(pipeline_only)
+
+
+def test_gpt_oss_with_context_parallelism_takes_the_all_to_all_its_sink_attention_needs() -> None:
+    """recipes/gpt_oss/gpt_oss.py@21b02e0: with context_parallel_size > 1, calculate_per_token_loss
+    and cp_comm_type "a2a" ("only a2a cp is supported for sink attention"); not without."""
+    machine = MACHINE_TYPES["a3-ultragpu-8g"]
+    run = run_on("a3-ultragpu-8g", "gpt-oss-120b", nodes=8)
+    fields = nemo.bridge_settings(run, nemo.run_paths(run, "/e", "/c", "/d"), machine)["recipeFields"]
+    assert "model.cp_comm_type" not in fields
+    with_cp = dataclasses.replace(run, nodes=16, settings=dataclasses.replace(run.settings, context_parallel=2))
+    fields = nemo.bridge_settings(with_cp, nemo.run_paths(with_cp, "/e", "/c", "/d"), machine)["recipeFields"]
+    assert (fields["model.cp_comm_type"], fields["model.calculate_per_token_loss"]) == ("a2a", True)
+
+
+def test_deepseek_v3_trains_with_its_recipes_optimizer_and_auxiliary_loss() -> None:
+    """recipes/deepseek/deepseek_v3.py@21b02e0: the precision-aware optimizer with BF16 moments and
+    gradients and FP32 weights; the auxiliary loss of the model's configuration (aux_loss_alpha
+    0.001, models/deepseek/deepseek_v3_bridge.py), not the provider class's 1e-4; the H100
+    configuration alone turns the gradient-reduction overlap off."""
+    for machine, overlap_off in (("a3-ultragpu-8g", True), ("a4-highgpu-8g", False)):
+        run = run_on(machine, "deepseek-v3", nodes=32)
+        fields = nemo.bridge_settings(run, nemo.run_paths(run, "/e", "/c", "/d"), MACHINE_TYPES[machine])[
+            "recipeFields"
+        ]
+        assert fields["optimizer.use_precision_aware_optimizer"] is True
+        assert (fields["optimizer.exp_avg_dtype"], fields["optimizer.exp_avg_sq_dtype"]) == ("torch.bfloat16",) * 2
+        assert (fields["optimizer.main_grads_dtype"], fields["optimizer.main_params_dtype"]) == (
+            "torch.bfloat16",
+            "torch.float32",
+        )
+        assert fields["model.moe_aux_loss_coeff"] == 1e-3
+        assert (fields.get("ddp.overlap_grad_reduce") is False) is overlap_off
 
 
 def test_qwen3_30b_a3b_has_the_published_size_and_flops() -> None:
@@ -353,6 +417,27 @@ def test_each_uneven_pipeline_split_holds_every_layer_once_over_its_stages() -> 
         assert (joined[0], joined[-1], joined.count("E"), joined.count("L")) == ("E", "L", 1, 1)
 
 
+# recipes/deepseek/deepseek_v3.py@21b02e0 set_deepseek_v3_pipeline_model_parallel_layout's
+# layout_map, transcribed ("last" = the prediction layer, then the loss).
+_LAST = ["mtp", "loss"]
+_UPSTREAM_LAYOUTS = {
+    (4, 1): [["embedding"] + ["decoder"] * 16, ["decoder"] * 16, ["decoder"] * 16, ["decoder"] * 13 + _LAST],
+    (8, 1): [["embedding"] + ["decoder"] * 8] + [["decoder"] * 8] * 6 + [["decoder"] * 5 + _LAST],
+    (4, 2): [["embedding"] + ["decoder"] * 8] + [["decoder"] * 8] * 6 + [["decoder"] * 5 + _LAST],
+    (16, 1): [["embedding"] + ["decoder"] * 4] + [["decoder"] * 4] * 14 + [["decoder", *_LAST]],
+    (8, 2): [["embedding"] + ["decoder"] * 4] + [["decoder"] * 4] * 14 + [["decoder", *_LAST]],
+    (4, 4): [["embedding"] + ["decoder"] * 4] + [["decoder"] * 4] * 14 + [["decoder", *_LAST]],
+}
+
+
+def test_each_uneven_split_is_the_library_recipes_stage_by_stage() -> None:
+    names = {"E": "embedding", "t": "decoder", "m": "mtp", "L": "loss"}
+    layouts = model_spec("deepseek-v3").recipe.pipeline_layouts
+    assert set(layouts) == set(_UPSTREAM_LAYOUTS)
+    for key, layout in layouts.items():
+        assert [[names[c] for c in stage] for stage in _stages(layout)] == _UPSTREAM_LAYOUTS[key], key
+
+
 def test_a_deepseek_run_takes_the_split_of_its_pipeline_and_refuses_one_the_recipe_lacks() -> None:
     machine = MACHINE_TYPES["a3-ultragpu-8g"]
     run = run_on("a3-ultragpu-8g", "deepseek-v3", nodes=32)
@@ -386,13 +471,55 @@ def test_the_hybridep_dispatcher_is_told_its_nvlink_domain(machine: str, expecte
     run = run_on(machine, "deepseek-v3", nodes=32)
     env = nemo.perf_env(run, MACHINE_TYPES[machine])
     assert {key: env[key] for key in expected} == expected
-    assert env["CUDA_DEVICE_MAX_CONNECTIONS"] == "32"
+    # PerfEnvPlugin with a flexible dispatcher: 32 connections and SM margins of 20.
+    assert (env["CUDA_DEVICE_MAX_CONNECTIONS"], env["NVTE_FWD_LAYERNORM_SM_MARGIN"]) == ("32", "20")
     # Only the H100 configuration sets expandable segments: A4 has the B200 one; A4X, with no
     # recipe of its own, runs the model's (A3 Ultra's).
     assert ("PYTORCH_CUDA_ALLOC_CONF" in env) is (machine != "a4-highgpu-8g")
-    # Qwen3 dispatches with HybridEP on A4X only (the GB200 configuration).
-    qwen3 = nemo.perf_env(run_on(machine, "qwen3-30b-a3b"), MACHINE_TYPES[machine])
-    assert qwen3 == ({key: expected[key] for key in expected} if machine == "a4x-highgpu-4g" else {})
+    # Experts over more GPUs than the domain: at most the domain's ranks (8 on NVL8).
+    wide = dataclasses.replace(run, settings=dataclasses.replace(run.settings, expert_parallel=16))
+    assert nemo.perf_env(wide, MACHINE_TYPES[machine])["NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN"] == (
+        "16" if machine == "a4x-highgpu-4g" else "8"
+    )
+
+
+@pytest.mark.parametrize(
+    ("machine", "expected"),
+    [
+        # Hopper, TP1, no flexible dispatcher: 8 connections, margins 16 (the all-to-all overlap
+        # would keep 8 with TP above 1 too).
+        ("a3-ultragpu-8g", {"CUDA_DEVICE_MAX_CONNECTIONS": "8", "NVTE_FWD_LAYERNORM_SM_MARGIN": "16",
+                            "NVTE_BWD_LAYERNORM_SM_MARGIN": "16"}),
+        # Blackwell: 32.
+        ("a4-highgpu-8g", {"CUDA_DEVICE_MAX_CONNECTIONS": "32", "NVTE_FWD_LAYERNORM_SM_MARGIN": "16",
+                           "NVTE_BWD_LAYERNORM_SM_MARGIN": "16"}),
+        # A4X's recipe starts run_script.py itself (no PerfEnvPlugin): only HybridEP's NVLink domain.
+        ("a4x-highgpu-4g", {"NVLINK_DOMAIN_SIZE": "72", "USE_MNNVL": "1",
+                            "NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN": "8"}),
+    ],
+)  # fmt: skip
+def test_perf_env_plugin_settings_follow_the_gpu_the_layout_and_the_launch(
+    machine: str, expected: dict[str, str]
+) -> None:
+    """scripts/performance/perf_plugins.py@21b02e0 PerfEnvPlugin.setup, for Qwen3 30B-A3B's recipes."""
+    assert nemo.perf_env(run_on(machine, "qwen3-30b-a3b"), MACHINE_TYPES[machine]) == expected
+
+
+def test_a_hopper_run_with_tensor_parallelism_and_no_overlap_keeps_kernel_order() -> None:
+    """PerfEnvPlugin: 1 CUDA connection on Hopper with TP or CP above 1 and no expert all-to-all
+    overlap ("to enforce kernel queuing order"); the pipeline chunk only with a pipeline."""
+    run = run_on("a3-ultragpu-8g", "llama3-8b", nodes=1)
+    cp = dataclasses.replace(run, settings=dataclasses.replace(run.settings, context_parallel=2))
+    env = nemo.perf_env(cp, MACHINE_TYPES["a3-ultragpu-8g"])
+    assert (env["CUDA_DEVICE_MAX_CONNECTIONS"], env["NCCL_CTA_POLICY"]) == ("1", "1")
+    a4 = run_on("a4-highgpu-8g", "llama3-70b")
+    assert nemo.perf_env(a4, MACHINE_TYPES["a4-highgpu-8g"])["NCCL_P2P_NET_CHUNKSIZE"] == "2097152"
+    flat = dataclasses.replace(
+        a4, settings=dataclasses.replace(a4.settings, pipeline_parallel=1, virtual_pipeline=None)
+    )
+    assert "NCCL_P2P_NET_CHUNKSIZE" not in nemo.perf_env(flat, MACHINE_TYPES["a4-highgpu-8g"])
+    # A3 Ultra's Llama 3 70B recipe starts run_script.py itself: no PerfEnvPlugin environment.
+    assert nemo.perf_env(run_on("a3-ultragpu-8g", "llama3-70b"), MACHINE_TYPES["a3-ultragpu-8g"]) == {}
 
 
 def test_deepseek_v3_has_the_published_size_and_flops() -> None:
