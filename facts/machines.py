@@ -355,6 +355,10 @@ class MachineType:
     # GPUs per NUMA node where the machine's recipes bind each rank to its GPU's NUMA node
     # (CPU and memory, numactl); None: no binding.
     gpus_per_numa_node: int | None = None
+    # The gIB image, with its NCCL, the training pods install for themselves (the node's gIB has no
+    # NCCL since CEA 2da1c92), by the workload image they run: the recipes pin one per machine and
+    # image (network.gibVersion). The first serves any other image.
+    pod_gib: tuple[tuple[str, Image], ...] = ()
 
     @property
     def allocatable(self) -> tuple[int, int]:
@@ -401,6 +405,14 @@ class MachineType:
     def nic_layout(self) -> tuple[GpuDirect, int, int]:
         """What the cluster's GPU networks must match: machines of one cluster share them."""
         return (self.gpudirect, self.gpu_nics, self.extra_gvnics)
+
+    def pod_gib_for(self, image_ref: str | None) -> Image | None:
+        """The gIB a pod running `image_ref` installs (None: the machine's first pin); an RDMA
+        machine without pins installs its node plugin's release, CEA's current one."""
+        if self.pod_gib:
+            return dict(self.pod_gib).get(image_ref or "", self.pod_gib[0][1])
+        stack = self.gpudirect_stack
+        return stack.node_plugin if stack and stack.flavour is GpuDirect.RDMA else None
 
 
 _GCE_A3 = "https://cloud.google.com/compute/docs/accelerator-optimized-machines#a3-vms"
@@ -560,6 +572,7 @@ def _rdma_8g(
     min_gke_version: str,
     zones: frozenset[str],
     tuner_config: str,
+    pod_gib: tuple[tuple[str, Image], ...],
     sources: Mapping[str, str],
 ) -> MachineType:
     """A3 Ultra and A4: two gVNICs plus eight ConnectX-7 RDMA NICs."""
@@ -590,6 +603,7 @@ def _rdma_8g(
         ),
         # The recipes' launchers: `numactl --cpunodebind=$((LOCAL_RANK/4)) --membind=$((LOCAL_RANK/4))`.
         gpus_per_numa_node=4,
+        pod_gib=pod_gib,
         sources={
             "gpus": gce,
             "gke_accelerator": _CTK_LABELS,
@@ -645,6 +659,8 @@ A4X = MachineType(
     ),
     # Two superchips per host, each a Grace CPU with two GPUs: numactl --cpunodebind=$((LOCAL_RANK/2)).
     gpus_per_numa_node=2,
+    # The arm64 gIB every A4X NeMo 26.02 and 25.11 recipe pins (25.07's are split: their newest).
+    pod_gib=((versions.NEMO_2602.ref, versions.GIB_ARM64_PLUGIN),),
     accelerator_topology="1x72",
     nvlink_domain_level=TopologyLevel.SUBBLOCK,
     local_ssd_gib=3000,
@@ -661,6 +677,8 @@ A4X = MachineType(
         "cloudprovider/gke/machinetypes/deprecated_machine_types_config.go@0d974c0 (automatic ephemeral local SSD "
         "count 4)",
         "reservation_only": f"{_GKE_A4X} (reservation-bound provisioning only; no Spot or flex-start VMs)",
+        "pod_gib": "AI-Hypercomputer/gpu-recipes:training/a4x/llama3_70b/nemo-gke/nemo2602/64gpus-fp8cs-gbs256/"
+        "values.yaml@2e1fd5e (network.gibVersion)",
         "cpu_arch": f"{_CTK_A4X} (target_architecture arm64); {_GKE_A4X} (arm64 node affinity)",
         "nvlink_domain_gpus": f"{_A4X_DOMAIN}; {_CTK_A4X} (1x72)",
         "gpudirect_stack": RDMA_ARM64_STACK.sources["node_plugin"],
@@ -724,7 +742,11 @@ MACHINE_TYPES: Mapping[str, MachineType] = {
             min_gke_version="1.31.7-gke.1265000",
             zones=_A3_ULTRA_ZONES,
             tuner_config="tuner_config_a3u.txtpb",
+            # NeMo 26.02: all eight A3 Ultra recipes; NeMo 25.07 has no A3 Ultra recipe: A4's pin,
+            # which was CEA's installer release while those recipes were validated.
+            pod_gib=((versions.NEMO_2602.ref, versions.GIB_POD_V110), (versions.NEMO_2.ref, versions.GIB_POD_V110)),
             sources={
+                "pod_gib": versions.GIB_POD_V110.source,
                 "nccl_env": "AI-Hypercomputer/gpu-recipes:training/a3ultra/llama3_70b/megatron-bridge-gke/nemo2602/"
                 "64gpus-bf16-seq8192-gbs256/recipe/templates/workload-job.yaml@2e1fd5e",
                 "gpus_per_numa_node": "AI-Hypercomputer/gpu-recipes:training/a3ultra/llama3_70b/megatron-bridge-gke/"
@@ -741,7 +763,11 @@ MACHINE_TYPES: Mapping[str, MachineType] = {
             min_gke_version="1.32.4-gke.1236000",
             zones=_A4_ZONES,
             tuner_config="tuner_config_a4.txtpb",
+            # NeMo 26.02: all eleven A4 recipes; NeMo 25.07: all nine.
+            pod_gib=((versions.NEMO_2602.ref, versions.GIB_PLUGIN), (versions.NEMO_2.ref, versions.GIB_POD_V110)),
             sources={
+                "pod_gib": "AI-Hypercomputer/gpu-recipes:training/a4/llama3_70b/nemo-gke/nemo2602/64gpus-fp8mx-gbs256/"
+                f"recipe/values.yaml@2e1fd5e; {versions.GIB_POD_V110.source}",
                 "nccl_env": "AI-Hypercomputer/gpu-recipes:training/a4/llama3_70b/nemo-gke/nemo2602/"
                 "64gpus-fp8mx-gbs256/recipe/templates/workload-job.yaml@2e1fd5e",
                 "gpus_per_numa_node": "AI-Hypercomputer/gpu-recipes:training/a4/llama3_70b/nemo-gke/nemo2602/"
@@ -777,6 +803,7 @@ SOURCED_MACHINE_FIELDS = tuple(
         "local_ssd_gib",
         "local_ssds_automatic",
         "reservation_only",
+        "pod_gib",
     }
 )
 

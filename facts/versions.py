@@ -180,6 +180,15 @@ GIB_PLUGIN = Image(
     "v1.1.1",
     "GoogleCloudPlatform/container-engine-accelerators:gpudirect-rdma/nccl-rdma-installer.yaml@992db81",
 )
+# gIB at v1.1.0, as the recipes pin it for the training pods' own install (network.gibVersion:
+# A3 Ultra's NeMo 26.02 recipes, A4's NeMo 25.07 ones); A4's NeMo 26.02 recipes pin GIB_PLUGIN.
+GIB_POD_V110 = Image(
+    "us-docker.pkg.dev/gce-ai-infra/gpudirect-gib/nccl-plugin-gib",
+    "v1.1.0",
+    "AI-Hypercomputer/gpu-recipes:training/a3ultra/llama3_70b/megatron-bridge-gke/nemo2602/"
+    "64gpus-bf16-seq8192-gbs256/recipe/values.yaml and training/a4/llama31_405b/nemo-gke/nemo2507/"
+    "128gpus-fp8-gbs128/recipe/recipe/values.yaml@2e1fd5e",
+)
 # Arm hosts (A4X) take gIB from its own repository, at the version CEA's A4X installer pins.
 GIB_ARM64_PLUGIN = Image(
     "us-docker.pkg.dev/gce-ai-infra/gpudirect-gib/nccl-plugin-gib-arm64",

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from facts.machines import CpuArch, GpuDirect, GpuDirectStack, MachineType
+from facts.versions import Image
 from planners.networks import GpuNetworkPlan
 
 # Where the installers leave the NCCL plugin on the host; workloads mount it from here.
@@ -217,17 +218,38 @@ def _tcpxo(stack: GpuDirectStack, plan: Sequence[GpuNetworkPlan]) -> PodNetworki
     )
 
 
-def _rdma(stack: GpuDirectStack, plan: Sequence[GpuNetworkPlan], host_network: bool) -> PodNetworking:
-    """The A3 Ultra recipes: gVNIC and RDMA NICs by multi-networking, gIB from the host. On the
+# The RDMA recipes' gIB install in the pod: the plugin with its NCCL (the node's has none since
+# CEA 2da1c92 dropped --install-nccl), copied into the pod's own volume (gpu-recipes training/
+# a3ultra/llama3_70b/megatron-bridge-gke/nemo2602/64gpus-bf16-seq8192-gbs256/recipe/templates/
+# workload-job.yaml@2e1fd5e, nccl-plugin-installer).
+GIB_INSTALL_TARGET = f"/target{GIB_MOUNT}"
+_GIB_INSTALL = f"""set -ex
+/scripts/container_entry.sh install --install-nccl
+cp -R /var/lib/gib/lib64/. {GIB_INSTALL_TARGET}/lib64
+cp -R /var/lib/gib/. {GIB_INSTALL_TARGET}
+"""
+
+
+def _rdma(stack: GpuDirectStack, plan: Sequence[GpuNetworkPlan], host_network: bool, gib: Image) -> PodNetworking:
+    """The A3 Ultra and A4 recipes: gVNIC and RDMA NICs by multi-networking, and gIB with its NCCL
+    installed by the pod itself at the version the recipe pins for its image, ahead of the
+    image's own NCCL on the library path, so the pod loads the NCCL the recipe validated. On the
     host network (the resiliency recipe: gpu-recipes training/a3ultra/llama31_405b/
     nemo-gke-resiliency/nemo2412/recipe/values.yaml@61b3f8a `hostNetwork: true`, privileged) the
     pod sees the node's NICs themselves and needs no interface annotations."""
+    installer = {
+        "name": "nccl-plugin-installer",
+        "image": gib.ref,
+        "command": ["/bin/sh", "-c", _GIB_INSTALL],
+        "resources": {"requests": {"cpu": "150m"}},
+        "volumeMounts": [{"name": "gib", "mountPath": GIB_INSTALL_TARGET}],
+    }
     return PodNetworking(
         annotations={} if host_network else _interfaces(plan),
         host_network=host_network,
         privileged=host_network,
-        init_containers=[],
-        volumes=[_NVIDIA_HOST_VOLUME, host_path_volume("gib", HOST_GIB_DIR)],
+        init_containers=[installer],
+        volumes=[_NVIDIA_HOST_VOLUME, {"name": "gib", "emptyDir": {}}],
         mounts=[_NVIDIA_MOUNT, {"name": "gib", "mountPath": GIB_MOUNT}],
         env={
             "LD_LIBRARY_PATH": f"{GIB_MOUNT}/lib64:{NVIDIA_MOUNT}/lib64",
@@ -242,11 +264,16 @@ def _rdma(stack: GpuDirectStack, plan: Sequence[GpuNetworkPlan], host_network: b
 
 
 def pod_networking(
-    stack: GpuDirectStack | None, plan: Sequence[GpuNetworkPlan], gpus: int, host_network: bool = False
+    stack: GpuDirectStack | None,
+    plan: Sequence[GpuNetworkPlan],
+    gpus: int,
+    host_network: bool = False,
+    gib: Image | None = None,
 ) -> PodNetworking:
     """The pod side of a machine's GPUDirect stack (None: NCCL over the pod network), as the
     public A3 recipes configure it. `host_network` asks for pods on the node's network where the
-    stack has such a pattern (TCPXO always has)."""
+    stack has such a pattern (TCPXO always has); `gib` is the gIB an RDMA pod installs
+    (MachineType.pod_gib_for)."""
     if stack is None:
         return PodNetworking(
             annotations={},
@@ -264,7 +291,9 @@ def pod_networking(
         return _tcpx(stack, plan, gpus)
     if stack.flavour is GpuDirect.TCPXO:
         return _tcpxo(stack, plan)
-    return _rdma(stack, plan, host_network)
+    if gib is None:
+        raise ValueError("the RDMA recipes install gIB in the pod: the machine must pin one for the image")
+    return _rdma(stack, plan, host_network, gib)
 
 
 def plugin_installers(machines: Iterable[MachineType]) -> dict[str, tuple[GpuDirectStack, list[str]]]:

@@ -32,6 +32,7 @@ from facts.kubernetes import (
 from facts.kueue import WithinClusterQueue
 from facts.machines import GpuDirectStack, MachineType
 from facts.project import PROJECT
+from facts.versions import Image
 from planners import nemo
 from planners.fabric import NcclTestSpec, check_nccl_test
 from planners.gpudirect import PodNetworking, pod_networking
@@ -182,8 +183,30 @@ def check_dispatched(run: RunSpec, run_config: RunConfig, platform: PlatformExpo
 def run_networking(run: RunSpec, machine: MachineType, cluster: ClusterExports | Worker) -> PodNetworking:
     """The pool's pod networking; on the host network for a supervised run."""
     return pod_networking(
-        gpudirect_stack(machine, cluster), cluster.gpu_networks, machine.gpus, run.resiliency.supervisor
+        gpudirect_stack(machine, cluster),
+        cluster.gpu_networks,
+        machine.gpus,
+        run.resiliency.supervisor,
+        machine.pod_gib_for(run.image_ref),
     )
+
+
+def check_gib(machine: MachineType, images: set[str], check: str, resource: pulumi.Resource) -> Image | None:
+    """The gIB a fabric check installs: the one the runs it gates load (their images' pin), so it
+    tests the NCCL they train with; the machine's current runtime's without such runs. Runs of
+    differently pinned images behind one check are told which release it tests."""
+    pins = {machine.pod_gib_for(image) for image in images}
+    if len(pins) == 1:
+        return pins.pop()
+    gib = machine.pod_gib_for(None)
+    if len(pins) > 1 and gib is not None:
+        loaded = ", ".join(sorted(p.ref for p in pins if p is not None))
+        pulumi.log.warn(
+            f"fabric check {check}: the runs it gates load different gIB releases ({loaded}); it tests {gib.ref}: "
+            "give each release its own check",
+            resource=resource,
+        )
+    return gib
 
 
 def gpudirect_stack(machine: MachineType, cluster: ClusterExports | Worker) -> GpuDirectStack | None:
@@ -331,11 +354,17 @@ class TrainingLayer(pulumi.ComponentResource):
         )
         after = args.platform.run_dependencies
         required = {run.fabric_check for run in cfg.training.runs if run.fabric_check}
+        # The images of the runs each check gates: the check installs the gIB they load.
+        gated: dict[str, set[str]] = {}
+        for run_config in cfg.training.runs:
+            if run_config.fabric_check:
+                gated.setdefault(run_config.fabric_check, set()).add(run_spec(run_config, platform).image_ref)
         self.checks = []
         for test_config in cfg.training.nccl_tests:
             test = nccl_test_spec(test_config, platform)
             place = place_of(test_config.team, platform)
             machine = flavors[test.pool].machine
+            gib = check_gib(machine, gated.get(test.name, set()), test.name, self)
             self.checks.append(
                 FabricCheck(
                     f"{name}-{test.name}",
@@ -352,7 +381,7 @@ class TrainingLayer(pulumi.ComponentResource):
                         ),
                         service_account=platform.service_account,
                         networking=pod_networking(
-                            gpudirect_stack(machine, cluster.facts), cluster.facts.gpu_networks, machine.gpus
+                            gpudirect_stack(machine, cluster.facts), cluster.facts.gpu_networks, machine.gpus, gib=gib
                         ),
                         shared_claim=platform.shared_claim,
                         shared_mount=platform.shared_mount,

@@ -213,7 +213,7 @@ def accelerators_table() -> str:
 def _pod_networking(machine: MachineType) -> tuple[str, str, str]:
     """(pod networking, containers the pod adds, NCCL settings) of a machine's training pod."""
     plan = plan_gpu_networks("cluster", machine, NetworkConfig().gpu_cidr)
-    pod = pod_networking(machine.gpudirect_stack, plan, machine.gpus)
+    pod = pod_networking(machine.gpudirect_stack, plan, machine.gpus, gib=machine.pod_gib_for(None))
     if pod.host_network:
         networking = "host network" + (", privileged" if pod.privileged else "")
     else:

@@ -278,3 +278,27 @@ def test_an_a4x_check_shares_an_nvlink_domain_like_a_run(render: Render) -> None
     assert domain["spec"]["numNodes"] == 2
     (claim,) = pod(check)["spec"]["resourceClaims"]
     assert claim["resourceClaimTemplateName"] == domain["spec"]["channel"]["resourceClaimTemplate"]["name"]
+
+
+def test_a_check_installs_the_gib_its_runs_load_and_says_when_they_differ(render: Render) -> None:
+    """gpu-recipes pins gIB per machine and image (network.gibVersion: A4's NeMo 26.02 recipes
+    v1.1.1, its NeMo 25.07 ones v1.1.0), installed with its NCCL in the pod; a check tests the NCCL
+    training loads, so it installs the release of the runs it gates. Runs of two releases behind
+    one check are told which one it tests."""
+    values = load_stack_values("a4")
+    training = copy.deepcopy(values["nemo-gke:training"])
+    training["ncclTests"] = [{"name": "fabric", "pool": "a4", "nodes": 2}]
+    training["runs"][0]["fabricCheck"] = "fabric"
+    run = render("a4", values=stack_with("a4", training=training))
+    (installer,) = pod(jobsets(run)["fabric"][1])["spec"]["initContainers"]
+    assert installer["image"] == versions.GIB_PLUGIN.ref
+    assert not run.warnings or all("fabric check" not in w.message for w in run.warnings)
+    # A NeMo 2 run (NeMo 25.07) behind the same check: its release is A4's v1.1.0.
+    training["runs"].append({"name": "old", "model": "llama3.1-8b", "nodes": 1, "fabricCheck": "fabric"})
+    both = render("a4", values=stack_with("a4", training=training))
+    (warning,) = [w.message for w in both.warnings if "fabric check" in w.message]
+    assert versions.GIB_POD_V110.ref in warning and versions.GIB_PLUGIN.ref in warning
+    del training["runs"][0]["fabricCheck"]
+    old_only = render("a4", values=stack_with("a4", training=training))
+    (installer,) = pod(jobsets(old_only)["fabric"][1])["spec"]["initContainers"]
+    assert installer["image"] == versions.GIB_POD_V110.ref

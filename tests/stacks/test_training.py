@@ -342,7 +342,14 @@ def test_rdma_pods_attach_the_gvnic_and_eight_rdma_nics_with_gib(render: Any) ->
     assert [i["network"] for i in interfaces] == ["default", "gvnic-1", *(f"rdma-{i}" for i in range(8))]
     assert [i["interfaceName"] for i in interfaces] == [f"eth{i}" for i in range(10)]
     assert {i["network"] for i in interfaces[1:]} == network_names(run)
-    assert "initContainers" not in pod(manifest)["spec"]
+    # gIB with its NCCL, installed by the pod at the version the machine's recipes pin for the
+    # image (the node's gIB has no NCCL since CEA 2da1c92), as gpu-recipes' charts do.
+    (installer,) = pod(manifest)["spec"]["initContainers"]
+    image = container(manifest)["image"]
+    assert installer["image"] == machine_type("a3-ultragpu-8g").pod_gib_for(image).ref  # type: ignore[union-attr]
+    assert "/scripts/container_entry.sh install --install-nccl" in installer["command"][-1]
+    assert installer["volumeMounts"] == [{"name": "gib", "mountPath": "/target/usr/local/gib"}]
+    assert {"name": "gib", "emptyDir": {}} in pod(manifest)["spec"]["volumes"]
     variables = env(manifest)
     assert variables["NCCL_NET"] == "gIB"
     assert variables["NCCL_INIT_SCRIPT"] == "/usr/local/gib/scripts/set_nccl_env.sh"

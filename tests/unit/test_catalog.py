@@ -194,3 +194,28 @@ def test_a_training_pod_fits_inside_a_node_with_room_for_daemonsets(name: str) -
     cpu, memory = training_pod_requests(machine)
     assert 0 < cpu < allocatable_millicores(machine.vcpus) - 4000
     assert 0 < memory < allocatable_memory_mib(machine.memory_gib) - 32 * 1024
+
+
+@pytest.mark.parametrize(
+    ("machine", "image", "gib"),
+    [
+        # gpu-recipes@2e1fd5e network.gibVersion: all eight A3 Ultra NeMo 26.02 recipes, all eleven
+        # A4 ones, all nine A4 NeMo 25.07 ones, every A4X NeMo 26.02 one.
+        ("a3-ultragpu-8g", versions.NEMO_2602, versions.GIB_POD_V110),
+        ("a4-highgpu-8g", versions.NEMO_2602, versions.GIB_PLUGIN),
+        ("a4-highgpu-8g", versions.NEMO_2, versions.GIB_POD_V110),
+        ("a4x-highgpu-4g", versions.NEMO_2602, versions.GIB_ARM64_PLUGIN),
+        # No A3 Ultra NeMo 25.07 recipe: A4's pin for that image.
+        ("a3-ultragpu-8g", versions.NEMO_2, versions.GIB_POD_V110),
+    ],
+)
+def test_rdma_pods_install_the_gib_the_recipes_pin_for_machine_and_image(
+    machine: str, image: Image, gib: Image
+) -> None:
+    """The node's gIB carries no NCCL since CEA 2da1c92 (`install`, no --install-nccl), so the
+    recipes install gIB with its NCCL in the pod, one release per machine and image: the same
+    image takes v1.1.0 on A3 Ultra and v1.1.1 on A4."""
+    assert machine_type(machine).pod_gib_for(image.ref) == gib
+    # Another image: the machine's current runtime's pin.
+    assert machine_type(machine).pod_gib_for("example.invalid/other:1") == machine_type(machine).pod_gib_for(None)
+    assert machine_type("a3-megagpu-8g").pod_gib_for(image.ref) is None

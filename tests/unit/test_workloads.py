@@ -44,7 +44,10 @@ def jobset_for(machine: str, model: str = "gpt-5b") -> dict:  # type: ignore[typ
         local_queue="q",
         service_account="sa",
         networking=pod_networking(
-            m.gpudirect_stack, plan_gpu_networks("c", m if m.is_multi_nic else None, "10.8.0.0/16"), m.gpus
+            m.gpudirect_stack,
+            plan_gpu_networks("c", m if m.is_multi_nic else None, "10.8.0.0/16"),
+            m.gpus,
+            gib=m.pod_gib_for(run.image_ref),
         ),
         paths=nemo.run_paths(run, "/nfs/exp", "/checkpoints", "/data"),
         volumes=VOLUMES,
@@ -104,8 +107,8 @@ def test_each_machine_gets_its_gpudirect_wiring_and_only_that(machine: str) -> N
         GpuDirect.NONE: ([], 0, False),
         GpuDirect.TCPX: (["tcpx-daemon"], 5, False),
         GpuDirect.TCPXO: (["nccl-plugin-installer", "tcpxo-daemon"], 0, True),
-        # The pod network, the second gVNIC and one interface per RDMA NIC.
-        GpuDirect.RDMA: ([], 2 + record.gpu_nics, False),
+        # The pod network, the second gVNIC and one interface per RDMA NIC; gIB installed by the pod.
+        GpuDirect.RDMA: (["nccl-plugin-installer"], 2 + record.gpu_nics, False),
     }[flavour]
     assert (sidecars, len(interfaces), bool(spec["spec"].get("hostNetwork"))) == expected
 
@@ -220,7 +223,9 @@ def test_rdma_runs_keep_the_recipes_nccl_settings_over_gibs_init_script(machine:
     (the pipeline chunk size included) is named to survive the script."""
     run = dataclasses.replace(run_spec("llama3.1-405b"), machine_type=machine)
     m = MACHINE_TYPES[machine]
-    networking = pod_networking(m.gpudirect_stack, plan_gpu_networks("c", m, "192.168.0.0/16"), m.gpus, False)
+    networking = pod_networking(
+        m.gpudirect_stack, plan_gpu_networks("c", m, "192.168.0.0/16"), m.gpus, False, m.pod_gib_for(run.image_ref)
+    )
     env = nemo.platform_env(run, m, networking, nemo.run_paths(run, "/nfs/exp", "/checkpoints", "/data"))
     assert env["NCCL_SOCKET_IFNAME"] == "eth0,eth1"
     assert env["NCCL_TUNER_CONFIG_PATH"] == f"/usr/local/gib/configs/{tuner}"
@@ -261,7 +266,9 @@ def test_a_runs_own_nccl_settings_also_win_over_the_init_script() -> None:
     overwritten by set_nccl_env.sh without a word."""
     m = MACHINE_TYPES["a3-ultragpu-8g"]
     run = dataclasses.replace(run_spec("llama3.1-405b"), machine_type=m.name, env={"NCCL_IB_QPS_PER_CONNECTION": "4"})
-    networking = pod_networking(m.gpudirect_stack, plan_gpu_networks("c", m, "192.168.0.0/16"), m.gpus, False)
+    networking = pod_networking(
+        m.gpudirect_stack, plan_gpu_networks("c", m, "192.168.0.0/16"), m.gpus, False, m.pod_gib_for(run.image_ref)
+    )
     env = nemo.platform_env(run, m, networking, nemo.run_paths(run, "/nfs/exp", "/checkpoints", "/data"))
     assert "NCCL_IB_QPS_PER_CONNECTION" in env["NCCL_KEEP_AFTER_INIT"].split()
 
