@@ -301,10 +301,15 @@ def check_resiliency(run: RunSpec, machine: MachineType, supervisor: bool, gke: 
     if not r.enabled:
         return
     if run.recipe.framework is not Framework.NEMO2:
+        # Megatron-Bridge 0.3.0 marks its fault-tolerance package "for Nvidia internal use only"
+        # (training/config.py FaultToleranceConfig), and no public recipe runs it on GKE.
+        successors = [m.name for m in MODELS.values() if m.successor == run.spec.name]
+        hint = f" (such as {', '.join(successors)})" if successors else ""
         raise RuleError(
             "resiliency",
             None,
-            f"{run.spec.name} runs on {run.recipe.framework.label}; resiliency settings need a NeMo 2 model",
+            f"{run.spec.name} runs on {run.recipe.framework.label}; resiliency settings need a NeMo 2 model{hint}: "
+            "Megatron-Bridge 0.3.0 keeps its fault tolerance for NVIDIA's internal use",
         )
     if r.supervisor and not supervisor:
         raise RuleError("resiliency.supervisor", True, "needs the platform's supervisor: set resiliency.enabled: true")
