@@ -305,11 +305,15 @@ def check_resiliency(run: RunSpec, machine: MachineType, supervisor: bool, gke: 
         # (training/config.py FaultToleranceConfig), and no public recipe runs it on GKE.
         successors = [m.name for m in MODELS.values() if m.successor == run.spec.name]
         hint = f" (such as {', '.join(successors)})" if successors else ""
+        why = (
+            ": Megatron-Bridge 0.3.0 keeps its fault tolerance for NVIDIA's internal use"
+            if run.recipe.framework is Framework.MEGATRON_BRIDGE
+            else ""
+        )
         raise RuleError(
             "resiliency",
             None,
-            f"{run.spec.name} runs on {run.recipe.framework.label}; resiliency settings need a NeMo 2 model{hint}: "
-            "Megatron-Bridge 0.3.0 keeps its fault tolerance for NVIDIA's internal use",
+            f"{run.spec.name} runs on {run.recipe.framework.label}; resiliency settings need a NeMo 2 model{hint}{why}",
         )
     if r.supervisor and not supervisor:
         raise RuleError("resiliency.supervisor", True, "needs the platform's supervisor: set resiliency.enabled: true")
