@@ -181,13 +181,8 @@ def check_run(
         )
     data_parallel = gpus // s.model_parallel
     if s.global_batch_size % (s.micro_batch_size * data_parallel):
-        # Blame what the user set: the global batch, else the micro batch, else the nodes (the
-        # data-parallel size); each other value is the model's.
-        key = next((k for k in ("globalBatchSize", "microBatchSize") if k in run.given), "nodes")
-        value = {"globalBatchSize": s.global_batch_size, "microBatchSize": s.micro_batch_size}.get(key, run.nodes)
         raise RuleError(
-            key,
-            value,
+            *_batch_key(run),
             f"the global batch size {s.global_batch_size} must be a multiple of micro batch × data-parallel size = "
             f"{s.micro_batch_size} × {data_parallel} ({gpus} GPUs / model parallel {s.model_parallel})",
         )
@@ -196,11 +191,8 @@ def check_run(
         # Megatron Core's interleaved schedule runs the micro-batches in groups of the pipeline
         # size and refuses a step with fewer or a remainder (pipeline_parallel/schedules.py,
         # microbatch_group_size_per_vp_stage; megatron-core 0.16.0).
-        key = next((k for k in ("globalBatchSize", "microBatchSize") if k in run.given), "nodes")
-        value = {"globalBatchSize": s.global_batch_size, "microBatchSize": s.micro_batch_size}.get(key, run.nodes)
         raise RuleError(
-            key,
-            value,
+            *_batch_key(run),
             f"with a virtual pipeline, the micro-batches of a step (global {s.global_batch_size} / (micro "
             f"{s.micro_batch_size} × data-parallel {data_parallel}) = {micro_batches}) must be a multiple of the "
             f"pipeline size {s.pipeline_parallel}",
@@ -251,6 +243,14 @@ def check_run(
         raise RuleError(
             "model", run.model, f"{problem}: run {', '.join(tested)} there, or set `image` to take the risk"
         )
+
+
+def _batch_key(run: RunSpec) -> tuple[str, int]:
+    """The key a batch rule blames, with its value: what the user set, the global batch, else the
+    micro batch, else the nodes (the data-parallel size); each other value is the model's."""
+    s = run.settings
+    key = next((k for k in ("globalBatchSize", "microBatchSize") if k in run.given), "nodes")
+    return key, {"globalBatchSize": s.global_batch_size, "microBatchSize": s.micro_batch_size}.get(key, run.nodes)
 
 
 def check_experts(run: RunSpec, gpus: int) -> None:
