@@ -743,10 +743,15 @@ MACHINE_TYPES: Mapping[str, MachineType] = {
             zones=_A3_ULTRA_ZONES,
             tuner_config="tuner_config_a3u.txtpb",
             # NeMo 26.02: all eight A3 Ultra recipes; NeMo 25.07 has no A3 Ultra recipe: A4's pin,
-            # which was CEA's installer release while those recipes were validated.
-            pod_gib=((versions.NEMO_2602.ref, versions.GIB_POD_V110), (versions.NEMO_2.ref, versions.GIB_POD_V110)),
+            # which was CEA's installer release while those recipes were validated; the resiliency
+            # recipes' image: theirs.
+            pod_gib=(
+                (versions.NEMO_2602.ref, versions.GIB_POD_V110),
+                (versions.NEMO_2.ref, versions.GIB_POD_V110),
+                (versions.RESILIENCY.ref, versions.GIB_POD_V105),
+            ),
             sources={
-                "pod_gib": versions.GIB_POD_V110.source,
+                "pod_gib": f"{versions.GIB_POD_V110.source}; {versions.GIB_POD_V105.source}",
                 "nccl_env": "AI-Hypercomputer/gpu-recipes:training/a3ultra/llama3_70b/megatron-bridge-gke/nemo2602/"
                 "64gpus-bf16-seq8192-gbs256/recipe/templates/workload-job.yaml@2e1fd5e",
                 "gpus_per_numa_node": "AI-Hypercomputer/gpu-recipes:training/a3ultra/llama3_70b/megatron-bridge-gke/"

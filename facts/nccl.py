@@ -195,13 +195,14 @@ NCCL_TEST_LAUNCH: Mapping[GpuDirect, NcclTestLaunch] = {
     ),
     GpuDirect.TCPXO: NcclTestLaunch(
         sshd="service ssh restart",
-        # The image's rank entry sources ${NCCL_LIB_DIR}/nccl-env-profile.sh, then runs the benchmark.
-        rank_command=("taskset", "-c", "32-63", "/scripts/demo_mpi_entry_with_config_profile.sh", "{bench}"),
+        # The benchmark binaries every plugin image since v1.0.0 carries (the pods' is v1.0.7), on
+        # the NICs' cores; the plugin's NCCL profile is sourced by nccl_init.sh before mpirun.
+        rank_command=("taskset", "-c", "32-63", "/third_party/nccl-tests-mpi/build/{bench}"),
         begin="8",
         end="8G",
         source=(
-            f"{_CEA}:gpudirect-tcpxo/nccl-test.yaml@992db81; google/nccl-plugin-gpudirect-tcpxo:"
-            "tcpxo_scripts/demo-run-nccl-test-tcpxo-via-mpi.sh and demo_mpi_entry_with_config_profile.sh@04815d1"
+            f"{_CEA}:gpudirect-tcpxo/nccl-test.yaml@4aeee0d (v1.0.7); AI-Hypercomputer/gpu-recipes:"
+            "src/helm-charts/a3mega/nccl-tests/run_test.sh@2e1fd5e (run_test_mega: /third_party/nccl-tests-mpi/build)"
         ),
     ),
     GpuDirect.RDMA: NcclTestLaunch(

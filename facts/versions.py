@@ -189,6 +189,12 @@ GIB_POD_V110 = Image(
     "64gpus-bf16-seq8192-gbs256/recipe/values.yaml and training/a4/llama31_405b/nemo-gke/nemo2507/"
     "128gpus-fp8-gbs128/recipe/recipe/values.yaml@2e1fd5e",
 )
+# gIB at v1.0.5, as A3 Ultra's resiliency recipes pin it for their image (RESILIENCY).
+GIB_POD_V105 = Image(
+    "us-docker.pkg.dev/gce-ai-infra/gpudirect-gib/nccl-plugin-gib",
+    "v1.0.5",
+    "AI-Hypercomputer/gpu-recipes:training/a3ultra/llama31_405b/nemo-gke-resiliency/nemo2412/recipe/values.yaml@2e1fd5e",
+)
 # Arm hosts (A4X) take gIB from its own repository, at the version CEA's A4X installer pins.
 GIB_ARM64_PLUGIN = Image(
     "us-docker.pkg.dev/gce-ai-infra/gpudirect-gib/nccl-plugin-gib-arm64",
@@ -200,6 +206,13 @@ GIB_DIAGNOSTIC = Image(
     "us-docker.pkg.dev/gce-ai-infra/gpudirect-gib/nccl-plugin-gib-diagnostic",
     "v1.1.1",
     "GoogleCloudPlatform/container-engine-accelerators:gpudirect-rdma/nccl-test.yaml@992db81",
+)
+# The diagnostic image of gIB v1.1.0, which cluster-toolkit's A3 Ultra and A4 NCCL tests run.
+GIB_DIAGNOSTIC_V110 = Image(
+    "us-docker.pkg.dev/gce-ai-infra/gpudirect-gib/nccl-plugin-gib-diagnostic",
+    "v1.1.0",
+    "GoogleCloudPlatform/cluster-toolkit:examples/gke-a3-ultragpu/nccl-jobset-example.yaml and "
+    "examples/gke-a4/nccl-jobset-example.yaml@1047080",
 )
 # The same for Arm hosts: CEA's A4X NCCL test, whose pods share a ComputeDomain.
 GIB_ARM64_DIAGNOSTIC = Image(

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from facts import versions
 from facts.errors import RuleError
 from facts.machines import MachineType
 from facts.nccl import NCCL_TEST_LAUNCH, PUBLISHED
@@ -53,12 +54,19 @@ def pass_marks(test: NcclTestSpec, machine: MachineType) -> dict[str, float]:
     return {c: published.min_avg_busbw for c in test.collectives if c == published.collective}
 
 
-def nccl_test_image(machine: MachineType) -> Image:
-    """The image of the machine's GPUDirect stack's documented NCCL test."""
+# gIB's diagnostic images (nccl-tests, MPI, sshd) of known releases: a check runs the one of the
+# release it installs where there is one, so the tests were built with the NCCL they load.
+GIB_DIAGNOSTICS = (versions.GIB_DIAGNOSTIC, versions.GIB_DIAGNOSTIC_V110, versions.GIB_ARM64_DIAGNOSTIC)
+
+
+def nccl_test_image(machine: MachineType, gib: Image | None = None) -> Image:
+    """The image of the machine's GPUDirect stack's documented NCCL test; on an RDMA machine, its
+    diagnostic image of the gIB release the check installs (`gib`) where one is published."""
     stack = machine.gpudirect_stack
     if stack is None:
         raise RuleError("machineType", machine.name, "has no GPUDirect fabric to check")
-    return stack.nccl_test_image
+    same = [d for d in GIB_DIAGNOSTICS if gib and d.repository == stack.nccl_test_image.repository and d.tag == gib.tag]
+    return same[0] if same else stack.nccl_test_image
 
 
 def nccl_test_env(test: NcclTestSpec, machine: MachineType, results_dir: str) -> dict[str, str]:

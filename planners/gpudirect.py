@@ -74,9 +74,12 @@ _SIDECAR_RESOURCES = {"requests": {"cpu": "1", "memory": "2Gi"}}
 
 
 def _health_probe(stack: GpuDirectStack) -> tuple[dict[str, str], dict[str, Any]]:
-    """The sidecar's health file variable and startup probe, where its RxDM writes the file: a
-    node whose receive path does not come up fails the pod fast instead of stalling NCCL. CEA
-    best-practice.md's probe, with a failure budget of 60 s for the "~30s" initialization."""
+    """The sidecar's health file variable and startup probe, where its RxDM writes the file: the
+    kubelet starts a pod's later containers only once its sidecar's startup probe succeeded
+    (https://kubernetes.io/docs/concepts/workloads/pods/sidecar-containers/), so training starts
+    with the receive path up rather than after the recipes' fixed sleep; where it never comes up,
+    the sidecar restarts, the pod never becomes ready and Kueue's waitForPodsReady evicts the run.
+    CEA best-practice.md's probe, with a failure budget of 60 s for the "~30s" initialization."""
     if not stack.rxdm_health_check:
         return {}, {}
     probe = {
@@ -123,12 +126,12 @@ chmod 755 /fts/entrypoint_rxdm_container.sh
 child=$!
 wait "$child"
 """
-# The recipes' plugin installer: installs the plugin with its NCCL build, then copies it into
-# the pod's volume (gpu-recipes workload-jobset.yaml `nccl-plugin-installer`; ncclBuildType 221
-# in the A3 Mega recipes' values).
+# The recipes' plugin installer: installs the plugin with its NCCL, then copies it into the pod's
+# volume, as the chart of the pair's recipe runs it, without a build type (gpu-recipes
+# src/helm-charts/a3mega/nemo-training-v2/templates/nemo-launcher-job.yaml@2e1fd5e).
 _TCPXO_PLUGIN_INSTALL = f"""set -e
 chmod 755 /scripts/container_entry.sh
-/scripts/container_entry.sh install --install-nccl --nccl-buildtype=221
+/scripts/container_entry.sh install --install-nccl
 cp -r /var/lib/tcpxo/* {TCPXO_PLUGIN_MOUNT}/
 """
 

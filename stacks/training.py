@@ -387,6 +387,7 @@ class TrainingLayer(pulumi.ComponentResource):
                         shared_mount=platform.shared_mount,
                         results_dir=f"{place.experiments_dir}/{test.name}/nccl",
                         awaited=test.name in required,
+                        gib=gib,
                         after=after,
                     ),
                     opts=child,

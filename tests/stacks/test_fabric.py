@@ -61,7 +61,10 @@ def with_check(stack: str, **check: Any) -> dict[str, Any]:
         ("dev", versions.TCPX_PLUGIN),
         # The pods' own plugin release (CEA tested it with its daemon: nccl-test.yaml@4aeee0d).
         ("a3mega", versions.TCPXO_RECIPE_PLUGIN),
-        ("a3ultra", versions.GIB_DIAGNOSTIC),
+        # The diagnostic image of the gIB release the pods install: v1.1.0 for A3 Ultra's NeMo 25.07
+        # run (cluster-toolkit pairs them), v1.1.1 for A4's NeMo 26.02 runs (CEA's test).
+        ("a3ultra", versions.GIB_DIAGNOSTIC_V110),
+        ("a4", versions.GIB_DIAGNOSTIC),
         # Arm hosts: the arm64 build of the same test (CEA gpudirect-rdma/nccl-test-imex-a4x.yaml@992db81).
         ("a4x", versions.GIB_ARM64_DIAGNOSTIC),
     ],

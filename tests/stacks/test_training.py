@@ -12,6 +12,7 @@ import pytest
 
 import payload
 from config.loader import ConfigError
+from facts import versions
 from facts.kubernetes import RUN_LABEL, versioned_name
 from facts.machines import machine_type, training_pod_requests
 from facts.models import MODELS, Framework
@@ -288,7 +289,8 @@ def test_tcpxo_pods_follow_the_a3_mega_recipe_whole(render: Any) -> None:
     installer, sidecar = spec["initContainers"]
     assert installer["name"] == "nccl-plugin-installer" and "restartPolicy" not in installer
     assert installer["image"].endswith("nccl-plugin-gpudirecttcpx-dev:v1.0.7")
-    assert "--install-nccl --nccl-buildtype=221" in installer["command"][-1]
+    # As the pair's recipe chart installs it (nemo-training-v2: no build type).
+    assert "/scripts/container_entry.sh install --install-nccl\n" in installer["command"][-1]
     assert "cp -r /var/lib/tcpxo/* /usr/local/nccl-plugin/" in installer["command"][-1]
     assert (sidecar["name"], sidecar["restartPolicy"]) == ("tcpxo-daemon", "Always")
     assert sidecar["image"].endswith("tcpgpudmarxd-dev:v1.0.13_1")
@@ -345,8 +347,14 @@ def test_rdma_pods_attach_the_gvnic_and_eight_rdma_nics_with_gib(render: Any) ->
     # gIB with its NCCL, installed by the pod at the version the machine's recipes pin for the
     # image (the node's gIB has no NCCL since CEA 2da1c92), as gpu-recipes' charts do.
     (installer,) = pod(manifest)["spec"]["initContainers"]
-    image = container(manifest)["image"]
-    assert installer["image"] == machine_type("a3-ultragpu-8g").pod_gib_for(image).ref  # type: ignore[union-attr]
+    # NeMo 25.07 on A3 Ultra: v1.1.0 (no A3 Ultra recipe of that image; A4's pin for it).
+    assert container(manifest)["image"].endswith("/nvidia/nemo:25.07")  # through the example's mirror
+    assert installer["image"] == versions.GIB_POD_V110.ref
+    # The example's own run is supervised: the resiliency image, whose recipes pin v1.0.5
+    # (gpu-recipes a3ultra/llama31_405b/nemo-gke-resiliency/nemo2412/recipe/values.yaml@2e1fd5e).
+    _, supervised = jobset(render("a3ultra"))
+    assert container(supervised)["image"] == versions.RESILIENCY.ref
+    assert pod(supervised)["spec"]["initContainers"][0]["image"] == versions.GIB_POD_V105.ref
     assert "/scripts/container_entry.sh install --install-nccl" in installer["command"][-1]
     assert installer["volumeMounts"] == [{"name": "gib", "mountPath": "/target/usr/local/gib"}]
     assert {"name": "gib", "emptyDir": {}} in pod(manifest)["spec"]["volumes"]

@@ -207,6 +207,8 @@ def test_a_training_pod_fits_inside_a_node_with_room_for_daemonsets(name: str) -
         ("a4x-highgpu-4g", versions.NEMO_2602, versions.GIB_ARM64_PLUGIN),
         # No A3 Ultra NeMo 25.07 recipe: A4's pin for that image.
         ("a3-ultragpu-8g", versions.NEMO_2, versions.GIB_POD_V110),
+        # A3 Ultra's resiliency recipes (nemo-gke-resiliency/nemo2412@2e1fd5e): v1.0.5.
+        ("a3-ultragpu-8g", versions.RESILIENCY, versions.GIB_POD_V105),
     ],
 )
 def test_rdma_pods_install_the_gib_the_recipes_pin_for_machine_and_image(
@@ -215,6 +217,8 @@ def test_rdma_pods_install_the_gib_the_recipes_pin_for_machine_and_image(
     """The node's gIB carries no NCCL since CEA 2da1c92 (`install`, no --install-nccl), so the
     recipes install gIB with its NCCL in the pod, one release per machine and image: the same
     image takes v1.1.0 on A3 Ultra and v1.1.1 on A4."""
+    # Each pinned explicitly (not the fallback of another image).
+    assert dict(machine_type(machine).pod_gib)[image.ref] == gib
     assert machine_type(machine).pod_gib_for(image.ref) == gib
     # Another image: the machine's current runtime's pin.
     assert machine_type(machine).pod_gib_for("example.invalid/other:1") == machine_type(machine).pod_gib_for(None)

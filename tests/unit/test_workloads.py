@@ -158,7 +158,9 @@ def test_the_rxdm_gets_a_health_file_and_startup_probe_where_it_writes_one() -> 
     """CEA gpudirect-tcpxo/best-practice.md: with HEALTH_CHECK_LOG_FILE set, the TCPXO RxDM
     (v1.0.11 and later) writes the file once its buffers are ready ("Buffer manager
     initialization completed"; google/nccl-plugin-gpudirect-tcpxo fastrak_gpumem_manager.cc), and
-    a startup probe `cat`s it, so a node whose receive path does not come up fails fast. The
+    a startup probe `cat`s it: the kubelet starts the training container only once a sidecar's
+    startup probe succeeded (Kubernetes sidecar containers), so training waits for the receive
+    path instead of a fixed sleep. The
     TCPX daemon writes no such file (none anywhere in CEA gpudirect-tcpx/): a probe there would
     fail every pod, so it gets none; the pinned TCPXO daemon (v1.0.13_1) does."""
     stack = MACHINE_TYPES["a3-megagpu-8g"].gpudirect_stack
