@@ -902,6 +902,27 @@ MODELS: Mapping[str, ModelSpec] = {
                 "recipe on a4x-highgpu-4g": "AI-Hypercomputer/gpu-recipes:training/a4x/llama3_8b/megatron-bridge-gke/"
                 "nemo2511/8gpus-fp8cs-seq8192-gbs128/recipe/values.yaml and launcher.sh@2e1fd5e",
             },
+            # NVIDIA publishes no 26.02 figure for the model: its 25.11 ones, at the recipes' batch.
+            step_times=(
+                _published_step(
+                    "a4-highgpu-8g",
+                    nodes=1,
+                    gpus=8,
+                    batch=128,
+                    seq=8192,
+                    tokens_per_gpu=30624,
+                    row="25.11, DGX-B200, LLAMA3_8B, 8 GPUs, FP8-CS, GBS 128",
+                ),
+                _published_step(
+                    "a3-ultragpu-8g",
+                    nodes=1,
+                    gpus=8,
+                    batch=128,
+                    seq=8192,
+                    tokens_per_gpu=14451,
+                    row="25.11, DGX-H100, LLAMA3_8B, 8 GPUs, FP8-CS, GBS 128 (Megatron FSDP)",
+                ),
+            ),
             machine_recipes=MappingProxyType({"a4-highgpu-8g": _LLAMA3_8B_A4, "a4x-highgpu-4g": _LLAMA3_8B_A4X}),
         ),
         ModelSpec(
@@ -917,7 +938,19 @@ MODELS: Mapping[str, ModelSpec] = {
                 "(LLAMA3_70B_PRETRAIN_CONFIG_GB200_FP8_MX_V2)",
                 "tp_overlaps": _BRIDGE_LLAMA3_RECIPE,
             },
-            step_times=(_LLAMA3_70B_A4X_STEP,),
+            step_times=(
+                _LLAMA3_70B_A4X_STEP,
+                # The A3 Ultra layout (TP4 × PP8 × VP5) in FP8, as NVIDIA measured it on H100.
+                _published_step(
+                    "a3-ultragpu-8g",
+                    nodes=8,
+                    gpus=64,
+                    batch=256,
+                    seq=8192,
+                    tokens_per_gpu=1621,
+                    row="26.02, DGX-H100, LLAMA3_70B, 64 GPUs, FP8, GBS 256",
+                ),
+            ),
             machine_recipes=MappingProxyType({"a4-highgpu-8g": _LLAMA3_70B_A4, "a4x-highgpu-4g": _LLAMA3_70B_A4X}),
         ),
         ModelSpec(

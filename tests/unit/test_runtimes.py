@@ -536,3 +536,28 @@ def test_deepseek_v3_has_the_published_size_and_flops() -> None:
         3 * (a.layers + a.mtp_layers) * seq * seq * a.heads * (la.qk_head_dim + la.qk_rope_head_dim + la.v_head_dim)
     )
     assert (a.flops_per_sample(seq) - causal_half) / seq == pytest.approx(699e12 / 2689, rel=0.01)
+
+
+# NVIDIA's published rows (Megatron-Bridge docs/performance-summary.md@21b02e0), worked by hand:
+# global batch × sequence / (tokens per second per GPU × GPUs).
+PUBLISHED_STEPS = {
+    ("qwen3-30b-a3b", "a3-ultragpu-8g"): (2, 1024, 51.27),  # 1024 × 4096 / (5113 × 16)
+    ("qwen3-30b-a3b", "a4-highgpu-8g"): (1, 512, 27.05),  # 512 × 4096 / (9691 × 8)
+    ("qwen3-30b-a3b", "a4x-highgpu-4g"): (2, 512, 10.05),  # 512 × 4096 / (26084 × 8)
+    ("gpt-oss-120b", "a3-ultragpu-8g"): (8, 1280, 13.67),  # 1280 × 4096 / (5993 × 64)
+    ("gpt-oss-120b", "a4-highgpu-8g"): (8, 1280, 10.18),  # 1280 × 4096 / (8047 × 64)
+    ("deepseek-v3", "a4-highgpu-8g"): (32, 4096, 24.37),  # 4096 × 4096 / (2689 × 256)
+    ("llama3-70b", "a3-ultragpu-8g"): (8, 256, 20.21),  # 256 × 8192 / (1621 × 64)
+    ("llama3-8b", "a4-highgpu-8g"): (1, 128, 4.28),  # 128 × 8192 / (30624 × 8), 25.11
+    ("llama3-8b", "a3-ultragpu-8g"): (1, 128, 9.07),  # 128 × 8192 / (14451 × 8), 25.11
+}
+
+
+@pytest.mark.parametrize(("model", "machine"), list(PUBLISHED_STEPS))
+def test_each_published_step_time_is_nvidias_row(model: str, machine: str) -> None:
+    nodes, batch, seconds = PUBLISHED_STEPS[(model, machine)]
+    spec = model_spec(model)
+    fp8 = "BF16" not in next(t.source for t in spec.step_times if t.machine_type == machine)
+    published = spec.step_time(machine, nodes, batch, fp8)
+    assert published is not None and published.seconds == seconds
+    assert "performance-summary.md@21b02e0" in published.source
