@@ -755,18 +755,55 @@ _GPT_OSS_120B_A4 = dataclasses.replace(
 )
 
 
-def _published_step(
-    machine: str, *, nodes: int, gpus: int, batch: int, seq: int, tokens_per_gpu: int, row: str
-) -> StepTime:
-    """A step time from NVIDIA's published tokens per second per GPU at a layout of the recipe's
-    size (mock data, tokens balanced over the experts): batch × sequence / (rate × GPUs)."""
-    return StepTime(
-        machine,
-        nodes=nodes,
-        global_batch_size=batch,
-        fp8="FP8" in row,
-        seconds=round(batch * seq / (tokens_per_gpu * gpus), 2),
-        source=f"{_PERFORMANCE_SUMMARY} ({row})",
+# NVIDIA's published throughput rows (docs/performance-summary.md@21b02e0; mock data, tokens
+# balanced over the experts) of the recipes' sizes, by model: the machine of the same GPU, its
+# nodes and GPUs, the global batch, the sequence, tokens per second per GPU, and the row.
+_NVIDIA_ROWS: Mapping[str, tuple[tuple[str, int, int, int, int, int, str], ...]] = {
+    # No 26.02 figure for the model: the 25.11 ones.
+    "llama3-8b": (
+        ("a4-highgpu-8g", 1, 8, 128, 8192, 30624, "25.11, DGX-B200, LLAMA3_8B, 8 GPUs, FP8-CS, GBS 128"),
+        (
+            "a3-ultragpu-8g",
+            1,
+            8,
+            128,
+            8192,
+            14451,
+            "25.11, DGX-H100, LLAMA3_8B, 8 GPUs, FP8-CS, GBS 128 (Megatron FSDP)",
+        ),
+    ),
+    # The A3 Ultra layout (TP4 × PP8 × VP5) in FP8, as NVIDIA measured it on H100.
+    "llama3-70b": (("a3-ultragpu-8g", 8, 64, 256, 8192, 1621, "26.02, DGX-H100, LLAMA3_70B, 64 GPUs, FP8, GBS 256"),),
+    # No A3 Ultra figure is published for any model: A3 Ultra's recipes run the H100 configurations,
+    # and an H200 has the H100's compute. A4X's at half its recipe's global batch.
+    "qwen3-30b-a3b": (
+        ("a3-ultragpu-8g", 2, 16, 1024, 4096, 5113, "26.02, DGX-H100, Qwen3_30B_a3B, 16 GPUs, FP8, GBS 1024"),
+        ("a4-highgpu-8g", 1, 8, 512, 4096, 9691, "26.02, DGX-B200, Qwen3_30B_a3B, 8 GPUs, MXFP8, GBS 512"),
+        ("a4x-highgpu-4g", 2, 8, 512, 4096, 26084, "26.02, DGX-GB200, Qwen3_30B_a3B, 8 GPUs, MXFP8, GBS 512"),
+    ),
+    "gpt-oss-120b": (
+        ("a3-ultragpu-8g", 8, 64, 1280, 4096, 5993, "26.02, DGX-H100, GPT OSS 120B, 64 GPUs, BF16, GBS 1280"),
+        ("a4-highgpu-8g", 8, 64, 1280, 4096, 8047, "26.02, DGX-B200, GPT OSS 120B, 64 GPUs, BF16, GBS 1280"),
+    ),
+    # No H100 figure for the model on NeMo 26.02 (nor 25.11).
+    "deepseek-v3": (
+        ("a4-highgpu-8g", 32, 256, 4096, 4096, 2689, "26.02, DGX-B200, DeepSeekV3, 256 GPUs, MXFP8, GBS 4096"),
+    ),
+}
+
+
+def _published_steps(model: str) -> tuple[StepTime, ...]:
+    """The model's step times from NVIDIA's rows: batch × sequence / (rate × GPUs)."""
+    return tuple(
+        StepTime(
+            machine,
+            nodes=nodes,
+            global_batch_size=batch,
+            fp8="FP8" in row,
+            seconds=round(batch * seq / (rate * gpus), 2),
+            source=f"{_PERFORMANCE_SUMMARY} ({row})",
+        )
+        for machine, nodes, gpus, batch, seq, rate, row in _NVIDIA_ROWS[model]
     )
 
 
@@ -902,27 +939,7 @@ MODELS: Mapping[str, ModelSpec] = {
                 "recipe on a4x-highgpu-4g": "AI-Hypercomputer/gpu-recipes:training/a4x/llama3_8b/megatron-bridge-gke/"
                 "nemo2511/8gpus-fp8cs-seq8192-gbs128/recipe/values.yaml and launcher.sh@2e1fd5e",
             },
-            # NVIDIA publishes no 26.02 figure for the model: its 25.11 ones, at the recipes' batch.
-            step_times=(
-                _published_step(
-                    "a4-highgpu-8g",
-                    nodes=1,
-                    gpus=8,
-                    batch=128,
-                    seq=8192,
-                    tokens_per_gpu=30624,
-                    row="25.11, DGX-B200, LLAMA3_8B, 8 GPUs, FP8-CS, GBS 128",
-                ),
-                _published_step(
-                    "a3-ultragpu-8g",
-                    nodes=1,
-                    gpus=8,
-                    batch=128,
-                    seq=8192,
-                    tokens_per_gpu=14451,
-                    row="25.11, DGX-H100, LLAMA3_8B, 8 GPUs, FP8-CS, GBS 128 (Megatron FSDP)",
-                ),
-            ),
+            step_times=_published_steps("llama3-8b"),
             machine_recipes=MappingProxyType({"a4-highgpu-8g": _LLAMA3_8B_A4, "a4x-highgpu-4g": _LLAMA3_8B_A4X}),
         ),
         ModelSpec(
@@ -940,16 +957,7 @@ MODELS: Mapping[str, ModelSpec] = {
             },
             step_times=(
                 _LLAMA3_70B_A4X_STEP,
-                # The A3 Ultra layout (TP4 × PP8 × VP5) in FP8, as NVIDIA measured it on H100.
-                _published_step(
-                    "a3-ultragpu-8g",
-                    nodes=8,
-                    gpus=64,
-                    batch=256,
-                    seq=8192,
-                    tokens_per_gpu=1621,
-                    row="26.02, DGX-H100, LLAMA3_70B, 64 GPUs, FP8, GBS 256",
-                ),
+                *_published_steps("llama3-70b"),
             ),
             machine_recipes=MappingProxyType({"a4-highgpu-8g": _LLAMA3_70B_A4, "a4x-highgpu-4g": _LLAMA3_70B_A4X}),
         ),
@@ -978,38 +986,7 @@ MODELS: Mapping[str, ModelSpec] = {
                 "megatron-bridge-gke/nemo2511/8gpus-fp8mx-seq4096-gbs1024/recipe/values.yaml and launcher.sh@2e1fd5e; "
                 f"{_QWEN3_CONFIGS} (QWEN3_30B_A3B_PRETRAIN_CONFIG_GB200_FP8_MX_V1)",
             },
-            step_times=(
-                # No A3 Ultra figure is published: A3 Ultra's recipe runs this H100 configuration,
-                # and an H200 has the H100's compute.
-                _published_step(
-                    "a3-ultragpu-8g",
-                    nodes=2,
-                    gpus=16,
-                    batch=1024,
-                    seq=4096,
-                    tokens_per_gpu=5113,
-                    row="26.02, DGX-H100, Qwen3_30B_a3B, 16 GPUs, FP8, GBS 1024",
-                ),
-                _published_step(
-                    "a4-highgpu-8g",
-                    nodes=1,
-                    gpus=8,
-                    batch=512,
-                    seq=4096,
-                    tokens_per_gpu=9691,
-                    row="26.02, DGX-B200, Qwen3_30B_a3B, 8 GPUs, MXFP8, GBS 512",
-                ),
-                # At half the A4X recipe's global batch.
-                _published_step(
-                    "a4x-highgpu-4g",
-                    nodes=2,
-                    gpus=8,
-                    batch=512,
-                    seq=4096,
-                    tokens_per_gpu=26084,
-                    row="26.02, DGX-GB200, Qwen3_30B_a3B, 8 GPUs, MXFP8, GBS 512",
-                ),
-            ),
+            step_times=_published_steps("qwen3-30b-a3b"),
             machine_recipes=MappingProxyType({"a4-highgpu-8g": _QWEN3_30B_A4, "a4x-highgpu-4g": _QWEN3_30B_A4X}),
         ),
         ModelSpec(
@@ -1036,26 +1013,7 @@ MODELS: Mapping[str, ModelSpec] = {
                 )
                 + f"; {_GPT_OSS_CONFIGS} (GPT_OSS_120B_PRETRAIN_CONFIG_B200_BF16_V2)",
             },
-            step_times=(
-                _published_step(
-                    "a3-ultragpu-8g",
-                    nodes=8,
-                    gpus=64,
-                    batch=1280,
-                    seq=4096,
-                    tokens_per_gpu=5993,
-                    row="26.02, DGX-H100, GPT OSS 120B, 64 GPUs, BF16, GBS 1280",
-                ),
-                _published_step(
-                    "a4-highgpu-8g",
-                    nodes=8,
-                    gpus=64,
-                    batch=1280,
-                    seq=4096,
-                    tokens_per_gpu=8047,
-                    row="26.02, DGX-B200, GPT OSS 120B, 64 GPUs, BF16, GBS 1280",
-                ),
-            ),
+            step_times=_published_steps("gpt-oss-120b"),
             machine_recipes=MappingProxyType({"a4-highgpu-8g": _GPT_OSS_120B_A4}),
         ),
         ModelSpec(
@@ -1086,18 +1044,7 @@ MODELS: Mapping[str, ModelSpec] = {
                 + f"; {_DEEPSEEK_CONFIGS} (DEEPSEEK_V3_PRETRAIN_CONFIG_B200_FP8_MX_V2); {_DEEPSEEK_RECIPE}",
                 "env": f"{_MB}:scripts/performance/perf_plugins.py@21b02e0 (PerfEnvPlugin)",
             },
-            # No H100 figure is published for the model on NeMo 26.02 (nor 25.11).
-            step_times=(
-                _published_step(
-                    "a4-highgpu-8g",
-                    nodes=32,
-                    gpus=256,
-                    batch=4096,
-                    seq=4096,
-                    tokens_per_gpu=2689,
-                    row="26.02, DGX-B200, DeepSeekV3, 256 GPUs, MXFP8, GBS 4096",
-                ),
-            ),
+            step_times=_published_steps("deepseek-v3"),
             machine_recipes=MappingProxyType({"a4-highgpu-8g": _DEEPSEEK_V3_A4}),
         ),
     )
