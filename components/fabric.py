@@ -20,7 +20,6 @@ from components.training import REPLACE_JOB, field_env, gpu_container, gpu_jobse
 from facts.errors import require
 from facts.kubernetes import FABRIC_CHECK_LABEL, PART_OF, PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL, versioned_name
 from facts.nccl import NCCL_TEST_LAUNCH
-from facts.versions import Image
 from planners import nemo
 from planners.fabric import NCCL_TEST_SCRIPT, NcclTestSpec, nccl_test_env, nccl_test_image
 from planners.gpudirect import PodNetworking
@@ -47,8 +46,6 @@ class FabricCheckArgs:
     # A run requires the check: `pulumi up` waits until it completed.
     awaited: bool
     after: Sequence[pulumi.Resource] = ()
-    # The gIB release the pod installs (RDMA machines): the check runs its diagnostic image.
-    gib: Image | None = None
 
     def __post_init__(self) -> None:
         require(self.test.pool == self.flavor.pool, "flavor", self.flavor.pool, f"is the check's pool {self.test.pool}")
@@ -70,7 +67,7 @@ def nccl_test_jobset(args: FabricCheckArgs, config_map: str) -> dict[str, Any]:
     env = nemo.with_nccl_init(nccl_test_env(test, machine, args.results_dir), machine, net)
     container = gpu_container(
         CONTAINER,
-        nccl_test_image(machine, args.gib).ref,
+        nccl_test_image(machine, net.gib).ref,
         machine,
         net,
         command=["bash", f"{nemo.WORKLOAD_DIR}/{NCCL_TEST_SCRIPT}"],

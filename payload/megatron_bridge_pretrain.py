@@ -53,16 +53,20 @@ def load_settings(path):
         return json.load(settings_file)
 
 
+def decoded(value):
+    """A setting's value as the library takes it: a dtype travels as its name ("torch.bfloat16")."""
+    if isinstance(value, str) and value.startswith("torch."):
+        return getattr(torch, value.removeprefix("torch."))
+    return value
+
+
 def _set(target, dotted, value):
     *path, last = dotted.split(".")
     for part in path:
         target = getattr(target, part)
     if not hasattr(target, last):
         raise AttributeError(f"override {dotted}: {type(target).__name__} has no field {last!r}")
-    # A dtype travels as its name ("torch.bfloat16").
-    if isinstance(value, str) and value.startswith("torch."):
-        value = getattr(torch, value.removeprefix("torch."))
-    setattr(target, last, value)
+    setattr(target, last, decoded(value))
 
 
 def model_provider(settings):

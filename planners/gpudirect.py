@@ -37,6 +37,8 @@ class PodNetworking:
     env: dict[str, str]
     # NCCL environment script the launcher sources, shipped with the plugin.
     nccl_init_script: str | None
+    # The gIB release (with its NCCL) the pod installs for itself (RDMA machines).
+    gib: Image | None = None
 
 
 NVIDIA_MOUNT = "/usr/local/nvidia"
@@ -263,6 +265,7 @@ def _rdma(stack: GpuDirectStack, plan: Sequence[GpuNetworkPlan], host_network: b
             **stack.env,
         },
         nccl_init_script=f"{GIB_MOUNT}/scripts/set_nccl_env.sh",
+        gib=gib,
     )
 
 

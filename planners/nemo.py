@@ -700,7 +700,7 @@ def bridge_perf_env(run: RunSpec, machine: MachineType) -> dict[str, str]:
         env |= {
             "NVLINK_DOMAIN_SIZE": str(domain),
             "USE_MNNVL": "1" if domain > machine.gpus else "0",
-            "NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN": str(min(run.settings.expert_parallel, domain)),
+            "NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN": str(min(s.expert_parallel, domain)),
         }
     return env
 

@@ -354,11 +354,12 @@ class TrainingLayer(pulumi.ComponentResource):
         )
         after = args.platform.run_dependencies
         required = {run.fabric_check for run in cfg.training.runs if run.fabric_check}
+        specs = [run_spec(run_config, platform) for run_config in cfg.training.runs]
         # The images of the runs each check gates: the check installs the gIB they load.
         gated: dict[str, set[str]] = {}
-        for run_config in cfg.training.runs:
+        for run_config, run in zip(cfg.training.runs, specs, strict=True):
             if run_config.fabric_check:
-                gated.setdefault(run_config.fabric_check, set()).add(run_spec(run_config, platform).image_ref)
+                gated.setdefault(run_config.fabric_check, set()).add(run.image_ref)
         self.checks = []
         for test_config in cfg.training.nccl_tests:
             test = nccl_test_spec(test_config, platform)
@@ -387,7 +388,6 @@ class TrainingLayer(pulumi.ComponentResource):
                         shared_mount=platform.shared_mount,
                         results_dir=f"{place.experiments_dir}/{test.name}/nccl",
                         awaited=test.name in required,
-                        gib=gib,
                         after=after,
                     ),
                     opts=child,
@@ -395,8 +395,7 @@ class TrainingLayer(pulumi.ComponentResource):
             )
         checks = {check.test_name: check for check in self.checks}
         self.runs = []
-        for run_config in cfg.training.runs:
-            run = run_spec(run_config, platform)
+        for run_config, run in zip(cfg.training.runs, specs, strict=True):
             place = place_of(run_config.team, platform)
             flavor = flavors[run.pool]
             machine = flavor.machine

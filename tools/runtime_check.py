@@ -68,6 +68,12 @@ def gpu_of(machine: MachineType) -> str:
     return f"{major}.{minor} NVIDIA {machine.accelerator.name}"
 
 
+def _case(name: str, run: RunSpec, machine: MachineType) -> Case:
+    """The settings the program would ship for `run`, checked on the machine's GPU."""
+    paths = nemo.run_paths(run, "/nfs/experiments", "/checkpoints", "/data")
+    return name, nemo.bridge_settings(run, paths, machine), gpu_of(machine)
+
+
 def catalog_cases() -> list[Case]:
     cases: list[Case] = []
     for model, spec in MODELS.items():
@@ -79,9 +85,7 @@ def catalog_cases() -> list[Case]:
             ):
                 continue
             run = smallest_run(model, machine)
-            paths = nemo.run_paths(run, "/nfs/experiments", "/checkpoints", "/data")
-            settings = nemo.bridge_settings(run, paths, machine)
-            cases.append((f"{model} on {machine.name} ({run.nodes} nodes)", settings, gpu_of(machine)))
+            cases.append(_case(f"{model} on {machine.name} ({run.nodes} nodes)", run, machine))
     # Every optional setting at once: real data with its tokenizer folder, a profile window.
     machine = MACHINE_TYPES["a3-ultragpu-8g"]
     run = dataclasses.replace(
@@ -92,25 +96,19 @@ def catalog_cases() -> list[Case]:
         # One the mixed-precision recipe would otherwise set back (grad_reduce_in_fp32).
         overrides={"ddp.grad_reduce_in_fp32": True, "train.eval_iters": 0},
     )
-    paths = nemo.run_paths(run, "/nfs/experiments", "/checkpoints", "/data")
-    settings = nemo.bridge_settings(run, paths, machine)
-    cases.append(("llama3-8b with real data, a profile and overrides", settings, gpu_of(machine)))
+    cases.append(_case("llama3-8b with real data, a profile and overrides", run, machine))
     # An override the expert all-to-all overlap's configuration would otherwise set back.
     run = dataclasses.replace(smallest_run("qwen3-30b-a3b", machine), overrides={"ddp.overlap_grad_reduce": False})
-    paths = nemo.run_paths(run, "/nfs/experiments", "/checkpoints", "/data")
-    settings = nemo.bridge_settings(run, paths, machine)
-    cases.append(("qwen3-30b-a3b with an override of an overlapped field", settings, gpu_of(machine)))
+    cases.append(_case("qwen3-30b-a3b with an override of an overlapped field", run, machine))
     # Every uneven pipeline split a recipe names, each validated by the library.
     for model, spec in MODELS.items():
         for pipeline, virtual in spec.recipe.pipeline_layouts:
-            settings_at = dataclasses.replace(
+            settings = dataclasses.replace(
                 spec.recipe.settings(), pipeline_parallel=pipeline, virtual_pipeline=virtual if virtual > 1 else None
             )
-            run = dataclasses.replace(smallest_run(model, machine), settings=settings_at)
-            run = dataclasses.replace(run, nodes=_fewest_nodes(run.settings, machine))
-            paths = nemo.run_paths(run, "/nfs/experiments", "/checkpoints", "/data")
-            name = f"{model} at pipeline {pipeline} x virtual {virtual} ({run.nodes} nodes)"
-            cases.append((name, nemo.bridge_settings(run, paths, machine), gpu_of(machine)))
+            nodes = _fewest_nodes(settings, machine)
+            run = dataclasses.replace(smallest_run(model, machine), settings=settings, nodes=nodes)
+            cases.append(_case(f"{model} at pipeline {pipeline} x virtual {virtual} ({nodes} nodes)", run, machine))
     return cases
 
 
@@ -162,15 +160,13 @@ for path in sys.argv[3:]:
         runtime_config_update(cfg)
         # Every recipe field and override keeps its value through what pretrain() derives (a
         # pipeline layout becomes the library's own object, which it has validated).
-        import torch
         for key, value in {**settings["recipeFields"], **settings["overrides"]}.items():
             target = cfg
             for part in key.split("."):
                 target = getattr(target, part)
             if key == "model.pipeline_model_parallel_layout":
                 continue
-            if isinstance(value, str) and value.startswith("torch."):
-                value = getattr(torch, value.removeprefix("torch."))
+            value = launcher["decoded"](value)
             assert target == value, f"{key}={value!r} became {target!r}"
         result = {"ok": True}
     except Exception as error:
