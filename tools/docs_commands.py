@@ -140,6 +140,7 @@ _MAKE = {
     "integration": Verdict(False, _LANE),
     "integration-engine": Verdict(False, _LANE),
     "integration-tools": Verdict(False, _LANE),
+    "gpu-train": Verdict(False, "needs an NVIDIA GPU"),
 }
 _PYTHON_MODULES = {
     "tools.render": Verdict(True, "offline"),

@@ -33,6 +33,7 @@ from facts.models import MODELS, Framework, RunSettings
 from harness.runner import ROOT, run_stack, stack_names
 from planners import nemo
 from planners.runs import ProfileWindow, RunSpec, Tokenizer
+from tools import gpu_train
 
 LAUNCHER = ROOT / "payload" / nemo.BRIDGE_SCRIPT
 STUB = Path(__file__).with_name("runtime_stub.py")
@@ -58,9 +59,10 @@ def smallest_run(model: str, machine: MachineType) -> RunSpec:
     )
 
 
-# A case: its name, the settings the program ships, and the GPU the check stands in for the
-# validations that ask the device ("<major>.<minor> <name>"; None: tools/runtime_stub.py's default).
-Case = tuple[str, dict[str, Any], str | None]
+# A case: its name, the settings the program ships, the GPU the check stands in for the
+# validations that ask the device ("<major>.<minor> <name>"; None: tools/runtime_stub.py's default),
+# and whether make gpu-train's worker replaces what needs Transformer Engine (gpu_worker.TE_FREE).
+Case = tuple[str, dict[str, Any], str | None, bool]
 
 
 def gpu_of(machine: MachineType) -> str:
@@ -71,7 +73,7 @@ def gpu_of(machine: MachineType) -> str:
 def _case(name: str, run: RunSpec, machine: MachineType) -> Case:
     """The settings the program would ship for `run`, checked on the machine's GPU."""
     paths = nemo.run_paths(run, "/nfs/experiments", "/checkpoints", "/data")
-    return name, nemo.bridge_settings(run, paths, machine), gpu_of(machine)
+    return name, nemo.bridge_settings(run, paths, machine), gpu_of(machine), False
 
 
 def catalog_cases() -> list[Case]:
@@ -100,6 +102,10 @@ def catalog_cases() -> list[Case]:
     # An override the expert all-to-all overlap's configuration would otherwise set back.
     run = dataclasses.replace(smallest_run("qwen3-30b-a3b", machine), overrides={"ddp.overlap_grad_reduce": False})
     cases.append(_case("qwen3-30b-a3b with an override of an overlapped field", run, machine))
+    # make gpu-train's run, as its worker trains it: one GPU, no Transformer Engine.
+    gpu_run = gpu_train.one_gpu_run(machine, steps=30, layers=4, seq_length=4096, global_batch_size=8)
+    gpu_settings = gpu_train.one_gpu_settings(gpu_run, machine, Path("/tmp/gpu-train"))
+    cases.append(("make gpu-train's run without Transformer Engine", gpu_settings, gpu_of(machine), True))
     # Every uneven pipeline split a recipe names, each validated by the library.
     for model, spec in MODELS.items():
         for pipeline, virtual in spec.recipe.pipeline_layouts:
@@ -120,14 +126,14 @@ def shipped_cases() -> list[Case]:
         for resource in run.of_type("kubernetes:core/v1:ConfigMap"):
             data = run.manifest(resource).get("data", {})
             if nemo.BRIDGE_SCRIPT in data:
-                cases.append((f"{stack}: {resource.name}", json.loads(data[nemo.NEMO2_SETTINGS]), None))
+                cases.append((f"{stack}: {resource.name}", json.loads(data[nemo.NEMO2_SETTINGS]), None, False))
         # A run a MultiKueue manager dispatches carries its files in its pod template's annotations.
         for resource in run.of_type("kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"):
             template = run.manifest(resource)["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
             annotations = template["metadata"].get("annotations", {})
             if workload_file_key(nemo.BRIDGE_SCRIPT) in annotations:
                 settings = json.loads(annotations[workload_file_key(nemo.NEMO2_SETTINGS)])
-                cases.append((f"{stack}: {resource.name}", settings, None))
+                cases.append((f"{stack}: {resource.name}", settings, None, False))
     return cases
 
 
@@ -139,6 +145,8 @@ _CHECKER = """
 import contextlib, io, json, os, runpy, sys
 sys.path.insert(0, sys.argv[1])
 import runtime_stub
+runtime_stub.install()
+runtime_stub.answer_device_questions()
 launcher = runpy.run_path(sys.argv[2], run_name="launcher")
 from megatron.bridge.training.callbacks import normalize_callbacks, should_fire
 from megatron.bridge.training.config import runtime_config_update
@@ -157,6 +165,10 @@ for path in sys.argv[3:]:
         os.environ.pop("NEMO_CHECK_GPU", None)
     try:
         cfg = launcher["config"](settings)
+        replaced = {}
+        if os.path.exists(path + ".te-free"):
+            import gpu_worker
+            cfg, replaced = gpu_worker.without_transformer_engine(cfg), gpu_worker.TE_FREE
         runtime_config_update(cfg)
         # Every recipe field and override keeps its value through what pretrain() derives (a
         # pipeline layout becomes the library's own object, which it has validated).
@@ -164,7 +176,7 @@ for path in sys.argv[3:]:
             target = cfg
             for part in key.split("."):
                 target = getattr(target, part)
-            if key == "model.pipeline_model_parallel_layout":
+            if key == "model.pipeline_model_parallel_layout" or key in replaced:
                 continue
             value = launcher["decoded"](value)
             assert target == value, f"{key}={value!r} became {target!r}"
@@ -187,11 +199,13 @@ def check(python: str, launcher: Path, cases: list[Case], folder: Path) -> list[
     exits 0, else the library's error; where the configuration is refused, the launcher's check
     must exit PROGRAM_ERROR_EXIT_CODE (what launch.sh and the JobSet fail on), or that is the error."""
     files = []
-    for i, (_, settings, gpu) in enumerate(cases):
+    for i, (_, settings, gpu, te_free) in enumerate(cases):
         path = folder / f"case-{i}.json"
         path.write_text(json.dumps(settings))
         if gpu:
             Path(f"{path}.gpu").write_text(gpu)
+        if te_free:
+            Path(f"{path}.te-free").touch()
         files.append(str(path))
     env = {**os.environ, "PYTHONPATH": str(LAUNCHER.parent), "CUDA_VISIBLE_DEVICES": ""}
     command = [python, "-c", _CHECKER, str(STUB.parent), str(launcher), *files]
@@ -225,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as folder:
         started = time.monotonic()
         errors = check(args.python, LAUNCHER, cases, Path(folder))
-        for (name, _, _), error in zip(cases, errors, strict=True):
+        for (name, *_), error in zip(cases, errors, strict=True):
             print(f"  {name}: {'ok' if error is None else f'FAILED: {error}'}")
         print(f"  ({time.monotonic() - started:.1f} s, the library's import included)")
         failures = sum(error is not None for error in errors)

@@ -15,7 +15,8 @@ And the one GPU question a configuration's validation asks (Megatron-Bridge's
 validate_flex_dispatcher_backend reads the device's compute capability and name): the check
 process has no GPU, so it answers with the run's GPU, "<major>.<minor> <name>" in $NEMO_CHECK_GPU
 (tools/runtime_check.py sets it per case), a Hopper H100 where it is unset.
-Imported (only) by tools/runtime_check.py's check process, before the launcher.
+tools/runtime_check.py's check process calls install() and answer_device_questions() before it
+loads the launcher; tools/gpu_worker.py, on a real GPU, installs only what is not installed.
 """
 
 import importlib
@@ -87,15 +88,30 @@ class FusedAdam:
         raise RuntimeError("a stand-in: the configuration check builds no optimizer")
 
 
-# Stand-ins with a real shape, where the libraries inspect one.
-_KNOWN = {"transformer_engine.pytorch.optimizers": {"FusedAdam": FusedAdam}}
+def no_distillation(model: Any, **kwargs: Any) -> None:
+    """ModelOpt's get_tensor_shapes_adjust_fn_for_distillation for a model that is not being
+    distilled (modelopt/torch/distill/plugins/megatron.py in the nvidia-modelopt 0.40.0 wheel):
+    None, which Megatron Core's schedules require without a pipeline."""
+
+
+# Stand-ins with a real shape, where the libraries inspect one or call one.
+_KNOWN: dict[str, dict[str, Any]] = {
+    "transformer_engine.pytorch.optimizers": {"FusedAdam": FusedAdam},
+    "modelopt.torch.distill.plugins.megatron": {"get_tensor_shapes_adjust_fn_for_distillation": no_distillation},
+}
 
 
 class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    def __init__(self, names: Sequence[str]) -> None:
+        self.names = tuple(names)
+
+    def stands_in_for(self, fullname: str) -> bool:
+        return any(fullname == prefix or fullname.startswith(prefix + ".") for prefix in self.names)
+
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: types.ModuleType | None = None
     ) -> importlib.machinery.ModuleSpec | None:
-        if any(fullname == prefix or fullname.startswith(prefix + ".") for prefix in STUBBED):
+        if self.stands_in_for(fullname):
             return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
         return None
 
@@ -111,8 +127,19 @@ class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         pass
 
 
-if not any(isinstance(finder, _Finder) for finder in sys.meta_path):
-    sys.meta_path.insert(0, _Finder())
+def install(names: Sequence[str] = STUBBED) -> _Finder:
+    """Stand in for the packages `names` (and their submodules) from now on."""
+    finder = _Finder(names)
+    sys.meta_path.insert(0, finder)
+    return finder
+
+
+def uninstall(finder: _Finder) -> None:
+    """No more stand-ins of `finder`: those already imported are forgotten, so a later import of
+    one fails as it would without the package (a module that imported one keeps it)."""
+    sys.meta_path.remove(finder)
+    for name in [name for name in sys.modules if finder.stands_in_for(name)]:
+        del sys.modules[name]
 
 
 def _device_properties(device: Any = None) -> types.SimpleNamespace:
@@ -121,5 +148,7 @@ def _device_properties(device: Any = None) -> types.SimpleNamespace:
     return types.SimpleNamespace(major=major, minor=minor, name=name)
 
 
-# After the stand-ins, as the launcher imports it; by name, as this project's environment has none.
-importlib.import_module("torch").cuda.get_device_properties = _device_properties
+def answer_device_questions() -> None:
+    """The configuration check's GPU, for a process that has none (after the stand-ins, as the
+    launcher imports torch; by name, as this project's environment has none)."""
+    importlib.import_module("torch").cuda.get_device_properties = _device_properties

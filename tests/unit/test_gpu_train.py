@@ -1,0 +1,157 @@
+"""make gpu-train (tools/gpu_train.py): the one-GPU run it plans, the figures it reports, its
+refusals; and the stand-ins its worker and make runtime-check rely on (tools/runtime_stub.py).
+The run itself needs a GPU; `make runtime-check` builds and validates its configuration."""
+
+from __future__ import annotations
+
+import importlib
+import re
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+from facts.machines import MACHINE_TYPES
+from tools import gpu_train, runtime_stub
+
+H200 = MACHINE_TYPES["a3-ultragpu-8g"]
+
+
+def test_one_gpu_run_fits_the_recipe_to_one_gpu(tmp_path: Path) -> None:
+    run = gpu_train.one_gpu_run(H200, steps=30, layers=4, seq_length=4096, global_batch_size=8)
+    settings = gpu_train.one_gpu_settings(run, H200, tmp_path)
+    assert settings["provider"] == "Llama3ModelProvider8B"
+    assert settings["worldSize"] == 1
+    model = settings["model"]
+    sizes = ("tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size")
+    assert [model[size] for size in sizes] == [1, 1, 1]
+    assert model["virtual_pipeline_model_parallel_size"] is None
+    assert model["sequence_parallel"] is False
+    assert model["seq_length"] == settings["dataset"]["seq_length"] == 4096
+    assert settings["train"] == {"train_iters": 30, "global_batch_size": 8, "micro_batch_size": 1}
+    # BF16 (FP8 needs Transformer Engine), generated data, no checkpoint, no recomputation.
+    assert settings["mixedPrecision"] == "bf16_mixed"
+    assert settings["dataset"]["blend"] is None
+    assert settings["tokenizer"] == {"tokenizer_type": "NullTokenizer", "vocab_size": 128256}
+    assert settings["checkpoint"]["save"] is None
+    assert (settings["recomputeLayers"], settings["recomputeModules"]) == (None, [])
+    assert settings["overrides"] == {"model.num_layers": 4}
+    assert settings["dlloggerFile"] == str(tmp_path / "dllogger.json")
+
+
+def test_model_flops_of_the_fitted_model_worked_by_hand() -> None:
+    """Llama 3 8B's layer per token, forward: Q and O 2·h² each, K and V 2·h·1024 each (8 groups
+    of 128), the gated MLP 3 × 2·h·14336, attention 2 × 2·s·h; the logits 2·h·128256; three
+    times that with the backward pass."""
+    h, s = 4096, 4096
+    layer = 2 * 2 * h * h + 2 * 2 * h * 1024 + 3 * 2 * h * 14336 + 2 * 2 * s * h
+    per_token = 3 * (4 * layer + 2 * h * 128256)
+    assert gpu_train.flops_per_sample(4, s) == pytest.approx(per_token * s, rel=1e-12)
+    assert gpu_train.flops_per_sample(4, s) == pytest.approx(3.76497e13, rel=1e-5)
+
+
+def test_published_figure_worked_by_hand() -> None:
+    """NVIDIA's 25.11 DGX-H100 Llama 3 8B row: 14 451 tokens/s per GPU at sequence 8192, FP8.
+    Per token: 32 layers of the above at s = 8192 and the logits, times three; against the
+    H200's (an H100's) 1978 TFLOPS dense FP8 peak."""
+    h, s = 4096, 8192
+    layer = 2 * 2 * h * h + 2 * 2 * h * 1024 + 3 * 2 * h * 14336 + 2 * 2 * s * h
+    tflops = 14451 * 3 * (32 * layer + 2 * h * 128256) / 1e12
+    reference = gpu_train.published(H200, H200.accelerator)
+    assert reference is not None
+    # The catalog keeps the row as a step time rounded to 10 ms (9.07 s).
+    assert reference["tflops_per_gpu"] == pytest.approx(tflops, rel=1e-3)
+    assert reference["mfu"] == pytest.approx(tflops / 1978, rel=1e-3)
+    assert reference["precision"] == "fp8"
+    assert "LLAMA3_8B" in reference["source"]
+
+
+@pytest.mark.parametrize(
+    ("device", "machine"),
+    [
+        ("NVIDIA H200", "a3-ultragpu-8g"),
+        ("NVIDIA H100 80GB HBM3", "a3-highgpu-8g"),
+        ("NVIDIA B200", "a4-highgpu-8g"),
+        ("NVIDIA GB200", "a4x-highgpu-4g"),
+    ],
+)
+def test_machine_of_the_device(device: str, machine: str) -> None:
+    assert gpu_train.machine_of(device).name == machine
+
+
+def test_a_gpu_no_catalog_machine_has_is_refused() -> None:
+    with pytest.raises(gpu_train.Refused, match=r"'Tesla T4', which no catalog machine has \(they have: .*h200"):
+        gpu_train.machine_of("Tesla T4")
+
+
+def _interpreter(folder: Path, script: str) -> str:
+    """A stand-in for the runtime interpreter: a shell script that answers the device probe."""
+    path = folder / "python"
+    path.write_text(f"#!/bin/sh\n{script}\n")
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    ("script", "message"),
+    [
+        ("echo", "make gpu-train needs an NVIDIA GPU: torch under --python .* sees none"),
+        (
+            "echo \"ModuleNotFoundError: No module named 'torch'\" >&2; exit 1",
+            "--python .*: cannot import torch: ModuleNotFoundError: No module named 'torch'",
+        ),
+        ("echo 'Tesla T4'", "the GPU here is 'Tesla T4', which no catalog machine has"),
+    ],
+)
+def test_no_usable_gpu_is_one_line_and_exit_code_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], script: str, message: str
+) -> None:
+    code = gpu_train.main(["--python", _interpreter(tmp_path, script), "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert len(err.strip().splitlines()) == 1
+    assert re.search(message, err), err
+    assert not (tmp_path / "out").exists()
+
+
+def test_bad_flags_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    missing = str(tmp_path / "no-such-python")
+    assert gpu_train.main(["--python", missing]) == 2
+    assert f"--python {missing}: No such file or directory" in capsys.readouterr().err
+    assert gpu_train.main(["--python", missing, "--layers", "33"]) == 2
+    assert "--layers: llama3-8b has 32 layers, not 33" in capsys.readouterr().err
+    for flag in (["--steps", "14"], ["--layers", "0"], ["--seq-length", "x"]):
+        with pytest.raises(SystemExit) as exited:
+            gpu_train.main(["--python", missing, *flag])
+        assert exited.value.code == 2
+
+
+def test_a_stand_in_is_gone_once_uninstalled() -> None:
+    """gpu_worker imports the Bridge modules that need Transformer Engine at import against a
+    stand-in, then removes it: a later import must fail as without the package, while what
+    imported the stand-in keeps it."""
+    name = "nemo_gke_absent_package"
+    finder = runtime_stub.install((name,))
+    try:
+        kept = importlib.import_module(f"{name}.pytorch")
+        assert kept.Linear is not None
+    finally:
+        runtime_stub.uninstall(finder)
+    assert not any(module == name or module.startswith(f"{name}.") for module in sys.modules)
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module(name)
+    assert kept.Linear is not None
+
+
+def test_modelopt_stand_in_reports_no_distillation() -> None:
+    """Megatron Core's schedule without a pipeline asserts that ModelOpt's
+    get_tensor_shapes_adjust_fn_for_distillation returned None (schedules.py
+    forward_backward_no_pipelining, megatron-core 0.16.0): a generic stand-in would return a
+    class and stop the first step, as it did on the first GPU run."""
+    finder = runtime_stub.install(("modelopt",))
+    try:
+        plugin = importlib.import_module("modelopt.torch.distill.plugins.megatron")
+        assert plugin.get_tensor_shapes_adjust_fn_for_distillation([object()], seq_length=8) is None
+    finally:
+        runtime_stub.uninstall(finder)

@@ -1,0 +1,234 @@
+"""The launcher trains for real on this machine's GPU: a small model on generated data.
+
+    python -m tools.gpu_train --python PYTHON [--steps 30] [--layers 4] [--out build/gpu-train]
+    (make gpu-train: needs one NVIDIA GPU and the runtime environment of make runtime-check)
+
+Takes the catalog's Llama 3 8B recipe for the machine type of the GPU found here, fits it to one
+GPU (no model parallelism, `--layers` of its 32 layers, sequence `--seq-length`, global batch
+`--global-batch-size` of micro-batches of one, BF16, no checkpoint), writes the settings the
+program's planner ships for it (planners.nemo.bridge_settings) and runs
+payload/megatron_bridge_pretrain.py under torchrun through tools/gpu_worker.py, on Megatron Core
+without Transformer Engine (what that replaces: gpu_worker.TE_FREE). Then reads the run's DLLogger
+log with `python -m analysis metrics` and prints its step time, TFLOPS per GPU and MFU beside the
+figure NVIDIA publishes for the recipe's model on the machine type. Writes the settings, the log
+and the report (report.json) under `--out`. Exit code 1 when the run or its report fails, 2 on
+a bad flag or with no GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from analysis.__main__ import main as analysis_main
+from facts.machines import MACHINE_TYPES, Accelerator, MachineType, Precision
+from facts.models import MODELS
+from planners import nemo
+from planners.runs import RunSpec, Tokenizer
+
+ROOT = Path(__file__).resolve().parent.parent
+LAUNCHER = ROOT / "payload" / nemo.BRIDGE_SCRIPT
+WORKER = Path(__file__).with_name("gpu_worker.py")
+MODEL = "llama3-8b"
+# The step window `python -m analysis metrics` averages: the first steps compile and warm up.
+FIRST_STEP_AVERAGED = 10
+
+
+class Refused(Exception):
+    """A flag or a machine this check cannot run with: one line, exit code 2."""
+
+
+def _gpu(python: str) -> str:
+    """The name of the first CUDA device the runtime interpreter sees, or "" where it sees none."""
+    probe = "import torch; print(torch.cuda.get_device_name(0) if torch.cuda.is_available() else '')"
+    try:
+        done = subprocess.run([python, "-c", probe], capture_output=True, text=True, check=False)
+    except OSError as error:
+        raise Refused(f"--python {python}: {error.strerror}") from None
+    if done.returncode != 0:
+        lines = done.stderr.strip().splitlines() or [f"exit {done.returncode}"]
+        raise Refused(f"--python {python}: cannot import torch: {lines[-1]}")
+    return done.stdout.strip()
+
+
+def machine_of(gpu_name: str) -> MachineType:
+    """The catalog's machine type of eight such GPUs (the recipes' machines) for a device name
+    such as "NVIDIA H200" or "NVIDIA H100 80GB HBM3"."""
+    words = gpu_name.lower().split()
+    for machine in sorted(MACHINE_TYPES.values(), key=lambda m: -m.gpus):
+        if machine.accelerator.name in words and machine.gpudirect_stack is not None:
+            return machine
+    known = ", ".join(sorted({m.accelerator.name for m in MACHINE_TYPES.values()}))
+    raise Refused(f"the GPU here is {gpu_name!r}, which no catalog machine has (they have: {known})")
+
+
+def one_gpu_run(machine: MachineType, *, steps: int, layers: int, seq_length: int, global_batch_size: int) -> RunSpec:
+    """The model's recipe on the machine type, fitted to one GPU."""
+    recipe_settings = MODELS[MODEL].recipe_on(machine.name).settings()
+    settings = dataclasses.replace(
+        recipe_settings,
+        steps=steps,
+        global_batch_size=global_batch_size,
+        micro_batch_size=1,
+        tensor_parallel=1,
+        pipeline_parallel=1,
+        virtual_pipeline=None,
+        context_parallel=1,
+        sequence_length=seq_length,
+        fp8=False,
+    )
+    return RunSpec(
+        f"{MODEL}-{layers}-layers-one-gpu",
+        MODEL,
+        "gpu",
+        1,
+        settings,
+        Tokenizer("huggingface", "", None),
+        "normal",
+        checkpoint=False,
+        overrides={"model.num_layers": layers},
+        machine_type=machine.name,
+    )
+
+
+def one_gpu_settings(run: RunSpec, machine: MachineType, out: Path) -> dict[str, Any]:
+    """What the planner ships for the run, on one GPU with its files under `out`."""
+    paths = nemo.run_paths(run, str(out / "experiments"), str(out / "checkpoints"), str(out / "data"), gke=False)
+    settings = nemo.bridge_settings(run, paths, machine)
+    settings["worldSize"] = 1
+    # A few layers need no recomputation (the recipe's count is of its 32).
+    settings["recomputeLayers"], settings["recomputeModules"] = None, []
+    settings["dlloggerFile"] = str(out / "dllogger.json")
+    return settings
+
+
+def flops_per_sample(layers: int, seq_length: int) -> float:
+    """Model FLOPs of one sample of the fitted model (the catalog architecture, `layers` deep)."""
+    architecture = dataclasses.replace(MODELS[MODEL].architecture, layers=layers)
+    return architecture.flops_per_sample(seq_length)
+
+
+def published(machine: MachineType, accelerator: Accelerator) -> dict[str, Any] | None:
+    """NVIDIA's figure for the recipe's model on the machine type: TFLOPS per GPU and MFU."""
+    spec = MODELS[MODEL]
+    times = [t for t in spec.step_times if t.machine_type == machine.name]
+    if not times:
+        return None
+    time = times[0]
+    seq_length = spec.recipe_on(machine.name).settings().sequence_length
+    gpus = time.nodes * machine.gpus
+    tflops = spec.architecture.flops_per_sample(seq_length) * time.global_batch_size / time.seconds / gpus / 1e12
+    precision = Precision.FP8 if time.fp8 else Precision.BF16
+    mfu = tflops / accelerator.peak_tflops(precision)
+    return {"tflops_per_gpu": tflops, "mfu": mfu, "precision": precision.value, "source": time.source}
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m tools.gpu_train", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--python", required=True, help="interpreter with torch (CUDA), megatron-bridge, megatron-core")
+    parser.add_argument("--steps", type=_at_least(FIRST_STEP_AVERAGED + 5), default=30, help="training steps")
+    parser.add_argument("--layers", type=_at_least(1), default=4, help="transformer layers of Llama 3 8B's 32 kept")
+    parser.add_argument("--seq-length", type=_at_least(128), default=4096, help="tokens per sample")
+    parser.add_argument("--global-batch-size", type=_at_least(1), default=8, help="samples per step")
+    parser.add_argument("--out", type=Path, default=ROOT / "build" / "gpu-train", help="folder for its files")
+    return parser
+
+
+def _at_least(least: int) -> Any:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < least:
+            raise argparse.ArgumentTypeError(f"{value} is below {least}")
+        return value
+
+    return parse
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.layers > MODELS[MODEL].architecture.layers:
+            raise Refused(f"--layers: {MODEL} has {MODELS[MODEL].architecture.layers} layers, not {args.layers}")
+        gpu = _gpu(args.python)
+        if not gpu:
+            raise Refused(f"make gpu-train needs an NVIDIA GPU: torch under --python {args.python} sees none")
+        machine = machine_of(gpu)
+    except Refused as refusal:
+        print(f"gpu-train: {refusal}", file=sys.stderr)
+        return 2
+    return train(args, gpu, machine)
+
+
+def train(args: argparse.Namespace, gpu: str, machine: MachineType) -> int:
+    """The run on the GPU, then its report; 1 where either fails."""
+    out = args.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "dllogger.json").unlink(missing_ok=True)
+    run = one_gpu_run(
+        machine,
+        steps=args.steps,
+        layers=args.layers,
+        seq_length=args.seq_length,
+        global_batch_size=args.global_batch_size,
+    )
+    settings_file = out / "settings.json"
+    settings_file.write_text(json.dumps(one_gpu_settings(run, machine, out), indent=1))
+    print(f"gpu-train: {gpu} ({machine.name}'s GPU): {run.name}, {args.steps} steps on generated data")
+    python_path = os.pathsep.join(filter(None, (str(LAUNCHER.parent), os.environ.get("PYTHONPATH"))))
+    env = {**os.environ, "NEMO_RUN_SETTINGS": str(settings_file), "PYTHONPATH": python_path}
+    command = [args.python, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "1"]
+    trained = subprocess.run([*command, str(WORKER), str(LAUNCHER)], env=env, check=False)
+    if trained.returncode != 0:
+        print(f"gpu-train: the launcher exited {trained.returncode}", file=sys.stderr)
+        return 1
+    metrics_args = [
+        "metrics",
+        "--log",
+        str(out / "dllogger.json"),
+        "--start-step",
+        str(FIRST_STEP_AVERAGED),
+        "--end-step",
+        str(args.steps - 1),
+        "--gpus",
+        "1",
+        "--global-batch-size",
+        str(args.global_batch_size),
+        "--accelerator",
+        machine.accelerator.name,
+        "--precision",
+        "bf16",
+        "--model-flops-per-sample",
+        f"{flops_per_sample(args.layers, args.seq_length):.6g}",
+        "--seq-length",
+        str(args.seq_length),
+    ]
+    print("python -m analysis " + " ".join(metrics_args))
+    if analysis_main(metrics_args) != 0:
+        return 1
+    figures = io.StringIO()
+    with contextlib.redirect_stdout(figures):
+        analysis_main([*metrics_args, "--json"])
+    reference = published(machine, machine.accelerator)
+    if reference:
+        print(
+            f"published, {MODEL} on {machine.name} ({reference['precision']}, the full model and its layout): "
+            f"{reference['tflops_per_gpu']:.0f} TFLOPS per GPU, MFU {reference['mfu']:.1%} ({reference['source']})"
+        )
+    report = {"gpu": gpu, "machine": machine.name, "run": json.loads(figures.getvalue()), "published": reference}
+    (out / "report.json").write_text(json.dumps(report, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
