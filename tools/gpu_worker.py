@@ -7,10 +7,12 @@ Run by the runtime environment's interpreter (torch with CUDA, megatron-bridge, 
 with $NEMO_RUN_SETTINGS naming the settings tools/gpu_train.py wrote. Transformer Engine is
 absent here (its wheel compiles against CUDA and is far larger than a check can carry), so:
 - Megatron Core is imported first with no Transformer Engine, so that each of its modules takes
-  its own paths (HAVE_TE false); then the few Megatron-Bridge modules that import
-  `transformer_engine` unconditionally (the PEFT adapters, reached through the package's imports,
-  never used by pretraining) are imported against tools/runtime_stub.py's stand-in, which is then
-  removed: every later `import transformer_engine` fails as it would without the package;
+  its own paths (HAVE_TE false); then the Megatron-Bridge modules that import `transformer_engine`
+  unconditionally (the PEFT adapters, reached through the package's imports, never used by
+  pretraining) are imported against tools/runtime_stub.py's stand-in, which is then removed:
+  every later `import transformer_engine` fails as it would without the package. The package
+  modules imported meanwhile (the model providers of other families among them) may take the
+  stand-in for the real package; the Llama provider, the training loop and Megatron Core do not;
 - the launcher's own `config` builds the run's ConfigContainer, and `without_transformer_engine`
   replaces what only Transformer Engine provides (TE_FREE) by Megatron Core's own modules;
 - the launcher's `main` trains with `pretrain` and its DLLogger step log, unchanged.
