@@ -86,8 +86,8 @@ integration-tools:
 ## Builds the lane's tools (cached); stack files read by harness.stackfile and by the Pulumi CLI's
 ## own config reader, compared; a loopback control plane,
 ## kwok nodes shaped like each existing-cluster stack's pools and the pinned Kueue and JobSet
-## admitting its runs; the real-engine scenarios where a Pulumi CLI and provider are at hand
-## (PULUMI_BIN_DIR), else skipped with the reason. Prints each test's time.
+## admitting its runs; the real-engine scenarios under the Pulumi CLI and Kubernetes provider the
+## tools include (or PULUMI_BIN_DIR's). Prints each test's time.
 integration: install integration-tools
 	$(BIN)/pytest -p no:xdist -s -v --durations=0 tests/integration
 

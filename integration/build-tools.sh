@@ -40,14 +40,35 @@ wrapper() {  # wrapper NAME PACKAGE LDFLAGS OUT: `go build` inside integration/w
 }
 
 pinned() {  # pinned WRAPPER MODULE VERSION: the wrapper's go.mod requires MODULE at VERSION
-  grep -q "$2 $3\$" "$here/wrappers/$1/go.mod" || { echo "integration/wrappers/$1/go.mod must require $2 $3" >&2; exit 1; }
+  grep -qE "$2 $3( // indirect)?\$" "$here/wrappers/$1/go.mod" || { echo "integration/wrappers/$1/go.mod must require $2 $3" >&2; exit 1; }
 }
 pinned etcd go.etcd.io/etcd/server/v3 "$ETCD_VERSION"
 pinned kubernetes k8s.io/kubernetes "$KUBERNETES_VERSION"
 pinned pulumi-config github.com/pulumi/pulumi/sdk/v3 "$PULUMI_SDK_VERSION"
+pinned pulumi github.com/pulumi/pulumi/pkg/v3 "$PULUMI_CLI_VERSION"
+pinned pulumi-kubernetes github.com/pulumi/pulumi-kubernetes/provider/v4 "$PULUMI_KUBERNETES_VERSION"
 k8s_version() {  # the version the API server reports (Kueue and the Pulumi provider read it)
   local v=${KUBERNETES_VERSION#v} pkg=k8s.io/component-base/version
   echo "-X $pkg.gitVersion=$KUBERNETES_VERSION -X $pkg.gitMajor=${v%%.*} -X $pkg.gitMinor=$(echo "$v" | cut -d. -f2)"
+}
+
+kubernetes_provider() {  # kubernetes_provider OUT: the provider's module copied beside the wrapper
+  # (its ./provider), with the schema files its `go generate` step writes (cmd/pulumi-resource-kubernetes
+  # generate.go: schema.json with the version set, and the Terraform mapping, compacted), then built
+  local dir tmp version=${PULUMI_KUBERNETES_VERSION#v}
+  dir=$(go mod download -json "github.com/pulumi/pulumi-kubernetes/provider/v4@$PULUMI_KUBERNETES_VERSION" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
+  tmp=$(mktemp -d)
+  cp -r "$here/wrappers/pulumi-kubernetes/." "$tmp" && cp -r "$dir" "$tmp/provider" && chmod -R u+w "$tmp"
+  (cd "$tmp/provider/cmd/pulumi-resource-kubernetes" && python3 -c '
+import json, sys
+schema = json.load(open("schema.json"))
+schema["version"] = sys.argv[1]
+json.dump(schema, open("schema-embed.json", "w"), separators=(",", ":"))
+json.dump(json.load(open("terraform-mapping.json")), open("terraform-mapping-embed.json", "w"), separators=(",", ":"))
+' "$version")
+  (cd "$tmp" && go build -p 2 -trimpath -ldflags "-X github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version.Version=$version" \
+    -o "$1" github.com/pulumi/pulumi-kubernetes/provider/v4/cmd/pulumi-resource-kubernetes)
+  rm -rf "$tmp"
 }
 
 tool=${1:-all}
@@ -62,6 +83,15 @@ want jobset && step jobset "$JOBSET_VERSION" install_module sigs.k8s.io/jobset "
 want kwok && step kwok "$KWOK_VERSION" install_module sigs.k8s.io/kwok "$KWOK_VERSION" ./cmd/kwok
 want etcd && step etcd "$ETCD_VERSION" wrapper etcd . ""
 want pulumi-config && step pulumi-config "$PULUMI_SDK_VERSION" wrapper pulumi-config . ""
+want pulumi && step pulumi "$PULUMI_CLI_VERSION" wrapper pulumi github.com/pulumi/pulumi/pkg/v3/cmd/pulumi \
+  "-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$PULUMI_CLI_VERSION"
+want pulumi-kubernetes && step pulumi-kubernetes "$PULUMI_KUBERNETES_VERSION" kubernetes_provider
+# The engine scenarios take both from one folder, by the names the engine looks for (integration/engine.py).
+if want pulumi || want pulumi-kubernetes; then
+  mkdir -p "$cache/pulumi"
+  ln -sfn "../bin/pulumi-$PULUMI_CLI_VERSION" "$cache/pulumi/pulumi"
+  ln -sfn "../bin/pulumi-kubernetes-$PULUMI_KUBERNETES_VERSION" "$cache/pulumi/pulumi-resource-kubernetes"
+fi
 for component in kube-apiserver kube-controller-manager kube-scheduler; do
   want "$component" && step "$component" "$KUBERNETES_VERSION" wrapper kubernetes "k8s.io/kubernetes/cmd/$component" "$(k8s_version)"
 done

@@ -12,4 +12,12 @@ KUBERNETES_VERSION=v1.36.3
 ETCD_VERSION=v3.6.16
 # The Pulumi CLI's config reader (its sdk module at the CLI version the engine scenarios use): the lane
 # compares harness/stackfile.py with it (integration/wrappers/pulumi-config pins the same version).
-PULUMI_SDK_VERSION=v3.259.0
+PULUMI_SDK_VERSION=v3.274.1
+# The Pulumi CLI the engine scenarios run (github.com/pulumi/pulumi/pkg/v3, cmd/pulumi); its go.mod
+# replaces the sdk module with a path, so it builds through integration/wrappers/pulumi.
+PULUMI_CLI_VERSION=v3.274.1
+# The Kubernetes provider they run. The Go module proxy serves one version of
+# github.com/pulumi/pulumi-kubernetes/provider/v4: this commit of 2026-01-15, after v4.24.0 (its
+# go.mod requires sdk/v4 v4.24.0) and before v4.29.0 (no upsertExistingObjects: a create is a
+# server-side apply). Built through integration/wrappers/pulumi-kubernetes.
+PULUMI_KUBERNETES_VERSION=v4.0.0-20260115033456-f47bc2d6f199

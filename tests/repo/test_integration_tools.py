@@ -35,10 +35,15 @@ def test_each_wrapper_requires_the_pinned_release() -> None:
     wrappers = {
         "etcd": ("go.etcd.io/etcd/server/v3", "ETCD_VERSION"),
         "kubernetes": ("k8s.io/kubernetes", "KUBERNETES_VERSION"),
+        "pulumi-config": ("github.com/pulumi/pulumi/sdk/v3", "PULUMI_SDK_VERSION"),
+        # A `tool` directive's module is required as indirect (Go 1.24 and later).
+        "pulumi": ("github.com/pulumi/pulumi/pkg/v3", "PULUMI_CLI_VERSION"),
+        "pulumi-kubernetes": ("github.com/pulumi/pulumi-kubernetes/provider/v4", "PULUMI_KUBERNETES_VERSION"),
     }
     for wrapper, (module, pin) in wrappers.items():
         go_mod = (INTEGRATION / "wrappers" / wrapper / "go.mod").read_text()
-        assert re.search(rf"^\s*(require )?{re.escape(module)} {re.escape(pins()[pin])}$", go_mod, re.MULTILINE)
+        required = rf"^\s*(require )?{re.escape(module)} {re.escape(pins()[pin])}( // indirect)?$"
+        assert re.search(required, go_mod, re.MULTILINE), wrapper
         assert (INTEGRATION / "wrappers" / wrapper / "go.sum").exists()
     staging = (INTEGRATION / "wrappers" / "kubernetes" / "go.mod").read_text()
     minor = pins()["KUBERNETES_VERSION"].replace("v1.", "v0.")
@@ -91,13 +96,26 @@ def test_the_simulated_nodes_of_a_pool_outside_the_catalog_are_what_it_describes
         }
 
 
+def test_the_lane_builds_the_engine_where_the_scenarios_look() -> None:
+    """build-tools.sh builds the CLI and the provider (the provider's module beside its wrapper, as
+    the wrapper's go.mod replaces it) and links them under the names and in the folder
+    integration/engine.py takes them from."""
+    build = (INTEGRATION / "build-tools.sh").read_text()
+    assert engine.BIN_DIR.relative_to(engine.CACHE) == Path("integration/pulumi")
+    for name in engine.BINARIES:
+        assert f'"$cache/pulumi/{name}"' in build
+    provider_mod = (INTEGRATION / "wrappers" / "pulumi-kubernetes" / "go.mod").read_text()
+    assert "replace github.com/pulumi/pulumi-kubernetes/provider/v4 => ./provider" in provider_mod
+    assert 'cp -r "$dir" "$tmp/provider"' in build
+
+
 def test_the_engine_scenarios_say_why_they_are_skipped(tmp_path: Path) -> None:
     """Without a Pulumi CLI and kubernetes provider, tests/integration/test_engine.py is skipped
-    with the reason (the proxy refuses the provider's module); with both, it runs."""
+    with the reason (and how to build them); with both, it runs."""
     (tmp_path / "pulumi").write_text("")
     reason = engine.missing_binaries(tmp_path)
     assert reason is not None and reason.startswith("no pulumi and pulumi-resource-kubernetes in")
-    assert "pulumi-kubernetes/provider/v4" in reason
+    assert "`make integration-tools` builds them" in reason
     (tmp_path / "pulumi-resource-kubernetes").write_text("")
     assert engine.missing_binaries(tmp_path) is None
 
