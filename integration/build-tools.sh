@@ -23,12 +23,16 @@ step() {  # step NAME VERSION COMMAND...: runs COMMAND unless bin/NAME-VERSION e
   echo "build $name $version: $((SECONDS - start)) s"
 }
 
+module_dir() {  # module_dir MODULE VERSION: the module's folder in the module cache, downloaded first
+  go mod download -json "$1@$2" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p'
+}
+
 install_module() {  # install_module MODULE VERSION PACKAGE [PATCH] OUT: `go build` inside a copy of the
   # module, so that its own go.mod and go.sum decide every dependency and its hash; PATCH, a
   # function, runs in the copy first
   local dir tmp out=${*: -1} patch=
   (( $# == 5 )) && patch=$4
-  dir=$(go mod download -json "$1@$2" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
+  dir=$(module_dir "$1" "$2")
   tmp=$(mktemp -d)
   cp -r "$dir/." "$tmp" && chmod -R u+w "$tmp"
   (cd "$tmp" && ${patch:+$patch} && go build -p 2 -trimpath -o "$out" "$3")
@@ -56,7 +60,7 @@ kubernetes_provider() {  # kubernetes_provider OUT: the provider's module copied
   # (its ./provider), with the schema files its `go generate` step writes (cmd/pulumi-resource-kubernetes
   # generate.go: schema.json with the version set, and the Terraform mapping, compacted), then built
   local dir tmp version=${PULUMI_KUBERNETES_VERSION#v}
-  dir=$(go mod download -json "github.com/pulumi/pulumi-kubernetes/provider/v4@$PULUMI_KUBERNETES_VERSION" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
+  dir=$(module_dir github.com/pulumi/pulumi-kubernetes/provider/v4 "$PULUMI_KUBERNETES_VERSION")
   tmp=$(mktemp -d)
   cp -r "$here/wrappers/pulumi-kubernetes/." "$tmp" && cp -r "$dir" "$tmp/provider" && chmod -R u+w "$tmp"
   (cd "$tmp/provider/cmd/pulumi-resource-kubernetes" && python3 -c '

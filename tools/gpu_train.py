@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis.__main__ import main as analysis_main
-from facts.machines import MACHINE_TYPES, Accelerator, MachineType, Precision
+from facts.machines import MACHINE_TYPES, MachineType, Precision
 from facts.models import MODELS
 from planners import nemo
 from planners.runs import RunSpec, Tokenizer
@@ -116,7 +116,7 @@ def flops_per_sample(layers: int, seq_length: int) -> float:
     return architecture.flops_per_sample(seq_length)
 
 
-def published(machine: MachineType, accelerator: Accelerator) -> dict[str, Any] | None:
+def published(machine: MachineType) -> dict[str, Any] | None:
     """NVIDIA's figure for the recipe's model on the machine type: TFLOPS per GPU and MFU."""
     spec = MODELS[MODEL]
     times = [t for t in spec.step_times if t.machine_type == machine.name]
@@ -127,7 +127,7 @@ def published(machine: MachineType, accelerator: Accelerator) -> dict[str, Any] 
     gpus = time.nodes * machine.gpus
     tflops = spec.architecture.flops_per_sample(seq_length) * time.global_batch_size / time.seconds / gpus / 1e12
     precision = Precision.FP8 if time.fp8 else Precision.BF16
-    mfu = tflops / accelerator.peak_tflops(precision)
+    mfu = tflops / machine.accelerator.peak_tflops(precision)
     return {"tflops_per_gpu": tflops, "mfu": mfu, "precision": precision.value, "source": time.source}
 
 
@@ -219,7 +219,7 @@ def train(args: argparse.Namespace, gpu: str, machine: MachineType) -> int:
     figures = io.StringIO()
     with contextlib.redirect_stdout(figures):
         analysis_main([*metrics_args, "--json"])
-    reference = published(machine, machine.accelerator)
+    reference = published(machine)
     if reference:
         print(
             f"published, {MODEL} on {machine.name} ({reference['precision']}, the full model and its layout): "

@@ -86,18 +86,14 @@ def import_bridge_adapters_against_stand_in(need_transformer_engine):
         raise RuntimeError(f"Megatron Core modules imported against the stand-in: {sorted(stray)}")
 
 
-def without_transformer_engine(cfg):
-    """The launcher's ConfigContainer with TE_FREE applied and Megatron Core's local layer spec."""
+def without_transformer_engine(cfg, set_field):
+    """The launcher's ConfigContainer with TE_FREE applied by the launcher's own setter of a
+    dotted field (`_set`, which refuses a field the library does not have), and Megatron Core's
+    local layer spec."""
     from megatron.bridge.models.gpt_provider import local_layer_spec  # noqa: PLC0415
 
     for dotted, value in TE_FREE.items():
-        *path, last = dotted.split(".")
-        target = cfg
-        for part in path:
-            target = getattr(target, part)
-        if not hasattr(target, last):
-            raise AttributeError(f"{dotted}: {type(target).__name__} has no field {last!r}")
-        setattr(target, last, value)
+        set_field(cfg, dotted, value)
     cfg.model.transformer_layer_spec = local_layer_spec
     return cfg
 
@@ -122,7 +118,7 @@ def main(launcher_path):
     launcher = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(launcher)
     built_by_launcher = launcher.config
-    launcher.config = lambda settings: without_transformer_engine(built_by_launcher(settings))
+    launcher.config = lambda settings: without_transformer_engine(built_by_launcher(settings), launcher._set)
     return launcher.main([])
 
 

@@ -168,7 +168,7 @@ for path in sys.argv[3:]:
         replaced = {}
         if os.path.exists(path + ".te-free"):
             import gpu_worker
-            cfg, replaced = gpu_worker.without_transformer_engine(cfg), gpu_worker.TE_FREE
+            cfg, replaced = gpu_worker.without_transformer_engine(cfg, launcher["_set"]), gpu_worker.TE_FREE
         runtime_config_update(cfg)
         # Every recipe field and override keeps its value through what pretrain() derives (a
         # pipeline layout becomes the library's own object, which it has validated).

@@ -58,7 +58,7 @@ def test_published_figure_worked_by_hand() -> None:
     h, s = 4096, 8192
     layer = 2 * 2 * h * h + 2 * 2 * h * 1024 + 3 * 2 * h * 14336 + 2 * 2 * s * h
     tflops = 14451 * 3 * (32 * layer + 2 * h * 128256) / 1e12
-    reference = gpu_train.published(H200, H200.accelerator)
+    reference = gpu_train.published(H200)
     assert reference is not None
     # The catalog keeps the row as a step time rounded to 10 ms (9.07 s).
     assert reference["tflops_per_gpu"] == pytest.approx(tflops, rel=1e-3)
