@@ -13,7 +13,7 @@ import pulumi_kubernetes as k8s
 from facts.errors import require, require_no_problem
 from facts.gcp import general_machine_problem, resource_name_problem
 from facts.gke import PRELOAD_DISK_MODE, UNTIL_END_OF_SUPPORT, rbac_security_group_problem, workload_pool
-from facts.kubernetes import SYSTEM_POOL
+from facts.kubernetes import SYSTEM_POOL, UPSERT_EXISTING_OBJECTS
 from facts.machines import COS_CONTAINERD
 from facts.registries import preload_disk_path
 from facts.versions import gke_version_key
@@ -298,6 +298,7 @@ class Cluster(pulumi.ComponentResource):
             f"{name}-k8s",
             kubeconfig=self.kubeconfig,
             cluster_identifier=cluster.id,
+            upsert_existing_objects=UPSERT_EXISTING_OBJECTS,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.system_pool]),
         )
         self.name = cluster.name

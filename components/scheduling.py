@@ -29,7 +29,6 @@ from facts.kubernetes import (
     KUEUE_API,
     KUEUE_NAMESPACE,
     PRIORITY_VALUES,
-    STACK_ANNOTATION,
     dns_label_problem,
 )
 from facts.kueue import (
@@ -79,15 +78,11 @@ class JobSetControllerArgs:
     # The JobSet CRD of the pinned release (stacks.installed.crd_manifest): applied by the
     # program, since Helm never upgrades the chart's `crds/`.
     crd: Mapping[str, Any]
-    # The stack's fully qualified name, marked on the CRD: a later `up` tells its own JobSet (and
-    # the Kueue installed with it) from one that was there before (planners.controller_api).
-    identity: str
 
     def __post_init__(self) -> None:
         require(bool(self.node_selector), "node_selector", self.node_selector, "pins the controller to a pool")
         name = self.crd.get("metadata", {}).get("name")
         require(name == versions.JOBSET_CRD, "crd", name, f"is the {versions.JOBSET_CRD} CustomResourceDefinition")
-        require(bool(self.identity), "identity", self.identity, "names the stack")
 
 
 class JobSetController(pulumi.ComponentResource):
@@ -101,13 +96,9 @@ class JobSetController(pulumi.ComponentResource):
     def __init__(self, name: str, args: JobSetControllerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(self.TYPE, name, None, opts)
         namespace = owned_namespace(f"{name}-namespace", JOBSET_NAMESPACE, self)
-        metadata = args.crd["metadata"]
         crd = k8s.apiextensions.v1.CustomResourceDefinition(
             f"{name}-crd",
-            metadata={
-                **metadata,
-                "annotations": {**(metadata.get("annotations") or {}), STACK_ANNOTATION: args.identity},
-            },
+            metadata=args.crd["metadata"],
             spec=args.crd["spec"],
             opts=pulumi.ResourceOptions(parent=self),
         )

@@ -243,8 +243,8 @@ RESERVED_NAMESPACES = frozenset(
     }
 )
 
-# The annotation by which the program marks what it installs and another installer could own too
-# (the JobSet CRD; its Helm releases cannot carry it): the fully qualified stack name, as
+# The annotation by which the program marks every Kubernetes object it writes (stacks.ownership; its
+# Helm releases' objects are Helm's): the fully qualified stack name, as
 # `pulumi stack --show-name --fully-qualify-stack-names` prints it.
 STACK_ANNOTATION = "nemo-gke.io/stack"
 # A run dispatched by a MultiKueue manager carries its files as pod annotations under this prefix
@@ -253,6 +253,15 @@ STACK_ANNOTATION = "nemo-gke.io/stack"
 # files may take this much of it.
 WORKLOAD_FILE_ANNOTATION_PREFIX = "workload.nemo-gke.io/"
 WORKLOAD_ANNOTATIONS_MAX_BYTES = 192 * 1024
+
+
+# Every Kubernetes provider of the program creates over an object that exists, by server-side
+# apply, instead of failing with AlreadyExists (pulumi-kubernetes v4.29+ fails by default,
+# pulumi/pulumi-kubernetes#4278; provider.go `upsertExistingObjects`): what an `up` left behind when
+# it was interrupted is taken, not refused. Only what carries the stack's mark is taken on an
+# existing cluster (stacks.ownership); adding the setting to a deployed provider updates it in
+# place (provider.go DiffConfig replaces it only for another cluster).
+UPSERT_EXISTING_OBJECTS = True
 
 
 def workload_file_key(name: str) -> str:

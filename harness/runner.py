@@ -27,8 +27,9 @@ from facts.registries import parse_reference
 from facts.versions import JOBSET_CRD
 from harness.mocks import LogWarning, RecordedResource, RecordingEngine, RecordingMocks, RecordingMonitor
 from harness.stackfile import StackFile, holds_secret, read_stack_file, to_pulumi_config
+from planners.ownership import ObjectRef
 from stacks import installed, program
-from stacks.kubeapi import CrdReader, Kubeconfig, KubeconfigReader
+from stacks.kubeapi import CrdReader, Kubeconfig, KubeconfigReader, ObjectReader
 
 ROOT = Path(__file__).resolve().parents[1]
 # The key Pulumi marks special values (secrets, assets) with on the wire.
@@ -243,6 +244,23 @@ def crd_reader(crds: Mapping[str, Any]) -> CrdReader:
     return read
 
 
+def unmarked(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """`manifest` without the stack's mark (stacks.ownership), for a test whose subject it is not."""
+    metadata = dict(manifest.get("metadata") or {})
+    annotations = {k: v for k, v in (metadata.pop("annotations", None) or {}).items() if k != STACK_ANNOTATION}
+    return {**manifest, "metadata": {**metadata, **({"annotations": annotations} if annotations else {})}}
+
+
+def objects_reader(live: Mapping[ObjectRef, Any] | None = None) -> ObjectReader:
+    """A stand-in for the cluster's API server that has the objects `live` (default: none of the
+    stack's names is taken)."""
+
+    def read(kubeconfig: Kubeconfig, refs: Sequence[ObjectRef]) -> dict[ObjectRef, Any]:
+        return {ref: (live or {}).get(ref) for ref in refs}
+
+    return read
+
+
 def stand_in_kubeconfig(kubeconfig: Kubeconfig) -> str:
     """A stand-in for the machine's kubeconfig file (contents given inline are read as they are):
     one cluster, and the context the stack names."""
@@ -270,6 +288,7 @@ def run_stack(
     upstream: Mapping[str, Mapping[str, Any]] | None = None,
     read_crds: CrdReader | None = None,
     read_kubeconfig: KubeconfigReader = stand_in_kubeconfig,
+    read_objects: ObjectReader | None = None,
     missing_images: frozenset[str] = frozenset(),
 ) -> StackRun:
     """Run the program for `stack` (the config of `file`, else of its own stack file, else `values`)
@@ -281,7 +300,8 @@ def run_stack(
     `missing_images` names Compute Engine images the project lacks (disk images of preloaded pools).
     `read_crds` answers for an existing cluster's API server (default: a cluster that runs the
     pinned releases), `read_kubeconfig` for the machine's kubeconfig file (default: one that has
-    the context the stack names).
+    the context the stack names), `read_objects` for the objects of the stack's names there
+    (default: none is taken).
     """
     reader = read_crds or read_pinned_crds
     advice: tuple[str, ...] = ()
@@ -308,7 +328,7 @@ def run_stack(
 
     @pulumi.runtime.test  # type: ignore[untyped-decorator]
     def body() -> pulumi.Output[Any]:
-        program.run(reader, read_kubeconfig)
+        program.run(reader, read_kubeconfig, read_objects or objects_reader())
         root = settings.get_root_resource()
         outputs: dict[str, Any] = dict(getattr(root, "outputs", {}) or {})
 

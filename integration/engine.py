@@ -19,7 +19,9 @@ import functools
 import json
 import os
 import shutil
+import signal
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator, Mapping
@@ -31,8 +33,8 @@ import pulumi
 from pulumi import automation as auto
 
 from facts.controller_api import CONTROLLER_KINDS
-from facts.kubernetes import JOBSET_API, TOPOLOGY_LABELS, TopologyLevel
-from facts.project import PROJECT
+from facts.kubernetes import JOBSET_API, KUEUE_API, STACK_ANNOTATION, TOPOLOGY_LABELS, TopologyLevel, stack_identity
+from facts.project import PROJECT, SELF_MANAGED_ORGANIZATION
 from harness.runner import StackRun, load_stack_values, run_stack
 from harness.stackfile import to_pulumi_config
 from integration.controlplane import CACHE, Api, Lane, has_condition, wait_for
@@ -45,6 +47,9 @@ BINARIES = ("pulumi", "pulumi-resource-kubernetes")
 FIRST, RUN_ONLY, OWN_CLAIMS = "existing", "run-only", "own-claims"
 # `pulumi destroy` of the platform and its run, with no manual step: measured at 7 to 8 s here.
 DESTROY_BOUND_S = 120.0
+# The interrupted `up` is killed as soon as the first of the stack's claims exists: the provider
+# then awaits its binding (0.6 s here), so its create, at least, is in flight.
+KILL_POLL_S = 0.02
 # What the program creates at cluster scope; the rest lives in its namespaces.
 CLUSTER_KINDS = {
     k.kind: f"/apis/{k.api}/{k.plural}"
@@ -120,15 +125,20 @@ class Engine:
             "PATH": f"{self.bin_dir}{os.pathsep}{os.environ['PATH']}",
         }
 
-    def stack(self, name: str, values: Mapping[str, Any]) -> auto.Stack:
+    def stack(self, name: str, values: Mapping[str, Any], *, as_cli: bool = False) -> auto.Stack:
         """The stack, with `values` as its config: handed to the program the way the Python
-        language host hands them (PULUMI_CONFIG), which an inline program does not get."""
+        language host hands them (PULUMI_CONFIG), which an inline program does not get.
+        `as_cli`: the program ends as under the CLI's language host (stacks.program.main), which
+        ends this process on a refusal: only for a stack run in a process of its own (`in_child`)."""
         (self.workdir / "state").mkdir(parents=True, exist_ok=True)
         config = json.dumps(to_pulumi_config(values))
 
         def body() -> None:
             os.environ["PULUMI_CONFIG"] = config
             os.environ["PULUMI_CONFIG_SECRET_KEYS"] = "[]"
+            if as_cli:
+                program.main()
+                return
             try:
                 program.run()
             except program.InvalidStackConfig as refused:
@@ -153,6 +163,39 @@ class Engine:
             (root / "bin").mkdir(parents=True, exist_ok=True)
             (root / "bin" / "pulumi").symlink_to(self.bin_dir / "pulumi")
         return auto.PulumiCommand(root=str(root), skip_version_check=True)
+
+    def in_child(self, name: str, values: Mapping[str, Any]) -> subprocess.Popen[str]:
+        """`pulumi up` of the stack in a process group of its own, the program ending as under
+        the CLI (`as_cli`): what a scenario can kill, or let refuse, as a user's `pulumi up`."""
+        arguments = self.workdir / f"{name}-up.json"
+        arguments.write_text(json.dumps({"workdir": str(self.workdir), "bin_dir": str(self.bin_dir), "values": values}))
+        with (self.workdir / f"{name}-up.log").open("w") as log:
+            return subprocess.Popen(
+                [sys.executable, "-m", "integration.engine", "up", name, str(arguments)],
+                cwd=Path(__file__).resolve().parents[1],
+                start_new_session=True,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+
+    def log(self, name: str) -> str:
+        """What the last `in_child` of the stack printed."""
+        return (self.workdir / f"{name}-up.log").read_text()
+
+    def ended(self, child: subprocess.Popen[str], timeout: float = 180.0) -> int:
+        """Wait for the child and every process of its group (the CLI, its provider) to end."""
+        code = child.wait(timeout=timeout)
+
+        def group_gone() -> bool:
+            try:
+                os.killpg(child.pid, 0)
+            except ProcessLookupError:
+                return True
+            return False
+
+        wait_for("the child's Pulumi CLI ended", group_gone, timeout=timeout)
+        return code
 
     def cli_version(self) -> str:
         cli = subprocess.run(
@@ -182,6 +225,11 @@ class Cluster:
         status, listing = self.api.request("GET", path)
         expect(status == 200, f"GET {path}: {status}")
         return list(listing["items"])
+
+    def items_or_none(self, path: str) -> list[dict[str, Any]]:
+        """The collection's items; none where its namespace does not exist yet."""
+        status, listing = self.api.request("GET", path)
+        return list(listing["items"]) if status == 200 else []
 
     def jobset(self, name: str) -> dict[str, Any]:
         path = f"/apis/{JOBSET_API}/namespaces/{self.namespace}/jobsets/{name}"
@@ -233,6 +281,30 @@ class Cluster:
     def active_queues(self) -> list[str]:
         queues = self.items(CLUSTER_KINDS["ClusterQueue"])
         return [q["metadata"]["name"] for q in queues if has_condition(q, "Active")]
+
+    def renew_claim_volumes(self, objects: list[dict[str, Any]]) -> None:
+        """Volumes for the stack's claims again: a deleted claim leaves its volume Released,
+        bound to the old claim's uid, and a new claim of that name never binds to it."""
+        volumes = claim_volumes(objects)
+        for volume in volumes:
+            if volume["kind"] == "PersistentVolume":
+                path = f"/api/v1/persistentvolumes/{volume['metadata']['name']}"
+                self.api.request("DELETE", path)
+                wait_for(f"{path} deleted", lambda path=path: self.api.request("GET", path)[0] == 404, timeout=60)
+        for volume in volumes:
+            self.api.create(api_path(volume), volume)
+
+    def unmarked(self, objects: list[dict[str, Any]], identity: str) -> list[str]:
+        """The stack's objects on the API server that do not carry `identity`."""
+        found = []
+        for manifest in objects:
+            status, live = self.api.request("GET", f"{api_path(manifest)}/{manifest['metadata']['name']}")
+            mark = (
+                ((live.get("metadata") or {}).get("annotations") or {}).get(STACK_ANNOTATION) if status == 200 else None
+            )
+            if mark != identity:
+                found.append(f"{manifest['kind']}/{manifest['metadata']['name']} ({status}, {mark})")
+        return found
 
     def leftovers(self) -> list[str]:
         """The program's objects still on the API server: cluster-scoped Kueue objects, and its
@@ -376,6 +448,77 @@ class Scenarios:
         wait_for("the namespace gone", lambda: not self.cluster.leftovers(), timeout=60)
         return f"destroy: {changes(result.summary.resource_changes)} in {took:.1f} s; nothing of the program left"
 
+    def a_taken_name_is_refused_and_left_alone(self) -> str:
+        """A ClusterQueue of the stack's queue name that kubectl wrote, on a cluster where the
+        stack has nothing: `preview` refuses it by name, and `up`, the program ending as under
+        the CLI, applies nothing: the state stays as it was, the queue is not the stack's, and the
+        stack's namespace is not created."""
+        stack = self.first()
+        before = resource_count(stack)
+        (queue,) = [m for m in stack_objects(self.mock_run) if m["kind"] == "ClusterQueue"]
+        name = queue["metadata"]["name"]
+        taken = {"apiVersion": KUEUE_API, "kind": "ClusterQueue", "metadata": {"name": name}, "spec": {}}
+        self.cluster.api.create(CLUSTER_KINDS["ClusterQueue"], taken)
+        try:
+            stack.preview()
+        except auto.CommandError as error:
+            line = next((x.strip() for x in str(error).splitlines() if f"ClusterQueue {name} is already" in x), "")
+            expect(bool(line), f"the refusal does not name the queue:\n{_tail(error)}")
+        else:
+            raise ScenarioFailed(f"a preview over kubectl's ClusterQueue {name} passed")
+        code = self.engine.ended(self.engine.in_child(FIRST, self.values))
+        log = self.engine.log(FIRST)
+        expect(code != 0, f"`up` over kubectl's ClusterQueue {name} passed:\n{_tail(log)}")
+        # Here the CLI is a child of the program's process, which ends at once: the CLI then dies
+        # writing to it and leaves its lock (under `pulumi up` the program is the CLI's child).
+        with contextlib.suppress(auto.CommandError):
+            stack.cancel()
+        expect(resource_count(stack) == before, "the refused `up` changed the state")
+        _, found = self.cluster.api.request("GET", f"{CLUSTER_KINDS['ClusterQueue']}/{name}")
+        managers = [m.get("manager", "") for m in found["metadata"].get("managedFields") or ()]
+        mark = (found["metadata"].get("annotations") or {}).get(STACK_ANNOTATION)
+        expect(mark is None and not any("pulumi" in m for m in managers), f"the queue was written: {managers}, {mark}")
+        expect(self.cluster.leftovers() == [f"ClusterQueue/{name}"], f"after the refusal: {self.cluster.leftovers()}")
+        self.cluster.api.request("DELETE", f"{CLUSTER_KINDS['ClusterQueue']}/{name}")
+        wait_for("kubectl's queue deleted", lambda: not self.cluster.leftovers(), timeout=60)
+        return f"preview refused: {line}; `up` exit {code}, the state and the queue untouched"
+
+    def interrupted_up_converges(self) -> str:
+        """`pulumi up` killed while its creates are in flight (once its first claim exists) leaves
+        the stack locked, objects on the cluster the state does not know, and pending creates;
+        `pulumi cancel` and `pulumi up` converge, taking what the killed `up` left (it carries the
+        stack's mark); the run is admitted; `destroy` leaves nothing (no Kueue finalizer holds an orphan)."""
+        objects = stack_objects(self.mock_run)
+        self.cluster.renew_claim_volumes(objects)
+        stack = self.first()
+        claims = f"/api/v1/namespaces/{self.cluster.namespace}/persistentvolumeclaims"
+        child = self.engine.in_child(FIRST, self.values)
+        started = time.monotonic()
+        while not self.cluster.items_or_none(claims):
+            expect(child.poll() is None, f"`up` ended before it created a claim:\n{_tail(self.engine.log(FIRST))}")
+            expect(time.monotonic() - started < 120, f"no claim 120 s into `up`:\n{_tail(self.engine.log(FIRST))}")
+            time.sleep(KILL_POLL_S)
+        os.killpg(child.pid, signal.SIGKILL)
+        self.engine.ended(child)
+        killed = time.monotonic() - started
+        deployment = stack.export_stack().deployment or {}
+        pending, known = deployment.get("pending_operations") or [], len(deployment.get("resources") or [])
+        expect(bool(pending), f"killed {killed:.1f} s into `up` with no create in flight ({known} resources)")
+        stack.cancel()
+        converged = stack.up()
+        identity = stack_identity(SELF_MANAGED_ORGANIZATION, PROJECT, FIRST)
+        unmarked = self.cluster.unmarked(objects, identity)
+        expect(not unmarked, f"objects of the stack without its mark: {unmarked}")
+        placed = self.cluster.admitted(self.run_name, self.run_pods)
+        self.cluster.finish(self.run_name)
+        destroyed = stack.destroy()
+        wait_for("the namespace gone", lambda: not self.cluster.leftovers(), timeout=60)
+        return (
+            f"killed {killed:.1f} s into `up` ({known} resources in the state, {len(pending)} creates in flight); "
+            f"cancel, up: {changes(converged.summary.resource_changes)}; every object marked; {placed}; "
+            f"destroy: {changes(destroyed.summary.resource_changes)}, nothing left"
+        )
+
     def cluster_namespace_and_claims_are_used_and_kept(self) -> str:
         """The cluster's own namespace and claims (existingCluster.namespaceExists, claims): a
         missing claim stops `preview`; `up` reads them and its run is admitted on them; a refresh
@@ -425,6 +568,13 @@ class Scenarios:
         return f"missing claim: {missing}; up: {made}; {placed}; {unchanged}; destroy: {removed}; {kept}"
 
 
+def _up(name: str, arguments: Path) -> None:
+    """`pulumi up` of one stack, as Engine.in_child starts it."""
+    given = json.loads(arguments.read_text())
+    engine = Engine(Path(given["workdir"]), Path(given["bin_dir"]))
+    engine.stack(name, given["values"], as_cli=True).up(on_output=lambda line: print(line, flush=True))
+
+
 def _tail(error: object, lines: int = 30) -> str:
     return "\n".join(str(error).splitlines()[-lines:])
 
@@ -443,7 +593,8 @@ def missing_binaries(given: Path | None = None) -> str | None:
 def session(bin_dir: Path) -> Iterator[Scenarios]:
     """The lane with the `existing` stack's pools and controllers (pods stay running), and the
     engine on a file backend beside it; the scenarios run in this order on one session:
-    up, refresh, run-only, relabelled pool, oversized run, destroy, the cluster's own claims."""
+    up, refresh, run-only, relabelled pool, oversized run, destroy, a taken name, an interrupted
+    up, the cluster's own claims."""
     engine_dir = Path(tempfile.mkdtemp(prefix="nemo-gke-engine-"))
     lane = Lane(engine_dir / "lane")
     lane.workdir.mkdir()
@@ -464,3 +615,7 @@ def session(bin_dir: Path) -> Iterator[Scenarios]:
         lane.stop()
         if not os.environ.get("LANE_KEEP"):
             shutil.rmtree(engine_dir, ignore_errors=True)
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["up"]:
+    _up(sys.argv[2], Path(sys.argv[3]))

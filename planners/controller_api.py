@@ -13,9 +13,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from facts.controller_api import CONTROLLER_KINDS, ControllerKind
-from facts.kubernetes import HELM_RELEASE_NAME_ANNOTATION, HELM_RELEASE_NAMESPACE_ANNOTATION, STACK_ANNOTATION
+from facts.kubernetes import STACK_ANNOTATION
 from facts.project import PROJECT
 from facts.versions import JOBSET_CRD
+from planners.ownership import installer
 
 
 def served_schema(crd: Mapping[str, Any], version: str) -> Mapping[str, Any] | None:
@@ -70,20 +71,6 @@ def crd_names() -> tuple[str, ...]:
     return tuple(kind.crd_name for kind in CONTROLLER_KINDS)
 
 
-def _installer(crd: Mapping[str, Any]) -> str:
-    """Who installed a CRD, as far as its metadata says."""
-    metadata = crd.get("metadata", {})
-    annotations, labels = metadata.get("annotations") or {}, metadata.get("labels") or {}
-    if STACK_ANNOTATION in annotations:
-        return f"by the Pulumi stack {annotations[STACK_ANNOTATION]}"
-    if HELM_RELEASE_NAME_ANNOTATION in annotations:
-        where = annotations.get(HELM_RELEASE_NAMESPACE_ANNOTATION, "?")
-        return f"by the Helm release {annotations[HELM_RELEASE_NAME_ANNOTATION]} in {where}"
-    if "app.kubernetes.io/managed-by" in labels:
-        return f"managed by {labels['app.kubernetes.io/managed-by']}"
-    return "with kubectl or another tool"
-
-
 def installed_by_others(crds: Mapping[str, Mapping[str, Any] | None], identity: str) -> list[str]:
     """`kueue.install: true` on a cluster that already runs Kueue or JobSet: one line per controller
     this stack did not install. The stack applies the JobSet CRD itself, marked with its identity
@@ -100,7 +87,7 @@ def installed_by_others(crds: Mapping[str, Mapping[str, Any] | None], identity: 
         if (crd := crds.get(kind.crd_name)) is not None
     }
     return [
-        f"the cluster already runs {controller} (its CRD {name} was installed {_installer(crd)}), which this "
+        f"the cluster already runs {controller} (its CRD {name} was installed {installer(crd)}), which this "
         f"stack would create again and fail with AlreadyExists: use the cluster's own with `pulumi config set "
         f"--path {PROJECT}:kueue.install false` (its API is then checked before anything is created), or remove it"
         for controller, (name, crd) in sorted(present.items())

@@ -48,7 +48,7 @@ from facts.gke import (
     PRELOAD_MIN_GKE_VERSION,
     workload_pool,
 )
-from facts.kubernetes import SYSTEM_POOL
+from facts.kubernetes import SYSTEM_POOL, UPSERT_EXISTING_OBJECTS
 from facts.project import project_advice
 from facts.registries import RegistryMirror, preload_build_command, preload_disk_image, resolve
 from planners.networks import network_machine, network_mtu, plan_gpu_networks
@@ -384,5 +384,6 @@ def from_upstream(facts: ClusterExports, kubeconfig: pulumi.Output[str]) -> Clus
         cluster_identifier=(
             f"projects/{facts.project}/locations/{facts.location}/clusters/{facts.name}" if facts.gke else facts.name
         ),
+        upsert_existing_objects=UPSERT_EXISTING_OBJECTS,
     )
     return ClusterOutputs(facts=facts, kubeconfig=kubeconfig, provider=provider, primary_network=facts.primary_network)

@@ -13,7 +13,7 @@ from config.existing import ExistingClusterConfig
 from config.loader import ConfigError
 from facts.errors import RuleError
 from facts.gke import CapacityType
-from facts.kubernetes import Taint
+from facts.kubernetes import UPSERT_EXISTING_OBJECTS, Taint
 from facts.project import PROJECT
 from facts.pulumi_cli import SECRET_STAND_IN
 from planners.controller_api import controller_api_problems, crd_names, installed_by_others
@@ -72,7 +72,9 @@ def connect(cfg: ExistingClusterConfig, facts: ClusterExports) -> ClusterOutputs
         if cfg.kubeconfig is not None
         else pulumi.Output.from_input(os.path.expanduser(str(cfg.kubeconfig_path)))
     )
-    provider = k8s.Provider("existing-k8s", kubeconfig=kubeconfig, context=cfg.context)
+    provider = k8s.Provider(
+        "existing-k8s", kubeconfig=kubeconfig, context=cfg.context, upsert_existing_objects=UPSERT_EXISTING_OBJECTS
+    )
     return ClusterOutputs(facts=facts, kubeconfig=kubeconfig, provider=provider, primary_network="")
 
 

@@ -1,5 +1,6 @@
-"""Read CustomResourceDefinitions from a cluster the program did not create, before anything is
-registered: the kubeconfig's cluster, CA and credentials, as kubectl would use them.
+"""Read CustomResourceDefinitions and the objects of the stack's names from a cluster the program
+did not create, before anything is registered: the kubeconfig's cluster, CA and credentials, as
+kubectl would use them.
 
 Credentials: client certificates, bearer tokens (`token`, `tokenFile`) and exec plugins
 (client.authentication.k8s.io ExecCredential: gke-gcloud-auth-plugin, `oci ce cluster
@@ -23,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from planners.ownership import ObjectRef
 
 CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"
 TIMEOUT_S = 20
@@ -244,6 +247,32 @@ def read_objects(kubeconfig: Kubeconfig, paths: Sequence[str]) -> dict[str, Any]
     """Each API path (an object or a list) as the cluster returns it, or None where it has none."""
     with connected(kubeconfig) as get:
         return {path: get(path) for path in paths}
+
+
+# What an object reader returns: each object mapped to the object as the cluster returns it, or to
+# None where the cluster has none.
+ObjectReader = Callable[[Kubeconfig, Sequence[ObjectRef]], dict[ObjectRef, Any]]
+
+
+def _api_root(api_version: str) -> str:
+    return f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
+
+
+def read_live(kubeconfig: Kubeconfig, refs: Sequence[ObjectRef]) -> dict[ObjectRef, Any]:
+    """Each object of `refs` as the cluster returns it, or None where it has none (or does not
+    serve its kind yet: a CRD the stack installs). The resource's path comes from the API's
+    discovery document, as kubectl finds it."""
+    found: dict[ObjectRef, Any] = {}
+    with connected(kubeconfig) as get:
+        for api_version in sorted({ref.api_version for ref in refs}):
+            root = _api_root(api_version)
+            served = get(root) or {}
+            plural = {r["kind"]: r["name"] for r in served.get("resources", ()) if "/" not in r["name"]}
+            for ref in (r for r in refs if r.api_version == api_version):
+                resource = plural.get(ref.kind)
+                where = f"/namespaces/{ref.namespace}" if ref.namespace else ""
+                found[ref] = get(f"{root}{where}/{resource}/{ref.name}") if resource else None
+    return found
 
 
 def kubeconfig_endpoint(text: str, context: str | None = None) -> tuple[str, str]:

@@ -206,8 +206,6 @@ class PlatformLayerArgs:
     facts: PlatformExports
     # Labels of every labelled GCP resource.
     labels: Mapping[str, str]
-    # The stack's fully qualified name (facts.kubernetes.STACK_ANNOTATION).
-    identity: str
     # The cluster's API server and CA as the stack reaches it, for a MultiKueue manager: a GKE
     # cluster's from its kubeconfig output; an existing cluster's read from its kubeconfig.
     endpoint: pulumi.Output[tuple[str, str]] | None = None
@@ -398,7 +396,6 @@ class PlatformLayer(pulumi.ComponentResource):
                 JobSetControllerArgs(
                     node_selector=system,
                     crd=crd_manifest(versions.JOBSET_CRDS, versions.JOBSET_CRD),
-                    identity=args.identity,
                 ),
                 opts=child,
             )
@@ -552,7 +549,6 @@ def build(
     labels: Mapping[str, str],
     opts: pulumi.ResourceOptions,
     *,
-    identity: str,
     endpoint: tuple[str, str] | None = None,
     managed: ManagedWorkers | None = None,
 ) -> tuple[PlatformOutputs, dict[str, Any]]:
@@ -563,7 +559,6 @@ def build(
             cluster=cluster,
             facts=facts,
             labels=labels,
-            identity=identity,
             endpoint=pulumi.Output.from_input(endpoint) if endpoint is not None else None,
             workers=managed.kubeconfigs() if managed is not None else None,
             advice=managed.plan.advice if managed is not None else (),

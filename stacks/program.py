@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -17,9 +19,9 @@ from facts.kubernetes import stack_identity as identity_of
 from facts.project import MANAGED_BY_LABEL, PROJECT, STACK_LABEL
 from facts.pulumi_cli import SHOWN_ERROR_EXIT_CODE
 from planners.summary import CpuPool, Filestore, plan_summary
-from stacks import bootstrap, cluster, existing, multikueue, platform, training
+from stacks import bootstrap, cluster, existing, multikueue, ownership, platform, training
 from stacks.contract import ClusterExports, PlatformExports
-from stacks.kubeapi import CrdReader, KubeconfigReader
+from stacks.kubeapi import CrdReader, KubeconfigReader, ObjectReader, read_live
 from stacks.kubeapi import read_crds as read_cluster_crds
 from stacks.kubeapi import read_kubeconfig as read_kubeconfig_file
 from stacks.upstream import Upstream
@@ -32,12 +34,20 @@ class InvalidStackConfig(ConfigError):
 def main() -> None:
     """The program under the Pulumi CLI. A refused configuration is shown once, as an error of the
     stack, and the program ends the way the Python language host takes as "shown to the user"
-    (facts.pulumi_cli.SHOWN_ERROR_EXIT_CODE): no second copy, no traceback."""
+    (facts.pulumi_cli.SHOWN_ERROR_EXIT_CODE): no second copy, no traceback.
+
+    It ends at once: a program that ends by an exception has the SDK first send every
+    registration it queued (pulumi/runtime/stack.py `run_pulumi_func` waits for outstanding RPCs,
+    then re-raises), and the check of an existing cluster's names refuses once the objects are
+    built (stacks.ownership). The error, logged without a resource, reaches the engine before
+    `log.error` returns (pulumi/log.py `_log`)."""
     try:
         run()
     except InvalidStackConfig as refused:
         pulumi.log.error(str(refused))
-        raise SystemExit(SHOWN_ERROR_EXIT_CODE) from None
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(SHOWN_ERROR_EXIT_CODE)
 
 
 def stack_config_values() -> dict[str, str]:
@@ -53,16 +63,21 @@ def stack_secret_keys(values: Mapping[str, str]) -> frozenset[str]:
     return frozenset(key for key in values if key in listed or pulumi.runtime.is_config_secret(key))
 
 
-def run(read_crds: CrdReader = read_cluster_crds, read_kubeconfig: KubeconfigReader = read_kubeconfig_file) -> None:
-    """The program. `read_crds` reads an existing cluster's CRDs, `read_kubeconfig` the kubeconfig a
-    stack names (the render passes stand-ins for both)."""
+def run(
+    read_crds: CrdReader = read_cluster_crds,
+    read_kubeconfig: KubeconfigReader = read_kubeconfig_file,
+    read_objects: ObjectReader = read_live,
+) -> None:
+    """The program. `read_crds` reads an existing cluster's CRDs, `read_objects` the objects of the
+    stack's names there, `read_kubeconfig` the kubeconfig a stack names (the render passes
+    stand-ins for all three)."""
     values = stack_config_values()
     for warning in unread_keys(values):
         pulumi.log.warn(warning)
     secret_keys = stack_secret_keys(values)
     try:
         cfg = parse_stack_config(values, pulumi.get_stack())
-        exports = deploy(cfg, Access(read_crds, read_kubeconfig, secret_keys))
+        exports = deploy(cfg, Access(read_crds, read_kubeconfig, read_objects, secret_keys))
     except ConfigError as error:
         raise InvalidStackConfig(without_secrets(error, secret_keys)) from None
     for key, value in exports.items():
@@ -112,11 +127,12 @@ def check_upstream_keys(cfg: StackConfig, cluster: ClusterExports, platform: Pla
 
 @dataclass(frozen=True)
 class Access:
-    """What the program reads besides its config: an existing cluster's CRDs and kubeconfig, and
-    which config keys hold encrypted values."""
+    """What the program reads besides its config: an existing cluster's CRDs, kubeconfig and the
+    objects of the stack's names, and which config keys hold encrypted values."""
 
     read_crds: CrdReader
     read_kubeconfig: KubeconfigReader
+    read_objects: ObjectReader
     secret_keys: frozenset[str] = frozenset()
 
     def secret(self, key: str) -> bool:
@@ -125,8 +141,10 @@ class Access:
 
 def deploy(cfg: StackConfig, access: Access) -> dict[str, Any]:
     """Create the stack's layers; everything that can be checked is checked before the first
-    resource is registered, including runs against an upstream environment."""
+    resource is registered, including runs against an upstream environment and, on an existing
+    cluster, the names of the stack's objects (stacks.ownership)."""
     labels = stack_labels(cfg)
+    objects = ownership.mark_objects(stack_identity())
     if cfg.deploys(Layer.BOOTSTRAP):
         return bootstrap.build(cfg, labels, pulumi.ResourceOptions(providers={"gcp": gcp_provider(cfg)}))
 
@@ -199,7 +217,6 @@ def deploy(cfg: StackConfig, access: Access) -> dict[str, Any]:
                 platform_facts,
                 labels,
                 opts,
-                identity=stack_identity(),
                 endpoint=endpoint,
                 managed=managed,
             )
@@ -209,6 +226,8 @@ def deploy(cfg: StackConfig, access: Access) -> dict[str, Any]:
         if cfg.deploys(Layer.TRAINING):
             exports.update(training.build(cfg, cluster_outputs, platform_outputs, opts, access.secret("training")))
     exports["summary"] = summary.as_output()
+    if cfg.existing_cluster is not None:
+        ownership.check_existing(cfg.existing_cluster, objects, access.read_objects)
     return exports
 
 

@@ -69,5 +69,13 @@ def test_destroy_completes_with_no_manual_step_and_leaves_nothing(scenarios: Sce
     print(f"engine: {scenarios.destroy_leaves_nothing_behind()}")
 
 
+def test_an_object_of_the_stacks_name_that_kubectl_wrote_is_refused_and_left_alone(scenarios: Scenarios) -> None:
+    print(f"engine: {scenarios.a_taken_name_is_refused_and_left_alone()}")
+
+
+def test_an_up_killed_while_creating_converges_with_cancel_and_up(scenarios: Scenarios) -> None:
+    print(f"engine: {scenarios.interrupted_up_converges()}")
+
+
 def test_the_clusters_own_namespace_and_claims_are_used_and_kept(scenarios: Scenarios) -> None:
     print(f"engine: {scenarios.cluster_namespace_and_claims_are_used_and_kept()}")

@@ -17,7 +17,7 @@ from facts import versions
 from facts.machines import GpuDirect
 from facts.nccl import PUBLISHED
 from facts.versions import Image
-from harness.runner import StackRun, load_stack_values, stack_with
+from harness.runner import StackRun, load_stack_values, stack_with, unmarked
 from planners.fabric import MIN_BW_FACTOR, NCCL_TEST_SCRIPT
 from tests.conftest import Render, issue_for, rejected
 
@@ -122,11 +122,11 @@ def test_a_run_that_requires_a_check_is_submitted_only_once_it_passed(render: Re
     so `pulumi up` creates it after. A check no run requires is not awaited."""
     run = render("a3mega")
     (check_resource, check), (run_resource, _) = jobsets(run)["fabric"], jobsets(run)["gpt3-175b"]
-    assert check["metadata"]["annotations"] == {"pulumi.com/waitFor": "condition=Completed"}
+    assert unmarked(check)["metadata"]["annotations"] == {"pulumi.com/waitFor": "condition=Completed"}
     assert check_resource.custom_timeouts == {"create": "60m", "update": "60m"}
     assert run.depends_on(run_resource, check_resource)
     free = render("a3ultra")
-    assert "annotations" not in jobsets(free)["fabric"][1]["metadata"]
+    assert "annotations" not in unmarked(jobsets(free)["fabric"][1])["metadata"]
 
 
 def test_requiring_a_check_does_not_rerun_one_that_passed(render: Render) -> None:

@@ -25,7 +25,7 @@ from facts.kubernetes import KUEUE_NAMESPACE, workload_file_key
 from facts.kueue import MULTIKUEUE_CHECK, MULTIKUEUE_CONTROLLER, MULTIKUEUE_KUBECONFIG_KEY
 from facts.project import qualified_stack_name
 from harness import updates
-from harness.runner import SECRET_SENTINEL, StackRun, run_stack, stack_with
+from harness.runner import SECRET_SENTINEL, StackRun, run_stack, stack_with, unmarked
 from harness.stackfile import SECRET_STAND_IN
 from planners import nemo
 from tests.conftest import Render, issue_for, rejected
@@ -102,8 +102,9 @@ def test_every_queue_dispatches_through_multikueue_on_every_flavor_and_provision
 def test_the_manager_mirrors_the_workers_flavors_with_their_summed_quota(render: Render) -> None:
     run = render("manager")
     us, eu = (run_stack(w) for w in WORKERS)
-    (flavor,) = _manifests(run, "ResourceFlavor")
-    assert flavor in _manifests(us, "ResourceFlavor") and flavor in _manifests(eu, "ResourceFlavor")
+    (flavor,) = map(unmarked, _manifests(run, "ResourceFlavor"))
+    for worker in (us, eu):
+        assert flavor in map(unmarked, _manifests(worker, "ResourceFlavor"))
 
     def gpus(stack: StackRun) -> int:
         (queue,) = _manifests(stack, "ClusterQueue")

@@ -11,7 +11,7 @@ from typing import Any
 
 from components.multikueue import WORKER_ACCOUNT, WORKER_ROLE, WORKER_RULES, worker_kubeconfig
 from facts.kubernetes import MULTIKUEUE_WORKER_NAMESPACE
-from harness.runner import StackRun, stack_with
+from harness.runner import StackRun, stack_with, unmarked
 from stacks.kubeapi import kubeconfig_endpoint
 from tests.conftest import Render
 
@@ -57,7 +57,7 @@ def test_the_token_secret_is_the_controllers_to_fill(render: Render) -> None:
     run = _worker(render, "dev")
     (secret,) = [run.manifest(s) for s in run.of_type("kubernetes:core/v1:Secret") if "multikueue" in s.name]
     assert secret["type"] == "kubernetes.io/service-account-token"
-    assert secret["metadata"]["annotations"] == {"kubernetes.io/service-account.name": WORKER_ACCOUNT}
+    assert unmarked(secret)["metadata"]["annotations"] == {"kubernetes.io/service-account.name": WORKER_ACCOUNT}
     assert "data" not in secret
 
 

@@ -11,7 +11,7 @@ import pytest
 from facts import versions
 from facts.machines import allocatable_memory_mib, allocatable_millicores, machine_type
 from harness.mocks import RecordedResource
-from harness.runner import StackRun, stack_with
+from harness.runner import StackRun, stack_with, unmarked
 from stacks import installed
 from tests.conftest import MODES, flavors_by_pool, gpu_pools, mebibytes, millicores
 from tools import crds
@@ -307,7 +307,7 @@ def test_queued_pools_are_admitted_through_a_provisioning_request(render: Any) -
 def test_the_local_queue_lives_in_the_training_namespace_with_priorities_and_preemption(render: Any) -> None:
     run = render("dev")
     local = manifest(run, f"{KUEUE}:LocalQueue")
-    assert local["metadata"] == {"name": "a3-queue", "namespace": "nemo"}
+    assert unmarked(local)["metadata"] == {"name": "a3-queue", "namespace": "nemo"}
     assert local["spec"] == {"clusterQueue": "a3-queue"}
     queue = manifest(run, f"{KUEUE}:ClusterQueue")["spec"]
     assert queue["preemption"]["withinClusterQueue"] == "LowerPriority"

@@ -19,7 +19,7 @@ from facts.errors import RuleError
 from facts.kubernetes import GPU_TAINT, NODE_POOL_LABEL, RUN_REPLICATED_JOB, TRAINING_CONTAINER
 from facts.machines import machine_type
 from facts.models import model_spec
-from harness.runner import StackRun, load_stack_values, stack_with
+from harness.runner import StackRun, load_stack_values, stack_with, unmarked
 from planners import nemo
 from planners.runs import Resiliency, RunSpec, Tokenizer, local_checkpoint_bytes, local_ssd_bytes
 from stacks.platform import check_platform
@@ -431,9 +431,9 @@ def test_one_slow_gpu_node_never_fails_up_or_refresh(render: Any) -> None:
     the recipe's 4m36s."""
     run = render("a3ultra")
     (daemon,) = objects(run, "DaemonSet")
-    assert daemon["metadata"]["annotations"] == {"pulumi.com/skipAwait": "true"}
+    assert unmarked(daemon)["metadata"]["annotations"] == {"pulumi.com/skipAwait": "true"}
     deployments = objects(run, "Deployment")
-    assert [d["metadata"]["annotations"] for d in deployments if "supervisor" in d["metadata"]["name"]] == [
+    assert [unmarked(d)["metadata"]["annotations"] for d in deployments if "supervisor" in d["metadata"]["name"]] == [
         {"pulumi.com/timeoutSeconds": "828"}
     ] * 3
 

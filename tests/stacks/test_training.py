@@ -17,7 +17,7 @@ from facts.kubernetes import RUN_LABEL, versioned_name
 from facts.machines import machine_type, training_pod_requests
 from facts.models import MODELS, Framework
 from harness.mocks import RecordedResource
-from harness.runner import StackFailed, StackRun, load_stack_values, run_stack, stack_with
+from harness.runner import StackFailed, StackRun, load_stack_values, run_stack, stack_with, unmarked
 from planners import nemo
 from tests.conftest import MODES, flavors_by_pool, issue_for, mebibytes, millicores, parse_source, rejected
 
@@ -67,7 +67,8 @@ def workload_files(run: StackRun, run_name: str) -> dict[str, str]:
 def test_a_run_is_one_suspended_indexed_jobset_named_after_its_definition(render: Any, preview: bool) -> None:
     run = render("dev", preview=preview)
     resource, manifest = jobset(run)
-    unnamed = {**manifest, "metadata": {k: v for k, v in manifest["metadata"].items() if k != "name"}}
+    # Named before the stack marks it (stacks.ownership).
+    unnamed = {**manifest, "metadata": {k: v for k, v in unmarked(manifest)["metadata"].items() if k != "name"}}
     assert manifest["metadata"]["name"] == versioned_name("gpt5b-demo", unnamed)
     assert manifest["metadata"]["namespace"] == "nemo"
     spec = manifest["spec"]
