@@ -120,10 +120,10 @@ class Api:
         context.load_cert_chain(str(self.pki / "admin.crt"), str(self.pki / "admin.key"))
         return context
 
-    def request(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+    def request(self, method: str, path: str, body: Any = None, kind: str | None = None) -> tuple[int, Any]:
         data = None if body is None else json.dumps(body).encode()
         request = urllib.request.Request(self.server + path, data=data, method=method)
-        kind = "application/merge-patch+json" if method == "PATCH" else "application/json"
+        kind = kind or ("application/merge-patch+json" if method == "PATCH" else "application/json")
         request.add_header("Content-Type", kind)
         try:
             with urllib.request.urlopen(request, context=self._context(), timeout=30) as response:
@@ -150,6 +150,11 @@ class Api:
         if status != 201:
             raise RuntimeError(f"SubjectAccessReview: {status} {answer}")
         return bool(answer["status"]["allowed"])
+
+    def apply(self, path: str, body: Mapping[str, Any], manager: str) -> tuple[int, Any]:
+        """A server-side apply of the object at `path` by field manager `manager`, conflicts not
+        forced, as pulumi-kubernetes creates (provider/pkg/await/await.go `patchForce`)."""
+        return self.request("PATCH", f"{path}?fieldManager={manager}", body, "application/apply-patch+yaml")
 
     def create(self, path: str, body: Mapping[str, Any]) -> None:
         status, answer = self.request("POST", path, body)

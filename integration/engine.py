@@ -452,7 +452,11 @@ class Scenarios:
         """A ClusterQueue of the stack's queue name that kubectl wrote, on a cluster where the
         stack has nothing: `preview` refuses it by name, and `up`, the program ending as under
         the CLI, applies nothing: the state stays as it was, the queue is not the stack's, and the
-        stack's namespace is not created."""
+        stack's namespace is not created. Then the same queue as another stack's provider writes
+        it (its mark, its own field manager): `preview` names that stack; and where the program
+        cannot look first (a GKE cluster the stack creates), the API server refuses the stack's
+        create over it: the provider's server-side apply, conflicts not forced, would change the
+        mark, a field the other manager owns (Kubernetes docs, "Server-Side Apply", conflicts)."""
         stack = self.first()
         before = resource_count(stack)
         (queue,) = [m for m in stack_objects(self.mock_run) if m["kind"] == "ClusterQueue"]
@@ -479,9 +483,29 @@ class Scenarios:
         mark = (found["metadata"].get("annotations") or {}).get(STACK_ANNOTATION)
         expect(mark is None and not any("pulumi" in m for m in managers), f"the queue was written: {managers}, {mark}")
         expect(self.cluster.leftovers() == [f"ClusterQueue/{name}"], f"after the refusal: {self.cluster.leftovers()}")
-        self.cluster.api.request("DELETE", f"{CLUSTER_KINDS['ClusterQueue']}/{name}")
+        path = f"{CLUSTER_KINDS['ClusterQueue']}/{name}"
+        self.cluster.api.request("DELETE", path)
         wait_for("kubectl's queue deleted", lambda: not self.cluster.leftovers(), timeout=60)
-        return f"preview refused: {line}; `up` exit {code}, the state and the queue untouched"
+
+        other = "acme/nemo-gke/team-b"
+        theirs = {**taken, "metadata": {"name": name, "annotations": {STACK_ANNOTATION: other}}}
+        status, answer = self.cluster.api.apply(path, theirs, "pulumi-kubernetes-0a1b2c3d")
+        expect(status in (200, 201), f"another stack's queue: {status} {answer}")
+        try:
+            stack.preview()
+        except auto.CommandError as error:
+            expect(f"written by the Pulumi stack {other}" in str(error), f"another stack's queue:\n{_tail(error)}")
+        else:
+            raise ScenarioFailed(f"a preview over {other}'s ClusterQueue {name} passed")
+        status, answer = self.cluster.api.apply(path, queue, "pulumi-kubernetes-4e5f6a7b")
+        conflict = str(answer.get("message", answer)) if isinstance(answer, dict) else str(answer)
+        expect(status == 409 and STACK_ANNOTATION in conflict, f"applied over {other}'s queue: {status} {conflict}")
+        self.cluster.api.request("DELETE", path)
+        wait_for("the other stack's queue deleted", lambda: not self.cluster.leftovers(), timeout=60)
+        return (
+            f"preview refused: {line}; `up` exit {code}, the state and the queue untouched; "
+            f"{other}'s queue: preview names it, the API server refuses the stack's apply ({status}: {conflict})"
+        )
 
     def interrupted_up_converges(self) -> str:
         """`pulumi up` killed while its creates are in flight (once its first claim exists) leaves
