@@ -24,7 +24,7 @@ from facts.kubernetes import HELM_RELEASE_NAME_ANNOTATION, HELM_RELEASE_NAMESPAC
 PULUMI_FIELD_MANAGERS = ("pulumi-kubernetes", "pulumi-resource-kubernetes")
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True)
 class ObjectRef:
     """A Kubernetes object by API version, kind, namespace (None at cluster scope) and name."""
 
@@ -35,6 +35,10 @@ class ObjectRef:
 
     def __str__(self) -> str:
         return f"{self.kind} {self.namespace}/{self.name}" if self.namespace else f"{self.kind} {self.name}"
+
+    def key(self) -> tuple[str, str, str, str]:
+        """The order objects are read and named in (cluster scope first within a kind)."""
+        return (self.api_version, self.kind, self.namespace or "", self.name)
 
 
 def marked(metadata: Mapping[str, Any], identity: str) -> dict[str, Any]:
@@ -86,7 +90,7 @@ def ownership(live: Mapping[ObjectRef, Mapping[str, Any] | None], identity: str)
     """
     foreign: list[tuple[ObjectRef, str]] = []
     unmarked: list[ObjectRef] = []
-    for ref, found in sorted(live.items()):
+    for ref, found in sorted(live.items(), key=lambda item: item[0].key()):
         if found is None:
             continue
         mark = ((found.get("metadata") or {}).get("annotations") or {}).get(STACK_ANNOTATION)

@@ -267,11 +267,14 @@ def read_live(kubeconfig: Kubeconfig, refs: Sequence[ObjectRef]) -> dict[ObjectR
         for api_version in sorted({ref.api_version for ref in refs}):
             root = _api_root(api_version)
             served = get(root) or {}
-            plural = {r["kind"]: r["name"] for r in served.get("resources", ()) if "/" not in r["name"]}
+            resources = {r["kind"]: r for r in served.get("resources", ()) if "/" not in r["name"]}
             for ref in (r for r in refs if r.api_version == api_version):
-                resource = plural.get(ref.kind)
+                resource = resources.get(ref.kind)
+                if resource is None or bool(resource.get("namespaced")) != (ref.namespace is not None):
+                    found[ref] = None  # not served, or not where the program puts it
+                    continue
                 where = f"/namespaces/{ref.namespace}" if ref.namespace else ""
-                found[ref] = get(f"{root}{where}/{resource}/{ref.name}") if resource else None
+                found[ref] = get(f"{root}{where}/{resource['name']}/{ref.name}")
     return found
 
 

@@ -16,14 +16,16 @@ import pulumi
 
 from config.existing import ExistingClusterConfig
 from config.loader import ConfigError
+from config.stack import StackConfig
 from facts.errors import RuleError
 from facts.pulumi_cli import SECRET_STAND_IN
 from planners.ownership import ObjectRef, marked, ownership, shown
-from stacks.kubeapi import ClusterUnreadable, Kubeconfig, ObjectReader
+from stacks.kubeapi import Kubeconfig, ObjectReader
 
 # Kubernetes resources the stack writes that are not objects of their own: Helm keeps the objects
 # of a release and refuses those another release or tool wrote (helm/helm pkg/action/validate.go).
 UNMARKED_TYPES = ("kubernetes:helm.sh/v3:Release",)
+NAMESPACE_TYPE = "kubernetes:core/v1:Namespace"
 
 
 def _plain_metadata(props: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -37,15 +39,26 @@ def _plain_metadata(props: Mapping[str, Any]) -> Mapping[str, Any] | None:
 
 @dataclass
 class StackObjects:
-    """Marks each Kubernetes object with `identity` as the program builds it, and lists those whose
-    name and namespace are known now (an object in a namespace the stack creates is named by that
-    namespace's output: it is the stack's once its namespace is)."""
+    """Marks each Kubernetes object with `identity` as the program builds it, and lists what to
+    look for on the cluster: each object by name, where its name and namespace are known now.
+    An object named by its namespace's output is in a namespace the stack creates, which is
+    looked for itself, or in one it reads (`existingCluster.namespaceExists`): it is looked for
+    in each namespace the stack reads."""
 
     identity: str
     written: list[ObjectRef] = field(default_factory=list)
+    # (apiVersion, kind, name) of objects whose namespace is an output.
+    unplaced: list[tuple[str, str, str]] = field(default_factory=list)
+    # The namespaces the stack reads and does not create.
+    read_namespaces: list[str] = field(default_factory=list)
 
     def transformation(self, args: pulumi.ResourceTransformationArgs) -> pulumi.ResourceTransformationResult | None:
         if not args.type_.startswith("kubernetes:") or args.type_ in UNMARKED_TYPES:
+            return None
+        if args.opts.id is not None or args.opts.urn is not None:
+            # A read (`Namespace.get`): the cluster's object, neither written nor marked.
+            if args.type_ == NAMESPACE_TYPE and isinstance(args.opts.id, str):
+                self.read_namespaces.append(args.opts.id)
             return None
         metadata = _plain_metadata(args.props)
         if metadata is None:
@@ -53,12 +66,19 @@ class StackObjects:
         api_version = args.props.get("api_version", args.props.get("apiVersion"))
         kind = args.props.get("kind")
         name, namespace = metadata.get("name"), metadata.get("namespace")
-        plain = all(isinstance(v, str) for v in (api_version, kind, name)) and isinstance(namespace, str | None)
-        if plain:
-            self.written.append(ObjectRef(str(api_version), str(kind), namespace, str(name)))
+        if all(isinstance(v, str) for v in (api_version, kind, name)):
+            if namespace is None or isinstance(namespace, str):
+                self.written.append(ObjectRef(str(api_version), str(kind), namespace, str(name)))
+            else:
+                self.unplaced.append((str(api_version), str(kind), str(name)))
         return pulumi.ResourceTransformationResult(
             {**args.props, "metadata": marked(metadata, self.identity)}, args.opts
         )
+
+    def refs(self) -> list[ObjectRef]:
+        """Every object to look for on the cluster, once each, in a stable order."""
+        placed = (ObjectRef(*ref[:2], namespace, ref[2]) for namespace in self.read_namespaces for ref in self.unplaced)
+        return sorted({*self.written, *placed}, key=ObjectRef.key)
 
 
 def mark_objects(identity: str) -> StackObjects:
@@ -68,29 +88,42 @@ def mark_objects(identity: str) -> StackObjects:
     return objects
 
 
-def _refusal(cfg: ExistingClusterConfig, ref: ObjectRef, written: str) -> RuleError:
+def _refusal(cfg: StackConfig, ref: ObjectRef, written: str) -> RuleError:
     taken = (
         f"{ref} is already on the cluster, written {written}: this stack would take it over, and delete it on destroy"
     )
     if ref.kind == "Namespace":
+        teams = [i for i, team in enumerate(cfg.teams) if team.namespace_name == ref.name]
+        key = f"teams[{teams[0]}].namespace" if teams else "namespace"
         fix = "to use it as it is, set existingCluster.namespaceExists: true; or choose another namespace"
-        return RuleError("namespace", ref.name, f"{taken}; {fix}")
+        return RuleError(key, ref.name, f"{taken}; {fix}")
     fix = "remove it, or give this stack's objects other names (its namespace, its pools' names)"
-    return RuleError("existingCluster.name", cfg.name, f"{taken}; {fix}")
+    return RuleError("existingCluster.name", _cluster(cfg).name, f"{taken}; {fix}")
 
 
-def check_existing(cfg: ExistingClusterConfig, objects: StackObjects, read: ObjectReader) -> None:
+def _cluster(cfg: StackConfig) -> ExistingClusterConfig:
+    if cfg.existing_cluster is None:
+        raise ValueError("the names of a stack's objects are checked on an existing cluster only")
+    return cfg.existing_cluster
+
+
+def check_existing(cfg: StackConfig, objects: StackObjects, read: ObjectReader) -> None:
     """Refuse, with the names, objects of the stack's names that another stack, Helm, kubectl or
     another tool wrote on the cluster; warn of those a Pulumi program wrote unmarked, which the
-    stack takes as its own (planners.ownership.ownership)."""
-    if cfg.kubeconfig == SECRET_STAND_IN:
+    stack takes as its own (planners.ownership.ownership). Whatever goes wrong reading the
+    cluster refuses too: the objects are built, and only a refusal keeps them from the engine
+    (stacks.program.main)."""
+    cluster = _cluster(cfg)
+    if cluster.kubeconfig == SECRET_STAND_IN:
         return  # the render cannot decrypt it, nor reach the cluster
     try:
-        live = read(Kubeconfig(cfg.kubeconfig, cfg.kubeconfig_path, cfg.context), sorted(set(objects.written)))
-    except ClusterUnreadable as error:
+        found = ownership(
+            read(Kubeconfig(cluster.kubeconfig, cluster.kubeconfig_path, cluster.context), objects.refs()),
+            objects.identity,
+        )
+    except Exception as error:  # any failure refuses: the objects are built, and must not reach the engine
         why = f"the cluster's objects could not be read to check that the stack's names are free: {error}"
-        raise ConfigError.of([RuleError("existingCluster.name", cfg.name, why)]) from None
-    found = ownership(live, objects.identity)
+        raise ConfigError.of([RuleError("existingCluster.name", cluster.name, why)]) from None
     if found.foreign:
         raise ConfigError.of([_refusal(cfg, ref, written) for ref, written in found.foreign])
     if found.unmarked:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from config.loader import ConfigError
-from facts.kubernetes import KUEUE_API, STACK_ANNOTATION, UPSERT_EXISTING_OBJECTS
+from facts.kubernetes import KUEUE_API, STACK_ANNOTATION
 from facts.pulumi_cli import SECRET_STAND_IN, SHOWN_ERROR_EXIT_CODE
 from harness import updates
 from harness.mocks import RecordedResource
@@ -105,12 +105,13 @@ def test_objects_are_named_as_kubectl_names_them_and_long_lists_are_cut() -> Non
 # --------------------------------------------------------------------------- the mark
 
 
-@pytest.mark.parametrize("stack", stack_names())
+@pytest.mark.parametrize("stack", [name for name in stack_names() if name != "bootstrap"])
 def test_every_kubernetes_object_carries_the_stacks_fully_qualified_name(stack: str, render: Render) -> None:
     """What an interrupted `up` leaves behind must be told from anyone else's object of the same
     name. Helm releases are not marked: Helm refuses objects another release or tool wrote
     (helm/helm pkg/action/validate.go)."""
     run = render(stack)
+    assert objects(run)
     for resource in objects(run):
         annotations = run.manifest(resource)["metadata"].get("annotations") or {}
         assert annotations.get(STACK_ANNOTATION) == f"organization/nemo-gke/{stack}", resource.urn
@@ -148,7 +149,7 @@ def test_every_kubernetes_provider_creates_over_what_an_interrupted_up_left(stac
     3.9). `upsertExistingObjects` applies over it instead; added to a deployed provider it is an
     update, not a replacement (provider.go DiffConfig replaces only for another cluster)."""
     providers = render(stack).of_type("pulumi:providers:kubernetes")
-    assert providers and UPSERT_EXISTING_OBJECTS is True
+    assert providers
     for provider in providers:
         assert provider.inputs.get("upsertExistingObjects") in (True, "true"), provider.urn
 
@@ -218,16 +219,61 @@ def test_an_unreadable_cluster_stops_the_stack_and_an_encrypted_kubeconfig_is_no
     run_stack(EXISTING, values=values, read_objects=unreachable)
 
 
+def test_anything_that_goes_wrong_reading_the_cluster_refuses() -> None:
+    """The objects are built when the check runs: only a refusal keeps them from the engine
+    (stacks.program.main), so an unexpected answer refuses as an unreachable cluster does."""
+
+    def garbled(kubeconfig: Kubeconfig, refs: Sequence[ObjectRef]) -> dict[ObjectRef, Any]:
+        raise ValueError("Expecting value: line 1 column 1 (char 0)")
+
+    with pytest.raises(StackFailed) as failed:
+        run_stack(EXISTING, read_objects=garbled)
+    assert isinstance(failed.value.error, ConfigError)
+    assert "could not be read to check that the stack's names are free: Expecting value" in str(failed.value.error)
+
+
+def test_in_a_namespace_the_stack_reads_its_objects_are_looked_for_there() -> None:
+    """`existingCluster.namespaceExists`: the namespace is the cluster's (read, not written, not
+    marked), and the objects named by its output are looked for in it."""
+    values = load_stack_values(EXISTING)
+    cluster = {k: v for k, v in values["nemo-gke:existingCluster"].items() if k != "storageClass"}
+    claims = {"shared": "team-shared", "data": "team-data", "checkpoints": "team-data"}
+    values["nemo-gke:existingCluster"] = {**cluster, "namespaceExists": True, "claims": claims}
+    values["nemo-gke:namespace"] = "llm-team"
+    account = ObjectRef("v1", "ServiceAccount", "llm-team", "nemo-training")
+    with pytest.raises(StackFailed) as failed:
+        run_stack(EXISTING, values=values, read_objects=objects_reader({account: live()}))
+    assert "ServiceAccount llm-team/nemo-training is already on the cluster" in str(failed.value.error)
+    asked: list[ObjectRef] = []
+
+    def reader(kubeconfig: Kubeconfig, refs: Sequence[ObjectRef]) -> dict[ObjectRef, Any]:
+        asked.extend(refs)
+        return dict.fromkeys(refs)
+
+    run = run_stack(EXISTING, values=values, read_objects=reader)
+    assert {ref.namespace for ref in asked} == {None, "llm-team"}
+    assert ObjectRef("v1", "ServiceAccount", "llm-team", "nemo-training") in asked
+    assert not [ref for ref in asked if ref.kind == "Namespace"]
+    (namespace,) = [r for r in run.resources if r.read and r.type.endswith(":Namespace")]
+    assert STACK_ANNOTATION not in json.dumps(namespace.inputs)
+
+
 def test_objects_are_read_where_the_apis_discovery_puts_them(monkeypatch: pytest.MonkeyPatch) -> None:
     """kubectl's path for an object: /api/v1 or /apis/<group>/<version>, the resource's plural
     from that API's discovery document, /namespaces/<ns> for a namespaced one; a kind the cluster
     does not serve yet (a CRD the stack installs) has no objects."""
     served = {
         "/api/v1": {
-            "resources": [{"name": "namespaces", "kind": "Namespace"}, {"name": "configmaps", "kind": "ConfigMap"}]
+            "resources": [
+                {"name": "namespaces", "kind": "Namespace", "namespaced": False},
+                {"name": "configmaps", "kind": "ConfigMap", "namespaced": True},
+            ]
         },
         f"/apis/{KUEUE_API}": {
-            "resources": [{"name": "topologies", "kind": "Topology"}, {"name": "topologies/status", "kind": "Topology"}]
+            "resources": [
+                {"name": "topologies", "kind": "Topology", "namespaced": False},
+                {"name": "topologies/status", "kind": "Topology", "namespaced": False},
+            ]
         },
         f"/apis/{KUEUE_API}/topologies/gke-default": {"kind": "Topology"},
     }
@@ -245,9 +291,10 @@ def test_objects_are_read_where_the_apis_discovery_puts_them(monkeypatch: pytest
         ObjectRef(KUEUE_API, "Topology", None, "gke-default"),
         ObjectRef("v1", "ConfigMap", "nemo", "files"),
         ObjectRef("jobset.x-k8s.io/v1alpha2", "JobSet", "nemo", "run"),
+        ObjectRef("v1", "ConfigMap", None, "scopeless"),
     ]
     found = kubeapi.read_live(Kubeconfig(None, "/dev/null", None), refs)
-    assert found == {refs[0]: {"kind": "Topology"}, refs[1]: None, refs[2]: None}
+    assert found == {refs[0]: {"kind": "Topology"}, refs[1]: None, refs[2]: None, refs[3]: None}
     assert asked == [
         "/apis/jobset.x-k8s.io/v1alpha2",
         f"/apis/{KUEUE_API}",
