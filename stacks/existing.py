@@ -78,13 +78,18 @@ def connect(cfg: ExistingClusterConfig, facts: ClusterExports) -> ClusterOutputs
     return ClusterOutputs(facts=facts, kubeconfig=kubeconfig, provider=provider, primary_network="")
 
 
+def kubeconfig_of(cfg: ExistingClusterConfig) -> Kubeconfig:
+    """Where the stack's kubeconfig is, and the context it names."""
+    return Kubeconfig(cfg.kubeconfig, cfg.kubeconfig_path, cfg.context)
+
+
 def api_endpoint(cfg: ExistingClusterConfig, read: KubeconfigReader) -> tuple[str, str]:
     """The cluster's API server and CA as the stack's kubeconfig reaches it (read before anything
     is registered, as check_kubeconfig reads it); the render's stand-in for an encrypted kubeconfig
     has none."""
     if cfg.kubeconfig == SECRET_STAND_IN:
         return "https://stand-in.invalid", ""
-    return kubeconfig_endpoint(read(Kubeconfig(cfg.kubeconfig, cfg.kubeconfig_path, cfg.context)), cfg.context)
+    return kubeconfig_endpoint(read(kubeconfig_of(cfg)), cfg.context)
 
 
 def check_kubeconfig(cfg: ExistingClusterConfig, secret: bool, read: KubeconfigReader) -> None:
@@ -94,7 +99,7 @@ def check_kubeconfig(cfg: ExistingClusterConfig, secret: bool, read: KubeconfigR
     if cfg.kubeconfig == SECRET_STAND_IN:
         return  # the render cannot decrypt it
     try:
-        text = read(Kubeconfig(cfg.kubeconfig, cfg.kubeconfig_path, cfg.context))
+        text = read(kubeconfig_of(cfg))
     except ClusterUnreadable as error:
         raise ConfigError.of([RuleError(f"existingCluster.{error.key or given}", None, str(error))]) from None
     problem = kubeconfig_problem(text, cfg.context)
@@ -119,7 +124,7 @@ def check_controllers(cfg: ExistingClusterConfig, install: bool, identity: str, 
     release stops the program with one line per kind (planners.controller_api). `true`: neither may
     be there already unless this stack (`identity`) installed it, one line per controller."""
     try:
-        crds = read_crds(Kubeconfig(cfg.kubeconfig, cfg.kubeconfig_path, cfg.context), crd_names())
+        crds = read_crds(kubeconfig_of(cfg), crd_names())
     except ClusterUnreadable as error:
         if error.key:
             raise ConfigError.of([RuleError(f"existingCluster.{error.key}", cfg.kubeconfig_path, str(error))]) from None

@@ -20,7 +20,8 @@ from config.stack import StackConfig
 from facts.errors import RuleError
 from facts.pulumi_cli import SECRET_STAND_IN
 from planners.ownership import ObjectRef, marked, ownership, shown
-from stacks.kubeapi import Kubeconfig, ObjectReader
+from stacks.existing import kubeconfig_of
+from stacks.kubeapi import ObjectReader
 
 # Kubernetes resources the stack writes that are not objects of their own: Helm keeps the objects
 # of a release and refuses those another release or tool wrote (helm/helm pkg/action/validate.go).
@@ -88,7 +89,7 @@ def mark_objects(identity: str) -> StackObjects:
     return objects
 
 
-def _refusal(cfg: StackConfig, ref: ObjectRef, written: str) -> RuleError:
+def _refusal(cfg: StackConfig, cluster: ExistingClusterConfig, ref: ObjectRef, written: str) -> RuleError:
     taken = (
         f"{ref} is already on the cluster, written {written}: this stack would take it over, and delete it on destroy"
     )
@@ -98,34 +99,24 @@ def _refusal(cfg: StackConfig, ref: ObjectRef, written: str) -> RuleError:
         fix = "to use it as it is, set existingCluster.namespaceExists: true; or choose another namespace"
         return RuleError(key, ref.name, f"{taken}; {fix}")
     fix = "remove it, or give this stack's objects other names (its namespace, its pools' names)"
-    return RuleError("existingCluster.name", _cluster(cfg).name, f"{taken}; {fix}")
+    return RuleError("existingCluster.name", cluster.name, f"{taken}; {fix}")
 
 
-def _cluster(cfg: StackConfig) -> ExistingClusterConfig:
-    if cfg.existing_cluster is None:
-        raise ValueError("the names of a stack's objects are checked on an existing cluster only")
-    return cfg.existing_cluster
-
-
-def check_existing(cfg: StackConfig, objects: StackObjects, read: ObjectReader) -> None:
+def check_existing(cfg: StackConfig, cluster: ExistingClusterConfig, objects: StackObjects, read: ObjectReader) -> None:
     """Refuse, with the names, objects of the stack's names that another stack, Helm, kubectl or
     another tool wrote on the cluster; warn of those a Pulumi program wrote unmarked, which the
     stack takes as its own (planners.ownership.ownership). Whatever goes wrong reading the
     cluster refuses too: the objects are built, and only a refusal keeps them from the engine
-    (stacks.program.main)."""
-    cluster = _cluster(cfg)
+    (stacks.program.main). `cluster` is the stack's `existingCluster`."""
     if cluster.kubeconfig == SECRET_STAND_IN:
         return  # the render cannot decrypt it, nor reach the cluster
     try:
-        found = ownership(
-            read(Kubeconfig(cluster.kubeconfig, cluster.kubeconfig_path, cluster.context), objects.refs()),
-            objects.identity,
-        )
+        found = ownership(read(kubeconfig_of(cluster), objects.refs()), objects.identity)
     except Exception as error:  # any failure refuses: the objects are built, and must not reach the engine
         why = f"the cluster's objects could not be read to check that the stack's names are free: {error}"
         raise ConfigError.of([RuleError("existingCluster.name", cluster.name, why)]) from None
     if found.foreign:
-        raise ConfigError.of([_refusal(cfg, ref, written) for ref, written in found.foreign])
+        raise ConfigError.of([_refusal(cfg, cluster, ref, written) for ref, written in found.foreign])
     if found.unmarked:
         pulumi.log.warn(
             f"{len(found.unmarked)} objects of this stack's names on the cluster were written by Pulumi without the "

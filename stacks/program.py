@@ -227,7 +227,7 @@ def deploy(cfg: StackConfig, access: Access) -> dict[str, Any]:
             exports.update(training.build(cfg, cluster_outputs, platform_outputs, opts, access.secret("training")))
     exports["summary"] = summary.as_output()
     if cfg.existing_cluster is not None:
-        ownership.check_existing(cfg, objects, access.read_objects)
+        ownership.check_existing(cfg, cfg.existing_cluster, objects, access.read_objects)
     return exports
 
 
