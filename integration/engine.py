@@ -40,6 +40,7 @@ from harness.stackfile import to_pulumi_config
 from integration.controlplane import CACHE, Api, Lane, has_condition, wait_for
 from integration.lane import start
 from integration.runs import api_path, claim_volumes, jobset_run, placed, stack_objects
+from planners.ownership import mark_of
 from stacks import program
 
 BIN_DIR = CACHE / "integration" / "pulumi"
@@ -299,9 +300,7 @@ class Cluster:
         found = []
         for manifest in objects:
             status, live = self.api.request("GET", f"{api_path(manifest)}/{manifest['metadata']['name']}")
-            mark = (
-                ((live.get("metadata") or {}).get("annotations") or {}).get(STACK_ANNOTATION) if status == 200 else None
-            )
+            mark = mark_of(live) if status == 200 else None
             if mark != identity:
                 found.append(f"{manifest['kind']}/{manifest['metadata']['name']} ({status}, {mark})")
         return found
@@ -473,17 +472,17 @@ class Scenarios:
         code = self.engine.ended(self.engine.in_child(FIRST, self.values))
         log = self.engine.log(FIRST)
         expect(code != 0, f"`up` over kubectl's ClusterQueue {name} passed:\n{_tail(log)}")
+        path = f"{CLUSTER_KINDS['ClusterQueue']}/{name}"
         # Here the CLI is a child of the program's process, which ends at once: the CLI then dies
         # writing to it and leaves its lock (under `pulumi up` the program is the CLI's child).
         with contextlib.suppress(auto.CommandError):
             stack.cancel()
         expect(resource_count(stack) == before, "the refused `up` changed the state")
-        _, found = self.cluster.api.request("GET", f"{CLUSTER_KINDS['ClusterQueue']}/{name}")
+        _, found = self.cluster.api.request("GET", path)
         managers = [m.get("manager", "") for m in found["metadata"].get("managedFields") or ()]
-        mark = (found["metadata"].get("annotations") or {}).get(STACK_ANNOTATION)
+        mark = mark_of(found)
         expect(mark is None and not any("pulumi" in m for m in managers), f"the queue was written: {managers}, {mark}")
         expect(self.cluster.leftovers() == [f"ClusterQueue/{name}"], f"after the refusal: {self.cluster.leftovers()}")
-        path = f"{CLUSTER_KINDS['ClusterQueue']}/{name}"
         self.cluster.api.request("DELETE", path)
         wait_for("kubectl's queue deleted", lambda: not self.cluster.leftovers(), timeout=60)
 

@@ -13,10 +13,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from facts.controller_api import CONTROLLER_KINDS, ControllerKind
-from facts.kubernetes import STACK_ANNOTATION
 from facts.project import PROJECT
 from facts.versions import JOBSET_CRD
-from planners.ownership import installer
+from planners.ownership import installer, mark_of
 
 
 def served_schema(crd: Mapping[str, Any], version: str) -> Mapping[str, Any] | None:
@@ -79,7 +78,7 @@ def installed_by_others(crds: Mapping[str, Mapping[str, Any] | None], identity: 
     create that fails with AlreadyExists on any object that exists (pulumi/pulumi-kubernetes#4278,
     from v4.29), so such a stack's first `up` would fail half-way."""
     jobset = crds.get(JOBSET_CRD) or {}
-    if (jobset.get("metadata", {}).get("annotations") or {}).get(STACK_ANNOTATION) == identity:
+    if mark_of(jobset) == identity:
         return []
     present = {
         kind.release.split()[0]: (kind.crd_name, crd)

@@ -46,6 +46,12 @@ def marked(metadata: Mapping[str, Any], identity: str) -> dict[str, Any]:
     return {**metadata, "annotations": {**(metadata.get("annotations") or {}), STACK_ANNOTATION: identity}}
 
 
+def mark_of(live: Mapping[str, Any]) -> str | None:
+    """The stack an object's mark names, if it has one."""
+    mark = ((live.get("metadata") or {}).get("annotations") or {}).get(STACK_ANNOTATION)
+    return None if mark is None else str(mark)
+
+
 def installer(live: Mapping[str, Any]) -> str:
     """Who wrote an object, as far as its metadata says."""
     metadata = live.get("metadata") or {}
@@ -93,7 +99,7 @@ def ownership(live: Mapping[ObjectRef, Mapping[str, Any] | None], identity: str)
     for ref, found in sorted(live.items(), key=lambda item: item[0].key()):
         if found is None:
             continue
-        mark = ((found.get("metadata") or {}).get("annotations") or {}).get(STACK_ANNOTATION)
+        mark = mark_of(found)
         if mark == identity:
             continue
         if mark is None and written_by_pulumi(found):
