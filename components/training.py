@@ -3,18 +3,26 @@
 `run_jobset` and `data_prep_job` are pure: they return the manifests, so tests can read every
 field; the components only register them.
 
-How `pulumi up` treats them after they start (harness/updates.py models it):
+How `pulumi up` treats a run once it is submitted (planners.submitted decides; harness/updates.py
+models the engine):
 
-- Kueue owns `spec.suspend` once it admits a job (kubernetes-sigs/kueue
-  pkg/controller/jobframework/reconciler.go): it is ignored, so neither `pulumi refresh` nor a
-  later `up` suspends or re-creates a running job. What else Kueue merges into the pod template
-  (node selector, tolerations, labels, annotations, scheduling gates) is never seen: the
-  provider compares only the fields the program set.
-- A job's name is its name and a digest of everything that defines it, ConfigMap included
-  (facts.kubernetes.versioned_name): a changed definition is a new job (the old one deleted
-  first), never a patch the JobSet webhook refuses; an unchanged one is left alone.
+- Its ConfigMap, ComputeDomain and JobSet are frozen: every field the program writes is under
+  `ignoreChanges`, so neither an upgrade of the platform or the launcher nor `pulumi refresh`
+  makes `up` touch it. The JobSet leaves `spec.suspend`, which Kueue sets and clears
+  (pkg/controller/jobframework/reconciler.go), to Kueue's webhook (gpu_jobset). What else Kueue
+  merges into the pod template is never seen: the provider compares only the fields the program
+  set.
+- Its revision is their `replacementTrigger`: raised, the engine replaces them, deleting each old
+  object first (they keep their names), and the new JobSet resumes from the run's checkpoints.
+- The JobSet is named after the run, so an interrupted `up` can never leave two of one run: the
+  API server answers a second of the name by applying it over the first, which the JobSet webhook
+  refuses where the template differs (sigs.k8s.io/jobset pkg/webhooks/jobset_webhook.go
+  ValidateUpdate).
 - Nothing deletes a finished job (no `ttlSecondsAfterFinished`): it stays in the namespace and
   in the stack's state, so a later `up` never submits it again.
+
+A data-preparation Job is named by a digest of its definition (facts.kubernetes.versioned_name): a
+changed one is a new Job, the old one deleted first.
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ from facts import resiliency, versions
 from facts.errors import require
 from facts.gke import GCSFUSE_POD_ANNOTATIONS
 from facts.kubernetes import (
+    DEFINITION_ANNOTATION,
     GPU_RESOURCE,
     GPU_TAINT,
     IMEX_CHANNEL_CLAIM,
@@ -44,12 +53,15 @@ from facts.kubernetes import (
     PROGRAM_ERROR_EXIT_CODE,
     PROGRAM_ERROR_RULE,
     QUEUE_NAME_LABEL,
+    RENDERED_ANNOTATION,
+    REVISION_ANNOTATION,
     RUN_LABEL,
     RUN_REPLICATED_JOB,
     SKIP_AWAIT,
     TRAINING_CONTAINER,
     WORKLOAD_ANNOTATIONS_MAX_BYTES,
     cpu_quantity,
+    digest,
     gib_quantity,
     mib_quantity,
     versioned_name,
@@ -63,6 +75,7 @@ from planners.gpudirect import PodNetworking
 from planners.nemo import RunPaths
 from planners.queues import Flavor
 from planners.runs import DataPrepSpec, RunSpec, run_advice, topology_annotation
+from planners.submitted import Step, Submitted, kept_notice, replace_notice
 
 GPU_TOLERATIONS = [GPU_TAINT.toleration(), IMPENDING_TERMINATION_TOLERATION]
 
@@ -130,9 +143,18 @@ class TrainingRunArgs:
     dispatched: bool = False
     # The cluster's remote repositories, which the pods pull nvcr.io and Docker Hub images through.
     mirror: RegistryMirror | None = None
+    # The run's JobSet as the stack's state records it, and what `up` does to the run.
+    submitted: Submitted | None = None
+    step: Step = Step.SUBMIT
 
     def __post_init__(self) -> None:
         require(self.run.pool == self.flavor.pool, "flavor", self.flavor.pool, f"is the run's pool {self.run.pool}")
+        require(
+            (self.submitted is None) == (self.step is Step.SUBMIT),
+            "step",
+            self.step.value,
+            "is submit exactly for a run the stack has not submitted",
+        )
         require(self.run.nodes <= self.flavor.nodes, "run.nodes", self.run.nodes, f"fit pool {self.flavor.pool}")
         if self.dispatched:
             # The copy runs on whichever worker takes it: its image cannot name one cluster's mirror.
@@ -174,6 +196,16 @@ KUEUE_OWNED = ["spec.suspend"]
 # name, and the engine would otherwise create the new one first (AlreadyExists). A changed job,
 # named anew, frees its nodes before its successor queues for them.
 REPLACE_JOB = pulumi.ResourceOptions(ignore_changes=KUEUE_OWNED, delete_before_replace=True)
+# The fields a run's objects are written with, all kept once submitted.
+FROZEN_CONFIG_MAP = ["metadata", "data"]
+FROZEN_OBJECT = ["metadata", "spec"]
+
+
+def frozen(revision: int, fields: Sequence[str]) -> pulumi.ResourceOptions:
+    """A submitted run's object: `fields` kept as created, replaced only when the run's revision
+    changes, the old object deleted first (a JobSet frees its nodes before its successor queues,
+    and an object of an unchanged name is never created beside itself)."""
+    return pulumi.ResourceOptions(ignore_changes=list(fields), replacement_trigger=revision, delete_before_replace=True)
 
 
 def named(base: str, manifest: Mapping[str, Any]) -> dict[str, Any]:
@@ -223,6 +255,7 @@ def gpu_jobset(
     imex_channels: str | None = None,
     managed_by: str | None = None,
     fail_fast: bool = False,
+    kueue_suspends: bool = False,
 ) -> dict[str, Any]:
     """An unnamed JobSet of one pod per node on the flavor's pool, suspended until Kueue admits
     all of it, each pod wired for the pool's GPUDirect flavour. `imex_channels` names the
@@ -230,7 +263,12 @@ def gpu_jobset(
     channel from it, and its container gets the channel (GKE's A4X guide). `managed_by` hands the
     JobSet to another controller (MultiKueue's: the manager's JobSet controller leaves it alone).
     `fail_fast`: the container's program-error exit code fails the Job and the JobSet at once
-    (program_error_policy); any other failure restarts the JobSet within `max_restarts`."""
+    (program_error_policy); any other failure restarts the JobSet within `max_restarts`.
+    `kueue_suspends`: `spec.suspend` is left to Kueue's webhook, which suspends a JobSet that names
+    a queue as it is created (kubernetes-sigs/kueue pkg/controller/jobs/jobset/jobset_webhook.go
+    Default, jobframework.ApplyDefaultForSuspend; failurePolicy Fail, so none is created while it
+    is down): the program then owns no field Kueue changes, and an apply over the admitted JobSet
+    (the next `up` taking what an interrupted one submitted) cannot conflict with Kueue on it."""
     if imex_channels is not None:
         container = {
             **container,
@@ -261,7 +299,7 @@ def gpu_jobset(
         "spec": {
             **({"managedBy": managed_by} if managed_by else {}),
             # Kueue unsuspends the JobSet once all of it fits.
-            "suspend": True,
+            **({} if kueue_suspends else {"suspend": True}),
             "failurePolicy": {
                 "maxRestarts": max_restarts,
                 **({"rules": [PROGRAM_ERROR_JOBSET_RULE]} if fail_fast else {}),
@@ -355,13 +393,15 @@ def run_jobset(args: TrainingRunArgs, config_map: str, files: Mapping[str, str])
     shm_gib = min(
         resiliency.SUPERVISED_SHARED_MEMORY_GIB if supervised else MAX_SHARED_MEMORY_GIB, machine.memory_gib // 4
     )
+    entry_args = nemo.entrypoint(run.recipe)[1]
     container = gpu_container(
         TRAINING_CONTAINER,
         resolve(run.image_ref, args.mirror),
         machine,
         net,
         command=["bash", f"{nemo.WORKLOAD_DIR}/{nemo.LAUNCHER}"],
-        args=nemo.entrypoint(run.recipe)[1],
+        # An empty list is dropped by the API server (omitempty): written, it reads back as a change.
+        **({"args": entry_args} if entry_args else {}),
         env=run_env(args),
         volumeMounts=[
             {"name": "workload", "mountPath": nemo.WORKLOAD_DIR},
@@ -418,6 +458,7 @@ def run_jobset(args: TrainingRunArgs, config_map: str, files: Mapping[str, str])
         imex_channels=channel_template(run_compute_domain(args)),
         managed_by=MULTIKUEUE_CONTROLLER if args.dispatched else None,
         fail_fast=nemo.has_preflight(run),
+        kueue_suspends=True,
     )
 
 
@@ -434,14 +475,14 @@ class TrainingRun(pulumi.ComponentResource):
     namespace: str
     jobset_name: str
     log_dir: str
-    # `pulumi up --replace <urn>`: submits the unchanged run again (it resumes from its checkpoint).
-    resubmit: pulumi.Output[str]
+    # What the owner does to submit the run again.
+    resubmit: str
 
     def __init__(self, name: str, args: TrainingRunArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(self.TYPE, name, None, opts)
         run = args.run
         files = nemo.workload_files(run, args.paths, args.flavor.machine)
-        config_name = versioned_name(f"{run.name}-workload", files)
+        config_name = f"{run.name}-workload"
         # What the JobSet waits for: its ConfigMap, the run's Secret, its ComputeDomain.
         before: list[pulumi.Resource] = []
         if not args.dispatched:
@@ -450,7 +491,10 @@ class TrainingRun(pulumi.ComponentResource):
                     f"{name}-workload",
                     metadata={"name": config_name, "namespace": args.namespace, "labels": {RUN_LABEL: run.name}},
                     data=files,
-                    opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.after)),
+                    opts=pulumi.ResourceOptions.merge(
+                        frozen(run.revision, FROZEN_CONFIG_MAP),
+                        pulumi.ResourceOptions(parent=self, depends_on=list(args.after)),
+                    ),
                 )
             )
         if args.secret_env and run.env:
@@ -468,31 +512,53 @@ class TrainingRun(pulumi.ComponentResource):
             )
         domain = run_compute_domain(args)
         if domain is not None:
-            # Named by its spec, which is immutable: a changed run gets a new one, and the JobSet
-            # (which names its channels) goes before the old one.
+            # Its spec is immutable; the JobSet (which names its channels) goes before it.
             before.append(
                 KubernetesObject(
                     f"{name}-nvlink",
                     domain,
-                    opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.after)),
+                    opts=pulumi.ResourceOptions.merge(
+                        frozen(run.revision, FROZEN_OBJECT),
+                        pulumi.ResourceOptions(parent=self, depends_on=list(args.after)),
+                    ),
                 )
             )
-        jobset = named(run.name, run_jobset(args, config_name, files))
-        resource = KubernetesObject(
+        jobset = run_jobset(args, config_name, files)
+        rendered = digest({"jobset": jobset, "files": files, "domain": domain})
+        KubernetesObject(
             f"{name}-jobset",
-            jobset,
+            submission(jobset, run, rendered),
             opts=pulumi.ResourceOptions.merge(
-                REPLACE_JOB, pulumi.ResourceOptions(parent=self, depends_on=[*before, *args.after])
+                frozen(run.revision, FROZEN_OBJECT),
+                pulumi.ResourceOptions(parent=self, depends_on=[*before, *args.after]),
             ),
         )
         for advice in run_advice(run, args.flavor.machine):
             pulumi.log.warn(advice, resource=self)
+        if args.submitted is not None and args.step is Step.REPLACE:
+            pulumi.log.warn(replace_notice(run.name, args.submitted, run.revision), resource=self)
+        kept = args.submitted if args.step is Step.KEEP else None
+        if kept is not None and (notice := kept_notice(run.name, kept, rendered)):
+            pulumi.log.info(notice, resource=self)
         self.run_name = run.name
         self.namespace = args.namespace
-        self.jobset_name = jobset["metadata"]["name"]
+        # A kept run keeps its JobSet's name (`<run>-<digest>` where an earlier nemo-gke named it).
+        self.jobset_name = kept.jobset if kept is not None else run.name
         self.log_dir = args.paths.experiment_dir
-        self.resubmit = pulumi.Output.concat("pulumi up --replace '", resource.urn, "'")
+        self.resubmit = f"raise run {run.name}'s revision to {run.revision + 1}, then pulumi up"
         self.register_outputs({"jobset": self.jobset_name, "log_dir": self.log_dir, "resubmit": self.resubmit})
+
+
+def submission(jobset: Mapping[str, Any], run: RunSpec, rendered: str) -> dict[str, Any]:
+    """The run's JobSet, named after the run, with what it is submitted with (planners.submitted)."""
+    metadata = jobset["metadata"]
+    annotations = {
+        **metadata.get("annotations", {}),
+        REVISION_ANNOTATION: str(run.revision),
+        DEFINITION_ANNOTATION: run.definition,
+        RENDERED_ANNOTATION: rendered,
+    }
+    return {**jobset, "metadata": {"name": run.name, **metadata, "annotations": annotations}}
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -22,6 +22,8 @@ from facts.models import MODELS, ModelSpec, RunSettings, model_spec
 
 _OVERRIDE_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# What a run's recorded definition holds in place of an encrypted `env` value.
+ENCRYPTED = "(encrypted)"
 _IMAGE = re.compile(r"^[a-z0-9.-]+(:[0-9]+)?/[a-z0-9._/-]+(:[A-Za-z0-9._-]+|@sha256:[0-9a-f]{64})$")
 
 
@@ -175,8 +177,16 @@ class RunConfig(Model):
     """One pretraining run: a suspended JobSet that Kueue admits when the whole run fits."""
 
     name: str = Field(
-        description="Run name: names its logs and checkpoints; its JobSet is `<name>-<digest of the run's "
-        "definition>`. Changing it starts a new run."
+        description="Run name: names its JobSet, its logs and its checkpoints. Changing it starts a new run."
+    )
+    revision: int = Field(
+        1,
+        ge=1,
+        le=1_000_000,
+        description="A submitted run keeps the definition it was submitted with: what an upgrade of the platform "
+        "changes reaches new runs only, and a change of the run's own keys is refused at the same revision. Raise "
+        "it to replace the run with its current definition, or to submit it again unchanged; the new JobSet "
+        "resumes from the run's checkpoints.",
     )
     model: str = Field(description="A model of the catalog.")
     pool: str | None = Field(None, description="GPU pool to run on. Default: the first GPU pool (of its team's).")
@@ -253,6 +263,14 @@ class RunConfig(Model):
             fp8=self.fp8,
             expert_parallel=self.expert_parallel,
         )
+
+    def definition(self, secret_env: bool) -> dict[str, Any]:
+        """The run as its stack file wrote it, but for its revision: what a submitted run keeps.
+        `secret_env`: its `env` values are encrypted, so only their names are kept."""
+        written = self.model_dump(by_alias=True, exclude_unset=True, exclude={"revision"}, mode="json")
+        if secret_env and "env" in written:
+            written["env"] = dict.fromkeys(written["env"], ENCRYPTED)
+        return written
 
     @model_validator(mode="after")
     def _check(self) -> RunConfig:

@@ -106,10 +106,15 @@ def cpu_quantity(millicores: int) -> str:
 DIGEST_LENGTH = 6
 
 
-def versioned_name(base: str, content: object) -> str:
-    """`<base>-<digest>`: the digest of `content` (JSON, keys sorted), DIGEST_LENGTH hex digits."""
+def digest(content: object) -> str:
+    """The digest of `content` (JSON, keys sorted): DIGEST_LENGTH hex digits of its SHA-256."""
     encoded = json.dumps(content, sort_keys=True, separators=(",", ":")).encode()
-    return f"{base}-{hashlib.sha256(encoded).hexdigest()[:DIGEST_LENGTH]}"
+    return hashlib.sha256(encoded).hexdigest()[:DIGEST_LENGTH]
+
+
+def versioned_name(base: str, content: object) -> str:
+    """`<base>-<digest of content>`."""
+    return f"{base}-{digest(content)}"
 
 
 # --------------------------------------------------------------------------- taints
@@ -353,10 +358,16 @@ JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 # The same file's JobSetUIDKey: tells a JobSet's pods from those of an earlier one of its name.
 JOBSET_UID_LABEL = "jobset.sigs.k8s.io/jobset-uid"
 
-# A run is one JobSet, `<run>-<digest of its definition>` (versioned_name), with one replicated
-# job whose pods are `<jobset>-workers-0-<node>`, reachable as `<pod>.<jobset>`.
+# A run is one JobSet named after the run (`<run>-<digest>` where an earlier nemo-gke submitted
+# it), with one replicated job whose pods are `<jobset>-workers-0-<node>`, reachable as
+# `<pod>.<jobset>`.
 RUN_REPLICATED_JOB = "workers"
 MAX_RUN_NODES = 1000
+# What a run's JobSet was submitted with (planners.submitted): the run's revision, its definition
+# as the stack file wrote it (JSON), and a digest of everything the program rendered for it.
+REVISION_ANNOTATION = "nemo-gke.io/revision"
+DEFINITION_ANNOTATION = "nemo-gke.io/definition"
+RENDERED_ANNOTATION = "nemo-gke.io/rendered"
 
 
 def jobset_pod_name_length(jobset: str, replicated_job: str, replicas: int, completions: int) -> int:
@@ -366,7 +377,8 @@ def jobset_pod_name_length(jobset: str, replicated_job: str, replicas: int, comp
     return len(f"{jobset}-{replicated_job}-{replicas - 1}-{completions - 1}-abcde")
 
 
-# The longest run name whose JobSet the webhook accepts at MAX_RUN_NODES nodes.
+# The longest run name whose JobSet the webhook accepts at MAX_RUN_NODES nodes, with the room for a
+# digest that an earlier nemo-gke named each JobSet with (its runs keep their names).
 MAX_RUN_NAME = 63 - (jobset_pod_name_length("-" * (DIGEST_LENGTH + 1), RUN_REPLICATED_JOB, 1, MAX_RUN_NODES))
 
 PART_OF = MappingProxyType({"app.kubernetes.io/part-of": "nemo-gke"})

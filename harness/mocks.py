@@ -48,6 +48,8 @@ class RecordedResource:
     deleted_with: str = ""
     ignore_changes: list[str] = field(default_factory=list)
     replace_on_changes: list[str] = field(default_factory=list)
+    # The engine replaces the resource when this differs from the one it recorded (None: none).
+    replacement_trigger: Any = None
     custom_timeouts: dict[str, str] = field(default_factory=dict)
     read: bool = False
     # The ID a read names (`Resource.get`): <namespace>/<name> for a namespaced Kubernetes object.
@@ -131,10 +133,13 @@ class RecordingMocks(pulumi.runtime.Mocks):
         preview: bool,
         upstream: Mapping[str, Mapping[str, Any]] | None = None,
         missing_images: frozenset[str] = frozenset(),
+        recorded: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
         self.project = project
         self.preview = preview
         self.upstream = dict(upstream or {})
+        # The stack's own state: URN to type and outputs (a new stack records none).
+        self.recorded = dict(recorded or {})
         # Compute Engine images that do not exist (every other one does).
         self.missing_images = missing_images
         self.invokes: list[str] = []
@@ -143,6 +148,7 @@ class RecordingMocks(pulumi.runtime.Mocks):
             "gcp:organizations/getProject:getProject": self._get_project,
             "gcp:compute/getImages:getImages": self._get_images,
             "pulumi:pulumi:readStackOutputs": self._read_stack_outputs,
+            "pulumi:pulumi:readStackResourceOutputs": self._read_stack_resources,
         }
 
     def _engine_versions(self, args: dict[str, Any]) -> dict[str, Any]:
@@ -181,6 +187,12 @@ class RecordingMocks(pulumi.runtime.Mocks):
 
     def _read_stack_outputs(self, args: dict[str, Any]) -> dict[str, Any]:
         return {"name": args["name"], "outputs": dict(self._stack(args["name"])), "secretOutputNames": SECRET_OUTPUTS}
+
+    def _read_stack_resources(self, args: dict[str, Any]) -> dict[str, Any]:
+        own = f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}"
+        if args["stackName"] != own:
+            raise NotImplementedError(f"the mocks hold the resources of this stack ({own}) only")
+        return {"name": own, "outputs": dict(self.recorded)}
 
     def call(self, args: MockCallArgs) -> dict[str, Any]:  # type: ignore[override]
         self.invokes.append(args.token)
@@ -223,14 +235,18 @@ class LogWarning:
 
 
 class RecordingEngine:
-    """Stands in for the engine's log service: keeps warnings and errors with their resource."""
+    """Stands in for the engine's log service: keeps warnings and errors with their resource, and
+    the information lines apart."""
 
     def __init__(self) -> None:
         self.warnings: list[LogWarning] = []
+        self.infos: list[LogWarning] = []
 
     def Log(self, request: Any) -> None:
         if request.severity in (engine_pb2.WARNING, engine_pb2.ERROR):
             self.warnings.append(LogWarning(urn=request.urn, message=request.message))
+        elif request.severity == engine_pb2.INFO:
+            self.infos.append(LogWarning(urn=request.urn, message=request.message))
 
 
 def _alias(alias: Any) -> dict[str, Any]:
@@ -238,6 +254,15 @@ def _alias(alias: Any) -> dict[str, Any]:
         return {"urn": alias.urn}
     spec = alias.spec
     return {"name": spec.name, "type": spec.type, "parentUrn": spec.parentUrn, "noParent": spec.noParent}
+
+
+def _trigger(request: Any) -> Any:
+    """A registration's replacement trigger as a plain value (None: none)."""
+    if not request.HasField("replacement_trigger"):
+        return None
+    value = request.replacement_trigger
+    kind = value.WhichOneof("kind")
+    return None if kind in (None, "null_value") else rpc.deserialize_property(getattr(value, kind))
 
 
 class RecordingMonitor(MockMonitor):
@@ -268,6 +293,7 @@ class RecordingMonitor(MockMonitor):
                 deleted_with=getattr(request, "deletedWith", ""),
                 ignore_changes=list(getattr(request, "ignoreChanges", [])),
                 replace_on_changes=list(getattr(request, "replaceOnChanges", [])),
+                replacement_trigger=None if read else _trigger(request),
                 custom_timeouts={
                     kind: getattr(timeouts, kind)
                     for kind in ("create", "update", "delete")

@@ -93,6 +93,7 @@ class StackRun:
     secret_exports: set[str] = field(default_factory=set)
     invokes: list[str] = field(default_factory=list)
     warnings: list[LogWarning] = field(default_factory=list)
+    infos: list[LogWarning] = field(default_factory=list)
 
     # ---- lookups
     def __iter__(self) -> Iterator[RecordedResource]:
@@ -290,6 +291,7 @@ def run_stack(
     read_kubeconfig: KubeconfigReader = stand_in_kubeconfig,
     read_objects: ObjectReader | None = None,
     missing_images: frozenset[str] = frozenset(),
+    recorded: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> StackRun:
     """Run the program for `stack` (the config of `file`, else of its own stack file, else `values`)
     and record everything; what the stack file says other than it seems is a warning of the run.
@@ -298,6 +300,8 @@ def run_stack(
     upstream stack, that stack is run first (from its own file, looked for beside `file` first) and
     its exports are used.
     `missing_images` names Compute Engine images the project lacks (disk images of preloaded pools).
+    `recorded` is the stack's state before the run (`recorded_state` of an earlier run; default: a
+    new stack).
     `read_crds` answers for an existing cluster's API server (default: a cluster that runs the
     pinned releases), `read_kubeconfig` for the machine's kubeconfig file (default: one that has
     the context the stack names), `read_objects` for the objects of the stack's names there
@@ -312,7 +316,9 @@ def run_stack(
     if upstream is None:
         upstream = _upstream_exports(config_values, file.parent if file else None)
     project = str(config_values.get(f"{PROJECT}:project", "unset-project"))
-    mocks = RecordingMocks(project=project, preview=preview, upstream=upstream, missing_images=missing_images)
+    mocks = RecordingMocks(
+        project=project, preview=preview, upstream=upstream, missing_images=missing_images, recorded=recorded
+    )
     monitor = RecordingMonitor(mocks)
     settings.ROOT.set(None)
     pulumi.runtime.set_mocks(
@@ -323,7 +329,12 @@ def run_stack(
     settings.SETTINGS.engine = engine
 
     run = StackRun(
-        stack=stack, preview=preview, resources=monitor.recorded, invokes=mocks.invokes, warnings=engine.warnings
+        stack=stack,
+        preview=preview,
+        resources=monitor.recorded,
+        invokes=mocks.invokes,
+        warnings=engine.warnings,
+        infos=engine.infos,
     )
 
     @pulumi.runtime.test  # type: ignore[untyped-decorator]
@@ -348,6 +359,15 @@ def run_stack(
     except Exception as error:
         raise StackFailed(error, list(monitor.recorded)) from error
     return run
+
+
+def recorded_state(run: StackRun, live: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, dict[str, Any]]:
+    """The state an `up` of `run` leaves: each custom resource's URN with its type and outputs,
+    each object as created (its inputs), or as `live` (by URN) has it after a `refresh`."""
+    return {
+        r.urn: {"type": r.type, "outputs": dict((live or {}).get(r.urn) or run.manifest(r))}
+        for r in run.custom_resources
+    }
 
 
 def _upstream_exports(values: Mapping[str, Any], beside: Path | None) -> dict[str, dict[str, Any]]:

@@ -10,6 +10,9 @@ The rules, from the sources:
   inputs*: keys and list items a controller added are not seen (pulumi-kubernetes
   provider/pkg/provider/provider.go `Diff`, util.go `pruneMap`/`pruneSlice`); it then drops the
   differences under an `ignoreChanges` path as well ("Remove any ignored changes").
+- A `replacementTrigger` that differs from the recorded one replaces the object without asking the
+  provider; one recorded by none, or none now, replaces nothing (step_generator.go
+  `shouldTriggerReplace`).
 - A change under `metadata.name`, `metadata.namespace` or a kind's force-new fields
   (provider/pkg/provider/diff.go) replaces the object, and so does one under a
   `replaceOnChanges` path (the engine); anything else is a patch.
@@ -125,6 +128,11 @@ def _manifest(resource: RecordedResource) -> dict[str, Any]:
 def step(old: RecordedResource, new: RecordedResource, live: Mapping[str, Any] | None = None) -> Step:
     """What `pulumi up` does to an object registered as `old` (live as `live`, by default as
     created) when the program now registers `new` under the same URN."""
+    if (
+        None not in (old.replacement_trigger, new.replacement_trigger)
+        and old.replacement_trigger != new.replacement_trigger
+    ):
+        return Step("replace", ("replacementTrigger",), delete_before_replace=new.delete_before_replace)
     old_inputs, new_inputs = _manifest(old), _manifest(new)
     for path in new.ignore_changes:
         _reset(new_inputs, old_inputs, path)

@@ -28,6 +28,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pulumi
 from pulumi import automation as auto
@@ -40,6 +41,7 @@ from harness.stackfile import to_pulumi_config
 from integration.controlplane import CACHE, Api, Lane, has_condition, wait_for
 from integration.lane import start
 from integration.runs import api_path, claim_volumes, jobset_run, placed, stack_objects
+from planners import nemo
 from planners.ownership import mark_of
 from stacks import program
 
@@ -89,11 +91,41 @@ def lane_values(kubeconfig: Path) -> dict[str, Any]:
 
 
 def run_only_values(first: Mapping[str, Any]) -> dict[str, Any]:
+    """A run-only stack above the first, its run on Megatron-Bridge (the first's is NeMo 2)."""
     return {
         f"{PROJECT}:layers": ["training"],
         f"{PROJECT}:upstreamStack": FIRST,
-        f"{PROJECT}:training": {"runs": [{"name": "second", "model": "llama3.1-8b", "nodes": 2, "steps": 10}]},
+        f"{PROJECT}:training": {"runs": [{"name": "second", "model": "llama3-8b", "nodes": 2, "steps": 10}]},
     }
+
+
+def with_run(values: Mapping[str, Any], **keys: Any) -> dict[str, Any]:
+    """`values` with the first run's `keys` set."""
+    changed: dict[str, Any] = json.loads(json.dumps(values))
+    changed[f"{PROJECT}:training"]["runs"][0].update(keys)
+    return changed
+
+
+@contextlib.contextmanager
+def upgraded_program() -> Iterator[None]:
+    """The program as a later nemo-gke renders a run: another launcher text, and one more variable
+    in every training pod's environment. The inline program runs in this process, so it runs so."""
+    workload_files, platform_env = nemo.workload_files, nemo.platform_env
+
+    def files(*args: Any) -> dict[str, str]:
+        found = workload_files(*args)
+        return {**found, nemo.LAUNCHER: found[nemo.LAUNCHER] + "# a later nemo-gke\n"}
+
+    def env(*args: Any) -> dict[str, str]:
+        return {**platform_env(*args), "NEMO_GKE_UPGRADED": "1"}
+
+    with mock.patch.object(nemo, "workload_files", files), mock.patch.object(nemo, "platform_env", env):
+        yield
+
+
+def line_with(text: str, output: str) -> str:
+    """The line of `output` that holds `text`, stripped ("" for none)."""
+    return next((line.strip() for line in output.splitlines() if text in line), "")
 
 
 def own_claims_values(first: Mapping[str, Any], namespace: str, claims: Mapping[str, str]) -> dict[str, Any]:
@@ -205,9 +237,16 @@ class Engine:
         return f"pulumi {cli.strip()}"
 
 
+# The engine's own entries in a stack's state: its root, and the provider of the engine's builtin
+# invokes. The program reads the state through such an invoke before it registers anything
+# (stacks.recorded), and a refused update of a stack with no state records both.
+ENGINE_TYPES = ("pulumi:pulumi:Stack", "pulumi:providers:pulumi")
+
+
 def resource_count(stack: auto.Stack) -> int:
+    """The resources the stack's state holds, but the engine's own."""
     deployment = stack.export_stack().deployment or {}
-    return len(deployment.get("resources") or [])
+    return len([r for r in deployment.get("resources") or [] if r.get("type") not in ENGINE_TYPES])
 
 
 def changes(summary: Mapping[Any, int] | None) -> str:
@@ -255,6 +294,12 @@ class Cluster:
         flavors = sorted(set(assignment["flavors"].values()))
         where = f"{pods} pods in {blocks.pop()}"
         return f"{jobset} admitted on flavor {', '.join(flavors)} with a topology assignment, {where}"
+
+    def run_identity(self, jobset: str) -> tuple[str, tuple[str, ...]]:
+        """The uid of the run's JobSet and those of its pods: the same while nothing replaced it."""
+        uid = str(self.jobset(jobset)["metadata"]["uid"])
+        _, pods = jobset_run(self.api, self.namespace, jobset)
+        return uid, tuple(sorted(p["metadata"]["uid"] for p in pods))
 
     def jobsets(self) -> list[str]:
         path = f"/apis/{JOBSET_API}/namespaces/{self.namespace}/jobsets"
@@ -341,6 +386,19 @@ class Scenarios:
     def first(self, values: Mapping[str, Any] | None = None) -> auto.Stack:
         return self.engine.stack(FIRST, values or self.values)
 
+    def refusals(self, values: Mapping[str, Any], text: str, what: str) -> list[str]:
+        """`preview` and `up` of the first stack with `values`, each of which must be refused: the
+        line of each refusal that holds `text` ("" where none does)."""
+        found = []
+        for attempt in (self.first(values).preview, self.first(values).up):
+            try:
+                attempt()
+            except auto.CommandError as error:
+                found.append(line_with(text, str(error)))
+            else:
+                raise ScenarioFailed(f"{what} passed {attempt.__name__}")
+        return found
+
     def no_changes(self, stack: auto.Stack, when: str) -> str:
         refreshed = stack.refresh()
         try:
@@ -361,6 +419,48 @@ class Scenarios:
         queues = ", ".join(self.cluster.active_queues())
         return f"up: {changes(result.summary.resource_changes)}; ClusterQueue {queues} active; {placed}"
 
+    def an_upgrade_leaves_the_running_run_alone(self) -> str:
+        """An upgraded program (another launcher, another pod environment: what a new nemo-gke
+        renders otherwise) reaches new runs only: `preview` says so of the admitted run in one line,
+        and `preview` and `up` leave its ConfigMap and JobSet as they are: the same uid, the same
+        pods (planners.submitted)."""
+        before = self.cluster.run_identity(self.run_name)
+        stack = self.first()
+        with upgraded_program():
+            preview = stack.preview()
+            result = stack.up()
+        planned, made = changes(preview.change_summary), changes(result.summary.resource_changes)
+        after = self.cluster.run_identity(self.run_name)
+        expect(after == before, f"the run was replaced or restarted ({made}): {before} -> {after}")
+        expect(set(preview.change_summary) == {"same"}, f"the upgraded preview wants changes: {planned}")
+        expect(set(result.summary.resource_changes or {}) == {"same"}, f"the upgraded up changed: {made}")
+        line = line_with("is kept as submitted at revision 1", preview.stdout)
+        expect(bool(line), f"the preview does not say the run is kept:\n{_tail(preview.stdout)}")
+        return f"preview: {line}; preview {planned}; up {made}; JobSet and its {len(after[1])} pods kept (same uids)"
+
+    def a_changed_run_is_refused_then_replaced_with_its_revision(self) -> str:
+        """A change of the admitted run's steps is refused at its revision by `preview` and by `up`,
+        naming the key, and nothing changes; raised, the revision replaces the run (`preview` names
+        the JobSet it replaces), and the new JobSet is admitted."""
+        stack = self.first()
+        before, count = self.cluster.run_identity(self.run_name), resource_count(stack)
+        steps = int(self.values[f"{PROJECT}:training"]["runs"][0].get("steps", 0)) + 10
+        changed = with_run(self.values, steps=steps)
+        refusals = self.refusals(changed, "training.runs[0].steps", "a change of the admitted run's steps")
+        expect(all("raise revision to 2" in line for line in refusals), f"the refusals: {refusals}")
+        expect(resource_count(stack) == count, "the refused update changed the state")
+        expect(self.cluster.run_identity(self.run_name) == before, "the refused update touched the run")
+        raised = with_run(changed, revision=2)
+        preview = self.first(raised).preview()
+        warning = line_with("revision 1 → 2 replaces JobSet", preview.stdout)
+        expect(bool(warning), f"the preview does not name the run it replaces:\n{_tail(preview.stdout)}")
+        result = self.first(raised).up()
+        self.values, self.mock_run = raised, run_stack(FIRST, values=raised)
+        placed = self.cluster.admitted(self.run_name, self.run_pods)
+        expect(self.cluster.run_identity(self.run_name)[0] != before[0], "the raised revision kept the JobSet")
+        made = changes(result.summary.resource_changes)
+        return f"refused: {refusals[0]}; revision 2: preview: {warning}; up: {made}; {placed}"
+
     def refresh_finds_nothing_to_change(self) -> str:
         """`refresh` then `preview --expect-no-changes` hold while the run is admitted and
         running, and again after it finished."""
@@ -368,6 +468,17 @@ class Scenarios:
         running = self.no_changes(stack, "running")
         self.cluster.finish(self.run_name)
         return f"{running}; {self.no_changes(stack, 'finished')}"
+
+    def a_finished_run_is_never_submitted_again(self) -> str:
+        """Once the run finished, an upgraded program's `up` submits nothing: the same JobSet and
+        pods, its Workload still finished."""
+        before = self.cluster.run_identity(self.run_name)
+        with upgraded_program():
+            made = changes(self.first().up().summary.resource_changes)
+        workload, _ = jobset_run(self.cluster.api, self.cluster.namespace, self.run_name)
+        expect(workload is not None and has_condition(workload, "Finished"), "the run's Workload is not finished")
+        expect(self.cluster.run_identity(self.run_name) == before, "the finished run was submitted again")
+        return f"upgraded up: {made}; the finished JobSet kept (same uids), its Workload finished"
 
     def relabelled_pool_moves_the_queue_to_a_new_flavor(self) -> str:
         """A change of the pool's labels (a ResourceFlavor's immutable nodeLabels) applies
@@ -382,9 +493,9 @@ class Scenarios:
             if node["metadata"]["name"].startswith(f"{pool['name']}-"):
                 path = f"/api/v1/nodes/{node['metadata']['name']}"
                 self.cluster.api.request("PATCH", path, {"metadata": {"labels": {"team": "llm"}}})
+        finished = self.cluster.run_identity(self.run_name)
         result = self.first(values).up()
-        # The run's name carries a hash of its placement, so the relabelled run is a new JobSet.
-        self.values, self.mock_run = values, run_stack(FIRST, values=values)
+        expect(self.cluster.run_identity(self.run_name) == finished, "the relabelled pool replaced the finished run")
         after = {f["metadata"]["name"] for f in self.cluster.items(CLUSTER_KINDS["ResourceFlavor"])}
         expect(bool(after) and not after & before, f"flavors before {sorted(before)}, after {sorted(after)}")
         queued = {
@@ -394,9 +505,15 @@ class Scenarios:
             for f in group["flavors"]
         }
         expect(queued == after, f"the ClusterQueues offer {sorted(queued)}, the flavors are {sorted(after)}")
+        # The finished run is kept; submitted again (its revision raised), it lands on the new flavor.
+        revision = int(values[f"{PROJECT}:training"]["runs"][0].get("revision", 1)) + 1
+        values = with_run(values, revision=revision)
+        self.first(values).up()
+        self.values, self.mock_run = values, run_stack(FIRST, values=values)
         placed = self.cluster.admitted(self.run_name, self.run_pods)
         self.cluster.finish(self.run_name)
-        return f"up: {changes(result.summary.resource_changes)}; flavors {sorted(before)} -> {sorted(after)}; {placed}"
+        made, moved = changes(result.summary.resource_changes), f"flavors {sorted(before)} -> {sorted(after)}"
+        return f"up: {made}, the finished run kept; {moved}; revision {revision}: {placed}"
 
     def run_only_stack_destroys_alone(self) -> str:
         """A run-only stack reads the first through `upstreamStack` on the same backend; its
@@ -408,13 +525,14 @@ class Scenarios:
         new = sorted(set(self.cluster.jobsets()) - {self.run_name})
         expect(len(new) == 1, f"run-only stack: JobSets {self.cluster.jobsets()}")
         placed = self.cluster.admitted(new[0], self.run_pods)
+        bridge = self.no_changes(stack, "its Megatron-Bridge run")
         destroyed = stack.destroy()
         stack.workspace.remove_stack(RUN_ONLY)
         expect(self.cluster.jobsets() == [self.run_name], f"after destroy: JobSets {self.cluster.jobsets()}")
         expect(self.cluster.jobset(self.run_name)["metadata"]["uid"] == first_run, "the first run was re-created")
         untouched = self.no_changes(self.first(), "the first stack")
         made, removed = changes(result.summary.resource_changes), changes(destroyed.summary.resource_changes)
-        return f"up: {made}; {placed}; destroy: {removed}; {untouched}"
+        return f"up: {made}; {placed}; {bridge}; destroy: {removed}; {untouched}"
 
     def oversized_run_is_refused_before_registration(self) -> str:
         """A run larger than the pool is refused before anything is registered: one line that
@@ -435,6 +553,38 @@ class Scenarios:
         line = next(line.strip() for line in message.splitlines() if "training.runs[0].nodes" in line)
         self.first().preview(expect_no_changes=True)
         return f"refused: {line}"
+
+    def a_run_an_interrupted_up_left_is_never_run_twice(self) -> str:
+        """The run's JobSet on the cluster but not in the state: what an `up` killed after the API
+        server created it and before the engine recorded it leaves (here: taken out of the state).
+        Changed meanwhile, `preview` and `up` refuse it by name, the program reading the cluster
+        first; where no program could read it, the API server refuses the provider's apply over it
+        (the JobSet webhook: a JobSet's replicated jobs cannot change). Unchanged, `up` takes it:
+        one JobSet, the same uid."""
+        stack = self.first()
+        uid = self.cluster.run_identity(self.run_name)[0]
+        exported = stack.export_stack()
+        deployment = exported.deployment or {}
+        kept = [r for r in deployment["resources"] if not r["urn"].endswith(f"::training-{self.run_name}-jobset")]
+        expect(len(kept) == len(deployment["resources"]) - 1, "the run's JobSet is not in the state")
+        stack.import_stack(auto.Deployment(version=exported.version, deployment={**deployment, "resources": kept}))
+        # A change of the run's pods (a change of its files alone, its steps say, the webhook lets
+        # through: the JobSet is taken, and its pods read the new files when they next start).
+        changed = with_run(self.values, env={"LANE_MARK": "1"})
+        refusals = self.refusals(changed, "its state does not hold it", "a change of the run its state does not hold")
+        expect(all(refusals), f"the refusals do not name the JobSet: {refusals}")
+        expect(self.cluster.jobsets() == [self.run_name], f"JobSets after the refusals: {self.cluster.jobsets()}")
+        live = self.cluster.jobset(self.run_name)
+        manager = next(m["manager"] for m in live["metadata"]["managedFields"] if m["operation"] == "Apply")
+        (jobset,) = [m for m in stack_objects(run_stack(FIRST, values=changed)) if m["kind"] == "JobSet"]
+        path = f"/apis/{JOBSET_API}/namespaces/{self.cluster.namespace}/jobsets/{self.run_name}"
+        status, answer = self.cluster.api.apply(path, jobset, manager)
+        refused = str(answer.get("message", answer)) if isinstance(answer, dict) else str(answer)
+        expect(status == 422 and "field is immutable" in refused, f"the provider's apply over it: {status} {refused}")
+        made = changes(self.first().up().summary.resource_changes)
+        expect(self.cluster.jobsets() == [self.run_name], f"JobSets after the up: {self.cluster.jobsets()}")
+        expect(self.cluster.run_identity(self.run_name)[0] == uid, "the up replaced the JobSet it took")
+        return f"refused: {refusals[0]}; the provider's apply: {status}; unchanged: up {made}, one JobSet, the same uid"
 
     def destroy_leaves_nothing_behind(self) -> str:
         """`destroy` completes with no manual step within the bound, and the API server keeps
@@ -616,8 +766,9 @@ def missing_binaries(given: Path | None = None) -> str | None:
 def session(bin_dir: Path) -> Iterator[Scenarios]:
     """The lane with the `existing` stack's pools and controllers (pods stay running), and the
     engine on a file backend beside it; the scenarios run in this order on one session:
-    up, refresh, run-only, relabelled pool, oversized run, destroy, a taken name, an interrupted
-    up, the cluster's own claims."""
+    up, an upgrade, a changed run, refresh, a finished run, run-only, relabelled pool, oversized
+    run, a run left by an interrupted up, destroy, a taken name, an interrupted up, the cluster's
+    own claims."""
     engine_dir = Path(tempfile.mkdtemp(prefix="nemo-gke-engine-"))
     lane = Lane(engine_dir / "lane")
     lane.workdir.mkdir()

@@ -96,6 +96,10 @@ class RunSpec:
     # The run's keys its config sets (the others are the model's): a rule between several names
     # the one the user wrote.
     given: frozenset[str] = frozenset()
+    # What a submitted run keeps (planners.submitted): its revision, and its keys as the stack file
+    # wrote them, as JSON.
+    revision: int = 1
+    definition: str = "{}"
 
     # The pool's machine type: the recipe published for it, if any, is the run's.
     machine_type: str | None = None

@@ -8,7 +8,7 @@ loop, which is when the SDK sends their registrations; a refusal ends the progra
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,7 +19,8 @@ from config.loader import ConfigError
 from config.stack import StackConfig
 from facts.errors import RuleError
 from facts.pulumi_cli import SECRET_STAND_IN
-from planners.ownership import ObjectRef, marked, ownership, shown
+from planners.ownership import ObjectRef, mark_of, marked, ownership, shown
+from planners.submitted import Submitted, submitted_of
 from stacks.existing import kubeconfig_of
 from stacks.kubeapi import ObjectReader
 
@@ -102,6 +103,11 @@ def _refusal(cfg: StackConfig, cluster: ExistingClusterConfig, ref: ObjectRef, w
     return RuleError("existingCluster.name", cluster.name, f"{taken}; {fix}")
 
 
+def _unreadable(cluster: ExistingClusterConfig, error: Exception) -> ConfigError:
+    why = f"the cluster's objects could not be read to check that the stack's names are free: {error}"
+    return ConfigError.of([RuleError("existingCluster.name", cluster.name, why)])
+
+
 def check_existing(cfg: StackConfig, cluster: ExistingClusterConfig, objects: StackObjects, read: ObjectReader) -> None:
     """Refuse, with the names, objects of the stack's names that another stack, Helm, kubectl or
     another tool wrote on the cluster; warn of those a Pulumi program wrote unmarked, which the
@@ -113,8 +119,7 @@ def check_existing(cfg: StackConfig, cluster: ExistingClusterConfig, objects: St
     try:
         found = ownership(read(kubeconfig_of(cluster), objects.refs()), objects.identity)
     except Exception as error:  # any failure refuses: the objects are built, and must not reach the engine
-        why = f"the cluster's objects could not be read to check that the stack's names are free: {error}"
-        raise ConfigError.of([RuleError("existingCluster.name", cluster.name, why)]) from None
+        raise _unreadable(cluster, error) from None
     if found.foreign:
         raise ConfigError.of([_refusal(cfg, cluster, ref, written) for ref, written in found.foreign])
     if found.unmarked:
@@ -123,3 +128,20 @@ def check_existing(cfg: StackConfig, cluster: ExistingClusterConfig, objects: St
             f"stack's mark ({shown(found.unmarked)}): taken as this stack's own, from before the program marked "
             "its objects; this `up` marks them"
         )
+
+
+def unrecorded_runs(
+    cluster: ExistingClusterConfig, identity: str, jobsets: Sequence[ObjectRef], read: ObjectReader
+) -> dict[str, Submitted]:
+    """The runs' JobSets (`jobsets`, each named after its run) that are on the cluster marked with
+    `identity` although the stack's state does not hold them: what an interrupted `up` submitted
+    (planners.submitted.check_unrecorded). A failure to read the cluster refuses, as check_existing."""
+    if cluster.kubeconfig == SECRET_STAND_IN or not jobsets:
+        return {}
+    try:
+        live = read(kubeconfig_of(cluster), jobsets)
+    except Exception as error:  # as check_existing: a run must not reach the engine unchecked
+        raise _unreadable(cluster, error) from None
+    return {
+        ref.name: submitted_of(found) for ref, found in live.items() if found is not None and mark_of(found) == identity
+    }

@@ -18,12 +18,14 @@ from facts.errors import RuleError
 from facts.kubernetes import stack_identity as identity_of
 from facts.project import MANAGED_BY_LABEL, PROJECT, STACK_LABEL
 from facts.pulumi_cli import SHOWN_ERROR_EXIT_CODE
+from planners.submitted import Submitted
 from planners.summary import CpuPool, Filestore, plan_summary
 from stacks import bootstrap, cluster, existing, multikueue, ownership, platform, training
 from stacks.contract import ClusterExports, PlatformExports
 from stacks.kubeapi import CrdReader, KubeconfigReader, ObjectReader, read_live
 from stacks.kubeapi import read_crds as read_cluster_crds
 from stacks.kubeapi import read_kubeconfig as read_kubeconfig_file
+from stacks.recorded import recorded_runs
 from stacks.upstream import Upstream
 
 
@@ -170,8 +172,22 @@ def deploy(cfg: StackConfig, access: Access) -> dict[str, Any]:
         platform_facts = _need(upstream).facts("platform", PlatformExports)
         check_upstream_keys(cfg, cluster_facts, platform_facts)
     runs = []
+    submitted: dict[str, Submitted] = {}
     if cfg.deploys(Layer.TRAINING) and platform_facts is not None:
-        training.check_runs(cfg, cluster_facts, platform_facts, access.secret("training"))
+        submitted = recorded_runs(stack_identity()) if cfg.training.runs else {}
+        unrecorded = (
+            ownership.unrecorded_runs(
+                cfg.existing_cluster,
+                stack_identity(),
+                [ref for ref in training.run_jobsets(cfg, platform_facts) if ref.name not in submitted],
+                access.read_objects,
+            )
+            if cfg.existing_cluster is not None
+            else {}
+        )
+        training.check_runs(
+            cfg, cluster_facts, platform_facts, access.secret("training"), submitted=submitted, unrecorded=unrecorded
+        )
         runs = [training.run_spec(run, platform_facts) for run in cfg.training.runs]
     summary = plan_summary(
         cluster_facts.project,
@@ -224,7 +240,10 @@ def deploy(cfg: StackConfig, access: Access) -> dict[str, Any]:
         else:
             platform_outputs = platform.PlatformOutputs(facts=platform_facts)
         if cfg.deploys(Layer.TRAINING):
-            exports.update(training.build(cfg, cluster_outputs, platform_outputs, opts, access.secret("training")))
+            secret_env = access.secret("training")
+            exports.update(
+                training.build(cfg, cluster_outputs, platform_outputs, opts, secret_env, submitted=submitted)
+            )
     exports["summary"] = summary.as_output()
     if cfg.existing_cluster is not None:
         ownership.check_existing(cfg, cfg.existing_cluster, objects, access.read_objects)

@@ -6,7 +6,9 @@ anything is created, whether those facts come from this stack's config or from a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
@@ -25,6 +27,7 @@ from facts.kubernetes import (
     COMPLETION_INDEX_LABEL,
     FABRIC_CHECK_LABEL,
     FABRIC_CHECK_PRIORITY,
+    JOBSET_API,
     RUN_LABEL,
     TRAINING_CONTAINER,
     looks_secret,
@@ -37,8 +40,10 @@ from planners import nemo
 from planners.fabric import NcclTestSpec, check_nccl_test
 from planners.gpudirect import PodNetworking, pod_networking
 from planners.multikueue import Worker
+from planners.ownership import ObjectRef
 from planners.runs import DataPrepSpec, ProfileWindow, Resiliency, RunSpec, Tokenizer, check_data_prep, check_run
 from planners.startup import preload_advice
+from planners.submitted import Submitted, check_unrecorded, encoded, step_of
 from stacks.cluster import ClusterOutputs
 from stacks.contract import ClusterExports, PlatformExports
 from stacks.platform import PlatformOutputs
@@ -93,9 +98,10 @@ def _tokenizer(cfg: TokenizerConfig) -> Tokenizer:
     return Tokenizer(library=cfg.library, type=cfg.type, model=cfg.model)
 
 
-def run_spec(run: RunConfig, platform: PlatformExports) -> RunSpec:
+def run_spec(run: RunConfig, platform: PlatformExports, secret_env: bool = False) -> RunSpec:
     """A run of the config, on the platform's default pool and priority unless it names its own.
-    A supervised run defaults to the image that holds the resiliency launcher."""
+    A supervised run defaults to the image that holds the resiliency launcher. `secret_env`: its
+    `env` is encrypted, and its recorded definition keeps only the names."""
     r = run.resiliency
     pool = run.pool or default_pool(run.team, platform)
     flavor = platform.flavors_by_pool.get(pool)
@@ -136,7 +142,9 @@ def run_spec(run: RunConfig, platform: PlatformExports) -> RunSpec:
         overrides=MappingProxyType(dict(run.overrides)),
         env=MappingProxyType(dict(run.env)),
         allow_env_overrides=frozenset(run.allow_env_overrides),
-        given=frozenset(type(run).model_fields[field].alias or field for field in run.model_fields_set),
+        given=frozenset(type(run).model_fields[key].alias or key for key in run.model_fields_set),
+        revision=run.revision,
+        definition=encoded(run.definition(secret_env)),
     )
 
 
@@ -146,6 +154,13 @@ def _default_priority(team: str | None, platform: PlatformExports) -> str:
     if found is None or platform.default_priority_class in found.priorities:
         return platform.default_priority_class
     return found.priorities[0]
+
+
+def run_jobsets(cfg: StackConfig, platform: PlatformExports) -> list[ObjectRef]:
+    """Each run's JobSet, by the name and namespace it is submitted under."""
+    return [
+        ObjectRef(JOBSET_API, "JobSet", place_of(run.team, platform).namespace, run.name) for run in cfg.training.runs
+    ]
 
 
 def run_site(cluster: ClusterExports, platform: PlatformExports, pool: str) -> ClusterExports | Worker:
@@ -241,10 +256,21 @@ def nccl_test_spec(test: NcclTestConfig, platform: PlatformExports) -> NcclTestS
     )
 
 
-def check_runs(cfg: StackConfig, cluster: ClusterExports, platform: PlatformExports, secret_env: bool = False) -> None:
-    """Every run and data-prep job against the environment it targets; called before
-    anything is registered. Raises ConfigError naming every bad key. `secret_env`: the stack's
-    `training` holds encrypted values, so the runs' `env` goes into Secrets."""
+def check_runs(
+    cfg: StackConfig,
+    cluster: ClusterExports,
+    platform: PlatformExports,
+    secret_env: bool = False,
+    *,
+    submitted: Mapping[str, Submitted] = MappingProxyType({}),
+    unrecorded: Mapping[str, Submitted] = MappingProxyType({}),
+) -> None:
+    """Every run and data-prep job against the environment it targets, every submitted run
+    (`submitted`, by run name: stacks.recorded) against what it was submitted with, and every
+    run's JobSet that an interrupted `up` left on an existing cluster (`unrecorded`:
+    stacks.ownership.unrecorded_runs) against the run; called before anything is registered.
+    Raises ConfigError naming every bad key. `secret_env`: the stack's `training` holds
+    encrypted values, so the runs' `env` goes into Secrets."""
     flavors = platform.flavors_by_pool
     errors: list[RuleError] = []
     for i, run_config in enumerate(cfg.training.runs):
@@ -265,7 +291,7 @@ def check_runs(cfg: StackConfig, cluster: ClusterExports, platform: PlatformExpo
                 "wait its whole timeout behind the run it gates; set kueue.preemption to LowerPriority"
             )
             errors.append(RuleError(f"training.runs[{i}].fabricCheck", run_config.fabric_check, why))
-        run = run_spec(run_config, platform)
+        run = run_spec(run_config, platform, secret_env)
         try:
             check_team(run_config.team, run.pool, platform, run.priority)
             check_run(run, flavors, platform.priority_classes, platform.supervisor, platform.gke)
@@ -275,6 +301,10 @@ def check_runs(cfg: StackConfig, cluster: ClusterExports, platform: PlatformExpo
             networking = run_networking(run, machine, run_site(cluster, platform, run.pool))
             paths = run_paths(run, platform, place_of(run_config.team, platform))
             nemo.check_env(run, nemo.platform_env(run, machine, networking, paths))
+            definition = json.loads(run.definition)
+            step_of(run.name, run.revision, definition, submitted.get(run.name))
+            if run.name in unrecorded and run.name not in submitted:
+                check_unrecorded(run.name, definition, unrecorded[run.name])
         except RuleError as error:
             errors.append(_as_written(error, run_config).under(f"training.runs[{i}]"))
     on_workers = "belongs in a worker's stack: a MultiKueue manager dispatches runs only, and each worker {}"
@@ -326,6 +356,8 @@ class TrainingLayerArgs:
     platform: PlatformOutputs
     # The stack's `training` holds encrypted values: every run's `env` goes into a Secret.
     secret_env: bool = False
+    # The runs the stack has submitted, by name (stacks.recorded), which check_runs passed.
+    submitted: Mapping[str, Submitted] = field(default_factory=lambda: MappingProxyType({}))
 
 
 class TrainingLayer(pulumi.ComponentResource):
@@ -354,7 +386,7 @@ class TrainingLayer(pulumi.ComponentResource):
         )
         after = args.platform.run_dependencies
         required = {run.fabric_check for run in cfg.training.runs if run.fabric_check}
-        specs = [run_spec(run_config, platform) for run_config in cfg.training.runs]
+        specs = [run_spec(run_config, platform, args.secret_env) for run_config in cfg.training.runs]
         # The images of the runs each check gates: the check installs the gIB they load.
         gated: dict[str, set[str]] = {}
         for run_config, run in zip(cfg.training.runs, specs, strict=True):
@@ -401,6 +433,7 @@ class TrainingLayer(pulumi.ComponentResource):
             machine = flavor.machine
             gate = [checks[run_config.fabric_check].jobset] if run_config.fabric_check else []
             pool = pools.get(run.pool)
+            submitted = args.submitted.get(run.name)
             advice = preload_advice(run.name, run.image_ref, pool) if pool else None
             if advice:
                 pulumi.log.warn(advice, resource=self)
@@ -420,6 +453,8 @@ class TrainingLayer(pulumi.ComponentResource):
                         secret_env=args.secret_env,
                         dispatched=bool(platform.workers),
                         mirror=None if platform.workers else cluster.facts.image_mirror,
+                        submitted=submitted,
+                        step=step_of(run.name, run.revision, json.loads(run.definition), submitted),
                     ),
                     opts=child,
                 )
@@ -452,10 +487,12 @@ def build(
     platform: PlatformOutputs,
     opts: pulumi.ResourceOptions,
     secret_env: bool = False,
+    *,
+    submitted: Mapping[str, Submitted] = MappingProxyType({}),
 ) -> dict[str, Any]:
     layer = TrainingLayer(
         "training",
-        TrainingLayerArgs(config=cfg, cluster=cluster, platform=platform, secret_env=secret_env),
+        TrainingLayerArgs(config=cfg, cluster=cluster, platform=platform, secret_env=secret_env, submitted=submitted),
         opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(providers={"kubernetes": cluster.provider})),
     )
     used = (

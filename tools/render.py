@@ -28,18 +28,21 @@ import gc
 import json
 import sys
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from config.loader import ConfigError
+from facts.errors import RuleError
 from facts.kubernetes import RUN_LABEL
 from facts.project import stack_name_problem
 from harness.mocks import RecordedResource
 from harness.runner import ROOT, StackFailed, StackRun, run_stack
 from harness.schemas import resource_errors
 from harness.stackfile import StackFileError
+from planners.submitted import Step, Submitted, kept_notice, replace_notice, step_of, submitted_of
 from stacks import installed
 from stacks.installed import NotInstalled
 from tools.summary import markdown
@@ -174,23 +177,26 @@ def clear(out: Path) -> None:
             folder.rmdir()
 
 
-# A run's JobSet as a render wrote it: its name (which carries the digest of its definition) and
-# its training image.
-RunJobSet = tuple[str, str]
+@dataclass(frozen=True)
+class RenderedRun:
+    """A run's JobSet as a render wrote it: what it records of its submission, and its image."""
+
+    submitted: Submitted
+    image: str
 
 
-def run_jobsets(manifests: list[dict[str, Any]]) -> dict[str, RunJobSet]:
+def run_jobsets(manifests: list[dict[str, Any]]) -> dict[str, RenderedRun]:
     """The training runs' JobSets among manifests, by run name."""
     found = {}
     for manifest in manifests:
         run = manifest.get("metadata", {}).get("labels", {}).get(RUN_LABEL)
         if manifest.get("kind") == "JobSet" and run:
             spec = manifest["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
-            found[run] = (manifest["metadata"]["name"], spec["containers"][0]["image"])
+            found[run] = RenderedRun(submitted_of(manifest), spec["containers"][0]["image"])
     return found
 
 
-def previous_jobsets(out: Path) -> dict[str, RunJobSet]:
+def previous_jobsets(out: Path) -> dict[str, RenderedRun]:
     """The run JobSets the last render into `out` wrote (none where it wrote nothing)."""
     listed = out / WRITTEN
     if not listed.is_file():
@@ -199,22 +205,31 @@ def previous_jobsets(out: Path) -> dict[str, RunJobSet]:
     return run_jobsets([yaml.safe_load(path.read_text()) for path in paths if path.is_file()])
 
 
-def jobset_changes(before: dict[str, RunJobSet], after: dict[str, RunJobSet]) -> list[str]:
-    """What `pulumi up` would do to each run, between two renders: a run whose definition changed
-    (another image, more steps, a bumped runtime) is a new JobSet, submitted after the old one is
-    deleted; a running run keeps its JobSet, and its image, until then."""
+def jobset_changes(before: dict[str, RenderedRun], after: dict[str, RenderedRun]) -> list[str]:
+    """What `pulumi up` would do to each run were the earlier render deployed (planners.submitted):
+    a run whose revision rose is replaced; one changed at its revision is refused; one this
+    version renders otherwise (a bumped runtime or image in the catalog) is kept as submitted."""
     lines = []
     for run in sorted(before.keys() | after.keys()):
         if run not in after:
-            lines.append(f"run {run}: removed (JobSet {before[run][0]} is deleted)")
-        elif run not in before:
-            lines.append(f"run {run}: new JobSet {after[run][0]}")
-        elif before[run][0] != after[run][0]:
-            image = f"; image {before[run][1]} -> {after[run][1]}" if before[run][1] != after[run][1] else ""
-            lines.append(
-                f"run {run}: a new JobSet {after[run][0]} replaces {before[run][0]}{image}: `pulumi up` deletes the "
-                "running one first and the new one resumes from the run's checkpoints"
-            )
+            lines.append(f"run {run}: removed (JobSet {before[run].submitted.jobset} is deleted)")
+            continue
+        new = after[run]
+        if run not in before:
+            lines.append(f"run {run}: new JobSet {new.submitted.jobset}")
+            continue
+        old = before[run].submitted
+        image = f" (image {before[run].image} -> {new.image})" if before[run].image != new.image else ""
+        revision = new.submitted.revision or 1
+        try:
+            step = step_of(run, revision, new.submitted.definition or {}, old)
+        except RuleError as refused:
+            lines.append(f"run {run}: `pulumi up` refuses the change: {refused}")
+            continue
+        if step is Step.REPLACE:
+            lines.append(replace_notice(run, old, revision) + image)
+        elif (notice := kept_notice(run, old, new.submitted.rendered or "")) is not None:
+            lines.append(notice + image)
     return lines
 
 

@@ -1,6 +1,6 @@
 """The real Pulumi engine on the lane: the CLI and kubernetes provider drive the `existing` stack,
-a run-only stack on top of it and the same stack on the cluster's own namespace and claims,
-through the Automation API (integration/engine.py). The tests share one session and run in
+a run-only stack on top of it (its run on Megatron-Bridge) and the same stack on the cluster's own
+namespace and claims, through the Automation API (integration/engine.py). The tests share one session and run in
 file order; each prints what the engine and the controllers did. Skipped, saying why, where the
 binaries are absent (`make integration-tools` builds them)."""
 
@@ -49,8 +49,20 @@ def test_up_admits_the_run_in_one_topology_block(scenarios: Scenarios) -> None:
     print(f"engine: {scenarios.up_admits_the_run_in_one_block()}")
 
 
+def test_an_upgrade_of_the_program_leaves_the_running_run_alone(scenarios: Scenarios) -> None:
+    print(f"engine: {scenarios.an_upgrade_leaves_the_running_run_alone()}")
+
+
+def test_a_changed_run_is_refused_at_its_revision_and_replaced_with_a_raised_one(scenarios: Scenarios) -> None:
+    print(f"engine: {scenarios.a_changed_run_is_refused_then_replaced_with_its_revision()}")
+
+
 def test_refresh_then_preview_finds_nothing_to_change_while_running_and_after(scenarios: Scenarios) -> None:
     print(f"engine: {scenarios.refresh_finds_nothing_to_change()}")
+
+
+def test_a_finished_run_is_never_submitted_again(scenarios: Scenarios) -> None:
+    print(f"engine: {scenarios.a_finished_run_is_never_submitted_again()}")
 
 
 def test_a_run_only_stack_reads_its_upstream_and_destroys_alone(scenarios: Scenarios) -> None:
@@ -63,6 +75,10 @@ def test_a_relabelled_pool_moves_the_queue_to_a_new_flavor(scenarios: Scenarios)
 
 def test_a_run_larger_than_its_pool_is_refused_before_anything_is_registered(scenarios: Scenarios) -> None:
     print(f"engine: {scenarios.oversized_run_is_refused_before_registration()}")
+
+
+def test_a_run_an_interrupted_up_left_on_the_cluster_is_never_run_twice(scenarios: Scenarios) -> None:
+    print(f"engine: {scenarios.a_run_an_interrupted_up_left_is_never_run_twice()}")
 
 
 def test_destroy_completes_with_no_manual_step_and_leaves_nothing(scenarios: Scenarios) -> None:

@@ -19,8 +19,8 @@ import pulumi
 import pytest
 from pulumi.runtime import settings
 
-from config.training import MAX_JOBS_PER_STACK
-from facts.kubernetes import MAX_ENV_STRING_BYTES
+from config.training import ENCRYPTED, MAX_JOBS_PER_STACK
+from facts.kubernetes import DEFINITION_ANNOTATION, MAX_ENV_STRING_BYTES
 from facts.project import PROJECT
 from facts.pulumi_cli import SECRET_STAND_IN, SHOWN_ERROR_EXIT_CODE
 from harness.mocks import RecordingEngine, RecordingMocks, RecordingMonitor
@@ -170,6 +170,9 @@ def test_an_encrypted_env_value_reaches_the_pod_through_a_secret_never_the_jobse
     for name in ("HF_TOKEN", "NCCL_DEBUG"):
         assert env[name] == {"name": name, "valueFrom": {"secretKeyRef": {"name": "gpt5b-demo-env", "key": name}}}
     assert SECRET_STAND_IN not in json.dumps(jobset)
+    # What the JobSet records of the run keeps the names only (planners.submitted).
+    definition = json.loads(jobset["metadata"]["annotations"][DEFINITION_ANNOTATION])
+    assert definition["env"] == {"HF_TOKEN": ENCRYPTED, "NCCL_DEBUG": ENCRYPTED}
     assert run.depends_on(run.one("kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"), secret)
 
 

@@ -122,8 +122,8 @@ def test_marking_a_stack_deployed_before_the_mark_patches_its_objects_and_replac
     stack: str, render: Render
 ) -> None:
     """The first `up` after the upgrade: the mark is a new annotation, which the provider patches
-    (harness.updates: no force-new field, no replaceOnChanges path): no object, JobSets of running
-    runs included, is replaced or re-created."""
+    (harness.updates: no force-new field, no replaceOnChanges path): no object is replaced or
+    re-created. A submitted run's objects are kept as they are (planners.submitted), unmarked."""
     after = render(stack)
     before = StackRun(
         stack=stack,
@@ -135,7 +135,7 @@ def test_marking_a_stack_deployed_before_the_mark_patches_its_objects_and_replac
     steps = updates.plan(before, after)
     assert steps
     for urn, (_, new, step) in steps.items():
-        if new.type == HELM:
+        if new.type == HELM or new.replacement_trigger is not None:
             assert step.op == "same", urn
         else:
             assert step.op == "update", urn
@@ -185,6 +185,34 @@ def test_the_stacks_own_objects_and_the_unmarked_ones_pulumi_wrote_are_taken() -
     assert warning.message.startswith(
         "2 objects of this stack's names on the cluster were written by Pulumi without the stack's mark "
         "(ClusterQueue a3-queue, Namespace nemo): taken as this stack's own"
+    )
+
+
+def test_a_run_an_interrupted_up_left_is_taken_with_its_definition_and_refused_with_another() -> None:
+    """A run's JobSet of this stack that its state does not hold (an `up` killed after the API
+    server created it): the next `up` applies over it, which takes it as it is; changed meanwhile,
+    the JobSet webhook would refuse that apply, so the program refuses first, naming the JobSet."""
+    run = run_stack(EXISTING)
+    (jobset,) = [run.manifest(r) for r in run.of_type("kubernetes:jobset.x-k8s.io/v1alpha2:JobSet")]
+    ref = ObjectRef(jobset["apiVersion"], "JobSet", "nemo", jobset["metadata"]["name"])
+    run_stack(EXISTING, read_objects=objects_reader({ref: jobset}))
+    values = load_stack_values(EXISTING)
+    values["nemo-gke:training"]["runs"][0]["steps"] = 30
+    with pytest.raises(StackFailed) as failed:
+        run_stack(EXISTING, values=values, read_objects=objects_reader({ref: jobset}))
+    assert isinstance(failed.value.error, ConfigError) and not failed.value.resources
+    assert str(failed.value.error).splitlines()[1:] == [
+        "  nemo-gke:training.runs[0].steps = 30: run llama31-8b's JobSet nemo/llama31-8b is on the cluster, marked "
+        "with this stack, and its state does not hold it (an interrupted `pulumi up` submitted it); it runs another "
+        "definition (steps 20 → 30): put those values back to take it over, or delete it first (kubectl -n nemo "
+        "delete jobset llama31-8b)"
+    ]
+    # Another stack's JobSet of the name is refused as any object of the stack's names is.
+    theirs = {**jobset, "metadata": {**jobset["metadata"], "annotations": {STACK_ANNOTATION: "acme/nemo-gke/b"}}}
+    with pytest.raises(StackFailed) as failed:
+        run_stack(EXISTING, values=values, read_objects=objects_reader({ref: theirs}))
+    assert "JobSet nemo/llama31-8b is already on the cluster, written by the Pulumi stack acme/nemo-gke/b" in str(
+        failed.value.error
     )
 
 

@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from facts import versions
@@ -95,25 +96,44 @@ def test_a4_trains_llama_405b_at_its_own_recipes_layout(render: Render) -> None:
     assert "(126) must divide the 128 layers of llama3.1-405b (with the embedding and the loss" in message
 
 
-def test_a_render_says_which_runs_an_update_would_replace(tmp_path: Path, capsys: Any) -> None:
-    """A runtime or image bump is a catalog change whose effect `make render` shows: the second
-    render into the same folder names each run that becomes a new JobSet, with its image change;
-    an unchanged run is not named (its JobSet, and the image it runs, stay until the stack changes)."""
+def test_a_render_says_what_an_update_would_do_to_each_run(
+    tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The second render into a folder says what `pulumi up` would do to each run were the first
+    deployed (planners.submitted): nothing for an unchanged run; a catalog bump (here the run's
+    recipe image) keeps a submitted run as it is; a change of the run's own keys is refused at
+    its revision, and a raised revision replaces the run."""
     stack_file = tmp_path / "Pulumi.dev.yaml"
     values = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())
     stack_file.write_text(yaml.safe_dump(values))
     out = tmp_path / "build"
-    assert render_cli.main(["--file", str(stack_file), "--out", str(out)]) == 0
-    assert "Runs since the last render" not in capsys.readouterr().out
-    assert render_cli.main(["--file", str(stack_file), "--out", str(out)]) == 0
-    assert "Runs since the last render" not in capsys.readouterr().out
+
+    def rendered() -> list[str]:
+        assert render_cli.main(["--file", str(stack_file), "--out", str(out)]) == 0
+        return [line for line in capsys.readouterr().out.splitlines() if line.startswith("  run gpt5b-demo:")]
+
+    assert rendered() == []
+    assert rendered() == []
+    workload_files = nemo.workload_files
+    monkeypatch.setattr(nemo, "workload_files", lambda *a: {**workload_files(*a), "upgraded.txt": "1"})
+    (kept,) = rendered()
+    assert kept == (
+        "  run gpt5b-demo: JobSet nemo/gpt5b-demo is kept as submitted at revision 1; this version of the platform "
+        "renders the run otherwise, which reaches it only when its revision is raised"
+    )
+    monkeypatch.undo()
+    rendered()
+    values["config"]["nemo-gke:training"]["runs"][0]["steps"] = 80
+    stack_file.write_text(yaml.safe_dump(values))
+    (refused,) = rendered()
+    assert "`pulumi up` refuses the change: changes run gpt5b-demo, submitted at revision 1 (steps 50 → 80)" in refused
+    values["config"]["nemo-gke:training"]["runs"][0]["revision"] = 2
+    stack_file.write_text(yaml.safe_dump(values))
     values["config"]["nemo-gke:training"]["runs"][0]["image"] = "nvcr.io/nvidia/nemo:24.12"
     stack_file.write_text(yaml.safe_dump(values))
-    assert render_cli.main(["--file", str(stack_file), "--out", str(out)]) == 0
-    printed = capsys.readouterr().out
-    (line,) = [line for line in printed.splitlines() if line.startswith("  run gpt5b-demo:")]
-    assert "a new JobSet gpt5b-demo-" in line
-    assert re.search(r"; image \S+/nvidia/nemo:24\.07 -> \S+/nvidia/nemo:24\.12: `pulumi up` deletes the running", line)
+    (replaced,) = rendered()
+    assert replaced.startswith("  run gpt5b-demo: revision 1 → 2 replaces JobSet nemo/gpt5b-demo: its pods stop")
+    assert re.search(r"\(image \S+/nvidia/nemo:24\.07 -> \S+/nvidia/nemo:24\.12\)$", replaced)
 
 
 def test_a_megatron_tokenizer_megatron_bridge_cannot_build_is_refused_by_key() -> None:

@@ -13,11 +13,11 @@ import pytest
 import payload
 from config.loader import ConfigError
 from facts import versions
-from facts.kubernetes import RUN_LABEL, versioned_name
+from facts.kubernetes import RUN_LABEL
 from facts.machines import machine_type, training_pod_requests
 from facts.models import MODELS, Framework
 from harness.mocks import RecordedResource
-from harness.runner import StackFailed, StackRun, load_stack_values, run_stack, stack_with, unmarked
+from harness.runner import StackFailed, StackRun, load_stack_values, run_stack, stack_with
 from planners import nemo
 from tests.conftest import MODES, flavors_by_pool, issue_for, mebibytes, millicores, parse_source, rejected
 
@@ -64,15 +64,16 @@ def workload_files(run: StackRun, run_name: str) -> dict[str, str]:
 
 
 @MODES
-def test_a_run_is_one_suspended_indexed_jobset_named_after_its_definition(render: Any, preview: bool) -> None:
+def test_a_run_is_one_suspended_indexed_jobset_named_after_the_run(render: Any, preview: bool) -> None:
+    """Named after the run, so one run is one JobSet whatever an interrupted `up` left behind: the
+    API server applies a second of the name over the first (components.training)."""
     run = render("dev", preview=preview)
     resource, manifest = jobset(run)
-    # Named before the stack marks it (stacks.ownership).
-    unnamed = {**manifest, "metadata": {k: v for k, v in unmarked(manifest)["metadata"].items() if k != "name"}}
-    assert manifest["metadata"]["name"] == versioned_name("gpt5b-demo", unnamed)
+    assert manifest["metadata"]["name"] == "gpt5b-demo"
     assert manifest["metadata"]["namespace"] == "nemo"
     spec = manifest["spec"]
-    assert spec["suspend"] is True
+    # Kueue's webhook suspends it as it is created (components.training.gpu_jobset).
+    assert "suspend" not in spec and manifest["metadata"]["labels"]["kueue.x-k8s.io/queue-name"]
     assert spec["failurePolicy"] == {"maxRestarts": 0}
     # A finished run stays, in the cluster and in the stack's state (see tests/stacks/test_updates.py).
     assert "ttlSecondsAfterFinished" not in spec
@@ -82,9 +83,10 @@ def test_a_run_is_one_suspended_indexed_jobset_named_after_its_definition(render
     assert (replicated["replicas"], job["parallelism"], job["completions"]) == (1, 2, 2)
     assert (job["completionMode"], job["backoffLimit"]) == ("Indexed", 0)
     assert pod(manifest)["spec"]["restartPolicy"] == "Never"
-    assert resource.ignore_changes == ["spec.suspend"] and not resource.replace_on_changes
-    # `pulumi up --replace` keeps the name: the engine must delete first (tests/stacks/test_updates.py).
-    assert resource.delete_before_replace
+    # Frozen once submitted, replaced (deleting first: it keeps its name) when its revision rises
+    # (tests/stacks/test_updates.py).
+    assert resource.ignore_changes == ["metadata", "spec"] and not resource.replace_on_changes
+    assert resource.replacement_trigger == 1 and resource.delete_before_replace
 
 
 def test_the_run_is_queued_on_an_existing_local_queue_and_waits_for_it_and_its_volumes(render: Any) -> None:

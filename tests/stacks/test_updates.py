@@ -13,10 +13,20 @@ from typing import Any
 
 import pytest
 
-from facts.kubernetes import KUEUE_API
+from config.loader import ConfigError
+from facts.kubernetes import KUEUE_API, STACK_ANNOTATION
 from harness import cel, updates
 from harness.mocks import RecordedResource
-from harness.runner import StackRun, load_stack_values, run_stack, stack_with
+from harness.runner import (
+    StackFailed,
+    StackRun,
+    load_stack_values,
+    recorded_state,
+    run_stack,
+    stack_names,
+    stack_with,
+)
+from planners import nemo
 from tests.conftest import Render
 
 JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
@@ -85,8 +95,9 @@ def test_without_ignoring_suspend_a_refresh_would_replace_a_running_job(
     jobs: list[tuple[str, RecordedResource, RecordedResource]],
 ) -> None:
     """The rule above can fail: with `spec.suspend` no longer ignored, the refreshed input
-    (false) differs from the program's (true)."""
-    _, old, new = next(j for j in jobs if StackRun.manifest(j[1])["kind"] == "JobSet")
+    (false) differs from the program's (true) for a job that writes it (a fabric check, a
+    data-preparation Job; a run leaves it to Kueue's webhook)."""
+    _, old, new = next(j for j in jobs if "suspend" in StackRun.manifest(j[1])["spec"])
     live = admitted(StackRun.manifest(old))
     unguarded = RecordedResource(**{**new.__dict__, "ignore_changes": []})
     step = updates.step(updates.refreshed(old, live), unguarded, live)
@@ -104,39 +115,122 @@ def _changed(render: Render, stack: str, values: dict[str, Any]) -> dict[str, tu
     return {urn: v for urn, v in updates.plan(render(stack), render(stack, values=values)).items() if v[2].op != "same"}
 
 
-def test_a_changed_run_is_a_new_jobset_of_a_new_name(render: Render) -> None:
-    """A JobSet's replicated jobs cannot be patched once it runs (sigs.k8s.io/jobset
-    pkg/webhooks/jobset_webhook.go ValidateUpdate), so a run whose definition changes is a new
-    JobSet of a new name, never a patch; the old JobSet is deleted first (its nodes free for the
-    new one), its ConfigMap is new too and created before the JobSet that mounts it. Nothing else
-    in the stack changes."""
-    values = load_stack_values("dev")
+def _runs_with(values: dict[str, Any], **keys: Any) -> dict[str, Any]:
+    """The stack's values with the first run's `keys` set."""
     runs = copy.deepcopy(values["nemo-gke:training"]["runs"])
-    runs[0]["steps"] = 80
-    changed = _changed(render, "dev", stack_with("dev", training={"runs": runs}))
-    kinds = {new.type: step for _, new, step in changed.values()}
-    assert set(kinds) == {JOBSET, CONFIG_MAP}, sorted(kinds)
+    runs[0].update(keys)
+    return {**values, "nemo-gke:training": {**values["nemo-gke:training"], "runs": runs}}
+
+
+def test_an_upgrade_of_the_launcher_leaves_every_submitted_run_alone(
+    render: Render, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new launcher (any change of what the program renders for a run) reaches new runs only:
+    each submitted run's ConfigMap and JobSet are kept as they are, and the update says so once
+    per run. gpu-recipes (a `helm install` per run) and xpk (a `kubectl apply`) leave a submitted
+    run alone just so."""
+    before = render("dev")
+    workload_files = nemo.workload_files
+
+    def upgraded(*args: Any) -> dict[str, str]:
+        files = workload_files(*args)
+        return {**files, nemo.LAUNCHER: files[nemo.LAUNCHER] + "# upgraded\n"}
+
+    monkeypatch.setattr(nemo, "workload_files", upgraded)
+    after = run_stack("dev", recorded=recorded_state(before))
+    plan = updates.plan(before, after)
+    runs = {urn: step for urn, (_, new, step) in plan.items() if new.type in (JOBSET, CONFIG_MAP)}
+    assert runs and set(runs.values()) == {updates.Step("same")}
+    assert any(
+        StackRun.manifest(new)["data"] != StackRun.manifest(old)["data"]
+        for old, new, _ in plan.values()
+        if new.type == CONFIG_MAP
+    ), "the launcher changed"
+    (notice,) = after.infos
+    assert "run gpt5b-demo: JobSet nemo/gpt5b-demo is kept as submitted at revision 1" in notice.message
+    # Without the frozen fields, the same upgrade replaces the running run's ConfigMap.
+    old, new, _ = next(v for v in plan.values() if v[1].type == CONFIG_MAP)
+    unfrozen = RecordedResource(**{**new.__dict__, "ignore_changes": []})
+    assert updates.step(old, unfrozen).op == "replace"
+
+
+def test_a_changed_run_is_refused_at_its_submitted_revision(render: Render) -> None:
+    """A change of a submitted run's own keys would replace it (a JobSet's replicated jobs cannot
+    be patched: sigs.k8s.io/jobset pkg/webhooks/jobset_webhook.go ValidateUpdate); at the revision
+    it was submitted with, it is refused by key before anything is registered."""
+    before = render("dev")
+    with pytest.raises(StackFailed) as failed:
+        run_stack("dev", values=_runs_with(load_stack_values("dev"), steps=80), recorded=recorded_state(before))
+    assert isinstance(failed.value.error, ConfigError) and not failed.value.resources
+    (issue,) = failed.value.error.issues
+    assert issue.key == "training.runs[0].steps" and issue.value == 80
+    assert issue.message == (
+        "changes run gpt5b-demo, submitted at revision 1 (steps 50 → 80): raise revision to 2 to replace the run with "
+        "this definition (its pods stop, and the new JobSet resumes from its checkpoints), or put the submitted values "
+        "back"
+    )
+    # A new stack (nothing recorded) takes the same values.
+    run_stack("dev", values=_runs_with(load_stack_values("dev"), steps=80))
+
+
+def test_a_revision_only_rises(render: Render) -> None:
+    recorded = recorded_state(render("dev", values=_runs_with(load_stack_values("dev"), revision=3)))
+    with pytest.raises(StackFailed) as failed:
+        run_stack("dev", values=_runs_with(load_stack_values("dev"), revision=2), recorded=recorded)
+    assert isinstance(failed.value.error, ConfigError)
+    assert [(i.key, i.value) for i in failed.value.error.issues] == [("training.runs[0].revision", 2)]
+
+
+@pytest.mark.parametrize("change", [{"steps": 80, "revision": 2}, {"revision": 2}], ids=["changed", "unchanged"])
+def test_raising_the_revision_replaces_the_run_deleting_it_first(render: Render, change: dict[str, Any]) -> None:
+    """Raised, the revision replaces the run's objects and nothing else, each old one deleted
+    first: they keep their names (the JobSet frees its nodes for its successor). Unchanged, that
+    submits the run again; either way the update names the JobSet it replaces."""
+    before = render("dev")
+    after = run_stack("dev", values=_runs_with(load_stack_values("dev"), **change), recorded=recorded_state(before))
+    changed = {urn: v for urn, v in updates.plan(before, after).items() if v[2].op != "same"}
+    assert {new.type for _, new, _ in changed.values()} == {JOBSET, CONFIG_MAP}
     for old, new, step in changed.values():
-        assert step.op == "replace", (new.urn, step)
-        assert step.delete_before_replace is (new.type == JOBSET), (new.urn, step)
-        assert StackRun.manifest(old)["metadata"]["name"] != StackRun.manifest(new)["metadata"]["name"]
+        assert step == updates.Step("replace", ("replacementTrigger",), delete_before_replace=True), new.urn
+        assert StackRun.manifest(old)["metadata"]["name"] == StackRun.manifest(new)["metadata"]["name"]
+    (warning,) = [w for w in after.warnings if "revision 1 → 2" in w.message]
+    assert warning.message.startswith("run gpt5b-demo: revision 1 → 2 replaces JobSet nemo/gpt5b-demo: its pods stop")
 
 
-def test_resubmitting_an_unchanged_run_deletes_it_first() -> None:
-    """`pulumi up --replace <urn>` (the `resubmit` output) replaces a JobSet that keeps its name.
-    A targeted replace carries no delete-first answer from the provider (pulumi/pulumi
-    step_generator.go: "just return a replace diff that blames the id"), so without
-    deleteBeforeReplace the engine creates first and the API server answers AlreadyExists
-    (pulumi-kubernetes provider/pkg/await/await.go). Modelled: a replacement of the same name."""
-    run = run_stack("dev")
-    for resource in run.of_type(JOBSET, JOB):
-        if "kueue.x-k8s.io/queue-name" not in StackRun.manifest(resource)["metadata"].get("labels", {}):
-            continue
-        forced = RecordedResource(**{**resource.__dict__, "replace_on_changes": ["metadata"]})
-        relabelled = copy.deepcopy(StackRun.manifest(resource))
-        relabelled["metadata"]["labels"]["resubmitted"] = "1"
-        step = updates.step(resource, RecordedResource(**{**forced.__dict__, "inputs": relabelled}))
-        assert step.op == "replace" and step.delete_before_replace, resource.urn
+def test_a_run_an_earlier_nemo_gke_submitted_is_kept_under_its_name(render: Render) -> None:
+    """A JobSet submitted before revisions were recorded (named `<run>-<digest>`, no annotations)
+    is kept as it is, whatever its definition now, and the stack's outputs name it."""
+    before = render("dev")
+    state = recorded_state(before)
+    for entry in state.values():
+        if entry["type"] == JOBSET:
+            metadata = entry["outputs"]["metadata"]
+            metadata["name"] = "gpt5b-demo-0a1b2c"
+            metadata["annotations"] = {
+                k: v for k, v in metadata["annotations"].items() if "nemo-gke.io/" not in k or k == STACK_ANNOTATION
+            }
+    after = run_stack("dev", values=_runs_with(load_stack_values("dev"), steps=80), recorded=state)
+    assert after.exports["training"]["runs"]["gpt5b-demo"]["jobset"] == "gpt5b-demo-0a1b2c"
+    (notice,) = after.infos
+    assert "was submitted by an earlier nemo-gke, which recorded no revision; it is kept" in notice.message
+
+
+def _empty_lists(value: Any, path: str = "") -> list[str]:
+    if isinstance(value, dict):
+        return [found for key, item in value.items() for found in _empty_lists(item, f"{path}.{key}")]
+    if isinstance(value, list):
+        return [path] if not value else [f for i, item in enumerate(value) for f in _empty_lists(item, f"{path}[{i}]")]
+    return []
+
+
+@pytest.mark.parametrize("stack", stack_names())
+def test_no_object_writes_an_empty_list_the_api_server_drops(render: Render, stack: str) -> None:
+    """The API server leaves an empty list out of what it stores (`omitempty`): written, it reads
+    back from `pulumi refresh` as a change, and `preview --expect-no-changes` fails (every
+    Megatron-Bridge run wrote `args: []`)."""
+    run = render(stack)
+    found = {r.name: paths for r in run.kubernetes_objects if (paths := _empty_lists(StackRun.manifest(r)))}
+    assert not found
 
 
 def _pool_to_zero(values: dict[str, Any]) -> dict[str, Any]:
