@@ -214,8 +214,9 @@ class RunConfig(Model):
         None,
         ge=0,
         le=100,
-        description="JobSet restarts of the whole run after a failure. Default: 0, or the resiliency recipe's 20 "
-        "for a run with resiliency.supervisor.",
+        description="JobSet restarts of the whole run after a failure other than a program error (docs/recovery.md). "
+        "Default: the resiliency recipe's 20 for a run that saves and resumes from checkpoints or runs under "
+        "resiliency.supervisor; 0 for one that would start again from step 0.",
     )
     resiliency: RunResiliencyConfig = Field(
         default_factory=RunResiliencyConfig, description="Fault tolerance, restarts and local checkpoints."

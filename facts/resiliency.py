@@ -91,10 +91,11 @@ CONTAINER_TERMINATION_THRESHOLD_SECONDS = 60
 WORKLOAD_DOWNTIME_THRESHOLD_SECONDS = 180
 # values.yaml: the supervised training pods' /dev/shm (volumes.sharedMemorySize), their
 # terminationGracePeriodSeconds (a replaced node's pods go at once) and the JobSet's maxRestarts
-# (workload.max_workload_restarts, src/helm-charts/a3ultra/jobset/templates/workload-jobset.yaml).
+# (workload.max_workload_restarts, src/helm-charts/a3ultra/jobset/templates/workload-jobset.yaml),
+# which every run that resumes from its checkpoints takes by default (planners.runs.max_restarts).
 SUPERVISED_SHARED_MEMORY_GIB = 600
 SUPERVISED_TERMINATION_GRACE_SECONDS = 3
-SUPERVISED_MAX_RESTARTS = 20
+RECIPE_MAX_RESTARTS = 20
 # values.yaml defaultArguments: --local-ckpt-interval=5 (and --persistent-ckpt-interval=25, what
 # examples/Pulumi.a3ultra.yaml sets; the README's prose says "every 20 steps").
 LOCAL_CHECKPOINT_INTERVAL = 5

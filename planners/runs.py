@@ -119,6 +119,16 @@ class RunSpec:
         return self.image or self.recipe.image.ref
 
 
+def max_restarts(given: int | None, checkpoint: bool, resume: bool, supervisor: bool) -> int:
+    """The JobSet restarts a run gets after a failure other than a program error: its own
+    `maxRestarts`, else the resiliency recipe's for a run that resumes from its checkpoints (a
+    restart loses the steps since the newest one) or that the supervisor runs, else none: a run
+    that cannot resume would start again from step 0."""
+    if given is not None:
+        return given
+    return resiliency.RECIPE_MAX_RESTARTS if (checkpoint and resume) or supervisor else 0
+
+
 @dataclass(frozen=True)
 class DataPrepSpec:
     """A tokenization Job: JSONL in the data bucket to Megatron .bin/.idx files beside it."""

@@ -85,6 +85,8 @@ class RunLine:
     nodes: int
     gpus: int
     steps: int
+    # Restarts after a failure other than a program error before the run fails (docs/recovery.md).
+    max_restarts: int
     step_time_s: float | None
     step_time_source: str | None
     hours: float | None
@@ -219,6 +221,7 @@ def _run_line(
         nodes=run.nodes,
         gpus=run.nodes * pool.machine.gpus,
         steps=s.steps,
+        max_restarts=run.max_restarts,
         step_time_s=known.seconds if known else None,
         step_time_source=known.source if known else None,
         hours=hours,

@@ -21,7 +21,7 @@ from config.base import Model, to_snake
 from config.loader import ConfigError
 from config.stack import StackConfig
 from config.training import DataPrepConfig, NcclTestConfig, RunConfig, TokenizerConfig
-from facts import resiliency, versions
+from facts import versions
 from facts.errors import RuleError
 from facts.kubernetes import (
     COMPLETION_INDEX_LABEL,
@@ -41,7 +41,16 @@ from planners.fabric import NcclTestSpec, check_nccl_test
 from planners.gpudirect import PodNetworking, pod_networking
 from planners.multikueue import Worker
 from planners.ownership import ObjectRef
-from planners.runs import DataPrepSpec, ProfileWindow, Resiliency, RunSpec, Tokenizer, check_data_prep, check_run
+from planners.runs import (
+    DataPrepSpec,
+    ProfileWindow,
+    Resiliency,
+    RunSpec,
+    Tokenizer,
+    check_data_prep,
+    check_run,
+    max_restarts,
+)
 from planners.startup import preload_advice
 from planners.submitted import Submitted, check_unrecorded, encoded, step_of
 from stacks.cluster import ClusterOutputs
@@ -121,11 +130,7 @@ def run_spec(run: RunConfig, platform: PlatformExports, secret_env: bool = False
         checkpoint_interval_steps=run.checkpoint.interval_steps,
         resume=run.checkpoint.resume,
         profile=ProfileWindow(run.profile.start_step, run.profile.end_step) if run.profile else None,
-        max_restarts=(
-            run.max_restarts
-            if run.max_restarts is not None
-            else (resiliency.SUPERVISED_MAX_RESTARTS if r.supervisor else 0)
-        ),
+        max_restarts=max_restarts(run.max_restarts, run.checkpoint.enabled, run.checkpoint.resume, r.supervisor),
         resiliency=Resiliency(
             supervisor=r.supervisor,
             fault_tolerance=r.heartbeats,

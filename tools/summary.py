@@ -85,9 +85,9 @@ def _teams(summary: Mapping[str, Any]) -> list[str]:
 
 def _runs(summary: Mapping[str, Any]) -> list[str]:
     lines = [
-        "| Run | Model | Runtime | Image | Pool | Nodes | GPUs | Steps | Step time | Duration | Cost "
+        "| Run | Model | Runtime | Image | Pool | Nodes | GPUs | Steps | Restarts | Step time | Duration | Cost "
         "| First step | Before it |",
-        "|---|---|---|---|---|---:|---:|---:|---|---|---|---|---|",
+        "|---|---|---|---|---|---:|---:|---:|---:|---|---|---|---|---|",
     ]
     for run in summary["runs"]:
         step = f"{run['stepTimeS']:.1f} s" if run["stepTimeS"] is not None else "unknown"
@@ -97,7 +97,8 @@ def _runs(summary: Mapping[str, Any]) -> list[str]:
         waiting = "not priced" if run["firstStepUsd"] is None else "≥ " + _usd(run["firstStepUsd"])
         lines.append(
             f"| {run['name']} | {run['model']} | {run['runtime']} | `{run['image']}` | {run['pool']} | "
-            f"{run['nodes']} | {run['gpus']} | {run['steps']} | {step} | {_hours(run['hours'])} | {cost} "
+            f"{run['nodes']} | {run['gpus']} | {run['steps']} | {run['maxRestarts']} | {step} | {_hours(run['hours'])} "
+            f"| {cost} "
             f"| {first} | {waiting} |"
         )
     for run in summary["runs"]:
@@ -110,6 +111,9 @@ def _runs(summary: Mapping[str, Any]) -> list[str]:
         "",
         "A run without a published step time at its layout has no expected duration: measure one "
         "with `python -m analysis metrics`.",
+        "",
+        "Restarts: how often a failure other than a program error (a lost node, an NCCL error, a crashed rank) "
+        "restarts the whole run, from its newest checkpoint, before it fails (docs/recovery.md); 0 fails it at once.",
     ]
 
 

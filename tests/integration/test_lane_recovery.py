@@ -50,7 +50,6 @@ RECOVERY_SECONDS = 60
 # quarantine, checked every period (kubernetes pkg/controller/podgc/gc_controller.go at v1.36.3:
 # quarantineTime 40 s, gcCheckPeriod 20 s): up to a minute before the restart can begin.
 PODGC_SECONDS = 40 + 20
-MAX_RESTARTS = 3
 # kubernetes pkg/controller/nodelifecycle/config/v1alpha1/defaults.go at v1.36.3: NodeMonitorGracePeriod
 # 50 s; the DefaultTolerationSeconds admission plugin gives every pod 300 s on the not-ready and
 # unreachable NoExecute taints (plugin/pkg/admission/defaulttolerationseconds).
@@ -123,7 +122,9 @@ class RecoveryLane:
 def lane() -> Iterator[RecoveryLane]:
     values = stack_with("existing")
     run = values["nemo-gke:training"]["runs"][0]
-    bridge = {**run, "name": "bridge", "model": "llama3-8b", "nodes": NODES, "maxRestarts": MAX_RESTARTS}
+    # The run's restart budget is its default: it checkpoints and resumes (planners.runs.max_restarts).
+    bridge = {**run, "name": "bridge", "model": "llama3-8b", "nodes": NODES}
+    assert "maxRestarts" not in bridge
     values["nemo-gke:training"] = {"runs": [bridge]}
     values["nemo-gke:kueue"] = {
         **values.get("nemo-gke:kueue", {}),

@@ -441,19 +441,24 @@ def test_one_slow_gpu_node_never_fails_up_or_refresh(render: Any) -> None:
 def test_supervised_runs_take_the_resiliency_recipes_pod_and_restart_values(render: Any) -> None:
     """gpu-recipes training/a3ultra/llama31_405b/nemo-gke-resiliency/nemo2412/recipe/values.yaml
     @2e1fd5e: /dev/shm of 600Gi, a 3 s termination grace (the supervisor replaces a node's pods at
-    once) and the JobSet's maxRestarts of 20 (workload.max_workload_restarts); a run's own
-    maxRestarts wins, and unsupervised runs keep the platform's defaults."""
+    once) and the JobSet's maxRestarts of 20 (workload.max_workload_restarts), which the example
+    keeps; a run's own maxRestarts wins, and unsupervised runs keep the platform's defaults: the
+    recipe's restarts where they resume from checkpoints, none where they would start again."""
     supervised = render("a3ultra", values=with_run("a3ultra", maxRestarts=None))
     _, manifest = jobset(supervised)
     spec = pod(manifest)["spec"]
     (shm,) = [v for v in spec["volumes"] if v["name"] == "shm"]
     assert shm["emptyDir"]["sizeLimit"] == "600Gi" and spec["terminationGracePeriodSeconds"] == 3
     assert manifest["spec"]["failurePolicy"]["maxRestarts"] == 20
-    _, own = jobset(render("a3ultra"))
-    assert own["spec"]["failurePolicy"]["maxRestarts"] == 5  # examples/Pulumi.a3ultra.yaml
+    _, shipped = jobset(render("a3ultra"))
+    assert shipped["spec"]["failurePolicy"]["maxRestarts"] == 20
+    _, own = jobset(render("a3ultra", values=with_run("a3ultra", maxRestarts=5)))
+    assert own["spec"]["failurePolicy"]["maxRestarts"] == 5
+    _, fresh = jobset(render("a3ultra", values=with_run("a3ultra", resiliency=None, checkpoint={"resume": False})))
+    assert fresh["spec"]["failurePolicy"]["maxRestarts"] == 0
     plain = render("a3ultra", values=with_run("a3ultra", resiliency=None, maxRestarts=None))
     _, manifest = jobset(plain)
     spec = pod(manifest)["spec"]
     (shm,) = [v for v in spec["volumes"] if v["name"] == "shm"]
     assert (shm["emptyDir"]["sizeLimit"], spec["terminationGracePeriodSeconds"]) == ("256Gi", 30)
-    assert manifest["spec"]["failurePolicy"]["maxRestarts"] == 0
+    assert manifest["spec"]["failurePolicy"]["maxRestarts"] == 20

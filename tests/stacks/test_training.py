@@ -74,7 +74,8 @@ def test_a_run_is_one_suspended_indexed_jobset_named_after_the_run(render: Any, 
     spec = manifest["spec"]
     # Kueue's webhook suspends it as it is created (components.training.gpu_jobset).
     assert "suspend" not in spec and manifest["metadata"]["labels"]["kueue.x-k8s.io/queue-name"]
-    assert spec["failurePolicy"] == {"maxRestarts": 0}
+    # It checkpoints and resumes: the resiliency recipe's restart budget (planners.runs.max_restarts).
+    assert spec["failurePolicy"] == {"maxRestarts": 20}
     # A finished run stays, in the cluster and in the stack's state (see tests/stacks/test_updates.py).
     assert "ttlSecondsAfterFinished" not in spec
     assert spec["network"]["enableDNSHostnames"] is True

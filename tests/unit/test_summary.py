@@ -11,7 +11,7 @@ from facts.gke import CapacityType
 from facts.models import model_spec
 from harness.mocks import LogWarning
 from planners.pools import GpuPoolExport
-from planners.runs import RunSpec, Tokenizer
+from planners.runs import RunSpec, Tokenizer, max_restarts
 from planners.summary import CpuPool, Filestore, plan_summary
 from tools.summary import markdown, warning_lines
 
@@ -211,3 +211,28 @@ def test_spare_nodes_are_a_pool_s_nodes_beyond_its_largest_run_at_their_price() 
     assert line.nodes == 0 and "waits for its replacement" in line.pricing
     text = markdown("s", full.as_output(), [])
     assert "| mega | 0 | yes | - (none: a run that loses a node waits for its replacement) |" in text
+
+
+def test_each_run_states_its_restart_budget() -> None:
+    """A run's restarts after an infrastructure failure (planners.runs.max_restarts) are a column
+    of the runs' table: 0 says it fails at once."""
+    runs = [gpt3_run(max_restarts=20), dataclasses.replace(gpt3_run(max_restarts=0), name="once")]
+    summary = plan_summary("p", "us-central1", "z", [pool("mega", "a3-megagpu-8g", 32)], runs)
+    assert [run.max_restarts for run in summary.runs] == [20, 0]
+    lines = markdown("dev", summary.as_output(), []).splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| Run |"))
+    header, rows = lines[start].split(" | "), [line.split(" | ") for line in lines[start + 2 : start + 4]]
+    assert [(row[0], row[header.index("Restarts")]) for row in rows] == [("| r", "20"), ("| once", "0")]
+
+
+@pytest.mark.parametrize(
+    ("given", "checkpoint", "resume", "supervisor", "budget"),
+    [(None, True, True, False, 20), (None, False, True, False, 0), (None, True, False, False, 0),
+     (None, False, False, True, 20), (3, True, True, True, 3), (0, True, True, False, 0)],
+)  # fmt: skip
+def test_a_run_that_resumes_from_checkpoints_restarts_as_the_resiliency_recipe_does(
+    given: int | None, checkpoint: bool, resume: bool, supervisor: bool, budget: int
+) -> None:
+    """The resiliency recipe's JobSet restarts 20 times (facts.resiliency.RECIPE_MAX_RESTARTS); a run
+    that would begin again at step 0 does not restart unless it says so."""
+    assert max_restarts(given, checkpoint, resume, supervisor) == budget
