@@ -5,10 +5,13 @@ A worker gives a manager cluster's Kueue what it needs to dispatch runs there, a
 Kueue's manager reaches a worker through a kubeconfig kept in a Secret of its own namespace
 (https://kueue.sigs.k8s.io/docs/tasks/manage/setup_multikueue/). The worker grants that identity
 what the documentation's `create-multikueue-kubeconfig.sh` grants, for the two kinds this platform
-queues only (batch Jobs and JobSets; Kueue's `integrations.frameworks`): create, read and delete
-them and their Workloads, and read the queues. It reads no Secret, runs no pod of its own, and is
-bound to no namespace's Role (kubernetes-sigs/kueue site/static/examples/multikueue/
-create-multikueue-kubeconfig.sh at the pinned version).
+queues only (batch Jobs and JobSets; Kueue's `integrations.frameworks`), split by where it is
+needed: reading them, their Workloads and the queues across the cluster (the manager watches its
+copies by label in every namespace: pkg/controller/admissionchecks/multikueue), and creating and
+deleting them and their Workloads only in the namespaces runs land in (a RoleBinding each), so the
+token cannot start a pod in `kube-system` or any other namespace. It reads no Secret and runs no pod
+of its own (kubernetes-sigs/kueue site/static/examples/multikueue/create-multikueue-kubeconfig.sh at
+the pinned version).
 
 The credential is a long-lived service-account token: the controller-manager writes it into a
 Secret of type `kubernetes.io/service-account-token`, which pulumi-kubernetes awaits until it holds
@@ -39,24 +42,30 @@ from facts.kueue import MAX_MULTIKUEUE_CLUSTERS, MULTIKUEUE_CHECK, MULTIKUEUE_CO
 
 WORKER_ACCOUNT = "nemo-multikueue"
 WORKER_ROLE = "nemo-multikueue-worker"
+# Bound in each namespace runs land in, never cluster-wide.
+WORKER_WRITE_ROLE = "nemo-multikueue-worker-write"
 WORKER_TOKEN = "nemo-multikueue-token"
 # The manager's MultiKueueConfig; its queues name the AdmissionCheck MULTIKUEUE_CHECK.
 MANAGER_CONFIG = "nemo-multikueue"
-_CRUD = ["create", "delete", "get", "list", "watch"]
+_READ = ["get", "list", "watch"]
+_JOBSET_GROUP, _KUEUE_GROUP = JOBSET_API.split("/")[0], KUEUE_API.split("/")[0]
 
-# Kueue's list for a worker, for batch Jobs and JobSets (the module's docstring).
+# Kueue's list for a worker, for batch Jobs and JobSets (the module's docstring): what it reads
+# across the cluster, and what it writes in the namespaces runs land in.
 WORKER_RULES: tuple[Mapping[str, Any], ...] = (
-    {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": _CRUD},
+    {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": _READ},
     {"apiGroups": ["batch"], "resources": ["jobs/status"], "verbs": ["get"]},
-    {"apiGroups": [JOBSET_API.split("/")[0]], "resources": ["jobsets"], "verbs": _CRUD},
-    {"apiGroups": [JOBSET_API.split("/")[0]], "resources": ["jobsets/status"], "verbs": ["get"]},
-    {"apiGroups": [KUEUE_API.split("/")[0]], "resources": ["workloads"], "verbs": [*_CRUD, "update", "patch"]},
-    {"apiGroups": [KUEUE_API.split("/")[0]], "resources": ["workloads/status"], "verbs": ["get", "patch", "update"]},
-    {
-        "apiGroups": [KUEUE_API.split("/")[0]],
-        "resources": ["clusterqueues", "localqueues"],
-        "verbs": ["get", "list", "watch"],
-    },
+    {"apiGroups": [_JOBSET_GROUP], "resources": ["jobsets"], "verbs": _READ},
+    {"apiGroups": [_JOBSET_GROUP], "resources": ["jobsets/status"], "verbs": ["get"]},
+    {"apiGroups": [_KUEUE_GROUP], "resources": ["workloads"], "verbs": _READ},
+    {"apiGroups": [_KUEUE_GROUP], "resources": ["workloads/status"], "verbs": ["get"]},
+    {"apiGroups": [_KUEUE_GROUP], "resources": ["clusterqueues", "localqueues"], "verbs": _READ},
+)
+WORKER_WRITE_RULES: tuple[Mapping[str, Any], ...] = (
+    {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create", "delete"]},
+    {"apiGroups": [_JOBSET_GROUP], "resources": ["jobsets"], "verbs": ["create", "delete"]},
+    {"apiGroups": [_KUEUE_GROUP], "resources": ["workloads"], "verbs": ["create", "delete", "update", "patch"]},
+    {"apiGroups": [_KUEUE_GROUP], "resources": ["workloads/status"], "verbs": ["patch", "update"]},
 )
 
 
@@ -83,14 +92,20 @@ class WorkerAccessArgs:
     # The cluster's API server and CA (base64 PEM; empty: the system's roots), as the stack reaches it.
     server: pulumi.Input[str]
     ca_data: pulumi.Input[str]
+    # The namespaces runs land in (the platform's, or its teams'), each by a name for its binding:
+    # the only ones the manager writes.
+    namespaces: Mapping[str, pulumi.Input[str]]
 
     def __post_init__(self) -> None:
         require_no_problem(dns_label_problem(self.name), "name", self.name)
         require(self.server is not None, "server", None, "is the worker's API server")
+        require(bool(self.namespaces), "namespaces", list(self.namespaces), "names where runs land")
+        for key in self.namespaces:
+            require_no_problem(dns_label_problem(key), "namespaces", key)
 
 
 class WorkerAccess(pulumi.ComponentResource):
-    """The worker's account for a MultiKueue manager, its least-privilege ClusterRole and token."""
+    """The worker's account for a MultiKueue manager, its least-privilege roles and token."""
 
     TYPE = "nemo:multikueue:WorkerAccess"
 
@@ -109,13 +124,28 @@ class WorkerAccess(pulumi.ComponentResource):
         role = k8s.rbac.v1.ClusterRole(
             f"{name}-role", metadata={"name": WORKER_ROLE}, rules=[dict(r) for r in WORKER_RULES], opts=after
         )
+        subjects = [{"kind": "ServiceAccount", "name": WORKER_ACCOUNT, "namespace": MULTIKUEUE_WORKER_NAMESPACE}]
         k8s.rbac.v1.ClusterRoleBinding(
             f"{name}-binding",
             metadata={"name": WORKER_ROLE},
             role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role.metadata.name},
-            subjects=[{"kind": "ServiceAccount", "name": WORKER_ACCOUNT, "namespace": MULTIKUEUE_WORKER_NAMESPACE}],
+            subjects=subjects,
             opts=after,
         )
+        writes = k8s.rbac.v1.ClusterRole(
+            f"{name}-write-role",
+            metadata={"name": WORKER_WRITE_ROLE},
+            rules=[dict(r) for r in WORKER_WRITE_RULES],
+            opts=after,
+        )
+        for key, where in args.namespaces.items():
+            k8s.rbac.v1.RoleBinding(
+                f"{name}-write-{key}",
+                metadata={"name": WORKER_WRITE_ROLE, "namespace": where},
+                role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": writes.metadata.name},
+                subjects=subjects,
+                opts=after,
+            )
         token = k8s.core.v1.Secret(
             f"{name}-token",
             metadata={

@@ -461,6 +461,8 @@ class PlatformLayer(pulumi.ComponentResource):
                     name=cluster.facts.name,
                     server=endpoint.apply(lambda e: e[0]),
                     ca_data=endpoint.apply(lambda e: e[1]),
+                    # Where runs land (worker_facts): the teams' namespaces, else the platform's.
+                    namespaces=dict(team_namespaces) or {cfg.namespace: workspace.namespace},
                 ),
                 opts=child,
             )
