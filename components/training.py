@@ -8,15 +8,16 @@ models the engine):
 
 - Its ConfigMap, ComputeDomain and JobSet are frozen: every field the program writes is under
   `ignoreChanges`, so neither an upgrade of the platform or the launcher nor `pulumi refresh`
-  makes `up` touch it. The JobSet leaves `spec.suspend`, which Kueue sets and clears
-  (pkg/controller/jobframework/reconciler.go), to Kueue's webhook (gpu_jobset). What else Kueue
-  merges into the pod template is never seen: the provider compares only the fields the program
-  set.
-- Its revision is their `replacementTrigger`: raised, the engine replaces them, deleting each old
-  object first (they keep their names), and the new JobSet resumes from the run's checkpoints.
-- The JobSet is named after the run, so an interrupted `up` can never leave two of one run: the
-  API server answers a second of the name by applying it over the first, which the JobSet webhook
-  refuses where the template differs (sigs.k8s.io/jobset pkg/webhooks/jobset_webhook.go
+  makes `up` touch it. `spec.suspend`, which Kueue sets and clears, is Kueue's alone
+  (REPLACE_JOB). What else Kueue merges into the pod template is never seen: the provider compares
+  only the fields the program set.
+- Its revision is their `replacementTrigger`, and their names carry it (facts.kubernetes.revisioned):
+  raised, the engine deletes the old JobSet (it frees its nodes), creates the new ConfigMap,
+  ComputeDomain and JobSet, and deletes the old ConfigMap and ComputeDomain last, once no pod
+  mounts them; the new JobSet resumes from the run's checkpoints.
+- The JobSet is named after the run and its revision, so an interrupted `up` can never leave two of
+  one run: the API server answers a second of the name by applying it over the first, which the
+  JobSet webhook refuses where its pods differ (sigs.k8s.io/jobset pkg/webhooks/jobset_webhook.go
   ValidateUpdate).
 - Nothing deletes a finished job (no `ttlSecondsAfterFinished`): it stays in the namespace and
   in the stack's state, so a later `up` never submits it again.
@@ -27,6 +28,7 @@ changed one is a new Job, the old one deleted first.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -64,6 +66,7 @@ from facts.kubernetes import (
     digest,
     gib_quantity,
     mib_quantity,
+    revisioned,
     versioned_name,
     workload_file_key,
 )
@@ -75,7 +78,7 @@ from planners.gpudirect import PodNetworking
 from planners.nemo import RunPaths
 from planners.queues import Flavor
 from planners.runs import DataPrepSpec, RunSpec, run_advice, topology_annotation
-from planners.submitted import Step, Submitted, kept_notice, replace_notice
+from planners.submitted import RunStep, Submitted, encoded, shown, submission
 
 GPU_TOLERATIONS = [GPU_TAINT.toleration(), IMPENDING_TERMINATION_TOLERATION]
 
@@ -143,14 +146,14 @@ class TrainingRunArgs:
     dispatched: bool = False
     # The cluster's remote repositories, which the pods pull nvcr.io and Docker Hub images through.
     mirror: RegistryMirror | None = None
-    # The run's JobSet as the stack's state records it, and what `up` does to the run.
+    # What the stack's state records of the run, and what `up` does to it.
     submitted: Submitted | None = None
-    step: Step = Step.SUBMIT
+    step: RunStep = RunStep.SUBMIT
 
     def __post_init__(self) -> None:
         require(self.run.pool == self.flavor.pool, "flavor", self.flavor.pool, f"is the run's pool {self.run.pool}")
         require(
-            (self.submitted is None) == (self.step is Step.SUBMIT),
+            (self.submitted is None) == (self.step is RunStep.SUBMIT),
             "step",
             self.step.value,
             "is submit exactly for a run the stack has not submitted",
@@ -182,7 +185,7 @@ def _from_secret(secret: str, names: Sequence[str]) -> list[dict[str, Any]]:
 
 
 def env_secret_name(run: RunSpec) -> str:
-    """The Secret holding a run's encrypted `env`: one per run, kept across versions of its JobSet."""
+    """The Secret holding a run's encrypted `env`: one per run, kept across its revisions."""
     return f"{run.name}-env"
 
 
@@ -190,22 +193,25 @@ def _field(name: str, path: str) -> dict[str, Any]:
     return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}
 
 
-# Kueue sets `spec.suspend` on admission and eviction; the program never takes it back.
-KUEUE_OWNED = ["spec.suspend"]
+# What the program queues (a JobSet, a Job) leaves `spec.suspend` to Kueue's webhook, which
+# suspends a job that names a queue as it is created (kubernetes-sigs/kueue pkg/controller/jobs/
+# jobset/jobset_webhook.go and job/job_webhook.go Default, jobframework.ApplyDefaultForSuspend;
+# failurePolicy Fail, so none is created while Kueue is down). The program then owns no field Kueue
+# changes: an apply over an admitted job (the next `up` taking what an interrupted one submitted)
+# cannot conflict with Kueue on it, and a refresh reads back nothing the program wrote otherwise.
 # A job is replaced by deleting it first: `pulumi up --replace` of an unchanged job keeps its
 # name, and the engine would otherwise create the new one first (AlreadyExists). A changed job,
 # named anew, frees its nodes before its successor queues for them.
-REPLACE_JOB = pulumi.ResourceOptions(ignore_changes=KUEUE_OWNED, delete_before_replace=True)
+REPLACE_JOB = pulumi.ResourceOptions(delete_before_replace=True)
 # The fields a run's objects are written with, all kept once submitted.
 FROZEN_CONFIG_MAP = ["metadata", "data"]
 FROZEN_OBJECT = ["metadata", "spec"]
 
 
 def frozen(revision: int, fields: Sequence[str]) -> pulumi.ResourceOptions:
-    """A submitted run's object: `fields` kept as created, replaced only when the run's revision
-    changes, the old object deleted first (a JobSet frees its nodes before its successor queues,
-    and an object of an unchanged name is never created beside itself)."""
-    return pulumi.ResourceOptions(ignore_changes=list(fields), replacement_trigger=revision, delete_before_replace=True)
+    """A submitted run's object: `fields` kept as created, replaced (under its new revision's name)
+    only when the run's revision changes."""
+    return pulumi.ResourceOptions(ignore_changes=list(fields), replacement_trigger=revision)
 
 
 def named(base: str, manifest: Mapping[str, Any]) -> dict[str, Any]:
@@ -255,20 +261,14 @@ def gpu_jobset(
     imex_channels: str | None = None,
     managed_by: str | None = None,
     fail_fast: bool = False,
-    kueue_suspends: bool = False,
 ) -> dict[str, Any]:
-    """An unnamed JobSet of one pod per node on the flavor's pool, suspended until Kueue admits
-    all of it, each pod wired for the pool's GPUDirect flavour. `imex_channels` names the
-    ResourceClaimTemplate of a ComputeDomain (components.nvlink): each pod claims its IMEX
+    """An unnamed JobSet of one pod per node on the flavor's pool, suspended by Kueue's webhook
+    until Kueue admits all of it (REPLACE_JOB), each pod wired for the pool's GPUDirect flavour.
+    `imex_channels` names the ResourceClaimTemplate of a ComputeDomain (components.nvlink): each pod claims its IMEX
     channel from it, and its container gets the channel (GKE's A4X guide). `managed_by` hands the
     JobSet to another controller (MultiKueue's: the manager's JobSet controller leaves it alone).
     `fail_fast`: the container's program-error exit code fails the Job and the JobSet at once
-    (program_error_policy); any other failure restarts the JobSet within `max_restarts`.
-    `kueue_suspends`: `spec.suspend` is left to Kueue's webhook, which suspends a JobSet that names
-    a queue as it is created (kubernetes-sigs/kueue pkg/controller/jobs/jobset/jobset_webhook.go
-    Default, jobframework.ApplyDefaultForSuspend; failurePolicy Fail, so none is created while it
-    is down): the program then owns no field Kueue changes, and an apply over the admitted JobSet
-    (the next `up` taking what an interrupted one submitted) cannot conflict with Kueue on it."""
+    (program_error_policy); any other failure restarts the JobSet within `max_restarts`."""
     if imex_channels is not None:
         container = {
             **container,
@@ -298,8 +298,6 @@ def gpu_jobset(
         "metadata": {"namespace": namespace, "labels": dict(labels)},
         "spec": {
             **({"managedBy": managed_by} if managed_by else {}),
-            # Kueue unsuspends the JobSet once all of it fits.
-            **({} if kueue_suspends else {"suspend": True}),
             "failurePolicy": {
                 "maxRestarts": max_restarts,
                 **({"rules": [PROGRAM_ERROR_JOBSET_RULE]} if fail_fast else {}),
@@ -458,16 +456,16 @@ def run_jobset(args: TrainingRunArgs, config_map: str, files: Mapping[str, str])
         imex_channels=channel_template(run_compute_domain(args)),
         managed_by=MULTIKUEUE_CONTROLLER if args.dispatched else None,
         fail_fast=nemo.has_preflight(run),
-        kueue_suspends=True,
     )
 
 
 def run_compute_domain(args: TrainingRunArgs) -> dict[str, Any] | None:
-    return compute_domain(args.flavor.machine, args.run.name, args.namespace, args.run.nodes)
+    return compute_domain(args.flavor.machine, jobset_name(args.run), args.namespace, args.run.nodes)
 
 
 class TrainingRun(pulumi.ComponentResource):
-    """One run: a ConfigMap with its launcher and NeMo configuration, and its JobSet."""
+    """One run: a ConfigMap with its launcher and NeMo configuration, and its JobSet. Its outputs
+    record what it was submitted with (planners.submitted.recorded_of reads them back)."""
 
     TYPE = "nemo:training:TrainingRun"
 
@@ -482,8 +480,10 @@ class TrainingRun(pulumi.ComponentResource):
         super().__init__(self.TYPE, name, None, opts)
         run = args.run
         files = nemo.workload_files(run, args.paths, args.flavor.machine)
-        config_name = f"{run.name}-workload"
-        # What the JobSet waits for: its ConfigMap, the run's Secret, its ComputeDomain.
+        config_name = revisioned(f"{run.name}-workload", run.revision)
+        # What the JobSet waits for: its ConfigMap, the run's Secret, its ComputeDomain. The
+        # ConfigMap and ComputeDomain of a raised revision are new ones, created before the JobSet
+        # and the old ones deleted at the end of the update, once the old JobSet is gone.
         before: list[pulumi.Resource] = []
         if not args.dispatched:
             before.append(
@@ -498,6 +498,8 @@ class TrainingRun(pulumi.ComponentResource):
                 )
             )
         if args.secret_env and run.env:
+            # Not frozen: it holds the run's `env` alone, which changes only with its revision
+            # (planners.submitted refuses it otherwise).
             before.append(
                 k8s.core.v1.Secret(
                     f"{name}-env",
@@ -512,7 +514,6 @@ class TrainingRun(pulumi.ComponentResource):
             )
         domain = run_compute_domain(args)
         if domain is not None:
-            # Its spec is immutable; the JobSet (which names its channels) goes before it.
             before.append(
                 KubernetesObject(
                     f"{name}-nvlink",
@@ -527,38 +528,64 @@ class TrainingRun(pulumi.ComponentResource):
         rendered = digest({"jobset": jobset, "files": files, "domain": domain})
         KubernetesObject(
             f"{name}-jobset",
-            submission(jobset, run, rendered),
+            submitted_jobset(jobset, run, rendered, args.secret_env),
             opts=pulumi.ResourceOptions.merge(
                 frozen(run.revision, FROZEN_OBJECT),
-                pulumi.ResourceOptions(parent=self, depends_on=[*before, *args.after]),
+                # Deleted before its successor is created: it frees its nodes, and two of one run
+                # never train into the same checkpoint folder.
+                pulumi.ResourceOptions(delete_before_replace=True, parent=self, depends_on=[*before, *args.after]),
             ),
         )
         for advice in run_advice(run, args.flavor.machine):
             pulumi.log.warn(advice, resource=self)
-        if args.submitted is not None and args.step is Step.REPLACE:
-            pulumi.log.warn(replace_notice(run.name, args.submitted, run.revision), resource=self)
-        kept = args.submitted if args.step is Step.KEEP else None
-        if kept is not None and (notice := kept_notice(run.name, kept, rendered)):
-            pulumi.log.info(notice, resource=self)
+        said = submission(
+            run.name,
+            revision=run.revision,
+            jobset=jobset_name(run),
+            rendered=rendered,
+            step=args.step,
+            submitted=args.submitted,
+        )
+        if said.warning:
+            pulumi.log.warn(said.warning, resource=self)
+        if said.notice:
+            pulumi.log.info(said.notice, resource=self)
         self.run_name = run.name
         self.namespace = args.namespace
-        # A kept run keeps its JobSet's name (`<run>-<digest>` where an earlier nemo-gke named it).
-        self.jobset_name = kept.jobset if kept is not None else run.name
+        self.jobset_name = said.jobset
         self.log_dir = args.paths.experiment_dir
         self.resubmit = f"raise run {run.name}'s revision to {run.revision + 1}, then pulumi up"
-        self.register_outputs({"jobset": self.jobset_name, "log_dir": self.log_dir, "resubmit": self.resubmit})
+        definition: pulumi.Input[str] = pulumi.Output.secret(run.definition) if args.secret_env else run.definition
+        self.register_outputs(
+            {
+                "run": run.name,
+                "jobset": self.jobset_name,
+                "namespace": self.namespace,
+                "log_dir": self.log_dir,
+                "resubmit": self.resubmit,
+                "revision": run.revision,
+                "definition": definition,
+                **({"rendered": said.rendered} if said.rendered else {}),
+            }
+        )
 
 
-def submission(jobset: Mapping[str, Any], run: RunSpec, rendered: str) -> dict[str, Any]:
-    """The run's JobSet, named after the run, with what it is submitted with (planners.submitted)."""
+def jobset_name(run: RunSpec) -> str:
+    """The name of the run's JobSet at its revision."""
+    return revisioned(run.name, run.revision)
+
+
+def submitted_jobset(jobset: Mapping[str, Any], run: RunSpec, rendered: str, secret_env: bool) -> dict[str, Any]:
+    """The run's JobSet, named after the run and its revision, showing what it is submitted with
+    (planners.submitted)."""
     metadata = jobset["metadata"]
     annotations = {
         **metadata.get("annotations", {}),
         REVISION_ANNOTATION: str(run.revision),
-        DEFINITION_ANNOTATION: run.definition,
+        DEFINITION_ANNOTATION: encoded(shown(json.loads(run.definition), secret_env)),
         RENDERED_ANNOTATION: rendered,
     }
-    return {**jobset, "metadata": {"name": run.name, **metadata, "annotations": annotations}}
+    return {**jobset, "metadata": {"name": jobset_name(run), **metadata, "annotations": annotations}}
 
 
 @dataclass(frozen=True)
@@ -599,8 +626,6 @@ def data_prep_job(args: DataPreparationArgs) -> dict[str, Any]:
             "annotations": dict(SKIP_AWAIT),
         },
         "spec": {
-            # Kueue unsuspends the Job once it fits.
-            "suspend": True,
             "backoffLimit": 2,
             "template": {
                 "metadata": {"annotations": fuse_annotations(args.volumes)},

@@ -11,7 +11,9 @@ from config.base import Model, check_name, to_snake
 from facts import resiliency
 from facts.errors import RuleError
 from facts.kubernetes import (
+    FIRST_REVISION,
     MAX_ENV_STRING_BYTES,
+    MAX_REVISION,
     MAX_RUN_NAME,
     MAX_RUN_NODES,
     Priority,
@@ -22,8 +24,6 @@ from facts.models import MODELS, ModelSpec, RunSettings, model_spec
 
 _OVERRIDE_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-# What a run's recorded definition holds in place of an encrypted `env` value.
-ENCRYPTED = "(encrypted)"
 _IMAGE = re.compile(r"^[a-z0-9.-]+(:[0-9]+)?/[a-z0-9._/-]+(:[A-Za-z0-9._-]+|@sha256:[0-9a-f]{64})$")
 
 
@@ -180,9 +180,9 @@ class RunConfig(Model):
         description="Run name: names its JobSet, its logs and its checkpoints. Changing it starts a new run."
     )
     revision: int = Field(
-        1,
-        ge=1,
-        le=1_000_000,
+        FIRST_REVISION,
+        ge=FIRST_REVISION,
+        le=MAX_REVISION,
         description="A submitted run keeps the definition it was submitted with: what an upgrade of the platform "
         "changes reaches new runs only, and a change of the run's own keys is refused at the same revision. Raise "
         "it to replace the run with its current definition, or to submit it again unchanged; the new JobSet "
@@ -265,13 +265,9 @@ class RunConfig(Model):
             expert_parallel=self.expert_parallel,
         )
 
-    def definition(self, secret_env: bool) -> dict[str, Any]:
-        """The run as its stack file wrote it, but for its revision: what a submitted run keeps.
-        `secret_env`: its `env` values are encrypted, so only their names are kept."""
-        written = self.model_dump(by_alias=True, exclude_unset=True, exclude={"revision"}, mode="json")
-        if secret_env and "env" in written:
-            written["env"] = dict.fromkeys(written["env"], ENCRYPTED)
-        return written
+    def definition(self) -> dict[str, Any]:
+        """The run as its stack file wrote it, but for its revision: what a submitted run keeps."""
+        return self.model_dump(by_alias=True, exclude_unset=True, exclude={"revision"}, mode="json")
 
     @model_validator(mode="after")
     def _check(self) -> RunConfig:

@@ -101,7 +101,7 @@ CONTROLLER_KINDS = (
             "spec.replicatedJobs[].template.spec.podFailurePolicy.rules[].onExitCodes.containerName",
             "spec.replicatedJobs[].template.spec.podFailurePolicy.rules[].onExitCodes.operator",
             "spec.replicatedJobs[].template.spec.podFailurePolicy.rules[].onExitCodes.values[]",
-            JOB_POD_TEMPLATE, "spec.suspend",
+            JOB_POD_TEMPLATE,
         ),
     ),
 )  # fmt: skip

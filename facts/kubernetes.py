@@ -358,16 +358,28 @@ JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 # The same file's JobSetUIDKey: tells a JobSet's pods from those of an earlier one of its name.
 JOBSET_UID_LABEL = "jobset.sigs.k8s.io/jobset-uid"
 
-# A run is one JobSet named after the run (`<run>-<digest>` where an earlier nemo-gke submitted
-# it), with one replicated job whose pods are `<jobset>-workers-0-<node>`, reachable as
-# `<pod>.<jobset>`.
+# A run is one JobSet named after the run and its revision (`revisioned`; `<run>-<digest>` where an
+# earlier nemo-gke submitted it), with one replicated job whose pods are `<jobset>-workers-0-<node>`,
+# reachable as `<pod>.<jobset>`.
 RUN_REPLICATED_JOB = "workers"
 MAX_RUN_NODES = 1000
 # What a run's JobSet was submitted with (planners.submitted): the run's revision, its definition
-# as the stack file wrote it (JSON), and a digest of everything the program rendered for it.
+# as the stack file wrote it (JSON; an encrypted `env` by its names), and a digest of everything the
+# program rendered for it.
 REVISION_ANNOTATION = "nemo-gke.io/revision"
 DEFINITION_ANNOTATION = "nemo-gke.io/definition"
 RENDERED_ANNOTATION = "nemo-gke.io/rendered"
+# A run's revision (training.runs[].revision): the first, and the largest whose name suffix fits the
+# room MAX_RUN_NAME keeps for it.
+FIRST_REVISION = 1
+MAX_REVISION = 99_999
+
+
+def revisioned(name: str, revision: int) -> str:
+    """The name of a run's object at `revision`: `name` at the first, `<name>-r<revision>` after. A
+    replacement's objects never share a name with those they replace, so they are created beside
+    them, and a preview's dry-run create (pulumi-kubernetes await.go) never lands on the running ones."""
+    return name if revision == FIRST_REVISION else f"{name}-r{revision}"
 
 
 def jobset_pod_name_length(jobset: str, replicated_job: str, replicas: int, completions: int) -> int:
@@ -377,9 +389,10 @@ def jobset_pod_name_length(jobset: str, replicated_job: str, replicas: int, comp
     return len(f"{jobset}-{replicated_job}-{replicas - 1}-{completions - 1}-abcde")
 
 
-# The longest run name whose JobSet the webhook accepts at MAX_RUN_NODES nodes, with the room for a
-# digest that an earlier nemo-gke named each JobSet with (its runs keep their names).
-MAX_RUN_NAME = 63 - (jobset_pod_name_length("-" * (DIGEST_LENGTH + 1), RUN_REPLICATED_JOB, 1, MAX_RUN_NODES))
+# The longest run name whose JobSet the webhook accepts at MAX_RUN_NODES nodes, with room for the
+# largest revision's suffix, or the digest an earlier nemo-gke named each JobSet with.
+_RUN_NAME_SUFFIX = max(DIGEST_LENGTH + 1, len(revisioned("", MAX_REVISION)))
+MAX_RUN_NAME = 63 - jobset_pod_name_length("-" * _RUN_NAME_SUFFIX, RUN_REPLICATED_JOB, 1, MAX_RUN_NODES)
 
 PART_OF = MappingProxyType({"app.kubernetes.io/part-of": "nemo-gke"})
 RUN_LABEL = "nemo-gke/run"

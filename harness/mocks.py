@@ -271,6 +271,8 @@ class RecordingMonitor(MockMonitor):
     def __init__(self, mocks: RecordingMocks) -> None:
         super().__init__(mocks)
         self.recorded: list[RecordedResource] = []
+        # What each component registered as its outputs, by URN (the stack's own under its root's).
+        self.outputs: dict[str, dict[str, Any]] = {}
 
     def _record(self, request: Any, urn: str, inputs: dict[str, Any], *, read: bool) -> None:
         timeouts = getattr(request, "customTimeouts", None)
@@ -310,6 +312,10 @@ class RecordingMonitor(MockMonitor):
         if request.type != "pulumi:pulumi:Stack":
             self._record(request, response.urn, rpc.deserialize_properties(request.object), read=False)
         return response
+
+    def RegisterResourceOutputs(self, request: Any) -> Any:
+        self.outputs[request.urn] = rpc.deserialize_properties(request.outputs, keep_unknowns=True)
+        return super().RegisterResourceOutputs(request)  # type: ignore[no-untyped-call]
 
     def ReadResource(self, request: Any) -> Any:
         response = super().ReadResource(request)  # type: ignore[no-untyped-call]

@@ -94,6 +94,8 @@ class StackRun:
     invokes: list[str] = field(default_factory=list)
     warnings: list[LogWarning] = field(default_factory=list)
     infos: list[LogWarning] = field(default_factory=list)
+    # The outputs each component registered, by URN.
+    outputs: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     # ---- lookups
     def __iter__(self) -> Iterator[RecordedResource]:
@@ -335,6 +337,7 @@ def run_stack(
         invokes=mocks.invokes,
         warnings=engine.warnings,
         infos=engine.infos,
+        outputs=monitor.outputs,
     )
 
     @pulumi.runtime.test  # type: ignore[untyped-decorator]
@@ -361,13 +364,15 @@ def run_stack(
     return run
 
 
-def recorded_state(run: StackRun, live: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, dict[str, Any]]:
-    """The state an `up` of `run` leaves: each custom resource's URN with its type and outputs,
-    each object as created (its inputs), or as `live` (by URN) has it after a `refresh`."""
-    return {
-        r.urn: {"type": r.type, "outputs": dict((live or {}).get(r.urn) or run.manifest(r))}
-        for r in run.custom_resources
+def recorded_state(run: StackRun) -> dict[str, dict[str, Any]]:
+    """The state an `up` of `run` leaves, as the engine's readStackResourceOutputs answers (URN to
+    type and outputs): each custom resource as created (its inputs), each component with the
+    outputs it registered."""
+    custom = {r.urn: {"type": r.type, "outputs": run.manifest(r)} for r in run.custom_resources}
+    components = {
+        r.urn: {"type": r.type, "outputs": _plain(run.outputs.get(r.urn, {}))} for r in run.resources if not r.custom
     }
+    return {**custom, **components}
 
 
 def _upstream_exports(values: Mapping[str, Any], beside: Path | None) -> dict[str, dict[str, Any]]:

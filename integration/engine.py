@@ -123,6 +123,13 @@ def upgraded_program() -> Iterator[None]:
         yield
 
 
+def record_step(steps: list[tuple[str, str, str]], event: auto.EngineEvent) -> None:
+    """Each step of an update as the engine reports it: ("start" or "done", its op, the type)."""
+    for when, found in (("start", event.resource_pre_event), ("done", event.res_outputs_event)):
+        if found is not None:
+            steps.append((when, str(found.metadata.op.value), found.metadata.type))
+
+
 def line_with(text: str, output: str) -> str:
     """The line of `output` that holds `text`, stripped ("" for none)."""
     return next((line.strip() for line in output.splitlines() if text in line), "")
@@ -441,7 +448,8 @@ class Scenarios:
     def a_changed_run_is_refused_then_replaced_with_its_revision(self) -> str:
         """A change of the admitted run's steps is refused at its revision by `preview` and by `up`,
         naming the key, and nothing changes; raised, the revision replaces the run (`preview` names
-        the JobSet it replaces), and the new JobSet is admitted."""
+        the JobSet it replaces, an immutable field changed with it), the old JobSet is deleted
+        before the new one is created and its ConfigMap after, and the new JobSet is admitted."""
         stack = self.first()
         before, count = self.cluster.run_identity(self.run_name), resource_count(stack)
         steps = int(self.values[f"{PROJECT}:training"]["runs"][0].get("steps", 0)) + 10
@@ -450,16 +458,32 @@ class Scenarios:
         expect(all("raise revision to 2" in line for line in refusals), f"the refusals: {refusals}")
         expect(resource_count(stack) == count, "the refused update changed the state")
         expect(self.cluster.run_identity(self.run_name) == before, "the refused update touched the run")
-        raised = with_run(changed, revision=2)
+        # Its failure policy too: immutable (the JobSet CRD's rule), so only a JobSet of a new name
+        # can carry it; a preview's dry-run create under the old name would be refused.
+        raised = with_run(changed, revision=2, maxRestarts=7)
         preview = self.first(raised).preview()
         warning = line_with("revision 1 → 2 replaces JobSet", preview.stdout)
         expect(bool(warning), f"the preview does not name the run it replaces:\n{_tail(preview.stdout)}")
-        result = self.first(raised).up()
+        events: list[tuple[str, str, str]] = []
+        result = self.first(raised).up(on_event=functools.partial(record_step, events))
         self.values, self.mock_run = raised, run_stack(FIRST, values=raised)
         placed = self.cluster.admitted(self.run_name, self.run_pods)
         expect(self.cluster.run_identity(self.run_name)[0] != before[0], "the raised revision kept the JobSet")
+        policy = self.cluster.jobset(self.run_name)["spec"]["failurePolicy"]
+        expect(policy["maxRestarts"] == 7, f"the new JobSet's failure policy: {policy}")
+        # The old JobSet is gone before the new one is created, and its ConfigMap only after it.
+        jobset, config_map = f"kubernetes:{JOBSET_API}:JobSet", "kubernetes:core/v1:ConfigMap"
+        order = [
+            events.index(("done", "delete-replaced", jobset)),
+            events.index(("start", "create-replacement", jobset)),
+            events.index(("start", "delete-replaced", config_map)),
+        ]
+        expect(order == sorted(order), f"the replacement's steps: {events}")
         made = changes(result.summary.resource_changes)
-        return f"refused: {refusals[0]}; revision 2: preview: {warning}; up: {made}; {placed}"
+        return (
+            f"refused: {refusals[0]}; revision 2: preview: {warning}; up: {made}, the old JobSet deleted first and "
+            f"its ConfigMap last; {placed}"
+        )
 
     def refresh_finds_nothing_to_change(self) -> str:
         """`refresh` then `preview --expect-no-changes` hold while the run is admitted and
@@ -555,24 +579,25 @@ class Scenarios:
         return f"refused: {line}"
 
     def a_run_an_interrupted_up_left_is_never_run_twice(self) -> str:
-        """The run's JobSet on the cluster but not in the state: what an `up` killed after the API
-        server created it and before the engine recorded it leaves (here: taken out of the state).
-        Changed meanwhile, `preview` and `up` refuse it by name, the program reading the cluster
-        first; where no program could read it, the API server refuses the provider's apply over it
-        (the JobSet webhook: a JobSet's replicated jobs cannot change). Unchanged, `up` takes it:
-        one JobSet, the same uid."""
+        """The run's JobSet on the cluster but not in the state, its TrainingRun recorded: what an
+        `up` killed after the API server created the JobSet and before the engine recorded it
+        leaves (here: the JobSet taken out of the state). A change of the run is refused as always;
+        raised, its revision would submit a second JobSet beside the first, which the program,
+        reading the cluster first, refuses by name. Where no program could read it, the API server
+        refuses the provider's apply of a changed run over it (the JobSet webhook: a JobSet's
+        replicated jobs cannot change). Unchanged, `up` takes it: one JobSet, the same uid."""
         stack = self.first()
+        run = self.values[f"{PROJECT}:training"]["runs"][0]
         uid = self.cluster.run_identity(self.run_name)[0]
         exported = stack.export_stack()
         deployment = exported.deployment or {}
-        kept = [r for r in deployment["resources"] if not r["urn"].endswith(f"::training-{self.run_name}-jobset")]
+        kept = [r for r in deployment["resources"] if not r["urn"].endswith(f"::training-{run['name']}-jobset")]
         expect(len(kept) == len(deployment["resources"]) - 1, "the run's JobSet is not in the state")
         stack.import_stack(auto.Deployment(version=exported.version, deployment={**deployment, "resources": kept}))
-        # A change of the run's pods (a change of its files alone, its steps say, the webhook lets
-        # through: the JobSet is taken, and its pods read the new files when they next start).
         changed = with_run(self.values, env={"LANE_MARK": "1"})
-        refusals = self.refusals(changed, "its state does not hold it", "a change of the run its state does not hold")
-        expect(all(refusals), f"the refusals do not name the JobSet: {refusals}")
+        raised = with_run(changed, revision=int(run.get("revision", 1)) + 1)
+        refusals = self.refusals(raised, "beside it", "a second JobSet of the run")
+        expect(all(refusals), f"the refusals do not name the JobSet beside which: {refusals}")
         expect(self.cluster.jobsets() == [self.run_name], f"JobSets after the refusals: {self.cluster.jobsets()}")
         live = self.cluster.jobset(self.run_name)
         manager = next(m["manager"] for m in live["metadata"]["managedFields"] if m["operation"] == "Apply")
@@ -584,7 +609,8 @@ class Scenarios:
         made = changes(self.first().up().summary.resource_changes)
         expect(self.cluster.jobsets() == [self.run_name], f"JobSets after the up: {self.cluster.jobsets()}")
         expect(self.cluster.run_identity(self.run_name)[0] == uid, "the up replaced the JobSet it took")
-        return f"refused: {refusals[0]}; the provider's apply: {status}; unchanged: up {made}, one JobSet, the same uid"
+        applied = f"the provider's apply of a changed run: {status}"
+        return f"refused: {refusals[0]}; {applied}; unchanged: up {made}, one JobSet, the same uid"
 
     def destroy_leaves_nothing_behind(self) -> str:
         """`destroy` completes with no manual step within the bound, and the API server keeps

@@ -14,7 +14,7 @@ from types import MappingProxyType
 
 from facts import resiliency, versions
 from facts.errors import RuleError
-from facts.kubernetes import TOPOLOGY_LABELS, TopologyLevel
+from facts.kubernetes import FIRST_REVISION, TOPOLOGY_LABELS, TopologyLevel
 from facts.machines import MachineType, Precision, training_pod_requests
 from facts.models import MODELS, Framework, ModelSpec, Recipe, RunSettings, model_spec
 from planners.queues import Flavor
@@ -98,7 +98,7 @@ class RunSpec:
     given: frozenset[str] = frozenset()
     # What a submitted run keeps (planners.submitted): its revision, and its keys as the stack file
     # wrote them, as JSON.
-    revision: int = 1
+    revision: int = FIRST_REVISION
     definition: str = "{}"
 
     # The pool's machine type: the recipe published for it, if any, is the run's.

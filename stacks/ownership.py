@@ -20,7 +20,7 @@ from config.stack import StackConfig
 from facts.errors import RuleError
 from facts.pulumi_cli import SECRET_STAND_IN
 from planners.ownership import ObjectRef, mark_of, marked, ownership, shown
-from planners.submitted import Submitted, submitted_of
+from planners.submitted import Submitted, live_of
 from stacks.existing import kubeconfig_of
 from stacks.kubeapi import ObjectReader
 
@@ -131,17 +131,22 @@ def check_existing(cfg: StackConfig, cluster: ExistingClusterConfig, objects: St
 
 
 def unrecorded_runs(
-    cluster: ExistingClusterConfig, identity: str, jobsets: Sequence[ObjectRef], read: ObjectReader
+    cluster: ExistingClusterConfig, identity: str, jobsets: Mapping[str, Sequence[ObjectRef]], read: ObjectReader
 ) -> dict[str, Submitted]:
-    """The runs' JobSets (`jobsets`, each named after its run) that are on the cluster marked with
-    `identity` although the stack's state does not hold them: what an interrupted `up` submitted
-    (planners.submitted.check_unrecorded). A failure to read the cluster refuses, as check_existing."""
-    if cluster.kubeconfig == SECRET_STAND_IN or not jobsets:
+    """Of the JobSets each run may have on the cluster although the stack's state does not hold
+    them (`jobsets`, by run name: stacks.training.unrecorded_jobsets), the first marked with
+    `identity`: what an interrupted `up` submitted (planners.submitted.check_unrecorded). A failure
+    to read the cluster refuses, as check_existing."""
+    refs = [ref for candidates in jobsets.values() for ref in candidates]
+    if cluster.kubeconfig == SECRET_STAND_IN or not refs:
         return {}
     try:
-        live = read(kubeconfig_of(cluster), jobsets)
+        live = read(kubeconfig_of(cluster), refs)
     except Exception as error:  # as check_existing: a run must not reach the engine unchecked
         raise _unreadable(cluster, error) from None
-    return {
-        ref.name: submitted_of(found) for ref, found in live.items() if found is not None and mark_of(found) == identity
-    }
+    found: dict[str, Submitted] = {}
+    for run, candidates in jobsets.items():
+        ours = [live_of(j) for ref in candidates if (j := live.get(ref)) is not None and mark_of(j) == identity]
+        if ours:
+            found[run] = ours[0]
+    return found

@@ -18,7 +18,7 @@ from facts.errors import RuleError
 from facts.kubernetes import stack_identity as identity_of
 from facts.project import MANAGED_BY_LABEL, PROJECT, STACK_LABEL
 from facts.pulumi_cli import SHOWN_ERROR_EXIT_CODE
-from planners.submitted import Submitted
+from planners.submitted import RunStep, Submitted
 from planners.summary import CpuPool, Filestore, plan_summary
 from stacks import bootstrap, cluster, existing, multikueue, ownership, platform, training
 from stacks.contract import ClusterExports, PlatformExports
@@ -173,19 +173,20 @@ def deploy(cfg: StackConfig, access: Access) -> dict[str, Any]:
         check_upstream_keys(cfg, cluster_facts, platform_facts)
     runs = []
     submitted: dict[str, Submitted] = {}
+    steps: dict[str, RunStep] = {}
     if cfg.deploys(Layer.TRAINING) and platform_facts is not None:
-        submitted = recorded_runs(stack_identity()) if cfg.training.runs else {}
+        submitted = recorded_runs(stack_identity(), training.LAYER) if cfg.training.runs else {}
         unrecorded = (
             ownership.unrecorded_runs(
                 cfg.existing_cluster,
                 stack_identity(),
-                [ref for ref in training.run_jobsets(cfg, platform_facts) if ref.name not in submitted],
+                training.unrecorded_jobsets(cfg, platform_facts, submitted),
                 access.read_objects,
             )
             if cfg.existing_cluster is not None
             else {}
         )
-        training.check_runs(
+        steps = training.check_runs(
             cfg, cluster_facts, platform_facts, access.secret("training"), submitted=submitted, unrecorded=unrecorded
         )
         runs = [training.run_spec(run, platform_facts) for run in cfg.training.runs]
@@ -242,7 +243,9 @@ def deploy(cfg: StackConfig, access: Access) -> dict[str, Any]:
         if cfg.deploys(Layer.TRAINING):
             secret_env = access.secret("training")
             exports.update(
-                training.build(cfg, cluster_outputs, platform_outputs, opts, secret_env, submitted=submitted)
+                training.build(
+                    cfg, cluster_outputs, platform_outputs, opts, secret_env, submitted=submitted, steps=steps
+                )
             )
     exports["summary"] = summary.as_output()
     if cfg.existing_cluster is not None:

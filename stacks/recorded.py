@@ -1,10 +1,12 @@
-"""The runs this stack has submitted, as its state records them.
+"""What this stack's state records of the runs it has submitted.
 
 The engine's builtin `pulumi:pulumi:readStackResourceOutputs` answers with every resource of a
 stack's latest checkpoint and its outputs (pulumi/pulumi pkg/resource/deploy/builtins.go
-`readStackResourceOutputs`, pkg/backend/backend.go `GetStackResourceOutputs`). Asked for this stack
-before anything is registered, it is the state the update starts from: each run's JobSet as the
-last `up` or `refresh` left it. An invoke registers nothing, as the upstream read (stacks.upstream).
+`readStackResourceOutputs`, pkg/backend/backend.go `GetStackResourceOutputs`), secrets decrypted.
+Asked for this stack before anything is registered, it is the state the update starts from: each
+run's TrainingRun outputs as the last `up` left them (components.training). The invoke registers
+no resource of the stack's, only the engine's own: its root, and the provider of its builtin
+invokes.
 """
 
 from __future__ import annotations
@@ -14,28 +16,30 @@ from typing import Any
 
 import pulumi
 
-from facts.kubernetes import JOBSET_API, RUN_LABEL
-from planners.submitted import Submitted, submitted_of
+from components.training import TrainingRun
+from planners.submitted import Submitted, recorded_of
 
 READ_STACK_RESOURCES = "pulumi:pulumi:readStackResourceOutputs"
-JOBSET_TYPE = f"kubernetes:{JOBSET_API}:JobSet"
 
 
-def runs_of(resources: Mapping[str, Any]) -> dict[str, Submitted]:
-    """The JobSet of each run (by its run label) among a stack's recorded resources (URN to type
-    and outputs); fabric checks, which carry no run label, are not runs."""
+def runs_of(resources: Mapping[str, Any], layer: str) -> dict[str, Submitted]:
+    """What a stack's recorded resources (URN to type and outputs) say of each run, by its name:
+    the TrainingRuns of the training layer named `layer`, named `<layer>-<run>` (an earlier
+    nemo-gke's record no run name among their outputs), and whether each one's JobSet, its child
+    `<layer>-<run>-jobset`, is recorded too."""
+    names = {urn.rsplit("::", 1)[-1] for urn in resources}
     found: dict[str, Submitted] = {}
-    for entry in resources.values():
-        if entry.get("type") != JOBSET_TYPE:
+    for urn, entry in resources.items():
+        if entry.get("type") != TrainingRun.TYPE:
             continue
+        component = urn.rsplit("::", 1)[-1]
         outputs = entry.get("outputs") or {}
-        run = ((outputs.get("metadata") or {}).get("labels") or {}).get(RUN_LABEL)
-        if run:
-            found[str(run)] = submitted_of(outputs)
+        run = outputs.get("run") or component.removeprefix(f"{layer}-")
+        found[str(run)] = recorded_of(outputs, jobset_recorded=f"{component}-jobset" in names)
     return found
 
 
-def recorded_runs(stack: str) -> dict[str, Submitted]:
-    """The runs the stack named `stack` (organization/project/stack) has submitted."""
+def recorded_runs(stack: str, layer: str) -> dict[str, Submitted]:
+    """What the stack named `stack` (organization/project/stack) records of its runs."""
     result = pulumi.runtime.invoke(READ_STACK_RESOURCES, {"stackName": stack})
-    return runs_of(dict((result.value or {}).get("outputs") or {}))
+    return runs_of(dict((result.value or {}).get("outputs") or {}), layer)

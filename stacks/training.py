@@ -31,6 +31,7 @@ from facts.kubernetes import (
     RUN_LABEL,
     TRAINING_CONTAINER,
     looks_secret,
+    revisioned,
 )
 from facts.kueue import WithinClusterQueue
 from facts.machines import GpuDirectStack, MachineType
@@ -52,10 +53,13 @@ from planners.runs import (
     max_restarts,
 )
 from planners.startup import preload_advice
-from planners.submitted import Submitted, check_unrecorded, encoded, step_of
+from planners.submitted import RunStep, Submitted, check_unrecorded, encoded, step_of
 from stacks.cluster import ClusterOutputs
 from stacks.contract import ClusterExports, PlatformExports
 from stacks.platform import PlatformOutputs
+
+# The training layer's component, whose runs are `<LAYER>-<run>` (stacks.recorded reads them back).
+LAYER = "training"
 
 
 @dataclass(frozen=True)
@@ -107,10 +111,9 @@ def _tokenizer(cfg: TokenizerConfig) -> Tokenizer:
     return Tokenizer(library=cfg.library, type=cfg.type, model=cfg.model)
 
 
-def run_spec(run: RunConfig, platform: PlatformExports, secret_env: bool = False) -> RunSpec:
+def run_spec(run: RunConfig, platform: PlatformExports) -> RunSpec:
     """A run of the config, on the platform's default pool and priority unless it names its own.
-    A supervised run defaults to the image that holds the resiliency launcher. `secret_env`: its
-    `env` is encrypted, and its recorded definition keeps only the names."""
+    A supervised run defaults to the image that holds the resiliency launcher."""
     r = run.resiliency
     pool = run.pool or default_pool(run.team, platform)
     flavor = platform.flavors_by_pool.get(pool)
@@ -149,7 +152,7 @@ def run_spec(run: RunConfig, platform: PlatformExports, secret_env: bool = False
         allow_env_overrides=frozenset(run.allow_env_overrides),
         given=frozenset(type(run).model_fields[key].alias or key for key in run.model_fields_set),
         revision=run.revision,
-        definition=encoded(run.definition(secret_env)),
+        definition=encoded(run.definition()),
     )
 
 
@@ -161,11 +164,22 @@ def _default_priority(team: str | None, platform: PlatformExports) -> str:
     return found.priorities[0]
 
 
-def run_jobsets(cfg: StackConfig, platform: PlatformExports) -> list[ObjectRef]:
-    """Each run's JobSet, by the name and namespace it is submitted under."""
-    return [
-        ObjectRef(JOBSET_API, "JobSet", place_of(run.team, platform).namespace, run.name) for run in cfg.training.runs
-    ]
+def unrecorded_jobsets(
+    cfg: StackConfig, platform: PlatformExports, submitted: Mapping[str, Submitted]
+) -> dict[str, list[ObjectRef]]:
+    """By run name, the JobSets an interrupted `up` may have left of each run whose JobSet the state
+    does not hold: the one of its revision now, and the one of the revision the state records."""
+    found: dict[str, list[ObjectRef]] = {}
+    for run in cfg.training.runs:
+        recorded = submitted.get(run.name)
+        if recorded is not None and recorded.jobset_recorded:
+            continue
+        revisions = {run.revision, *([recorded.revision] if recorded and recorded.revision else [])}
+        namespace = place_of(run.team, platform).namespace
+        found[run.name] = [
+            ObjectRef(JOBSET_API, "JobSet", namespace, revisioned(run.name, revision)) for revision in sorted(revisions)
+        ]
+    return found
 
 
 def run_site(cluster: ClusterExports, platform: PlatformExports, pool: str) -> ClusterExports | Worker:
@@ -269,15 +283,17 @@ def check_runs(
     *,
     submitted: Mapping[str, Submitted] = MappingProxyType({}),
     unrecorded: Mapping[str, Submitted] = MappingProxyType({}),
-) -> None:
+) -> dict[str, RunStep]:
     """Every run and data-prep job against the environment it targets, every submitted run
     (`submitted`, by run name: stacks.recorded) against what it was submitted with, and every
-    run's JobSet that an interrupted `up` left on an existing cluster (`unrecorded`:
-    stacks.ownership.unrecorded_runs) against the run; called before anything is registered.
-    Raises ConfigError naming every bad key. `secret_env`: the stack's `training` holds
-    encrypted values, so the runs' `env` goes into Secrets."""
+    run's JobSet that an interrupted `up` left on an existing cluster and the state does not hold
+    (`unrecorded`: stacks.ownership.unrecorded_runs) against the run; called before anything is
+    registered. Raises ConfigError naming every bad key; else what `up` does to each run, by name.
+    `secret_env`: the stack's `training` holds encrypted values, so the runs' `env` goes into
+    Secrets."""
     flavors = platform.flavors_by_pool
     errors: list[RuleError] = []
+    steps: dict[str, RunStep] = {}
     for i, run_config in enumerate(cfg.training.runs):
         if not secret_env:
             errors.extend(
@@ -296,7 +312,7 @@ def check_runs(
                 "wait its whole timeout behind the run it gates; set kueue.preemption to LowerPriority"
             )
             errors.append(RuleError(f"training.runs[{i}].fabricCheck", run_config.fabric_check, why))
-        run = run_spec(run_config, platform, secret_env)
+        run = run_spec(run_config, platform)
         try:
             check_team(run_config.team, run.pool, platform, run.priority)
             check_run(run, flavors, platform.priority_classes, platform.supervisor, platform.gke)
@@ -307,9 +323,12 @@ def check_runs(
             paths = run_paths(run, platform, place_of(run_config.team, platform))
             nemo.check_env(run, nemo.platform_env(run, machine, networking, paths))
             definition = json.loads(run.definition)
-            step_of(run.name, run.revision, definition, submitted.get(run.name))
-            if run.name in unrecorded and run.name not in submitted:
-                check_unrecorded(run.name, definition, unrecorded[run.name])
+            steps[run.name] = step_of(run.name, run.revision, definition, submitted.get(run.name), secret_env)
+            if run.name in unrecorded:
+                jobset = revisioned(run.name, run.revision)
+                check_unrecorded(
+                    run.name, run.revision, jobset, definition, unrecorded[run.name], secret_env=secret_env
+                )
         except RuleError as error:
             errors.append(_as_written(error, run_config).under(f"training.runs[{i}]"))
     on_workers = "belongs in a worker's stack: a MultiKueue manager dispatches runs only, and each worker {}"
@@ -341,6 +360,7 @@ def check_runs(
             errors.append(error.under(f"training.ncclTests[{i}]"))
     if errors:
         raise ConfigError.of(errors)
+    return steps
 
 
 def _as_written(error: RuleError, run: RunConfig) -> RuleError:
@@ -361,8 +381,10 @@ class TrainingLayerArgs:
     platform: PlatformOutputs
     # The stack's `training` holds encrypted values: every run's `env` goes into a Secret.
     secret_env: bool = False
-    # The runs the stack has submitted, by name (stacks.recorded), which check_runs passed.
+    # What the state records of the runs the stack has submitted (stacks.recorded), and what
+    # check_runs found `up` does to each, by run name (a run absent from both is submitted).
     submitted: Mapping[str, Submitted] = field(default_factory=lambda: MappingProxyType({}))
+    steps: Mapping[str, RunStep] = field(default_factory=lambda: MappingProxyType({}))
 
 
 class TrainingLayer(pulumi.ComponentResource):
@@ -391,7 +413,7 @@ class TrainingLayer(pulumi.ComponentResource):
         )
         after = args.platform.run_dependencies
         required = {run.fabric_check for run in cfg.training.runs if run.fabric_check}
-        specs = [run_spec(run_config, platform, args.secret_env) for run_config in cfg.training.runs]
+        specs = [run_spec(run_config, platform) for run_config in cfg.training.runs]
         # The images of the runs each check gates: the check installs the gIB they load.
         gated: dict[str, set[str]] = {}
         for run_config, run in zip(cfg.training.runs, specs, strict=True):
@@ -438,7 +460,6 @@ class TrainingLayer(pulumi.ComponentResource):
             machine = flavor.machine
             gate = [checks[run_config.fabric_check].jobset] if run_config.fabric_check else []
             pool = pools.get(run.pool)
-            submitted = args.submitted.get(run.name)
             advice = preload_advice(run.name, run.image_ref, pool) if pool else None
             if advice:
                 pulumi.log.warn(advice, resource=self)
@@ -458,8 +479,8 @@ class TrainingLayer(pulumi.ComponentResource):
                         secret_env=args.secret_env,
                         dispatched=bool(platform.workers),
                         mirror=None if platform.workers else cluster.facts.image_mirror,
-                        submitted=submitted,
-                        step=step_of(run.name, run.revision, json.loads(run.definition), submitted),
+                        submitted=args.submitted.get(run.name),
+                        step=args.steps.get(run.name, RunStep.SUBMIT),
                     ),
                     opts=child,
                 )
@@ -494,10 +515,13 @@ def build(
     secret_env: bool = False,
     *,
     submitted: Mapping[str, Submitted] = MappingProxyType({}),
+    steps: Mapping[str, RunStep] = MappingProxyType({}),
 ) -> dict[str, Any]:
     layer = TrainingLayer(
-        "training",
-        TrainingLayerArgs(config=cfg, cluster=cluster, platform=platform, secret_env=secret_env, submitted=submitted),
+        LAYER,
+        TrainingLayerArgs(
+            config=cfg, cluster=cluster, platform=platform, secret_env=secret_env, submitted=submitted, steps=steps
+        ),
         opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(providers={"kubernetes": cluster.provider})),
     )
     used = (

@@ -36,13 +36,13 @@ import yaml
 
 from config.loader import ConfigError
 from facts.errors import RuleError
-from facts.kubernetes import RUN_LABEL
+from facts.kubernetes import FIRST_REVISION, RUN_LABEL
 from facts.project import stack_name_problem
 from harness.mocks import RecordedResource
 from harness.runner import ROOT, StackFailed, StackRun, run_stack
 from harness.schemas import resource_errors
 from harness.stackfile import StackFileError
-from planners.submitted import Step, Submitted, kept_notice, replace_notice, step_of, submitted_of
+from planners.submitted import Submitted, live_of, step_of, submission
 from stacks import installed
 from stacks.installed import NotInstalled
 from tools.summary import markdown
@@ -192,7 +192,7 @@ def run_jobsets(manifests: list[dict[str, Any]]) -> dict[str, RenderedRun]:
         run = manifest.get("metadata", {}).get("labels", {}).get(RUN_LABEL)
         if manifest.get("kind") == "JobSet" and run:
             spec = manifest["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
-            found[run] = RenderedRun(submitted_of(manifest), spec["containers"][0]["image"])
+            found[run] = RenderedRun(live_of(manifest), spec["containers"][0]["image"])
     return found
 
 
@@ -218,18 +218,19 @@ def jobset_changes(before: dict[str, RenderedRun], after: dict[str, RenderedRun]
         if run not in before:
             lines.append(f"run {run}: new JobSet {new.submitted.jobset}")
             continue
-        old = before[run].submitted
+        old, now = before[run].submitted, new.submitted
         image = f" (image {before[run].image} -> {new.image})" if before[run].image != new.image else ""
-        revision = new.submitted.revision or 1
+        revision = now.revision or FIRST_REVISION
         try:
-            step = step_of(run, revision, new.submitted.definition or {}, old)
+            step = step_of(run, revision, now.definition or {}, old)
         except RuleError as refused:
             lines.append(f"run {run}: `pulumi up` refuses the change: {refused}")
             continue
-        if step is Step.REPLACE:
-            lines.append(replace_notice(run, old, revision) + image)
-        elif (notice := kept_notice(run, old, new.submitted.rendered or "")) is not None:
-            lines.append(notice + image)
+        said = submission(
+            run, revision=revision, jobset=now.jobset, rendered=now.rendered or "", step=step, submitted=old
+        )
+        if said.warning or said.notice:
+            lines.append(f"{said.warning or said.notice}{image}")
     return lines
 
 

@@ -19,13 +19,14 @@ import pulumi
 import pytest
 from pulumi.runtime import settings
 
-from config.training import ENCRYPTED, MAX_JOBS_PER_STACK
+from config.training import MAX_JOBS_PER_STACK
 from facts.kubernetes import DEFINITION_ANNOTATION, MAX_ENV_STRING_BYTES
 from facts.project import PROJECT
 from facts.pulumi_cli import SECRET_STAND_IN, SHOWN_ERROR_EXIT_CODE
 from harness.mocks import RecordingEngine, RecordingMocks, RecordingMonitor
 from harness.runner import StackFailed, load_stack_values, run_stack, stack_with
 from harness.stackfile import to_pulumi_config
+from planners.submitted import ENCRYPTED
 from stacks import program
 from stacks.kubeapi import read_kubeconfig
 from tests.conftest import Render, rejected

@@ -25,6 +25,7 @@ from harness.runner import (
     StackRun,
     load_stack_values,
     objects_reader,
+    recorded_state,
     run_stack,
     stack_names,
     unmarked,
@@ -207,6 +208,16 @@ def test_a_run_an_interrupted_up_left_is_taken_with_its_definition_and_refused_w
         "definition (steps 20 → 30): put those values back to take it over, or delete it first (kubectl -n nemo "
         "delete jobset llama31-8b)"
     ]
+    # Killed after the state recorded the run's TrainingRun, before its JobSet: a raised revision
+    # would submit a second JobSet beside the first.
+    state = {urn: entry for urn, entry in recorded_state(run).items() if not urn.endswith("-jobset")}
+    raised = load_stack_values(EXISTING)
+    raised["nemo-gke:training"]["runs"][0]["revision"] = 2
+    with pytest.raises(StackFailed) as failed:
+        run_stack(EXISTING, values=raised, read_objects=objects_reader({ref: jobset}), recorded=state)
+    (line,) = str(failed.value.error).splitlines()[1:]
+    assert line.startswith("  nemo-gke:training.runs[0].revision = 2: run llama31-8b's JobSet nemo/llama31-8b is on")
+    assert "submitted it at revision 1): this `up` would submit llama31-8b-r2 beside it; put revision 1 back" in line
     # Another stack's JobSet of the name is refused as any object of the stack's names is.
     theirs = {**jobset, "metadata": {**jobset["metadata"], "annotations": {STACK_ANNOTATION: "acme/nemo-gke/b"}}}
     with pytest.raises(StackFailed) as failed:

@@ -132,7 +132,9 @@ def test_a_render_says_what_an_update_would_do_to_each_run(
     values["config"]["nemo-gke:training"]["runs"][0]["image"] = "nvcr.io/nvidia/nemo:24.12"
     stack_file.write_text(yaml.safe_dump(values))
     (replaced,) = rendered()
-    assert replaced.startswith("  run gpt5b-demo: revision 1 → 2 replaces JobSet nemo/gpt5b-demo: its pods stop")
+    assert replaced.startswith(
+        "  run gpt5b-demo: revision 1 → 2 replaces JobSet nemo/gpt5b-demo with gpt5b-demo-r2: its pods stop"
+    )
     assert re.search(r"\(image \S+/nvidia/nemo:24\.07 -> \S+/nvidia/nemo:24\.12\)$", replaced)
 
 

