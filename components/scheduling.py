@@ -28,6 +28,7 @@ from facts.kubernetes import (
     JOBSET_NAMESPACE,
     KUEUE_API,
     KUEUE_NAMESPACE,
+    NAMESPACE_NAME_LABEL,
     PRIORITY_VALUES,
     dns_label_problem,
 )
@@ -124,6 +125,8 @@ class KueueControllerArgs:
     imex_channels: bool = False
     # Teams share a cohort (planners.teams): idle capacity goes by fair sharing.
     fair_sharing: bool = False
+    # The teams' namespaces: Kueue manages every Job and JobSet there, with a queue name or not.
+    team_namespaces: Sequence[str] = ()
     # A MultiKueue manager: how long a run stays on a worker it cannot reach (None: not a manager).
     worker_lost_timeout_seconds: int | None = None
     # The cluster's remote repositories, which the readiness probe's image comes through.
@@ -176,6 +179,7 @@ def kueue_configuration(args: KueueControllerArgs) -> dict[str, Any]:
         "integrations": {"frameworks": ["batch/job", "jobset.x-k8s.io/jobset"]},
         **(_DEVICE_CLASS_MAPPINGS if args.imex_channels else {}),
         **(_FAIR_SHARING if args.fair_sharing else {}),
+        **(_managed_namespaces(args.team_namespaces) if args.team_namespaces else {}),
         **(
             {"multiKueue": {"workerLostTimeout": f"{args.worker_lost_timeout_seconds}s"}}
             if args.worker_lost_timeout_seconds is not None
@@ -192,6 +196,16 @@ _DEVICE_CLASS_MAPPINGS = {
         "deviceClassMappings": [{"name": IMEX_CHANNEL_RESOURCE, "deviceClassNames": [IMEX_CHANNEL_DEVICE_CLASS]}]
     }
 }
+
+
+def _managed_namespaces(namespaces: Sequence[str]) -> dict[str, Any]:
+    """Kueue suspends and queues a Job or JobSet only where it names a queue, unless it manages jobs
+    without one (kubernetes-sigs/kueue pkg/controller/jobframework/utils.go WorkloadShouldBeSuspended):
+    in the teams' namespaces it does, so a job that named none would still wait for a quota. A
+    team's admission policy refuses such a job first (components.teams); this holds where the
+    policy is gone. Elsewhere Kueue keeps to the jobs that name a queue."""
+    selector = {"matchExpressions": [{"key": NAMESPACE_NAME_LABEL, "operator": "In", "values": sorted(namespaces)}]}
+    return {"manageJobsWithoutQueueName": True, "managedJobsNamespaceSelector": selector}
 
 
 # Fair sharing is on wherever the Configuration has the section (pkg/scheduler/preemption/fairsharing/
@@ -316,7 +330,7 @@ def cluster_queue_spec(
     (planners.queues), so CPU and memory requests can never make a run inadmissible."""
     resources = covered_resources(flavors)
     spec: dict[str, Any] = {
-        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+        "namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: namespace}},
         "queueingStrategy": QueueingStrategy.BEST_EFFORT_FIFO.value,
         "preemption": {"withinClusterQueue": preemption.value, "reclaimWithinCohort": ReclaimWithinCohort.NEVER.value},
         "resourceGroups": [
@@ -335,7 +349,7 @@ def team_queue_spec(
     by_name = {f.name: f for f in flavors}
     spec: dict[str, Any] = {
         "cohortName": cohort,
-        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": team.namespace}},
+        "namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: team.namespace}},
         "queueingStrategy": QueueingStrategy.BEST_EFFORT_FIFO.value,
         "preemption": {"withinClusterQueue": preemption.value, "reclaimWithinCohort": ReclaimWithinCohort.ANY.value},
         "fairSharing": {"weight": team.weight},

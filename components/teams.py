@@ -31,7 +31,15 @@ from components.storage import (
 )
 from components.workspace import TrainingWorkspace, TrainingWorkspaceArgs
 from facts.errors import require, require_no_problem
-from facts.kubernetes import FABRIC_CHECK_PRIORITY, PRIORITY_CLASS_LABEL, dns_label_problem
+from facts.kubernetes import (
+    FABRIC_CHECK_PRIORITY,
+    JOBSET_NAMESPACE,
+    NAMESPACE_NAME_LABEL,
+    PRIORITY_CLASS_LABEL,
+    QUEUE_NAME_LABEL,
+    dns_label_problem,
+    service_account_user,
+)
 from planners.teams import Team
 
 # What a team's members do in its namespace: submit and follow runs (the JobSets, Jobs, ConfigMaps,
@@ -63,20 +71,22 @@ SUBMITTER_RULES = (
 SUBMITTER_ROLE = "nemo-team-submitter"
 
 
-def priority_policy(team: Team, allowed: Sequence[str]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """A ValidatingAdmissionPolicy and its binding: in the team's namespace the API server refuses a
-    JobSet or Job whose Kueue priority class is not one the team may use (and lets through the Jobs
-    a JobSet creates, whose JobSet was checked). Kueue itself lets any workload name any
-    WorkloadPriorityClass; admission policies are GA from Kubernetes 1.30
+def admission_policy(team: Team) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A ValidatingAdmissionPolicy and its binding: in the team's namespace the API server refuses
+    a JobSet or Job that does not queue in the team's LocalQueue, names a Kueue priority class the
+    team may not use, or (from a member of the team's groups) the fabric check's class. Kueue lets
+    any job name any queue or WorkloadPriorityClass, and runs one that names none outside every
+    quota. The Jobs the JobSet controller creates for a JobSet, which name no queue, are told by who
+    creates them (a service account of the JobSet namespace), not by an owner reference anyone can
+    write. Admission policies are GA from Kubernetes 1.30
     (https://kubernetes.io/docs/reference/access-authn-authz/validating-admission-policy/)."""
-    name = f"nemo-team-{team.name}-priorities"
+    name = f"nemo-team-{team.name}"
+    allowed = (*team.priorities, FABRIC_CHECK_PRIORITY)
     listed = ", ".join(f"'{p}'" for p in allowed)
+    groups = ", ".join(f"'{g}'" for g in team.groups)
 
-    def label(obj: str) -> str:
-        return (
-            f"has({obj}.metadata.labels) && '{PRIORITY_CLASS_LABEL}' in {obj}.metadata.labels ? "
-            f"{obj}.metadata.labels['{PRIORITY_CLASS_LABEL}'] : ''"
-        )
+    def label(obj: str, key: str) -> str:
+        return f"has({obj}.metadata.labels) && '{key}' in {obj}.metadata.labels ? {obj}.metadata.labels['{key}'] : ''"
 
     policy = {
         "apiVersion": "admissionregistration.k8s.io/v1",
@@ -96,7 +106,12 @@ def priority_policy(team: Team, allowed: Sequence[str]) -> tuple[dict[str, Any],
                 ]
             },
             "variables": [
-                {"name": "priority", "expression": label("object")},
+                {
+                    "name": "jobsetController",
+                    "expression": f"request.userInfo.username.startsWith('{service_account_user(JOBSET_NAMESPACE)}')",
+                },
+                {"name": "queue", "expression": label("object", QUEUE_NAME_LABEL)},
+                {"name": "priority", "expression": label("object", PRIORITY_CLASS_LABEL)},
                 # Without the label Kueue takes the pods' priorityClassName (pkg/controller/
                 # jobframework/reconciler.go), so a template may not name one instead.
                 {
@@ -105,24 +120,37 @@ def priority_policy(team: Team, allowed: Sequence[str]) -> tuple[dict[str, Any],
                     "has(r.template.spec.template.spec.priorityClassName)).size() : "
                     "(has(object.spec.template.spec.priorityClassName) ? 1 : 0)",
                 },
+                {
+                    "name": "member",
+                    "expression": f"request.userInfo.groups.exists(g, g in [{groups}])" if groups else "false",
+                },
             ],
             "validations": [
                 {
+                    "expression": f"variables.jobsetController || variables.queue == '{team.local_queue}'",
+                    "message": f"team {team.name}'s jobs queue in its LocalQueue {team.local_queue}: label "
+                    f"{QUEUE_NAME_LABEL}: {team.local_queue} (Kueue admits nothing else within the team's share)",
+                    "reason": "Forbidden",
+                },
+                {
                     "expression": (
-                        # A JobSet's own Jobs were checked as their JobSet (a Job whose owner does not
-                        # exist is deleted by the garbage collector).
-                        "(has(object.metadata.ownerReferences) && "
-                        "object.metadata.ownerReferences.exists(o, o.kind == 'JobSet' && "
-                        "o.apiVersion.startsWith('jobset.x-k8s.io/'))) || "
+                        "variables.jobsetController || "
                         # Kueue suspends and resumes what it admitted: an update that keeps the class.
-                        f"(request.operation == 'UPDATE' && ({label('oldObject')}) == variables.priority) || "
+                        f"(request.operation == 'UPDATE' && ({label('oldObject', PRIORITY_CLASS_LABEL)}) == "
+                        "variables.priority) || "
                         "(variables.priority == '' ? variables.podPriorityClasses == 0 : "
                         f"variables.priority in [{listed}])"
                     ),
-                    "message": f"team {team.name} may use the priority classes {', '.join(allowed)} (the label "
-                    f"{PRIORITY_CLASS_LABEL}, not a pod priorityClassName)",
+                    "message": f"team {team.name} may use the priority classes {', '.join(team.priorities)} (the "
+                    f"label {PRIORITY_CLASS_LABEL}, not a pod priorityClassName)",
                     "reason": "Forbidden",
-                }
+                },
+                {
+                    "expression": f"!(variables.member && variables.priority == '{FABRIC_CHECK_PRIORITY}')",
+                    "message": f"the priority class {FABRIC_CHECK_PRIORITY} is the fabric checks' (training.ncclTests "
+                    "of the platform's stack), above every run: a team member's job may not use it",
+                    "reason": "Forbidden",
+                },
             ],
         },
     }
@@ -133,7 +161,7 @@ def priority_policy(team: Team, allowed: Sequence[str]) -> tuple[dict[str, Any],
         "spec": {
             "policyName": name,
             "validationActions": ["Deny"],
-            "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": team.namespace}}},
+            "matchResources": {"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: team.namespace}}},
         },
     }
     return policy, binding
@@ -210,17 +238,23 @@ class TeamSpace(pulumi.ComponentResource):
         )
         self.namespace = workspace.namespace
         self.run_dependencies = list(workspace.accounts)
-        # Fabric checks run above every training priority in any team's queue (facts.kubernetes).
-        policy, binding = priority_policy(team, (*team.priorities, FABRIC_CHECK_PRIORITY))
+        policy, binding = admission_policy(team)
         checked = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
-            f"{name}-priorities", metadata=policy["metadata"], spec=policy["spec"], opts=child
+            f"{name}-admission",
+            metadata=policy["metadata"],
+            spec=policy["spec"],
+            opts=pulumi.ResourceOptions(parent=self, aliases=[pulumi.Alias(name=f"{name}-priorities")]),
         )
         self.run_dependencies.append(
             k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
-                f"{name}-priorities-binding",
+                f"{name}-admission-binding",
                 metadata=binding["metadata"],
                 spec=binding["spec"],
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[checked, workspace]),
+                opts=pulumi.ResourceOptions(
+                    parent=self,
+                    depends_on=[checked, workspace],
+                    aliases=[pulumi.Alias(name=f"{name}-priorities-binding")],
+                ),
             )
         )
         if team.groups:

@@ -192,6 +192,8 @@ ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
 # https://cloud.google.com/kubernetes-engine/docs/concepts/node-pools
 NODE_POOL_LABEL = "cloud.google.com/gke-nodepool"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
+# The API server labels every namespace with its name (Kubernetes 1.22+, NamespaceDefaultLabelName).
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 
 
 class TopologyLevel(StrEnum):
@@ -229,6 +231,19 @@ def node_pool_selector(pool: str) -> dict[str, str]:
 SYSTEM_NAMESPACE = "kube-system"
 KUEUE_NAMESPACE = "kueue-system"
 JOBSET_NAMESPACE = "jobset-system"
+# The JobSet controller's service account as the pinned chart names it (`<release>-controller`, the
+# release named after the chart: sigs.k8s.io/jobset charts/jobset/templates/controller/_helpers.tpl);
+# kubectl's manifests name it jobset-controller-manager (config/default: namePrefix jobset-). Either
+# is a service account of JOBSET_NAMESPACE, which is what a team's admission policy trusts.
+JOBSET_CONTROLLER_ACCOUNT = "jobset-controller"
+
+
+def service_account_user(namespace: str, name: str = "") -> str:
+    """The username the API server gives a service account (with `name` empty: the prefix of every
+    service account of `namespace`)."""
+    return f"system:serviceaccount:{namespace}:{name}"
+
+
 # Namespaces a stack may not take for its training runs.
 # NVIDIA's DRA driver, as GKE's A4X guide installs it
 # (https://cloud.google.com/ai-hypercomputer/docs/create/gke-ai-hypercompute-custom-a4x).

@@ -130,7 +130,9 @@ def controllers(lane: Lane, api: Api, kueue_config: Mapping[str, Any]) -> None:
             "metrics": {"bindAddress": f"{LOCALHOST}:{free_port()}", "certDir": str(certs)},
             "health": {"healthProbeBindAddress": jobset_health},
         }))  # fmt: skip
-        lane.start("jobset", [str(binary("jobset")), "--config", str(jobset_config), "--kubeconfig", config])
+        # As the JobSet controller's own account, which a team's admission policy trusts.
+        jobset_kubeconfig = str(lane.workdir / "jobset.kubeconfig")
+        lane.start("jobset", [str(binary("jobset")), "--config", str(jobset_config), "--kubeconfig", jobset_kubeconfig])
         kueue_port = free_port()
         kueue = {
             **kueue_config,

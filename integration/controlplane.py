@@ -22,6 +22,8 @@ from typing import Any
 
 import yaml
 
+from facts.kubernetes import JOBSET_CONTROLLER_ACCOUNT, JOBSET_NAMESPACE, service_account_user
+
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = Path(os.environ.get("NEMO_GKE_CACHE", Path.home() / ".cache" / "nemo-gke"))
 BIN = CACHE / "integration" / "bin"
@@ -69,15 +71,22 @@ def _openssl(*args: str, cwd: Path) -> None:
     subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
 
 
+# Who the JobSet controller is to the API server where its chart installs it: what a team's admission
+# policy trusts to create Jobs that name no queue (components.teams). The lane's JobSet manager
+# connects as that user (group system:masters, as the lane's admin).
+JOBSET_CONTROLLER_USER = service_account_user(JOBSET_NAMESPACE, JOBSET_CONTROLLER_ACCOUNT)
+
+
 def make_certs(pki: Path) -> None:
     """A CA, the API server's serving certificate for 127.0.0.1, an admin client certificate
-    (group system:masters), and the service-account signing key."""
+    (group system:masters), the JobSet controller's, and the service-account signing key."""
     pki.mkdir(parents=True, exist_ok=True)
     _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=lane-ca",
              "-keyout", "ca.key", "-out", "ca.crt", cwd=pki)  # fmt: skip
     for name, subject, extension in (
         ("server", "/CN=kube-apiserver", "subjectAltName=IP:127.0.0.1,DNS:localhost"),
         ("admin", "/O=system:masters/CN=admin", "extendedKeyUsage=clientAuth"),
+        ("jobset", f"/O=system:masters/CN={JOBSET_CONTROLLER_USER}", "extendedKeyUsage=clientAuth"),
     ):
         _openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", subject, "-keyout", f"{name}.key",
                  "-out", f"{name}.csr", cwd=pki)  # fmt: skip
@@ -88,7 +97,9 @@ def make_certs(pki: Path) -> None:
     _openssl("rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=pki)
 
 
-def kubeconfig(pki: Path, server: str) -> dict[str, Any]:
+def kubeconfig(pki: Path, server: str, user: str = "admin") -> dict[str, Any]:
+    """A kubeconfig of the lane for the client certificate `user` (admin, jobset)."""
+
     def data(name: str) -> str:
         return base64.b64encode((pki / name).read_bytes()).decode()
 
@@ -98,11 +109,11 @@ def kubeconfig(pki: Path, server: str) -> dict[str, Any]:
         "clusters": [{"name": "lane", "cluster": {"server": server, "certificate-authority-data": data("ca.crt")}}],
         "users": [
             {
-                "name": "admin",
-                "user": {"client-certificate-data": data("admin.crt"), "client-key-data": data("admin.key")},
+                "name": user,
+                "user": {"client-certificate-data": data(f"{user}.crt"), "client-key-data": data(f"{user}.key")},
             }
         ],
-        "contexts": [{"name": "lane", "context": {"cluster": "lane", "user": "admin"}}],
+        "contexts": [{"name": "lane", "context": {"cluster": "lane", "user": user}}],
         "current-context": "lane",
     }
 
@@ -120,11 +131,24 @@ class Api:
         context.load_cert_chain(str(self.pki / "admin.crt"), str(self.pki / "admin.key"))
         return context
 
-    def request(self, method: str, path: str, body: Any = None, kind: str | None = None) -> tuple[int, Any]:
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        kind: str | None = None,
+        *,
+        as_user: tuple[str, str] | None = None,
+    ) -> tuple[int, Any]:
+        """The API server's status and answer. `as_user`: as that (user, group), impersonated by the
+        admin (the API server adds system:authenticated)."""
         data = None if body is None else json.dumps(body).encode()
         request = urllib.request.Request(self.server + path, data=data, method=method)
         kind = kind or ("application/merge-patch+json" if method == "PATCH" else "application/json")
         request.add_header("Content-Type", kind)
+        if as_user is not None:
+            request.add_header("Impersonate-User", as_user[0])
+            request.add_header("Impersonate-Group", as_user[1])
         try:
             with urllib.request.urlopen(request, context=self._context(), timeout=30) as response:
                 text = response.read().decode()
@@ -283,6 +307,7 @@ def control_plane(lane: Lane) -> Api:
         wait_for("kube-apiserver", lambda: lane.alive() and api.request("GET", "/readyz")[0] == 200)
     config = lane.workdir / "admin.kubeconfig"
     config.write_text(yaml.safe_dump(kubeconfig(pki, server)))
+    (lane.workdir / "jobset.kubeconfig").write_text(yaml.safe_dump(kubeconfig(pki, server, "jobset")))
     with lane.phase("controller-manager and scheduler"):
         lane.start("kube-controller-manager", [
             str(binary("kube-controller-manager")), "--kubeconfig", str(config), "--leader-elect=false",

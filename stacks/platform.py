@@ -539,6 +539,7 @@ def kueue_controller_args(cfg: StackConfig, cluster: ClusterExports) -> KueueCon
         nodes=sum(p.max_nodes for p in cluster.gpu_pools),
         imex_channels=any(p.machine.nvlink_across_nodes for p in cluster.gpu_pools),
         fair_sharing=bool(cfg.teams),
+        team_namespaces=tuple(team.namespace_name for team in cfg.teams),
         worker_lost_timeout_seconds=cfg.multi_kueue.worker_lost_timeout_seconds if cfg.multi_kueue.manager else None,
         mirror=cluster.image_mirror,
     )

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from facts.kubernetes import KUEUE_API, PRIORITY_CLASS_LABEL
+from facts.kubernetes import FABRIC_CHECK_PRIORITY, JOBSET_API, KUEUE_API, PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL
 from harness.runner import StackRun, run_stack
 from integration.controlplane import Api, Lane, has_condition, wait_for
 from integration.lane import running
@@ -203,3 +203,63 @@ def test_one_team_cannot_read_another_s_secrets_or_claims(lane: TeamsLane) -> No
     assert lane.api.allowed(member, groups, "create", "jobsets", namespace="alignment", group="jobset.x-k8s.io")
     assert not lane.api.allowed(member, groups, "create", "jobsets", namespace="pretraining", group="jobset.x-k8s.io")
     assert not lane.api.allowed(member, groups, "get", "secrets", namespace="pretraining")
+
+
+def test_a_member_cannot_step_around_the_team_s_queue(lane: TeamsLane) -> None:
+    """A member of team alignment, through the real API server (impersonated by the lane's admin),
+    tries each way around the team's queue; the team's admission policy refuses each
+    (components.teams), while the member's run that queues as it should is created, and the
+    stack's runs, whose Jobs the JobSet controller creates naming no queue, are admitted in the
+    other scenarios. Without the queue rule a JobSet or Job naming no queue ran outside every
+    quota: Kueue manages only jobs that name one, here only in the teams' namespaces."""
+    lane.clear()
+    member = ("someone@your-domain.com", "alignment@your-domain.com")
+    team = lane.teams["alignment"]
+    run = resized(lane.jobsets["alignment"], "member-run", 1)
+    unqueued = resized(run, "no-queue", 1)
+    del unqueued["metadata"]["labels"][QUEUE_NAME_LABEL]
+    fabric = resized(run, "fabric-class", 1)
+    fabric["metadata"]["labels"][PRIORITY_CLASS_LABEL] = FABRIC_CHECK_PRIORITY
+    job_spec = {
+        "suspend": False,
+        "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}},
+    }
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "no-queue-job"}, "spec": job_spec}
+    forged = {
+        **job,
+        "metadata": {
+            "name": "forged-owner",
+            "ownerReferences": [
+                {
+                    "apiVersion": JOBSET_API,
+                    "kind": "JobSet",
+                    "name": "member-run",
+                    "uid": "0a1b2c3d-0000-0000-0000-000000000000",
+                }
+            ],
+        },
+    }
+    jobs_path = f"/apis/batch/v1/namespaces/{team.namespace}/jobs"
+    attempts = {
+        "a JobSet naming no queue": (api_path(unqueued), unqueued, "queue in its LocalQueue"),
+        "a Job naming no queue": (jobs_path, job, "queue in its LocalQueue"),
+        "a Job with a forged JobSet owner": (jobs_path, forged, "queue in its LocalQueue"),
+        "the fabric check's priority class": (api_path(fabric), fabric, "is the fabric checks'"),
+    }
+
+    def refused(path: str, body: dict[str, Any], why: str) -> bool:
+        # The API server enforces a new policy once its informers have it (see the priority test).
+        status, answer = lane.api.request("POST", path, body, as_user=member)
+        if status in (201, 409):
+            lane.api.request("DELETE", f"{path}/{body['metadata']['name']}?propagationPolicy=Background")
+            return False
+        assert status in (403, 422), (status, answer)
+        assert why in answer["message"], answer["message"]
+        return True
+
+    for what, (path, body, why) in attempts.items():
+        wait_for(f"{what} refused", lambda path=path, body=body, why=why: refused(path, body, why), timeout=60)
+    status, answer = lane.api.request("POST", api_path(run), run, as_user=member)
+    assert status == 201, (status, answer)
+    tried = ", ".join(attempts)
+    print(f"lane: teams: a member's {len(attempts)} ways around the queue refused ({tried}); its queued run created")

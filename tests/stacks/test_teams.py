@@ -243,6 +243,27 @@ def test_fair_sharing_is_configured_only_with_teams(render: Render) -> None:
     assert "fairSharing" not in configuration("dev")
 
 
+def _kueue_configuration(render: Render, stack: str) -> dict[str, Any]:
+    releases = render(stack).of_type("kubernetes:helm.sh/v3:Release")
+    (release,) = [r for r in releases if r.inputs["name"] == "kueue"]
+    return dict(yaml.safe_load(release.inputs["values"]["managerConfig"]["controllerManagerConfigYaml"]))
+
+
+def test_kueue_manages_every_job_of_the_teams_namespaces_and_only_there(render: Render) -> None:
+    """Kueue suspends and queues a job only where it names a queue, unless it manages jobs without
+    one (pkg/controller/jobframework/utils.go WorkloadShouldBeSuspended): in the teams' namespaces it
+    does, so a job that slipped past the team's admission policy still waits for a quota; elsewhere
+    (kube-system, the platform's own) it does not."""
+    config = _kueue_configuration(render, "teams")
+    assert config["manageJobsWithoutQueueName"] is True
+    assert config["managedJobsNamespaceSelector"] == {
+        "matchExpressions": [
+            {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["alignment", "pretraining"]}
+        ]
+    }
+    assert "manageJobsWithoutQueueName" not in _kueue_configuration(render, "dev")
+
+
 def test_each_team_submits_to_its_own_local_queue_and_runs_there(render: Render) -> None:
     run = render("teams")
     local = [run.manifest(q) for q in run.of_type(LOCAL_QUEUE)]
@@ -328,59 +349,100 @@ def test_only_gke_s_security_group_name_is_taken() -> None:
     assert "gke-security-groups@<your domain>" in issue_for(error, "cluster.rbacSecurityGroup")
 
 
-def _admits(policy: dict[str, Any], obj: dict[str, Any], old: dict[str, Any] | None = None) -> bool:
-    """The policy's validation evaluated as the API server does: its variables first, then the
-    expression, with `object`, `oldObject` and `request` bound."""
+DEPLOYER = ("deployer@example.com", ("system:authenticated",))
+MEMBER = ("someone@your-domain.com", ("alignment@your-domain.com", "system:authenticated"))
+JOBSET_CONTROLLER = ("system:serviceaccount:jobset-system:jobset-controller", ("system:serviceaccounts",))
+
+
+def _refusals(
+    policy: dict[str, Any],
+    obj: dict[str, Any],
+    old: dict[str, Any] | None = None,
+    user: tuple[str, tuple[str, ...]] = DEPLOYER,
+) -> list[str]:
+    """The messages of the policy's validations that fail, evaluated as the API server does: its
+    variables first, then each expression, with `object`, `oldObject` and `request` bound."""
     environment = celpy.Environment()
 
     def evaluate(expression: str, activation: dict[str, Any]) -> Any:
         return environment.program(environment.compile(expression)).evaluate(activation)
 
+    request = {
+        "operation": "UPDATE" if old is not None else "CREATE",
+        "userInfo": {"username": user[0], "groups": list(user[1])},
+    }
     activation: dict[str, Any] = {
         "object": celpy.json_to_cel(obj),
         "oldObject": celpy.json_to_cel(old),
-        "request": celpy.json_to_cel({"operation": "UPDATE" if old is not None else "CREATE"}),
+        "request": celpy.json_to_cel(request),
     }
     variables = {}
     for variable in policy["spec"]["variables"]:
         variables[variable["name"]] = evaluate(variable["expression"], {**activation, "variables": variables})
-    (validation,) = policy["spec"]["validations"]
-    return bool(evaluate(validation["expression"], {**activation, "variables": celpy.celtypes.MapType(variables)}))
+    bound = {**activation, "variables": celpy.celtypes.MapType(variables)}
+    return [v["message"] for v in policy["spec"]["validations"] if not bool(evaluate(v["expression"], bound))]
 
 
-def test_each_team_s_priorities_are_enforced_by_the_api_server(render: Render) -> None:
-    """Kueue lets a workload name any WorkloadPriorityClass, so the team's ValidatingAdmissionPolicy
-    refuses the others in its namespace; the Jobs a JobSet creates pass on their JobSet's check, and
-    a Job without the label (data preparation) passes. The expression is evaluated here with CEL;
-    the lane's API server enforces it (tests/integration/test_lane_teams.py)."""
+def test_each_team_s_queue_and_priorities_are_enforced_by_the_api_server(render: Render) -> None:
+    """Kueue runs a job that names no queue outside every quota and lets one name any queue or
+    WorkloadPriorityClass, so the team's ValidatingAdmissionPolicy refuses, in its namespace, a
+    JobSet or Job that does not queue in the team's LocalQueue, a priority class the team may not
+    use, and the fabric check's class from a member. The Jobs a JobSet creates pass by who creates
+    them (the JobSet controller's service account), not by an owner reference a member can write.
+    The expressions are evaluated here with CEL; the lane's API server enforces them
+    (tests/integration/test_lane_teams.py)."""
     run = render("teams")
     policies = _manifests(run, "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy")
     bindings = _manifests(run, "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding")
-    assert set(policies) == set(bindings) == {"nemo-team-alignment-priorities", "nemo-team-pretraining-priorities"}
-    binding = bindings["nemo-team-alignment-priorities"]["spec"]
+    assert set(policies) == set(bindings) == {"nemo-team-alignment", "nemo-team-pretraining"}
+    binding = bindings["nemo-team-alignment"]["spec"]
     assert binding["matchResources"]["namespaceSelector"] == {
         "matchLabels": {"kubernetes.io/metadata.name": "alignment"}
     }
     assert binding["validationActions"] == ["Deny"]
-    policy = policies["nemo-team-alignment-priorities"]
+    policy = policies["nemo-team-alignment"]
+    (queue,) = [
+        t.local_queue for t in PlatformExports.from_plain(run.exports["platform"]).teams if t.name == "alignment"
+    ]
 
-    def jobset(priority: str | None, pod_class: str | None = None, **meta: Any) -> dict[str, Any]:
-        labels = {"kueue.x-k8s.io/priority-class": priority} if priority else {}
+    def jobset(priority: str | None, pod_class: str | None = None, queue_name: str | None = queue) -> Any:
+        labels = {
+            **({"kueue.x-k8s.io/priority-class": priority} if priority else {}),
+            **({"kueue.x-k8s.io/queue-name": queue_name} if queue_name else {}),
+        }
         pod = {"priorityClassName": pod_class} if pod_class else {}
         template = {"template": {"spec": {"template": {"spec": pod}}}}
-        return {"metadata": {"labels": labels, **meta}, "spec": {"replicatedJobs": [template]}}
+        return {"metadata": {"labels": labels}, "spec": {"replicatedJobs": [template]}}
 
-    assert _admits(policy, jobset("nemo-low")) and _admits(policy, jobset("nemo-fabric-check"))
-    assert not _admits(policy, jobset("nemo-high"))
+    def job(queue_name: str | None, **meta: Any) -> Any:
+        labels = {"kueue.x-k8s.io/queue-name": queue_name} if queue_name else {}
+        return {"metadata": {"labels": labels, **meta}, "spec": {"template": {"spec": {}}}}
+
+    queue_refused = f"team alignment's jobs queue in its LocalQueue {queue}"
+    priority_refused = "team alignment may use the priority classes nemo-low, nemo-medium"
+    assert _refusals(policy, jobset("nemo-low"), user=MEMBER) == []
+    assert _refusals(policy, job(queue), user=MEMBER) == []
+    # A LocalQueue's name is its namespace's: any other names a queue the team was not given.
+    for unqueued in (jobset("nemo-low", queue_name=None), jobset("nemo-low", queue_name="borrowed"), job(None)):
+        (message,) = _refusals(policy, unqueued, user=MEMBER)
+        assert message.startswith(queue_refused), message
+    # An owner reference names a JobSet, and anyone can write one: not a way around the queue.
+    forged = job(None, ownerReferences=[{"kind": "JobSet", "apiVersion": "jobset.x-k8s.io/v1alpha2"}])
+    assert [m[: len(queue_refused)] for m in _refusals(policy, forged, user=MEMBER)] == [queue_refused]
+    # The JobSet controller's own Jobs name no queue.
+    assert _refusals(policy, job(None), user=JOBSET_CONTROLLER) == []
+    (message,) = _refusals(policy, jobset("nemo-high"), user=MEMBER)
+    assert message.startswith(priority_refused)
     # Without the label Kueue takes the pods' priorityClassName: not a way around the policy.
-    assert not _admits(policy, jobset(None, "system-cluster-critical"))
-    assert _admits(policy, {"metadata": {"name": "prep"}, "spec": {"template": {"spec": {}}}})
-    # The JobSet's own Jobs; and Kueue suspending a JobSet admitted before the team lost the class.
-    assert _admits(
-        policy, jobset("nemo-high", ownerReferences=[{"kind": "JobSet", "apiVersion": "jobset.x-k8s.io/v1alpha2"}])
-    )
-    assert _admits(policy, jobset("nemo-high"), old=jobset("nemo-high"))
-    assert not _admits(policy, jobset("nemo-high"), old=jobset("nemo-low"))
+    (message,) = _refusals(policy, jobset(None, "system-cluster-critical"), user=MEMBER)
+    assert message.startswith(priority_refused)
+    # The fabric check's class: the platform's checks, not a member's run.
+    assert _refusals(policy, jobset("nemo-fabric-check")) == []
+    (message,) = _refusals(policy, jobset("nemo-fabric-check"), user=MEMBER)
+    assert message.startswith("the priority class nemo-fabric-check is the fabric checks'")
+    # Kueue suspending a JobSet admitted before the team lost the class.
+    assert _refusals(policy, jobset("nemo-high"), old=jobset("nemo-high")) == []
+    assert _refusals(policy, jobset("nemo-high"), old=jobset("nemo-low")) != []
 
 
 def test_one_bucket_for_data_and_checkpoints_is_refused() -> None:
