@@ -127,7 +127,7 @@ def compute_domain(machine: MachineType, workload: str, namespace: str, nodes: i
     """The ComputeDomain of one workload (a run, a fabric check) on the machine, where its NVLink
     spans nodes (else None): its controller creates the ResourceClaimTemplate of the same name,
     from which each of the workload's pods claims its IMEX channel. The spec is immutable (CRD
-    rule `self == oldSelf`, computedomains.resource.nvidia.com@v0.4.0), so the name carries the
+    rule `self == oldSelf`, computedomains.resource.nvidia.com@v0.4.1), so the name carries the
     digest of the spec: a workload on more nodes gets a new ComputeDomain, never a refused patch.
     `numNodes` is what GKE's guide and the recipes set (the driver no longer waits for it)."""
     if not machine.nvlink_across_nodes:

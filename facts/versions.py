@@ -68,12 +68,13 @@ JOBSET = HelmChart(
 # Renamed from nvidia-dra-driver-gpu and moved to registry.k8s.io at 0.4.0; it needs Kubernetes
 # 1.34.2 (DRA's resource.k8s.io/v1) and an NVIDIA driver of at least 570.158.01.
 # NVIDIA/k8s-dra-driver-gpu (now kubernetes-sigs/dra-driver-nvidia-gpu):docs/install.md,
-# docs/prerequisites.md@2240711
+# docs/prerequisites.md@2240711. 0.4.1 (2026-06-30) keeps a stale prepare retry from recreating a
+# ComputeDomain's checkpoint for a claim it no longer prepares (#1188, #1162).
 NVIDIA_DRA_DRIVER = HelmChart(
     repository="oci://registry.k8s.io/dra-driver-nvidia/charts",
     name="dra-driver-nvidia-gpu",
-    version="0.4.0",
-    source="https://github.com/kubernetes-sigs/dra-driver-nvidia-gpu/releases/tag/v0.4.0",
+    version="0.4.1",
+    source="https://github.com/kubernetes-sigs/dra-driver-nvidia-gpu/releases/tag/v0.4.1",
 )
 # Oldest Kubernetes the driver's ComputeDomains run on (docs/prerequisites.md@2240711).
 NVIDIA_DRA_DRIVER_MIN_GKE_VERSION = "1.34.2-gke.0"
@@ -127,6 +128,15 @@ CRD_MODULES = (
     # GKE installs the Network and GKENetworkParamSet CRDs itself; the module is only where their
     # schemas are published. v0.2.5 has the GKENetworkParamSet schema of commit 34c617f, which
     # this program was written against, and a Network schema that only adds optional fields.
+    # The driver's chart ships its CRDs in crds/, which the module of the chart's tag holds.
+    CrdModule(
+        "sigs.k8s.io/dra-driver-nvidia-gpu",
+        f"v{NVIDIA_DRA_DRIVER.version}",
+        "h1:up4wTyW4UxLDB8I+pDOhQ1+F3Ol2f/qHgN4v6vlcPEc=",
+        "deployments/helm/dra-driver-nvidia-gpu/crds",
+        ("resource.nvidia.com",),
+        NVIDIA_DRA_DRIVER.source,
+    ),
     CrdModule(
         "github.com/GoogleCloudPlatform/gke-networking-api",
         "v0.2.5",

@@ -47,48 +47,6 @@ _OBJECT_META = {
 
 # --------------------------------------------------------------------------- Kubernetes
 
-# Kinds whose CRD no package registry this project installs from serves: NVIDIA's DRA driver is
-# published as a Helm chart and an image only (no Go module on the proxy, no PyPI or npm package).
-# Their schemas are written here from the API's Go types, for the fields the program sets, strict
-# like the others; the lane installs the same schema as its CRD (integration.dra).
-# ComputeDomain: NVIDIA/k8s-dra-driver-gpu:api/nvidia.com/resource/v1beta1/computedomain.go@2240711
-# (spec.numNodes: integer ≥ 0; spec.channel required, with resourceClaimTemplate.name required and
-# allocationMode Single or All).
-STAND_IN_SCHEMAS: Mapping[tuple[str, str], Mapping[str, Any]] = {
-    ("resource.nvidia.com/v1beta1", "ComputeDomain"): {
-        "type": "object",
-        "required": ["spec"],
-        "properties": {
-            "apiVersion": {"type": "string"},
-            "kind": {"type": "string"},
-            "metadata": {"type": "object"},
-            "spec": {
-                "type": "object",
-                "required": ["channel"],
-                "additionalProperties": False,
-                "properties": {
-                    "numNodes": {"type": "integer", "minimum": 0},
-                    "channel": {
-                        "type": "object",
-                        "required": ["resourceClaimTemplate"],
-                        "additionalProperties": False,
-                        "properties": {
-                            "resourceClaimTemplate": {
-                                "type": "object",
-                                "required": ["name"],
-                                "additionalProperties": False,
-                                "properties": {"name": {"type": "string"}},
-                            },
-                            "allocationMode": {"type": "string", "enum": ["Single", "All"]},
-                        },
-                    },
-                },
-            },
-        },
-        "additionalProperties": False,
-    }
-}
-
 
 def _strict(schema: Any) -> Any:
     """An OpenAPI v3 CRD schema as strict JSON Schema: unknown fields rejected, nullable honoured."""
@@ -178,10 +136,7 @@ def kubernetes_errors(manifest: Mapping[str, Any]) -> list[str]:
     """Everything wrong with one Kubernetes object; empty when it is valid."""
     errors = list(_check_metadata(manifest))
     api_version, kind = str(manifest.get("apiVersion")), str(manifest.get("kind"))
-    stand_in = STAND_IN_SCHEMAS.get((api_version, kind))
-    if stand_in is not None:
-        validator = jsonschema.Draft202012Validator(dict(stand_in))
-    elif is_custom(manifest):
+    if is_custom(manifest):
         validator = _crd_validator(api_version, kind)
         if validator is None:
             return [*errors, f"{api_version} {kind}: no CRD schema for this kind in the pinned modules"]

@@ -3,8 +3,7 @@ that the real API server, kube-scheduler, kube-controller-manager and Kueue act 
 ComputeDomains and channel claims. Nothing of the driver runs here; each stand-in follows the
 driver's source, NVIDIA/k8s-dra-driver-gpu (kubernetes-sigs/dra-driver-nvidia-gpu) @2240711:
 
-- the ComputeDomain CRD: the harness's schema of it (harness.schemas.STAND_IN_SCHEMAS), with the
-  CRD's immutability rule (`self == oldSelf` on spec);
+- the ComputeDomain CRD: the driver's own, from the Go module of the pinned chart's tag;
 - the channel DeviceClass its chart installs (templates/deviceclass-compute-domain-default-channel.yaml);
 - one ResourceSlice per node as its kubelet plugin publishes it (cmd/compute-domain-kubelet-plugin:
   driver compute-domain.nvidia.com, the node's own pool, `channel-N` and `daemon-0` devices); a
@@ -16,55 +15,29 @@ driver's source, NVIDIA/k8s-dra-driver-gpu (kubernetes-sigs/dra-driver-nvidia-gp
 
 from __future__ import annotations
 
-import copy
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import yaml
+
+from facts import versions
 from facts.kubernetes import COMPUTE_DOMAIN_API, IMEX_CHANNEL_DEVICE_CLASS
-from harness.schemas import STAND_IN_SCHEMAS
+from tools import crds
 
 DRIVER = "compute-domain.nvidia.com"
+COMPUTE_DOMAIN_CRD_FILE = "resource.nvidia.com_computedomains.yaml"
 RESOURCE_API = "resource.k8s.io/v1"
 _CHANNEL = f"device.attributes['{DRIVER}']"
 
 
-def _structural(schema: Any) -> Any:
-    """A strict JSON schema as a CRD's structural schema: the API server prunes unknown fields
-    instead (a CRD schema may not say `additionalProperties: false`)."""
-    if isinstance(schema, Mapping):
-        return {k: _structural(v) for k, v in schema.items() if k != "additionalProperties"}
-    if isinstance(schema, list):
-        return [_structural(v) for v in schema]
-    return schema
-
-
 def compute_domain_crd() -> dict[str, Any]:
-    group, version = COMPUTE_DOMAIN_API.split("/")
-    schema = _structural(copy.deepcopy(STAND_IN_SCHEMAS[(COMPUTE_DOMAIN_API, "ComputeDomain")]))
-    schema["properties"]["spec"]["x-kubernetes-validations"] = [
-        {"rule": "self == oldSelf", "message": "A computeDomain.spec is immutable"}
-    ]
-    schema["properties"]["status"] = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"computedomains.{group}"},
-        "spec": {
-            "group": group,
-            "scope": "Namespaced",
-            "names": {"kind": "ComputeDomain", "plural": "computedomains", "singular": "computedomain"},
-            "versions": [
-                {
-                    "name": version,
-                    "served": True,
-                    "storage": True,
-                    "schema": {"openAPIV3Schema": schema},
-                    "subresources": {"status": {}},
-                }
-            ],
-        },
-    }
+    """The driver's ComputeDomain CRD, from the module of the pinned chart's tag (its crds/ folder,
+    as the chart installs it; tools.crds fetches and checks the module)."""
+    module = next(m for m in versions.CRD_MODULES if COMPUTE_DOMAIN_API.split("/")[0] in m.groups)
+    path = crds.module_dir(module) / module.path / COMPUTE_DOMAIN_CRD_FILE
+    crd: dict[str, Any] = yaml.safe_load(path.read_text())
+    return crd
 
 
 def channel_device_class() -> dict[str, Any]:

@@ -59,7 +59,10 @@ def test_the_run_is_placed_inside_one_nvlink_domain(lane: A4xLane) -> None:
 
 def test_kueue_charges_one_imex_channel_per_pod(lane: A4xLane) -> None:
     """Kueue 0.19.2 counts the channel the controller's claim template requests (opaque channel
-    configuration included) against the mapped resource's quota: one per pod."""
+    configuration included) against the mapped resource's quota: one per pod. Kueue's docs list a
+    request's `config` and DRA under topology-aware scheduling as unsupported in 0.19
+    (site/content/en/docs/concepts/dynamic_resource_allocation.md), while its code admits both: this
+    run holds both, so a Kueue that starts refusing either fails this test and the one above."""
     workload, _ = lane.workload_and_pods()
     (assignment,) = workload["status"]["admission"]["podSetAssignments"]
     assert assignment["resourceUsage"][IMEX_CHANNEL_RESOURCE] == "16"

@@ -86,7 +86,7 @@ def pod_namespace(run: StackRun) -> str:
 
 def test_a_run_on_more_nodes_gets_a_new_compute_domain(render: Render) -> None:
     """A ComputeDomain's spec is immutable (CRD rule `self == oldSelf`,
-    computedomains.resource.nvidia.com@v0.4.0): its name carries its spec's digest, so a run on
+    computedomains.resource.nvidia.com@v0.4.1): its name carries its spec's digest, so a run on
     other nodes replaces it instead of sending a patch the API server refuses."""
     names = []
     for nodes in (16, 8):
