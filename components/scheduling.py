@@ -127,6 +127,11 @@ class KueueControllerArgs:
     fair_sharing: bool = False
     # The teams' namespaces: Kueue manages every Job and JobSet there, with a queue name or not.
     team_namespaces: Sequence[str] = ()
+    # Admit nothing while any admitted run's pods are not all ready. Cluster-wide in Kueue
+    # (pkg/cache/scheduler/cache.go podsReadyForAllAdmittedWorkloads): with teams, one team's run
+    # pulling its image or restarting would hold every other team's admissions, reclaims
+    # included, for up to the timeout, so teams turn it off (stacks.platform.kueue_controller_args).
+    block_admission: bool = True
     # A MultiKueue manager: how long a run stays on a worker it cannot reach (None: not a manager).
     worker_lost_timeout_seconds: int | None = None
     # The cluster's remote repositories, which the readiness probe's image comes through.
@@ -149,15 +154,15 @@ def kueue_configuration(args: KueueControllerArgs) -> dict[str, Any]:
     the defaults it keeps)."""
     timeout = f"{args.wait_for_pods_ready_timeout_seconds}s"
     # All-or-nothing: a workload whose pods are not all ready in time is evicted and requeued, and
-    # nothing else is admitted while one is starting. Not on a MultiKueue manager: its workloads
-    # are ready only once a worker has started them, so blocking admission there would dispatch one
-    # run at a time (pkg/scheduler/scheduler.go, pkg/cache/scheduler/clusterqueue.go at the pinned
-    # version), and the workers wait for their own pods.
+    # (block_admission) nothing else is admitted while one is starting. Not on a MultiKueue manager:
+    # its workloads are ready only once a worker has started them, so blocking admission there would
+    # dispatch one run at a time (pkg/scheduler/scheduler.go, pkg/cache/scheduler/clusterqueue.go at
+    # the pinned version), and the workers wait for their own pods.
     pods_ready = {
         "waitForPodsReady": {
             "timeout": timeout,
             "recoveryTimeout": timeout,
-            "blockAdmission": True,
+            "blockAdmission": args.block_admission,
             "requeuingStrategy": {
                 "timestamp": RequeuingTimestamp.EVICTION.value,
                 "backoffLimitCount": args.requeue_limit,

@@ -540,6 +540,9 @@ def kueue_controller_args(cfg: StackConfig, cluster: ClusterExports) -> KueueCon
         imex_channels=any(p.machine.nvlink_across_nodes for p in cluster.gpu_pools),
         fair_sharing=bool(cfg.teams),
         team_namespaces=tuple(team.namespace_name for team in cfg.teams),
+        # A run admitted in its team's quota, all of it placed at once (topology-aware where the
+        # pool has topology labels), needs no global block; the timeout still evicts one that hangs.
+        block_admission=not cfg.teams,
         worker_lost_timeout_seconds=cfg.multi_kueue.worker_lost_timeout_seconds if cfg.multi_kueue.manager else None,
         mirror=cluster.image_mirror,
     )

@@ -19,7 +19,8 @@ from facts.kubernetes import FABRIC_CHECK_PRIORITY, JOBSET_API, KUEUE_API, PRIOR
 from harness.runner import StackRun, run_stack
 from integration.controlplane import Api, Lane, has_condition, wait_for
 from integration.lane import running
-from integration.runs import api_path, apply_objects, clear_runs, placed, resized, stack_objects
+from integration.nodes import NEVER_READY_LABEL
+from integration.runs import api_path, apply_objects, clear_runs, jobset_run, placed, resized, stack_objects
 from planners.teams import Team
 from stacks.contract import PlatformExports
 from tools import waiting
@@ -263,3 +264,31 @@ def test_a_member_cannot_step_around_the_team_s_queue(lane: TeamsLane) -> None:
     assert status == 201, (status, answer)
     tried = ", ".join(attempts)
     print(f"lane: teams: a member's {len(attempts)} ways around the queue refused ({tried}); its queued run created")
+
+
+def test_a_reclaim_takes_seconds_while_another_run_is_not_ready(lane: TeamsLane) -> None:
+    """Kueue's blockAdmission is cluster-wide: with it, a run whose pods are not ready (an image
+    still pulling) held every admission, a reclaim included, for up to the 300 s timeout. With teams
+    it is off (components.scheduling): pretraining's 1-node run never becomes ready, its 7-node
+    borrower is admitted all the same, and alignment reclaims its share within RECLAIM_SECONDS."""
+    lane.clear()
+    pretraining, alignment = lane.teams["pretraining"], lane.teams["alignment"]
+    stuck = resized(lane.jobsets["pretraining"], "never-ready", 1)
+    stuck["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["metadata"]["labels"][NEVER_READY_LABEL] = "true"
+    borrower = resized(lane.jobsets["pretraining"], "borrower", 7)
+    owner = lane.jobsets["alignment"]
+    lane.submit(stuck)
+    wait_for("the stuck run admitted", lambda: placed(lane.api, pretraining.namespace, "never-ready", 1), timeout=60)
+    lane.submit(borrower)
+    wait_for("the borrower", lambda: placed(lane.api, pretraining.namespace, "borrower", 7), timeout=60)
+    started = time.monotonic()
+    lane.submit(owner)
+    wait_for(
+        "the owner's run",
+        lambda: placed(lane.api, alignment.namespace, _name(owner), _nodes(owner)),
+        timeout=RECLAIM_SECONDS,
+    )
+    took = time.monotonic() - started
+    _, pods = jobset_run(lane.api, pretraining.namespace, "never-ready")
+    assert pods and not any(has_condition(p, "Ready") for p in pods), "the stuck run's pods became ready"
+    print(f"lane: teams: alignment reclaimed its share in {took:.1f} s while pretraining's run was not ready")

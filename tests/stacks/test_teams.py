@@ -264,6 +264,16 @@ def test_kueue_manages_every_job_of_the_teams_namespaces_and_only_there(render: 
     assert "manageJobsWithoutQueueName" not in _kueue_configuration(render, "dev")
 
 
+def test_with_teams_one_run_starting_blocks_no_other_team(render: Render) -> None:
+    """waitForPodsReady.blockAdmission holds every admission in the cluster while any admitted run's
+    pods are not ready (pkg/cache/scheduler/cache.go podsReadyForAllAdmittedWorkloads): with teams,
+    one team's run pulling its image would hold the other's reclaim for up to the timeout. Teams
+    turn it off; the timeout still evicts a run whose pods never start. Without teams it stays on."""
+    teams = _kueue_configuration(render, "teams")["waitForPodsReady"]
+    assert teams["blockAdmission"] is False and teams["timeout"]
+    assert _kueue_configuration(render, "dev")["waitForPodsReady"]["blockAdmission"] is True
+
+
 def test_each_team_submits_to_its_own_local_queue_and_runs_there(render: Render) -> None:
     run = render("teams")
     local = [run.manifest(q) for q in run.of_type(LOCAL_QUEUE)]
