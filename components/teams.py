@@ -40,6 +40,7 @@ from facts.kubernetes import (
     dns_label_problem,
     service_account_user,
 )
+from facts.podsecurity import BASELINE_CAPABILITIES, PodAllowance
 from planners.teams import Team
 
 # What a team's members do in its namespace: submit and follow runs (the JobSets, Jobs, ConfigMaps,
@@ -71,10 +72,75 @@ SUBMITTER_RULES = (
 SUBMITTER_ROLE = "nemo-team-submitter"
 
 
-def admission_policy(team: Team) -> tuple[dict[str, Any], dict[str, Any]]:
+def _pod_rules(team: Team, pods: PodAllowance) -> list[dict[str, str]]:
+    """Validations over `variables.pods` (the job's pod specs): nothing beyond what the pods of the
+    team's pools need (`pods`), the Baseline policy's host namespaces never. The namespace's Pod
+    Security level is privileged as soon as a pool needs one host path; these keep the rest out."""
+    pools = ", ".join(team.pools)
+
+    def each_container(rule: str) -> str:
+        containers = "((has(p.initContainers) ? p.initContainers : []) + (has(p.containers) ? p.containers : []))"
+        return f"variables.pods.all(p, {containers}.all(c, {rule}))"
+
+    def context(field: str) -> str:
+        return f"!has(c.securityContext) || !has(c.securityContext.{field})"
+
+    def forbidden(what: str) -> str:
+        return f"team {team.name}'s jobs may not use {what}: the pods of its pools ({pools}) need none"
+
+    rules = [
+        {
+            "expression": "variables.pods.all(p, !(has(p.hostPID) && p.hostPID) && !(has(p.hostIPC) && p.hostIPC))",
+            "message": f"team {team.name}'s jobs may not share the node's process or IPC namespace",
+        }
+    ]
+    if not pods.host_network:
+        rules.append(
+            {
+                "expression": "variables.pods.all(p, !has(p.hostNetwork) || !p.hostNetwork)",
+                "message": forbidden("the host network"),
+            }
+        )
+    if not pods.privileged:
+        rules.append(
+            {
+                "expression": each_container(f"{context('privileged')} || !c.securityContext.privileged"),
+                "message": forbidden("a privileged container"),
+            }
+        )
+    paths = ", ".join(f"'{p}'" for p in sorted(pods.host_paths))
+    rules.append(
+        {
+            "expression": "variables.pods.all(p, !has(p.volumes) || "
+            f"p.volumes.all(v, !has(v.hostPath) || v.hostPath.path in [{paths}]))",
+            "message": f"team {team.name}'s jobs may mount from the node only "
+            + (", ".join(sorted(pods.host_paths)) if pods.host_paths else "nothing")
+            + f" (what the pods of its pools, {pools}, mount)",
+        }
+    )
+    capabilities = sorted(BASELINE_CAPABILITIES | pods.capabilities)
+    listed = ", ".join(f"'{c}'" for c in capabilities)
+    rules.append(
+        {
+            "expression": each_container(
+                f"{context('capabilities')} || !has(c.securityContext.capabilities.add) || "
+                f"c.securityContext.capabilities.add.all(a, a in [{listed}])"
+            ),
+            "message": f"team {team.name}'s jobs may add only the capabilities {', '.join(capabilities)}",
+        }
+    )
+    return [
+        {**rule, "expression": f"variables.jobsetController || {rule['expression']}", "reason": "Forbidden"}
+        for rule in rules
+    ]
+
+
+def admission_policy(team: Team, pods: PodAllowance | None) -> tuple[dict[str, Any], dict[str, Any]]:
     """A ValidatingAdmissionPolicy and its binding: in the team's namespace the API server refuses
     a JobSet or Job that does not queue in the team's LocalQueue, names a Kueue priority class the
-    team may not use, or (from a member of the team's groups) the fabric check's class. Kueue lets
+    team may not use, or (from a member of the team's groups) the fabric check's class; with `pods`
+    (None on a MultiKueue manager, whose runs' pods run on the workers, each enforcing its own),
+    one whose pods need more of the node than `pods` allows. Kueue lets
     any job name any queue or WorkloadPriorityClass, and runs one that names none outside every
     quota. The Jobs the JobSet controller creates for a JobSet, which name no queue, are told by who
     creates them (a service account of the JobSet namespace), not by an owner reference anyone can
@@ -121,6 +187,11 @@ def admission_policy(team: Team) -> tuple[dict[str, Any], dict[str, Any]]:
                     "(has(object.spec.template.spec.priorityClassName) ? 1 : 0)",
                 },
                 {
+                    "name": "pods",
+                    "expression": "has(object.spec.replicatedJobs) ? "
+                    "object.spec.replicatedJobs.map(r, r.template.spec.template.spec) : [object.spec.template.spec]",
+                },
+                {
                     "name": "member",
                     "expression": f"request.userInfo.groups.exists(g, g in [{groups}])" if groups else "false",
                 },
@@ -151,6 +222,7 @@ def admission_policy(team: Team) -> tuple[dict[str, Any], dict[str, Any]]:
                     "of the platform's stack), above every run: a team member's job may not use it",
                     "reason": "Forbidden",
                 },
+                *(_pod_rules(team, pods) if pods is not None else []),
             ],
         },
     }
@@ -200,6 +272,10 @@ class TeamSpaceArgs:
     # None: a MultiKueue manager's team, whose runs run on the workers: a namespace, its queue's
     # priority policy and submitters only.
     storage: TeamBuckets | TeamClaimsOnClass | None
+    # What the pods of the team's pools need beyond the Baseline pod security policy
+    # (planners.gpudirect.machine_needs): the namespace's level and the policy's pod rules. None
+    # on a manager: no pod of a run runs there.
+    pods: PodAllowance | None
 
     def __post_init__(self) -> None:
         require_no_problem(dns_label_problem(self.team.namespace), "team.namespace", self.team.namespace)
@@ -233,12 +309,13 @@ class TeamSpace(pulumi.ComponentResource):
                 workload_pool=args.workload_pool,
                 namespace=team.namespace,
                 service_accounts=(args.training_account, args.data_prep_account) if args.storage else (),
+                pod_security=(args.pods or PodAllowance()).level,
             ),
             opts=child,
         )
         self.namespace = workspace.namespace
         self.run_dependencies = list(workspace.accounts)
-        policy, binding = admission_policy(team)
+        policy, binding = admission_policy(team, args.pods)
         checked = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
             f"{name}-admission",
             metadata=policy["metadata"],

@@ -11,6 +11,7 @@ import pulumi_kubernetes as k8s
 
 from facts.errors import require_no_problem
 from facts.kubernetes import PART_OF, dns_label_problem
+from facts.podsecurity import ENFORCE_LABEL, PodSecurityLevel
 
 
 @dataclass(frozen=True)
@@ -22,7 +23,11 @@ class TrainingWorkspaceArgs:
     namespace: str
     # Kubernetes service accounts to create, one per kind of workload.
     service_accounts: Sequence[str]
-    # The namespace exists on the cluster (config.existing): read, never created or deleted.
+    # The Pod Security level the namespace enforces: the strictest its pods allow (the platform
+    # layer derives it from the pods' needs, facts.podsecurity).
+    pod_security: PodSecurityLevel
+    # The namespace exists on the cluster (config.existing): read, never created or deleted, its
+    # labels the cluster owner's.
     namespace_exists: bool = False
 
     def __post_init__(self) -> None:
@@ -51,7 +56,7 @@ class TrainingWorkspace(pulumi.ComponentResource):
             if args.namespace_exists
             else k8s.core.v1.Namespace(
                 f"{name}-namespace",
-                metadata={"name": args.namespace, "labels": dict(PART_OF)},
+                metadata={"name": args.namespace, "labels": {**PART_OF, ENFORCE_LABEL: args.pod_security.value}},
                 opts=pulumi.ResourceOptions(parent=self),
             )
         )

@@ -6,7 +6,7 @@ import re
 
 from pydantic import Field, model_validator
 
-from config.base import Model, check_name
+from config.base import Model, check_name, parse_cidr
 from facts import resiliency
 from facts.errors import RuleError
 from facts.gcp import FilestoreTier, bucket_name_problem, filestore_capacity_problem, general_machine_problem
@@ -243,6 +243,12 @@ class MultiKueueConfig(Model):
         "(a stack with `multiKueue.worker: true`): runs submitted here are dispatched to a worker that admits "
         "them. One line adds or removes a worker. A manager has no GPU pools of its own.",
     )
+    egress_ranges: tuple[str, ...] = Field(
+        (),
+        description="Where this manager's Kueue reaches its workers from, as IPv4 CIDRs (its Cloud NAT's "
+        "addresses, made static): each must be within a worker's cluster.masterAuthorizedNetworks where that worker "
+        "sets any (checked before anything is registered). Unneeded while no worker restricts its control plane.",
+    )
     worker_lost_timeout_seconds: int = Field(
         DEFAULT_WORKER_LOST_TIMEOUT_SECONDS,
         ge=10,
@@ -264,6 +270,10 @@ class MultiKueueConfig(Model):
                 raise RuleError(f"workers[{i}]", worker, problem)
             if names.index(names[i]) != i:
                 raise RuleError(f"workers[{i}]", worker, f"is also workers[{names.index(names[i])}]")
+        for i, cidr in enumerate(self.egress_ranges):
+            parse_cidr(f"egressRanges[{i}]", cidr)
+        if self.egress_ranges and not self.workers:
+            raise RuleError("egressRanges", list(self.egress_ranges), "is a manager's: set workers too, or unset it")
         if self.worker and self.workers:
             why = "a MultiKueue manager cannot be a worker too (Kueue's limitation): use one stack for each role"
             raise RuleError("worker", True, why)

@@ -105,3 +105,10 @@ CONTROLLER_KINDS = (
         ),
     ),
 )  # fmt: skip
+
+
+# The Kueue API version Kueue 0.20 stops serving (kubernetes-sigs/kueue#13957). Since 0.16 Kueue
+# stores v1beta2, but an object written before stays stored at v1beta1 until written again, and
+# the CRD's status.storedVersions keeps listing v1beta1 until cleared (kubernetes-sigs/kueue#8020,
+# its release note; Kubernetes docs, "Upgrade existing objects to a new stored version").
+KUEUE_RETIRED_VERSION = "v1beta1"

@@ -92,3 +92,15 @@ MAX_MULTIKUEUE_CLUSTERS = 20
 # Configuration multiKueue.workerLostTimeout: how long a workload stays admitted on a worker the
 # manager cannot reach before it is evicted and dispatched again (DefaultMultiKueueWorkerLostTimeout).
 DEFAULT_WORKER_LOST_TIMEOUT_SECONDS = 15 * 60
+
+
+# API group of Kueue's kinds (facts.kubernetes.KUEUE_API is the version the program writes).
+KUEUE_GROUP = "kueue.x-k8s.io"
+# Where a Kueue install keeps its Configuration: the chart's and the release manifests'
+# `kueue-manager-config` ConfigMap in kueue-system, one file the manager reads with --config
+# (charts/kueue/templates/manager/manager-config.yaml and manager.yaml).
+KUEUE_CONFIG_MAP = "kueue-manager-config"
+KUEUE_CONFIG_FILE = "controller_manager_config.yaml"
+# The ClusterQueue xpk creates on a cluster it sets up (AI-Hypercomputer/xpk src/xpk/core/kueue.py,
+# CLUSTER_QUEUE_NAME), whose quota counts every node of its accelerator.
+XPK_CLUSTER_QUEUE = "cluster-queue"

@@ -94,3 +94,32 @@ def update_errors(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     """What the CEL rules refuse when `old` is updated in place to `new` (empty: accepted)."""
     schema = _schema(new)
     return [] if schema is None else list(_walk(schema, dict(new), dict(old), ""))
+
+
+# Who submits, as a ValidatingAdmissionPolicy's `request.userInfo` sees them: (username, groups).
+User = tuple[str, tuple[str, ...]]
+DEPLOYER: User = ("deployer@example.com", ("system:authenticated",))
+
+
+def policy_refusals(
+    policy: Mapping[str, Any], obj: Mapping[str, Any], old: Mapping[str, Any] | None = None, user: User = DEPLOYER
+) -> list[str]:
+    """The messages of a ValidatingAdmissionPolicy's validations that fail for `obj`, evaluated as
+    the API server does: its variables first, in order, then each expression, with `object`,
+    `oldObject`, `request` and `variables` bound."""
+    request = {
+        "operation": "UPDATE" if old is not None else "CREATE",
+        "userInfo": {"username": user[0], "groups": list(user[1])},
+    }
+    activation: dict[str, Any] = {
+        "object": json_to_cel(dict(obj)),
+        "oldObject": json_to_cel(dict(old) if old is not None else None),
+        "request": json_to_cel(request),
+    }
+    variables: dict[str, Any] = {}
+    for variable in policy["spec"].get("variables", []):
+        variables[variable["name"]] = _program(variable["expression"]).evaluate(
+            {**activation, "variables": celtypes.MapType(variables)}
+        )
+    bound = {**activation, "variables": celtypes.MapType(variables)}
+    return [v["message"] for v in policy["spec"]["validations"] if not bool(_program(v["expression"]).evaluate(bound))]

@@ -9,10 +9,12 @@ objects and silently drop, say, a flavor's topologyName. Hence the fields, not o
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from facts.controller_api import CONTROLLER_KINDS, ControllerKind
+from facts.controller_api import CONTROLLER_KINDS, KUEUE_RETIRED_VERSION, ControllerKind
+from facts.kubernetes import GPU_RESOURCE, KUEUE_API, KUEUE_NAMESPACE
+from facts.kueue import KUEUE_CONFIG_MAP, KUEUE_GROUP, XPK_CLUSTER_QUEUE
 from facts.project import PROJECT
 from facts.versions import JOBSET_CRD
 from planners.ownership import installer, mark_of
@@ -67,7 +69,9 @@ def controller_api_problems(crds: Mapping[str, Mapping[str, Any] | None]) -> lis
 
 
 def crd_names() -> tuple[str, ...]:
-    return tuple(kind.crd_name for kind in CONTROLLER_KINDS)
+    """The CRDs read of an existing cluster: the kinds the program writes, and Workloads, the
+    Kueue objects most likely stored at a retired version (stored_version_advice)."""
+    return (*(kind.crd_name for kind in CONTROLLER_KINDS), f"workloads.{KUEUE_GROUP}")
 
 
 def installed_by_others(crds: Mapping[str, Mapping[str, Any] | None], identity: str) -> list[str]:
@@ -91,3 +95,82 @@ def installed_by_others(crds: Mapping[str, Mapping[str, Any] | None], identity: 
         f"--path {PROJECT}:kueue.install false` (its API is then checked before anything is created), or remove it"
         for controller, (name, crd) in sorted(present.items())
     ]
+
+
+def stored_version_advice(crds: Mapping[str, Mapping[str, Any] | None]) -> list[str]:
+    """One line where the cluster's Kueue CRDs still list the retired version among their stored
+    versions: such objects stay stored so until written again, and a Kueue that no longer serves
+    the version cannot read them (facts.controller_api.KUEUE_RETIRED_VERSION)."""
+    stale = sorted(
+        name
+        for name, crd in crds.items()
+        if crd
+        and name.endswith(f".{KUEUE_GROUP}")
+        and KUEUE_RETIRED_VERSION in (crd.get("status") or {}).get("storedVersions", [])
+    )
+    if not stale:
+        return []
+    return [
+        f"the cluster's Kueue may hold {', '.join(stale)} objects stored at {KUEUE_RETIRED_VERSION} (the CRDs' "
+        f"status.storedVersions): Kueue 0.20 stops serving {KUEUE_RETIRED_VERSION} and then cannot read them. Before "
+        f"any move to 0.20, rewrite every such object at {KUEUE_API.split('/')[1]} (Kueue's migration script, "
+        "kubernetes-sigs/kueue#8020, or kube-storage-version-migrator) and drop "
+        f"{KUEUE_RETIRED_VERSION} from each CRD's status.storedVersions"
+    ]
+
+
+def _fair_sharing(config: Mapping[str, Any]) -> bool:
+    """Kueue's Configuration enables fair sharing with a `fairSharing` section (config v1beta2),
+    or `fairSharing.enable: true` (v1beta1)."""
+    section = config.get("fairSharing")
+    if not isinstance(section, Mapping):
+        return False
+    return bool(section.get("enable")) if str(config.get("apiVersion", "")).endswith("/v1beta1") else True
+
+
+def shared_kueue_advice(
+    config: Mapping[str, Any] | None,
+    cluster_queues: Sequence[Mapping[str, Any]],
+    flavors: Sequence[Mapping[str, Any]],
+    ours: Collection[str],
+    pools: Mapping[str, Mapping[str, str]],
+) -> list[str]:
+    """What a cluster's own Kueue (`kueue.install: false`) means for the teams' shares: fair sharing
+    off in its Configuration (`config`, None where unread; the teams' weights and the preemption
+    between them then do nothing), and
+    each ClusterQueue not in `ours` that admits GPUs on a flavor selecting the nodes of `pools`
+    (pool: its node labels) or any node: Kueue counts each ClusterQueue's quota on its own, so jobs
+    queued there take the teams' nodes outside their cohort (xpk's queue is named cluster-queue)."""
+    advice = []
+    where = f"{KUEUE_NAMESPACE}/{KUEUE_CONFIG_MAP}"
+    if config is None:
+        advice.append(
+            f"the cluster's Kueue Configuration ({where}) could not be read: check that it "
+            "sets fairSharing, without which the teams' weights and the preemption between them do nothing"
+        )
+    elif not _fair_sharing(config):
+        advice.append(
+            f"the cluster's Kueue runs without fair sharing ({where} sets no fairSharing): "
+            "the teams' weights and the preemption between them do nothing until it does"
+        )
+    selectors = {
+        str((f.get("metadata") or {}).get("name")): dict((f.get("spec") or {}).get("nodeLabels") or {}) for f in flavors
+    }
+    for queue in cluster_queues:
+        name = str((queue.get("metadata") or {}).get("name"))
+        if name in ours:
+            continue
+        for group in (queue.get("spec") or {}).get("resourceGroups", []):
+            if GPU_RESOURCE not in group.get("coveredResources", []):
+                continue
+            for flavor in group.get("flavors", []):
+                labels = selectors.get(str(flavor.get("name")), {})
+                taken = [pool for pool, node in pools.items() if labels.items() <= node.items()]
+                if taken:
+                    known = " (xpk's queue)" if name == XPK_CLUSTER_QUEUE else ""
+                    advice.append(
+                        f"ClusterQueue {name}{known}, not this stack's, admits {GPU_RESOURCE} on flavor "
+                        f"{flavor.get('name')}, which selects the nodes of {', '.join(taken)}: its jobs take those "
+                        "nodes outside the teams' cohort, so a team's guarantee holds only while it admits nothing"
+                    )
+    return advice

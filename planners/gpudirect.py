@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from facts.machines import CpuArch, GpuDirect, GpuDirectStack, MachineType
+from facts.podsecurity import PodAllowance, needs_of, union
 from facts.versions import Image
 from planners.networks import GpuNetworkPlan
 
@@ -300,6 +301,37 @@ def pod_networking(
     if gib is None:
         raise ValueError("the RDMA recipes install gIB in the pod: the machine must pin one for the image")
     return _rdma(stack, plan, host_network, gib)
+
+
+def gpudirect_stack(machine: MachineType, gke: bool) -> GpuDirectStack | None:
+    """The machine's GPUDirect wiring on GKE; elsewhere none of GKE's networks or plugins exist,
+    so NCCL uses the pod network."""
+    return machine.gpudirect_stack if gke else None
+
+
+def networking_needs(net: PodNetworking) -> PodAllowance:
+    """What a GPU pod wired by `net` needs beyond the Baseline pod security policy: its init
+    containers, host volumes and network, and its main container privileged where the pattern runs
+    it so (components.training.gpu_container and gpu_jobset build the pod this way)."""
+    main = {"securityContext": {"privileged": net.privileged}, "volumeMounts": net.mounts}
+    return needs_of(
+        {
+            "hostNetwork": net.host_network,
+            "initContainers": net.init_containers,
+            "containers": [main],
+            "volumes": net.volumes,
+        }
+    )
+
+
+def machine_needs(machine: MachineType, gke: bool, plan: Sequence[GpuNetworkPlan], supervised: bool) -> PodAllowance:
+    """What the runs and fabric checks on a pool of `machine` need of their namespace's pod
+    security: the machine's pod networking, and its host-network pattern too where a run may be
+    supervised (a supervised run's pods use the host network, planners.runs)."""
+    stack = gpudirect_stack(machine, gke)
+    gib = machine.pod_gib_for(None)
+    patterns = [False, *([True] if supervised and machine.pods_on_host_network else [])]
+    return union(networking_needs(pod_networking(stack, plan, machine.gpus, on_host, gib)) for on_host in patterns)
 
 
 def plugin_installers(machines: Iterable[MachineType]) -> dict[str, tuple[GpuDirectStack, list[str]]]:

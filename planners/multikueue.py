@@ -19,12 +19,14 @@ version). So:
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from facts.errors import RuleError
+from facts.gke import CapacityType
 from facts.pricing import INTER_REGION_STORAGE_SOURCE, INTER_REGION_STORAGE_USD_PER_GIB
 from planners.networks import GpuNetworkPlan
 from planners.pools import GpuPoolExport
@@ -64,6 +66,8 @@ class WorkerOffer:
     local_queue: str
     # What a run's pods name on the worker (claims, accounts, mounts): alike on every worker.
     run_shape: Mapping[str, Any]
+    # The ranges the worker's control plane admits; empty: any address (or not known).
+    control_plane_ranges: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -89,9 +93,11 @@ def plan_manager(
     kueue_version: str,
     jobset_version: str,
     queues: Mapping[str, str],
+    egress: Sequence[str] = (),
 ) -> ManagerPlan:
     """The manager's workers and flavors; `queues` maps each namespace the manager queues runs in to
-    its LocalQueue. Raises RuleError naming the worker's key."""
+    its LocalQueue, `egress` lists the ranges the manager's Kueue reaches workers from. Raises
+    RuleError naming the worker's key."""
     advice: list[str] = []
     names: dict[str, str] = {}
     for offer in offers:
@@ -101,6 +107,7 @@ def plan_manager(
             raise RuleError(offer.key, offer.worker.stack, why)
         names[name] = offer.key
         _check_versions(offer, kueue_version, jobset_version, advice)
+        _check_reach(offer, egress)
         for namespace, local_queue in queues.items():
             if namespace not in offer.namespaces or local_queue != offer.local_queue:
                 why = (
@@ -109,6 +116,7 @@ def plan_manager(
                     "namespace and LocalQueue on the worker; give the worker the manager's namespace and teams"
                 )
                 raise RuleError(offer.key, offer.worker.stack, why)
+    _check_flex_start(offers)
     first = offers[0]
     for offer in offers[1:]:
         for field, value in offer.run_shape.items():
@@ -120,6 +128,52 @@ def plan_manager(
                 raise RuleError(offer.key, offer.worker.stack, why)
     advice += _bucket_advice([o.worker for o in offers])
     return ManagerPlan(tuple(o.worker for o in offers), merged_flavors(offers), tuple(advice))
+
+
+def _check_flex_start(offers: Sequence[WorkerOffer]) -> None:
+    """MultiKueue keeps the first worker whose copy of a run is Admitted (the default dispatcher
+    copies it to every worker: kueue pkg/controller/admissionchecks/multikueue/workload.go, "Get
+    the admitting remote"), and a worker's Kueue admits a flex-start pool's run on quota alone,
+    before GKE has a VM for it. With another worker to choose, the run could then wait there for
+    the pods-ready timeout while that worker has nodes. Queued provisioning adds a
+    ProvisioningRequest check, so a worker admits only once GKE has the VMs; neither dispatcher
+    (all-at-once, incremental) waits for nodes."""
+    if len(offers) < 2:
+        return
+    for offer in offers:
+        for pool in offer.worker.pools:
+            if pool.capacity_type is CapacityType.FLEX_START:
+                why = (
+                    f"has the flex-start pool {pool.name}, whose runs its Kueue admits before any VM exists: "
+                    "MultiKueue keeps the first worker to admit, so a run could wait there for the pods-ready "
+                    "timeout while another worker has nodes. Give the pool capacityType queuedProvisioning in "
+                    "that stack: its ProvisioningRequest check admits a run only once GKE has its VMs"
+                )
+                raise RuleError(offer.key, offer.worker.stack, why)
+
+
+def _check_reach(offer: WorkerOffer, egress: Sequence[str]) -> None:
+    """A worker whose control plane admits only some ranges (GKE's authorized networks) must admit
+    every address the manager's Kueue connects from, or MultiKueue cannot reach it: the
+    MultiKueueCluster stays inactive and no run is dispatched there."""
+    if not offer.control_plane_ranges:
+        return
+    ranges = ", ".join(offer.control_plane_ranges)
+    if not egress:
+        why = (
+            f"is needed: worker {offer.key} ({offer.worker.stack}) admits only {ranges} to its control plane. Give "
+            "the manager's egress addresses (its Cloud NAT's, made static), each within one of those ranges, or add "
+            "them to that stack's cluster.masterAuthorizedNetworks"
+        )
+        raise RuleError("multiKueue.egressRanges", None, why)
+    allowed = [ipaddress.IPv4Network(r) for r in offer.control_plane_ranges]
+    for source in egress:
+        if not any(ipaddress.IPv4Network(source).subnet_of(r) for r in allowed):
+            why = (
+                f"admits only {ranges} to its control plane, not the manager's egress {source} "
+                "(multiKueue.egressRanges): add it to that stack's cluster.masterAuthorizedNetworks"
+            )
+            raise RuleError(offer.key, offer.worker.stack, why)
 
 
 def _check_versions(offer: WorkerOffer, kueue_version: str, jobset_version: str, advice: list[str]) -> None:

@@ -115,3 +115,6 @@ class MultiKueueWorkerExports(Model):
     jobset_version: str | None = None
     data_bucket: str | None = None
     checkpoint_bucket: str | None = None
+    # The ranges the worker's control plane admits (cluster.masterAuthorizedNetworks); empty: any
+    # address, or not known (a cluster this stack does not create).
+    control_plane_ranges: tuple[str, ...] = ()

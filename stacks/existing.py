@@ -5,26 +5,38 @@ on the given kubeconfig. Nothing here is a Google Cloud resource."""
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
+from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
+import yaml
 
 from config.existing import ExistingClusterConfig
 from config.loader import ConfigError
 from facts.errors import RuleError
 from facts.gke import CapacityType
-from facts.kubernetes import UPSERT_EXISTING_OBJECTS, Taint
+from facts.kubernetes import KUEUE_API, KUEUE_NAMESPACE, UPSERT_EXISTING_OBJECTS, Taint
+from facts.kueue import KUEUE_CONFIG_FILE, KUEUE_CONFIG_MAP
 from facts.project import PROJECT
 from facts.pulumi_cli import SECRET_STAND_IN
-from planners.controller_api import controller_api_problems, crd_names, installed_by_others
+from planners.controller_api import (
+    controller_api_problems,
+    crd_names,
+    installed_by_others,
+    shared_kueue_advice,
+    stored_version_advice,
+)
+from planners.ownership import ObjectRef
 from planners.pools import GpuPoolExport
 from stacks.cluster import ClusterOutputs
-from stacks.contract import ClusterExports
+from stacks.contract import ClusterExports, PlatformExports
 from stacks.kubeapi import (
     ClusterUnreadable,
     CrdReader,
     Kubeconfig,
     KubeconfigReader,
+    ObjectReader,
     kubeconfig_credentials,
     kubeconfig_endpoint,
     kubeconfig_problem,
@@ -118,11 +130,12 @@ def check_kubeconfig(cfg: ExistingClusterConfig, secret: bool, read: KubeconfigR
         raise ConfigError.of([RuleError("existingCluster.kubeconfig", None, why)])
 
 
-def check_controllers(cfg: ExistingClusterConfig, install: bool, identity: str, read_crds: CrdReader) -> None:
+def check_controllers(cfg: ExistingClusterConfig, install: bool, identity: str, read_crds: CrdReader) -> list[str]:
     """The cluster's Kueue and JobSet CRDs, read before anything is registered. `kueue.install:
     false`: the cluster's own Kueue and JobSet must take the program's objects; a missing or older
     release stops the program with one line per kind (planners.controller_api). `true`: neither may
-    be there already unless this stack (`identity`) installed it, one line per controller."""
+    be there already unless this stack (`identity`) installed it, one line per controller. Returns
+    the advice on what to migrate before a Kueue upgrade."""
     try:
         crds = read_crds(kubeconfig_of(cfg), crd_names())
     except ClusterUnreadable as error:
@@ -133,3 +146,34 @@ def check_controllers(cfg: ExistingClusterConfig, install: bool, identity: str, 
     problems = installed_by_others(crds, identity) if install else controller_api_problems(crds)
     if problems:
         raise ConfigError.of([RuleError("kueue.install", install, problem) for problem in problems])
+    return stored_version_advice(crds)
+
+
+def kueue_configuration(config_map: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """The Configuration a Kueue install reads (its ConfigMap's one file), None where unreadable."""
+    text = ((config_map or {}).get("data") or {}).get(KUEUE_CONFIG_FILE)
+    try:
+        config = yaml.safe_load(text) if text else None
+    except yaml.YAMLError:
+        return None
+    return config if isinstance(config, Mapping) else None
+
+
+def shared_kueue(cfg: ExistingClusterConfig, platform: PlatformExports, read: ObjectReader) -> list[str]:
+    """Teams on the cluster's own Kueue (`kueue.install: false`): what its Configuration and the
+    other ClusterQueues mean for their shares (planners.controller_api.shared_kueue_advice)."""
+    config = ObjectRef("v1", "ConfigMap", KUEUE_NAMESPACE, KUEUE_CONFIG_MAP)
+    queues, flavors = (ObjectRef(KUEUE_API, kind, None, "") for kind in ("ClusterQueue", "ResourceFlavor"))
+    try:
+        found = read(kubeconfig_of(cfg), [config, queues, flavors])
+    except ClusterUnreadable as error:
+        return [f"the cluster's Kueue could not be read to check the teams' fair sharing: {error}"]
+    ours = {platform.cluster_queue, *(team.cluster_queue for team in platform.teams)}
+    pools = {flavor.pool: flavor.selector for flavor in platform.flavors}
+    return shared_kueue_advice(
+        kueue_configuration(found.get(config)),
+        (found.get(queues) or {}).get("items", []),
+        (found.get(flavors) or {}).get("items", []),
+        ours,
+        pools,
+    )

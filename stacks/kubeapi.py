@@ -260,8 +260,8 @@ def _api_root(api_version: str) -> str:
 
 def read_live(kubeconfig: Kubeconfig, refs: Sequence[ObjectRef]) -> dict[ObjectRef, Any]:
     """Each object of `refs` as the cluster returns it, or None where it has none (or does not
-    serve its kind yet: a CRD the stack installs). The resource's path comes from the API's
-    discovery document, as kubectl finds it."""
+    serve its kind yet: a CRD the stack installs); a ref without a name, the list of its kind.
+    The resource's path comes from the API's discovery document, as kubectl finds it."""
     found: dict[ObjectRef, Any] = {}
     with connected(kubeconfig) as get:
         for api_version in sorted({ref.api_version for ref in refs}):
@@ -274,7 +274,7 @@ def read_live(kubeconfig: Kubeconfig, refs: Sequence[ObjectRef]) -> dict[ObjectR
                     found[ref] = None  # not served, or not where the program puts it
                     continue
                 where = f"/namespaces/{ref.namespace}" if ref.namespace else ""
-                found[ref] = get(f"{root}{where}/{resource['name']}/{ref.name}")
+                found[ref] = get(f"{root}{where}/{resource['name']}" + (f"/{ref.name}" if ref.name else ""))
     return found
 
 

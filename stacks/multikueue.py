@@ -85,6 +85,7 @@ def read_workers(cfg: StackConfig) -> ManagedWorkers:
                 namespaces=facts.namespaces,
                 local_queue=facts.local_queue,
                 run_shape={field: plain[field] for field in RUN_SHAPE},
+                control_plane_ranges=facts.control_plane_ranges,
             )
         )
         stacks.append(stack)
@@ -95,6 +96,7 @@ def read_workers(cfg: StackConfig) -> ManagedWorkers:
             kueue_version=versions.KUEUE.version,
             jobset_version=versions.JOBSET.version,
             queues=manager_queues(cfg),
+            egress=cfg.multi_kueue.egress_ranges,
         )
     except RuleError as error:
         raise ConfigError.of([error]) from None

@@ -11,7 +11,8 @@ What waits for what (and so the order `pulumi destroy` reverses):
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +23,7 @@ from components.gpudirect import GpuNetworkObjects, GpuNetworkObjectsArgs, NcclP
 from components.monitoring import GpuMonitoring, GpuMonitoringArgs
 from components.multikueue import Manager, ManagerArgs, WorkerAccess, WorkerAccessArgs
 from components.nvlink import ComputeDomainDriver, ComputeDomainDriverArgs
-from components.resiliency import Supervisor, SupervisorArgs
+from components.resiliency import Supervisor, SupervisorArgs, supervisor_manifests
 from components.scheduling import (
     JobSetController,
     JobSetControllerArgs,
@@ -46,12 +47,13 @@ from components.tensorboard import TensorBoard, TensorBoardArgs
 from components.workspace import TrainingWorkspace, TrainingWorkspaceArgs
 from config.existing import ExistingClaimsConfig, ExistingClusterConfig
 from config.loader import ConfigError
-from config.stack import StackConfig
+from config.stack import Layer, StackConfig
 from facts import versions
 from facts.errors import RuleError
 from facts.gcp import REGIONAL_FILESTORE_TIERS, default_bucket
 from facts.kubernetes import DEFAULT_PRIORITY, FABRIC_CHECK_PRIORITY, PRIORITY_VALUES, node_pool_selector
 from facts.kueue import MULTIKUEUE_CHECK
+from facts.podsecurity import PodAllowance, needs_of, pod_specs, union
 from planners import gpudirect
 from planners.monitoring import gpu_alerts, gpu_dashboard
 from planners.queues import Flavor, plan_flavors
@@ -174,7 +176,49 @@ def worker_facts(cfg: StackConfig, cluster: ClusterExports, platform: PlatformEx
         flavors=tuple(f.name for f in platform.flavors),
         data_bucket=platform.data_bucket or None,
         checkpoint_bucket=platform.checkpoint_bucket or None,
+        control_plane_ranges=(
+            tuple(n.cidr for n in cfg.cluster.master_authorized_networks)
+            if cluster.gke and cfg.deploys(Layer.CLUSTER)
+            else ()
+        ),
     )
+
+
+def supervisor_args(cfg: StackConfig, cluster: ClusterExports, namespace: str) -> SupervisorArgs:
+    """The resiliency supervisor of the platform's namespace (waiting for nothing yet)."""
+    r = cfg.resiliency
+    return SupervisorArgs(
+        namespace=namespace,
+        workload_namespace=namespace,
+        project=cluster.project,
+        node_selector=node_pool_selector(cluster.supervisor_pool or ""),
+        heartbeat_polling_period_seconds=r.heartbeat_polling_period_seconds,
+        heartbeat_timeout_seconds=r.heartbeat_timeout_seconds,
+        watchdogs=r.watchdogs,
+        watchdog_interval_seconds=r.watchdog_interval_seconds,
+        watchdog_notification_cooldown_seconds=r.watchdog_notification_cooldown_seconds,
+        topology_aware=r.topology_aware,
+        gpus_per_node=max(p.machine.gpus for p in cluster.gpu_pools),
+    )
+
+
+def pool_pod_needs(pools: Iterable[str], platform: PlatformExports, cluster: ClusterExports) -> PodAllowance:
+    """What the runs and fabric checks on these pools need of their namespace's pod security."""
+    flavors = platform.flavors_by_pool
+    return union(
+        gpudirect.machine_needs(flavors[pool].machine, cluster.gke, cluster.gpu_networks, platform.supervisor)
+        for pool in pools
+    )
+
+
+def platform_pod_needs(
+    platform: PlatformExports, cluster: ClusterExports, supervisor: SupervisorArgs | None
+) -> PodAllowance:
+    """What the platform's namespace needs: every pool's pods, and the supervisor's (its host daemon
+    runs privileged on the node's network and process namespace)."""
+    manifests = supervisor_manifests(supervisor) if supervisor else []
+    daemons = union(needs_of(spec) for manifest in manifests for spec in pod_specs(manifest))
+    return pool_pod_needs((f.pool for f in platform.flavors), platform, cluster) | daemons
 
 
 def _existing(cfg: StackConfig) -> ExistingClusterConfig:
@@ -232,6 +276,9 @@ class PlatformLayer(pulumi.ComponentResource):
         gke = cluster.facts.gke
         manager = args.workers is not None
 
+        supervisor = supervisor_args(cfg, cluster.facts, facts.namespace) if cfg.resiliency.enabled else None
+        # A manager's namespaces hold no pod of a run: the workers' namespaces enforce theirs.
+        pods = PodAllowance() if manager else platform_pod_needs(facts, cluster.facts, supervisor)
         workspace = TrainingWorkspace(
             f"{name}-workspace",
             TrainingWorkspaceArgs(
@@ -240,6 +287,7 @@ class PlatformLayer(pulumi.ComponentResource):
                 workload_pool=cluster.facts.workload_pool,
                 namespace=facts.namespace,
                 service_accounts=() if manager else (facts.service_account, facts.data_prep_service_account),
+                pod_security=pods.level,
                 namespace_exists=not gke and _existing(cfg).namespace_exists,
             ),
             opts=child,
@@ -277,12 +325,13 @@ class PlatformLayer(pulumi.ComponentResource):
                     data_prep_account=facts.data_prep_service_account,
                     claim_names=(facts.shared_claim, facts.data_claim, facts.checkpoint_claim),
                     storage=team_storage,
+                    pods=None if manager else pool_pod_needs(team.pools, facts, cluster.facts),
                 ),
                 opts=child,
             )
             team_namespaces[team.name] = space.namespace
             self.run_dependencies += space.run_dependencies
-        self._kubernetes_parts(name, args, workspace, team_namespaces)
+        self._kubernetes_parts(name, args, workspace, team_namespaces, supervisor)
         self.register_outputs({})
 
     def _gke_parts(self, name: str, args: PlatformLayerArgs, workspace: TrainingWorkspace) -> TeamBuckets:
@@ -383,6 +432,7 @@ class PlatformLayer(pulumi.ComponentResource):
         args: PlatformLayerArgs,
         workspace: TrainingWorkspace,
         team_namespaces: Mapping[str, pulumi.Input[str]],
+        supervisor: SupervisorArgs | None,
     ) -> None:
         """Kueue and JobSet, the queues, the supervisor, monitoring and TensorBoard."""
         cfg, cluster, facts, labels = args.config, args.cluster, args.facts, args.labels
@@ -468,23 +518,11 @@ class PlatformLayer(pulumi.ComponentResource):
             )
             self.worker_kubeconfig = worker.kubeconfig
 
-        if cfg.resiliency.enabled:
-            r = cfg.resiliency
+        if supervisor is not None:
             Supervisor(
                 f"{name}-supervisor",
-                SupervisorArgs(
-                    namespace=facts.namespace,
-                    workload_namespace=facts.namespace,
-                    project=cluster.facts.project,
-                    node_selector=node_pool_selector(cluster.facts.supervisor_pool or ""),
-                    heartbeat_polling_period_seconds=r.heartbeat_polling_period_seconds,
-                    heartbeat_timeout_seconds=r.heartbeat_timeout_seconds,
-                    watchdogs=r.watchdogs,
-                    watchdog_interval_seconds=r.watchdog_interval_seconds,
-                    watchdog_notification_cooldown_seconds=r.watchdog_notification_cooldown_seconds,
-                    topology_aware=r.topology_aware,
-                    gpus_per_node=max(p.machine.gpus for p in cluster.facts.gpu_pools),
-                    after=[workspace, *([cluster.supervisor_pool] if cluster.supervisor_pool else [])],
+                dataclasses.replace(
+                    supervisor, after=[workspace, *([cluster.supervisor_pool] if cluster.supervisor_pool else [])]
                 ),
                 opts=child,
             )

@@ -164,10 +164,17 @@ def deploy(cfg: StackConfig, access: Access) -> dict[str, Any]:
     managed: multikueue.ManagedWorkers | None = None
     if cfg.deploys(Layer.PLATFORM):
         platform.check_platform(cfg, cluster_facts)
-        if cfg.existing_cluster is not None:
+        advice = (
             existing.check_controllers(cfg.existing_cluster, cfg.kueue.install, stack_identity(), access.read_crds)
+            if cfg.existing_cluster is not None
+            else []
+        )
         managed = multikueue.read_workers(cfg) if cfg.multi_kueue.manager else None
         platform_facts = platform.platform_facts(cfg, cluster_facts, managed)
+        if cfg.existing_cluster is not None and not cfg.kueue.install and platform_facts.teams:
+            advice += existing.shared_kueue(cfg.existing_cluster, platform_facts, access.read_objects)
+        for line in advice:
+            pulumi.log.warn(line)
     elif cfg.deploys(Layer.TRAINING):
         platform_facts = _need(upstream).facts("platform", PlatformExports)
         check_upstream_keys(cfg, cluster_facts, platform_facts)

@@ -34,12 +34,12 @@ from facts.kubernetes import (
     revisioned,
 )
 from facts.kueue import WithinClusterQueue
-from facts.machines import GpuDirectStack, MachineType
+from facts.machines import MachineType
 from facts.project import PROJECT
 from facts.versions import Image
 from planners import nemo
 from planners.fabric import NcclTestSpec, check_nccl_test
-from planners.gpudirect import PodNetworking, pod_networking
+from planners.gpudirect import PodNetworking, gpudirect_stack, pod_networking
 from planners.multikueue import Worker
 from planners.ownership import ObjectRef
 from planners.runs import (
@@ -217,7 +217,7 @@ def check_dispatched(run: RunSpec, run_config: RunConfig, platform: PlatformExpo
 def run_networking(run: RunSpec, machine: MachineType, cluster: ClusterExports | Worker) -> PodNetworking:
     """The pool's pod networking; on the host network for a supervised run."""
     return pod_networking(
-        gpudirect_stack(machine, cluster),
+        gpudirect_stack(machine, cluster.gke),
         cluster.gpu_networks,
         machine.gpus,
         run.resiliency.supervisor,
@@ -241,12 +241,6 @@ def check_gib(machine: MachineType, images: set[str], check: str, resource: pulu
             resource=resource,
         )
     return gib
-
-
-def gpudirect_stack(machine: MachineType, cluster: ClusterExports | Worker) -> GpuDirectStack | None:
-    """The machine's GPUDirect wiring on GKE; elsewhere none of GKE's networks or plugins exist,
-    so NCCL uses the pod network."""
-    return machine.gpudirect_stack if cluster.gke else None
 
 
 def run_paths(run: RunSpec, platform: PlatformExports, place: Place) -> nemo.RunPaths:
@@ -441,7 +435,10 @@ class TrainingLayer(pulumi.ComponentResource):
                         ),
                         service_account=platform.service_account,
                         networking=pod_networking(
-                            gpudirect_stack(machine, cluster.facts), cluster.facts.gpu_networks, machine.gpus, gib=gib
+                            gpudirect_stack(machine, cluster.facts.gke),
+                            cluster.facts.gpu_networks,
+                            machine.gpus,
+                            gib=gib,
                         ),
                         shared_claim=platform.shared_claim,
                         shared_mount=platform.shared_mount,

@@ -13,10 +13,12 @@ import pytest
 
 from facts.controller_api import CONTROLLER_KINDS
 from facts.kubernetes import TOPOLOGY_LABELS, TopologyLevel
+from facts.podsecurity import ENFORCE_LABEL, PodSecurityLevel
 from harness.runner import StackRun, run_stack
 from integration.controlplane import Lane
 from integration.lane import Started, running
 from integration.runs import Admitted, admit_runs, stack_objects
+from stacks.contract import PlatformExports
 
 
 @dataclass
@@ -75,3 +77,24 @@ def test_the_lane_starts_within_its_budget(lane: LaneRun) -> None:
     """About 20 s on two cores; a lane that takes minutes hides a wait that should not be there."""
     print(f"lane: {lane.run.stack} ready in {lane.started.seconds:.1f} s")
     assert lane.started.seconds < 120
+
+
+def test_the_runs_namespace_refuses_a_pod_above_its_pod_security_level(lane: LaneRun) -> None:
+    """The stack's namespace enforces Baseline (no pod of an existing cluster's run needs the node):
+    its runs' pods were created above; the API server's PodSecurity admission refuses a pod that
+    mounts the node's `/` and admits a plain one (server-side dry runs, so nothing is left behind).
+    A privileged container is no test here: the lane's API server, as any without
+    --allow-privileged, refuses one in every namespace."""
+    namespace = PlatformExports.from_plain(lane.run.exports["platform"]).namespace
+    _, found = lane.started.api.request("GET", f"/api/v1/namespaces/{namespace}")
+    assert found["metadata"]["labels"][ENFORCE_LABEL] == PodSecurityLevel.BASELINE
+    container = {"name": "c", "image": "busybox"}
+    plain = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "plain"}, "spec": {"containers": [container]}}
+    root = {**plain, "metadata": {"name": "host-root"}}
+    root["spec"] = {"containers": [container], "volumes": [{"name": "root", "hostPath": {"path": "/"}}]}
+    path = f"/api/v1/namespaces/{namespace}/pods?dryRun=All"
+    status, answer = lane.started.api.request("POST", path, plain)
+    assert status == 201, (status, answer)
+    status, answer = lane.started.api.request("POST", path, root)
+    assert status == 403 and 'violates PodSecurity "baseline' in answer["message"], (status, answer)
+    print(f"lane: {lane.run.stack}: namespace {namespace} enforces baseline: {answer['message']}")

@@ -208,7 +208,8 @@ def test_one_team_cannot_read_another_s_secrets_or_claims(lane: TeamsLane) -> No
 
 def test_a_member_cannot_step_around_the_team_s_queue(lane: TeamsLane) -> None:
     """A member of team alignment, through the real API server (impersonated by the lane's admin),
-    tries each way around the team's queue; the team's admission policy refuses each
+    tries each way around the team's queue and its pools' pod security; the team's admission policy
+    refuses each
     (components.teams), while the member's run that queues as it should is created, and the
     stack's runs, whose Jobs the JobSet controller creates naming no queue, are admitted in the
     other scenarios. Without the queue rule a JobSet or Job naming no queue ran outside every
@@ -240,12 +241,22 @@ def test_a_member_cannot_step_around_the_team_s_queue(lane: TeamsLane) -> None:
             ],
         },
     }
+    privileged = resized(run, "privileged", 1)
+    pod = privileged["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    pod["containers"][0]["securityContext"] = {"privileged": True}
+    root = resized(run, "host-root", 1)
+    pod = root["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    pod["volumes"].append({"name": "root", "hostPath": {"path": "/"}})
     jobs_path = f"/apis/batch/v1/namespaces/{team.namespace}/jobs"
     attempts = {
         "a JobSet naming no queue": (api_path(unqueued), unqueued, "queue in its LocalQueue"),
         "a Job naming no queue": (jobs_path, job, "queue in its LocalQueue"),
         "a Job with a forged JobSet owner": (jobs_path, forged, "queue in its LocalQueue"),
         "the fabric check's priority class": (api_path(fabric), fabric, "is the fabric checks'"),
+        # The namespace is privileged (its pools' pods mount the host's NCCL plugin): the team's
+        # policy keeps out what those pods do not need.
+        "a privileged container": (api_path(privileged), privileged, "may not use a privileged container"),
+        "the node's root file system": (api_path(root), root, "may mount from the node only"),
     }
 
     def refused(path: str, body: dict[str, Any], why: str) -> bool:

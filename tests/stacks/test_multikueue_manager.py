@@ -336,3 +336,50 @@ def test_adding_a_worker_is_one_line_and_leaves_the_runs_alone(workers: dict[str
     names = sorted(urn.rsplit("::", 1)[-1] for urn in created)
     assert names == ["platform-multikueue-worker-eu", "platform-multikueue-worker-eu-kubeconfig"]
     assert not {r.urn for r in one.kubernetes_objects} - {r.urn for r in both.kubernetes_objects}
+
+
+def test_a_worker_s_authorized_networks_must_admit_the_manager_s_egress() -> None:
+    """A worker stack exports the ranges its control plane admits; its manager is refused before
+    anything is registered unless its egress ranges fall within them (planners.multikueue)."""
+    values = stack_with("worker-us")
+    values["nemo-gke:cluster"] = {
+        **values["nemo-gke:cluster"],
+        "masterAuthorizedNetworks": [{"cidr": "203.0.113.0/24"}],
+    }
+    guarded = run_stack("worker-us", values=values).exports
+    assert guarded["multiKueueWorker"]["controlPlaneRanges"] == ["203.0.113.0/24"]
+    upstream = {
+        qualified_stack_name("worker-us"): guarded,
+        qualified_stack_name("worker-eu"): run_stack("worker-eu").exports,
+    }
+    error = rejected(stack_with("manager"), "manager", upstream=upstream)
+    assert "admits only 203.0.113.0/24 to its control plane" in issue_for(error, "multiKueue.egressRanges")
+    outside = stack_with("manager", multiKueue={"workers": list(WORKERS), "egressRanges": ["198.51.100.7/32"]})
+    error = rejected(outside, "manager", upstream=upstream)
+    assert "not the manager's egress 198.51.100.7/32" in issue_for(error, "multiKueue.workers[0]")
+    inside = stack_with("manager", multiKueue={"workers": list(WORKERS), "egressRanges": ["203.0.113.7/32"]})
+    assert run_stack("manager", values=inside, upstream=upstream).of_type(f"{KUEUE}:MultiKueueCluster")
+
+
+def test_egress_ranges_are_a_manager_s_key_in_cidr_notation() -> None:
+    values = stack_with("dev", multiKueue={"egressRanges": ["203.0.113.7/32"]})
+    assert "is a manager's" in issue_for(rejected(values), "multiKueue.egressRanges")
+    values = stack_with("manager", multiKueue={"workers": list(WORKERS), "egressRanges": ["203.0.113.7"]})
+    assert "203.0.113.7/32" in issue_for(rejected(values, "manager"), "multiKueue.egressRanges[0]")
+
+
+def test_a_flex_start_worker_pool_is_refused_where_another_worker_could_take_the_run() -> None:
+    """MultiKueue keeps the first worker to admit, and a flex-start pool's Kueue admits before any VM
+    exists; queued provisioning (the shipped workers') admits only once GKE has the VMs."""
+    values = stack_with("worker-us")
+    pools = copy.deepcopy(values["nemo-gke:gpuPools"])
+    pools[0]["capacity"]["type"] = "flexStart"
+    flex = run_stack("worker-us", values={**values, "nemo-gke:gpuPools": pools}).exports
+    upstream = {
+        qualified_stack_name("worker-us"): flex,
+        qualified_stack_name("worker-eu"): run_stack("worker-eu").exports,
+    }
+    error = rejected(stack_with("manager"), "manager", upstream=upstream)
+    assert "has the flex-start pool a3-ultra" in issue_for(error, "multiKueue.workers[0]")
+    alone = stack_with("manager", multiKueue={"workers": ["worker-us"]})
+    assert run_stack("manager", values=alone, upstream=upstream).of_type(f"{KUEUE}:MultiKueueCluster")

@@ -7,13 +7,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import celpy
 import pytest
 import yaml
 
 from facts.errors import RuleError
 from facts.kubernetes import GPU_RESOURCE
 from facts.kueue import FAIR_SHARING_STRATEGIES
+from harness.cel import policy_refusals
 from harness.runner import StackRun, stack_with
 from planners.queues import Flavor
 from planners.teams import ShareRequest, TeamRequest, plan_teams
@@ -359,38 +359,8 @@ def test_only_gke_s_security_group_name_is_taken() -> None:
     assert "gke-security-groups@<your domain>" in issue_for(error, "cluster.rbacSecurityGroup")
 
 
-DEPLOYER = ("deployer@example.com", ("system:authenticated",))
 MEMBER = ("someone@your-domain.com", ("alignment@your-domain.com", "system:authenticated"))
 JOBSET_CONTROLLER = ("system:serviceaccount:jobset-system:jobset-controller", ("system:serviceaccounts",))
-
-
-def _refusals(
-    policy: dict[str, Any],
-    obj: dict[str, Any],
-    old: dict[str, Any] | None = None,
-    user: tuple[str, tuple[str, ...]] = DEPLOYER,
-) -> list[str]:
-    """The messages of the policy's validations that fail, evaluated as the API server does: its
-    variables first, then each expression, with `object`, `oldObject` and `request` bound."""
-    environment = celpy.Environment()
-
-    def evaluate(expression: str, activation: dict[str, Any]) -> Any:
-        return environment.program(environment.compile(expression)).evaluate(activation)
-
-    request = {
-        "operation": "UPDATE" if old is not None else "CREATE",
-        "userInfo": {"username": user[0], "groups": list(user[1])},
-    }
-    activation: dict[str, Any] = {
-        "object": celpy.json_to_cel(obj),
-        "oldObject": celpy.json_to_cel(old),
-        "request": celpy.json_to_cel(request),
-    }
-    variables = {}
-    for variable in policy["spec"]["variables"]:
-        variables[variable["name"]] = evaluate(variable["expression"], {**activation, "variables": variables})
-    bound = {**activation, "variables": celpy.celtypes.MapType(variables)}
-    return [v["message"] for v in policy["spec"]["validations"] if not bool(evaluate(v["expression"], bound))]
 
 
 def test_each_team_s_queue_and_priorities_are_enforced_by_the_api_server(render: Render) -> None:
@@ -430,29 +400,29 @@ def test_each_team_s_queue_and_priorities_are_enforced_by_the_api_server(render:
 
     queue_refused = f"team alignment's jobs queue in its LocalQueue {queue}"
     priority_refused = "team alignment may use the priority classes nemo-low, nemo-medium"
-    assert _refusals(policy, jobset("nemo-low"), user=MEMBER) == []
-    assert _refusals(policy, job(queue), user=MEMBER) == []
+    assert policy_refusals(policy, jobset("nemo-low"), user=MEMBER) == []
+    assert policy_refusals(policy, job(queue), user=MEMBER) == []
     # A LocalQueue's name is its namespace's: any other names a queue the team was not given.
     for unqueued in (jobset("nemo-low", queue_name=None), jobset("nemo-low", queue_name="borrowed"), job(None)):
-        (message,) = _refusals(policy, unqueued, user=MEMBER)
+        (message,) = policy_refusals(policy, unqueued, user=MEMBER)
         assert message.startswith(queue_refused), message
     # An owner reference names a JobSet, and anyone can write one: not a way around the queue.
     forged = job(None, ownerReferences=[{"kind": "JobSet", "apiVersion": "jobset.x-k8s.io/v1alpha2"}])
-    assert [m[: len(queue_refused)] for m in _refusals(policy, forged, user=MEMBER)] == [queue_refused]
+    assert [m[: len(queue_refused)] for m in policy_refusals(policy, forged, user=MEMBER)] == [queue_refused]
     # The JobSet controller's own Jobs name no queue.
-    assert _refusals(policy, job(None), user=JOBSET_CONTROLLER) == []
-    (message,) = _refusals(policy, jobset("nemo-high"), user=MEMBER)
+    assert policy_refusals(policy, job(None), user=JOBSET_CONTROLLER) == []
+    (message,) = policy_refusals(policy, jobset("nemo-high"), user=MEMBER)
     assert message.startswith(priority_refused)
     # Without the label Kueue takes the pods' priorityClassName: not a way around the policy.
-    (message,) = _refusals(policy, jobset(None, "system-cluster-critical"), user=MEMBER)
+    (message,) = policy_refusals(policy, jobset(None, "system-cluster-critical"), user=MEMBER)
     assert message.startswith(priority_refused)
     # The fabric check's class: the platform's checks, not a member's run.
-    assert _refusals(policy, jobset("nemo-fabric-check")) == []
-    (message,) = _refusals(policy, jobset("nemo-fabric-check"), user=MEMBER)
+    assert policy_refusals(policy, jobset("nemo-fabric-check")) == []
+    (message,) = policy_refusals(policy, jobset("nemo-fabric-check"), user=MEMBER)
     assert message.startswith("the priority class nemo-fabric-check is the fabric checks'")
     # Kueue suspending a JobSet admitted before the team lost the class.
-    assert _refusals(policy, jobset("nemo-high"), old=jobset("nemo-high")) == []
-    assert _refusals(policy, jobset("nemo-high"), old=jobset("nemo-low")) != []
+    assert policy_refusals(policy, jobset("nemo-high"), old=jobset("nemo-high")) == []
+    assert policy_refusals(policy, jobset("nemo-high"), old=jobset("nemo-low")) != []
 
 
 def test_one_bucket_for_data_and_checkpoints_is_refused() -> None:

@@ -23,6 +23,7 @@ from facts.errors import RuleError
 from facts.gke import CapacityType
 from facts.kueue import WithinClusterQueue
 from facts.machines import machine_type
+from facts.podsecurity import PodSecurityLevel
 from planners.networks import plan_gpu_networks
 from planners.pools import GpuPoolExport, NodePoolSpec
 from planners.queues import plan_flavor
@@ -96,7 +97,10 @@ BAD: dict[str, tuple[Callable[[], Any], str]] = {
         "cluster_queue",
     ),
     "no flavors": (lambda: KueueQueuesArgs([], "q", "q", "ns", WithinClusterQueue.NEVER, []), "flavors"),
-    "namespace": (lambda: TrainingWorkspaceArgs("p", "p.svc.id.goog", "Nemo", ["sa"]), "namespace"),
+    "namespace": (
+        lambda: TrainingWorkspaceArgs("p", "p.svc.id.goog", "Nemo", ["sa"], PodSecurityLevel.BASELINE),
+        "namespace",
+    ),
 }
 
 

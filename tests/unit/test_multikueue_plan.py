@@ -93,3 +93,26 @@ def test_buckets_shared_across_regions_and_separate_checkpoints_are_advised() ->
     separate = replace(separate, worker=replace(separate.worker, checkpoint_bucket="ckpt-1"))
     (line,) = plan(offer(0), separate).advice
     assert "writes checkpoints" not in line and "starts from that worker's checkpoints" in line
+
+
+def test_a_worker_with_authorized_networks_must_admit_the_manager_s_egress() -> None:
+    """GKE refuses a control-plane connection from outside the authorized networks
+    (https://cloud.google.com/kubernetes-engine/docs/how-to/authorized-networks), so MultiKueue
+    could not reach such a worker: its MultiKueueCluster stays inactive and no run lands there."""
+    guarded = offer(0, control_plane_ranges=("203.0.113.0/24",))
+
+    def manager(egress: tuple[str, ...]) -> Any:
+        return plan_manager(
+            [guarded], kueue_version="0.19.2", jobset_version="0.12.0", queues={"nemo": "a3-queue"}, egress=egress
+        )
+
+    with pytest.raises(RuleError) as unset:
+        manager(())
+    assert unset.value.key == "multiKueue.egressRanges"
+    assert "admits only 203.0.113.0/24 to its control plane" in str(unset.value)
+    with pytest.raises(RuleError) as outside:
+        manager(("198.51.100.7/32",))
+    assert outside.value.key == "multiKueue.workers[0]"
+    assert "not the manager's egress 198.51.100.7/32" in str(outside.value)
+    assert manager(("203.0.113.7/32",)).workers
+    assert plan(offer(0)).workers, "a worker open to any address needs no egress"
