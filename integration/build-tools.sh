@@ -84,6 +84,9 @@ kueue_metrics_cert_dir() {  # the one change to Kueue's source (versions.sh, KUE
 }
 want kueue && step kueue "$KUEUE_VERSION+$KUEUE_LANE_PATCH" install_module sigs.k8s.io/kueue "$KUEUE_VERSION" ./cmd/kueue kueue_metrics_cert_dir
 want jobset && step jobset "$JOBSET_VERSION" install_module sigs.k8s.io/jobset "$JOBSET_VERSION" .
+want kueue && step kueue "$KUEUE_PREVIOUS_VERSION+$KUEUE_LANE_PATCH" install_module sigs.k8s.io/kueue \
+  "$KUEUE_PREVIOUS_VERSION" ./cmd/kueue kueue_metrics_cert_dir
+want jobset && step jobset "$JOBSET_PREVIOUS_VERSION" install_module sigs.k8s.io/jobset "$JOBSET_PREVIOUS_VERSION" .
 want kwok && step kwok "$KWOK_VERSION" install_module sigs.k8s.io/kwok "$KWOK_VERSION" ./cmd/kwok
 want etcd && step etcd "$ETCD_VERSION" wrapper etcd . ""
 want pulumi-config && step pulumi-config "$PULUMI_SDK_VERSION" wrapper pulumi-config . ""

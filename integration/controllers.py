@@ -8,6 +8,7 @@ import shutil
 import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +21,20 @@ from facts.kubernetes import (
     JOBSET_API,
     KUEUE_API,
 )  # fmt: skip
+from facts.versions import CrdModule
 from harness.runner import StackRun, stack_config
 from harness.stackfile import to_pulumi_config
-from integration.controlplane import LOCALHOST, Api, Lane, binary, free_port, has_condition, wait_for
+from integration.controlplane import (
+    LOCALHOST,
+    Api,
+    Lane,
+    binary,
+    free_port,
+    has_condition,
+    lane_binary_versions,
+    lane_pins,
+    wait_for,
+)
 from integration.dra import driver_objects
 from integration.runs import api_path
 from planners.controller_api import controller_api_problems, crd_names
@@ -37,12 +49,49 @@ from tools import crds
 CONTROLLER_GROUPS = frozenset({"kueue.x-k8s.io", "jobset.x-k8s.io"})
 
 
-def crd_manifests() -> list[dict[str, Any]]:
-    """Every CRD of the pinned Kueue and JobSet modules (tools.crds downloads and checks them)."""
+@dataclass(frozen=True)
+class Release:
+    """A Kueue and a JobSet the lane runs: their Go modules (CRDs and webhooks, checked against
+    their go.sum hashes by tools.crds) and the binaries integration/build-tools.sh builds of them."""
+
+    kueue: CrdModule
+    jobset: CrdModule
+
+    @property
+    def modules(self) -> tuple[CrdModule, CrdModule]:
+        return self.kueue, self.jobset
+
+    def binaries(self) -> tuple[Path, Path]:
+        patch = lane_binary_versions()["kueue"].split("+", 1)[1]
+        return binary("kueue", f"{self.kueue.version}+{patch}"), binary("jobset", self.jobset.version)
+
+    def __str__(self) -> str:
+        return f"Kueue {self.kueue.version} and JobSet {self.jobset.version}"
+
+
+_MODULES = {m.module: m for m in versions.CRD_MODULES}
+# The pinned releases, which the program installs.
+PINNED = Release(_MODULES["sigs.k8s.io/kueue"], _MODULES["sigs.k8s.io/jobset"])
+# The releases before them (integration/versions.sh, *_PREVIOUS_VERSION), which the upgrade
+# scenario starts from; their go.sum hashes as `go mod download -json` reports them.
+PREVIOUS = Release(
+    replace(
+        PINNED.kueue,
+        version=lane_pins()["KUEUE_PREVIOUS_VERSION"],
+        sum="h1:hnONSDkjUN1kp+Yxc+SzjmwNb57RjFYF7qQmkn9ijxA=",
+    ),
+    replace(
+        PINNED.jobset,
+        version=lane_pins()["JOBSET_PREVIOUS_VERSION"],
+        sum="h1:WgLEBnXTeX+4MxfVkIbfm4jIVgjvIY6Jfaei2okxKNk=",
+    ),
+)
+
+
+def crd_manifests(release: Release = PINNED) -> list[dict[str, Any]]:
+    """Every CRD of the release's Kueue and JobSet modules (tools.crds downloads and checks them)."""
     found = []
-    for module in versions.CRD_MODULES:
-        if not set(module.groups) & CONTROLLER_GROUPS:
-            continue
+    for module in release.modules:
         for path in sorted((crds.module_dir(module) / module.path).glob("*.yaml")):
             crd = yaml.safe_load(path.read_text())
             if crd["spec"]["group"] in CONTROLLER_GROUPS:
@@ -50,12 +99,22 @@ def crd_manifests() -> list[dict[str, Any]]:
     return found
 
 
-def install_crds(lane: Lane, api: Api) -> int:
-    """The CRDs of the pinned Kueue and JobSet modules, as the program's cache holds them."""
-    manifests = crd_manifests()
-    with lane.phase(f"{len(manifests)} CRDs"):
+def install_crds(lane: Lane, api: Api, release: Release = PINNED) -> int:
+    """The CRDs of the release's Kueue and JobSet modules; a CRD already there is replaced, as
+    Kueue's chart upgrades its CRDs with it and the program applies JobSet's."""
+    manifests = crd_manifests(release)
+    with lane.phase(f"{len(manifests)} CRDs of {release}"):
         for manifest in manifests:
-            api.create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", manifest)
+            path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+            status, found = api.request("GET", f"{path}/{manifest['metadata']['name']}")
+            if status != 200:
+                api.create(path, manifest)
+                continue
+            name = manifest["metadata"]["name"]
+            replacing = {**manifest, "metadata": {**manifest["metadata"], **_version_of(found)}}
+            status, answer = api.request("PUT", f"{path}/{name}", replacing)
+            if status != 200:
+                raise RuntimeError(f"PUT CRD {name}: {status} {answer}")
 
         def established() -> bool:
             _, listing = api.request("GET", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions")
@@ -112,15 +171,20 @@ def _serving_cert(pki: Path, folder: Path) -> None:
         shutil.copy(pki / ("server.crt" if name == "tls.crt" else "server.key"), folder / name)
 
 
-def controllers(lane: Lane, api: Api, kueue_config: Mapping[str, Any]) -> None:
-    """The JobSet and Kueue managers of the pinned releases, outside the cluster, with their
-    webhooks served on loopback; Kueue with the program's own configuration."""
+def _version_of(found: Mapping[str, Any]) -> dict[str, Any]:
+    return {"resourceVersion": found["metadata"]["resourceVersion"]}
+
+
+def controllers(lane: Lane, api: Api, kueue_config: Mapping[str, Any], release: Release = PINNED) -> None:
+    """The JobSet and Kueue managers of the release, outside the cluster, with their webhooks
+    served on loopback (their configurations replaced where there); Kueue with the program's own
+    configuration."""
     pki, config = lane.workdir / "pki", str(lane.workdir / "admin.kubeconfig")
     certs = lane.workdir / "webhook-certs"
     _serving_cert(pki, certs)
     ca_bundle = base64.b64encode((pki / "ca.crt").read_bytes()).decode()
-    modules = {m.module: m for m in versions.CRD_MODULES}
-    with lane.phase("JobSet and Kueue managers"):
+    kueue_binary, jobset_binary = release.binaries()
+    with lane.phase(f"JobSet and Kueue managers ({release})"):
         jobset_port, jobset_health = free_port(), f"{LOCALHOST}:{free_port()}"
         jobset_config = lane.workdir / "jobset-config.yaml"
         jobset_config.write_text(yaml.safe_dump({
@@ -132,7 +196,7 @@ def controllers(lane: Lane, api: Api, kueue_config: Mapping[str, Any]) -> None:
         }))  # fmt: skip
         # As the JobSet controller's own account, which a team's admission policy trusts.
         jobset_kubeconfig = str(lane.workdir / "jobset.kubeconfig")
-        lane.start("jobset", [str(binary("jobset")), "--config", str(jobset_config), "--kubeconfig", jobset_kubeconfig])
+        lane.start("jobset", [str(jobset_binary), "--config", str(jobset_config), "--kubeconfig", jobset_kubeconfig])
         kueue_port = free_port()
         kueue = {
             **kueue_config,
@@ -149,20 +213,23 @@ def controllers(lane: Lane, api: Api, kueue_config: Mapping[str, Any]) -> None:
         metrics_certs = lane.workdir / "kueue-metrics-certs"
         _serving_cert(pki, metrics_certs)
         lane.start("kueue", [
-            str(binary("kueue")), "--config", str(kueue_config_file), "--kubeconfig", config,
+            str(kueue_binary), "--config", str(kueue_config_file), "--kubeconfig", config,
             "--feature-gates=VisibilityOnDemand=false",
         ], env={"KUEUE_METRICS_CERT_DIR": str(metrics_certs)})  # fmt: skip
-        for module, prefix, port in (
-            ("sigs.k8s.io/jobset", "jobset", jobset_port),
-            ("sigs.k8s.io/kueue", "kueue", kueue_port),
-        ):
-            for manifest in webhook_configurations(crds.module_dir(modules[module]), prefix, port, ca_bundle):
+        for module, prefix, port in ((release.jobset, "jobset", jobset_port), (release.kueue, "kueue", kueue_port)):
+            for manifest in webhook_configurations(crds.module_dir(module), prefix, port, ca_bundle):
                 kind = (
                     "mutatingwebhookconfigurations"
                     if manifest["kind"].startswith("Mutating")
                     else "validatingwebhookconfigurations"
                 )
-                api.create(f"/apis/admissionregistration.k8s.io/v1/{kind}", manifest)
+                path = f"/apis/admissionregistration.k8s.io/v1/{kind}"
+                status, found = api.request("GET", f"{path}/{manifest['metadata']['name']}")
+                if status == 200:
+                    manifest["metadata"].update(_version_of(found))
+                    api.request("PUT", f"{path}/{manifest['metadata']['name']}", manifest)
+                else:
+                    api.create(path, manifest)
 
         def ready() -> bool:
             lane.check_alive()
@@ -196,6 +263,15 @@ def controllers(lane: Lane, api: Api, kueue_config: Mapping[str, Any]) -> None:
             return True
 
         wait_for("the JobSet and Kueue webhooks", webhooks_answer)
+
+
+def upgrade(lane: Lane, api: Api, kueue_config: Mapping[str, Any], release: Release) -> None:
+    """Kueue and JobSet moved to `release` under whatever runs, as their charts' upgrade does: the
+    old managers stopped, the CRDs replaced, the new managers and webhooks started."""
+    for name in ("kueue", "jobset"):
+        lane.stop_process(name)
+    install_crds(lane, api, release)
+    controllers(lane, api, kueue_config, release)
 
 
 def lane_kueue_config(run: StackRun, values: Mapping[str, Any] | None = None) -> dict[str, Any]:

@@ -32,7 +32,8 @@ SERVICE_RANGE = "10.96.0.0/16"
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 
 
-def _pins() -> dict[str, str]:
+def lane_pins() -> dict[str, str]:
+    """The versions integration/versions.sh pins, by name."""
     text = (ROOT / "integration" / "versions.sh").read_text()
     return dict(line.split("=", 1) for line in text.splitlines() if line and not line.startswith("#"))
 
@@ -40,7 +41,7 @@ def _pins() -> dict[str, str]:
 def lane_binary_versions() -> dict[str, str]:
     """The version each binary `integration/build-tools.sh` builds is named after (the Kubernetes
     binaries: KUBERNETES_VERSION); the lane's Kueue carries its patch in its name."""
-    pins = _pins()
+    pins = lane_pins()
     return {
         "etcd": pins["ETCD_VERSION"],
         "kwok": pins["KWOK_VERSION"],
@@ -50,8 +51,9 @@ def lane_binary_versions() -> dict[str, str]:
     }
 
 
-def binary(name: str) -> Path:
-    version = lane_binary_versions().get(name, _pins()["KUBERNETES_VERSION"])
+def binary(name: str, version: str | None = None) -> Path:
+    """The tool's binary at the lane's version of it, or at `version` (its file name's version)."""
+    version = version or lane_binary_versions().get(name, lane_pins()["KUBERNETES_VERSION"])
     path = BIN / f"{name}-{version}"
     if not path.exists():
         raise SystemExit(f"{path} is missing: run `make integration-tools` first")
@@ -245,6 +247,18 @@ class Lane:
     def stop(self) -> None:
         stop_pids(self.workdir)
         self.processes.clear()
+
+    def stop_process(self, name: str, grace: float = 10.0) -> None:
+        """Stop one process as `stop` does (SIGTERM, SIGKILL after `grace` seconds), as a
+        Deployment's rollout stops its old pod."""
+        process = self.processes.pop(name)
+        with suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
 
 
 def stop_pids(workdir: Path, grace: float = 10.0) -> None:

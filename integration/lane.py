@@ -31,6 +31,8 @@ from typing import Any
 from facts.controller_api import CONTROLLER_KINDS
 from harness.runner import StackRun, run_stack
 from integration.controllers import (
+    PINNED,
+    Release,
     controller_api_check,
     controllers,
     install_crds,
@@ -58,16 +60,21 @@ class Started:
 
 
 def start(
-    lane: Lane, run: StackRun, *, pods_complete: bool = True, kueue_config: Mapping[str, Any] | None = None
+    lane: Lane,
+    run: StackRun,
+    *,
+    pods_complete: bool = True,
+    kueue_config: Mapping[str, Any] | None = None,
+    release: Release = PINNED,
 ) -> Started:
-    """The control plane, nodes shaped like the stack's pools, the CRDs and the managers, the
-    latter configured as the stack configures Kueue (`kueue_config`: as a stack of no file does).
-    Prints each phase's time."""
+    """The control plane, nodes shaped like the stack's pools, the CRDs and the managers of the
+    release, the latter configured as the stack configures Kueue (`kueue_config`: as a stack of no
+    file does). Prints each phase's time."""
     started = time.monotonic()
     api = control_plane(lane)
     nodes = simulated_nodes(lane, api, run, pods_complete)
     before = controller_api_check(lane)
-    count = install_crds(lane, api)
+    count = install_crds(lane, api, release)
     after = controller_api_check(lane)
     if len(before) != len(CONTROLLER_KINDS) or after:
         # The program's check must refuse every kind on a cluster without the CRDs, none with them.
@@ -75,7 +82,7 @@ def start(
     nvlink = nvlink_nodes(run)
     if nvlink:
         install_driver_stand_ins(lane, api, nvlink)
-    controllers(lane, api, kueue_config if kueue_config is not None else lane_kueue_config(run))
+    controllers(lane, api, kueue_config if kueue_config is not None else lane_kueue_config(run), release)
     took = time.monotonic() - started
     print(f"lane: ready in {took:.1f} s: {nodes} nodes, {count} CRDs ({lane.workdir})", flush=True)
     return Started(api, nodes, count, before, after, took)
@@ -83,14 +90,18 @@ def start(
 
 @contextmanager
 def running(
-    run: StackRun, *, pods_complete: bool = True, kueue_config: Mapping[str, Any] | None = None
+    run: StackRun,
+    *,
+    pods_complete: bool = True,
+    kueue_config: Mapping[str, Any] | None = None,
+    release: Release = PINNED,
 ) -> Iterator[tuple[Lane, Started]]:
     """A lane started for the stack in a temporary folder, stopped and removed afterwards (kept
     where LANE_KEEP is set); a process that died meanwhile fails the caller."""
     workdir = Path(tempfile.mkdtemp(prefix=f"nemo-gke-lane-{run.stack}-"))
     lane = Lane(workdir)
     try:
-        yield lane, start(lane, run, pods_complete=pods_complete, kueue_config=kueue_config)
+        yield lane, start(lane, run, pods_complete=pods_complete, kueue_config=kueue_config, release=release)
         lane.check_alive()
     finally:
         lane.stop()

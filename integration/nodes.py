@@ -23,10 +23,10 @@ from integration.controlplane import (
     LOCALHOST,
     Api,
     Lane,
-    _pins,
     binary,
     free_port,
     has_condition,
+    lane_pins,
     wait_for,
 )
 from planners.pools import GpuPoolExport
@@ -107,7 +107,9 @@ def kwok_stages(workdir: Path, pods_complete: bool) -> Path:
     """kwok's own "fast" node and pod stages, from its module (nothing of it is committed), with
     pods labelled NEVER_READY_LABEL left out of readiness.
     Without `pods_complete`, a Job's pods stay Running until someone marks them Succeeded."""
-    module = Path(os.environ.get("GOMODCACHE", CACHE / "go" / "mod")) / f"sigs.k8s.io/kwok@{_pins()['KWOK_VERSION']}"
+    module = (
+        Path(os.environ.get("GOMODCACHE", CACHE / "go" / "mod")) / f"sigs.k8s.io/kwok@{lane_pins()['KWOK_VERSION']}"
+    )
     pod_stages = sorted((module / "kustomize/stage/pod/fast").glob("pod-*.yaml"))
     stages = [
         yaml.safe_load(path.read_text())

@@ -5,6 +5,10 @@ KUEUE_VERSION=v0.19.2
 # and runs as any user; the binary's name carries the change.
 KUEUE_LANE_PATCH=metrics-cert-dir
 JOBSET_VERSION=v0.12.0
+# The releases the upgrade scenario starts from (tests/integration/test_lane_upgrade.py): Kueue's
+# previous minor and JobSet's previous release, as served by the Go module proxy.
+KUEUE_PREVIOUS_VERSION=v0.18.2
+JOBSET_PREVIOUS_VERSION=v0.11.1
 KWOK_VERSION=v0.8.0
 # Kubernetes of Kueue's own go.mod minor (k8s.io/kubernetes v1.36), and an etcd it supports; the
 # wrapper modules under integration/wrappers pin the same versions (build-tools.sh checks).

@@ -13,7 +13,7 @@ from facts import versions
 from facts.project import qualified_stack_name
 from harness.runner import run_stack
 from integration import engine
-from integration.controllers import lane_kueue_config
+from integration.controllers import PREVIOUS, lane_kueue_config
 from integration.controlplane import lane_binary_versions
 from integration.nodes import node_manifests
 from integration.runs import api_path
@@ -29,6 +29,19 @@ def pins() -> dict[str, str]:
 def test_the_lane_builds_the_controllers_the_program_installs() -> None:
     assert pins()["KUEUE_VERSION"] == f"v{versions.KUEUE.version.lstrip('v')}"
     assert pins()["JOBSET_VERSION"] == f"v{versions.JOBSET.version.lstrip('v')}"
+
+
+def test_the_upgrade_scenario_starts_from_releases_before_the_pins() -> None:
+    """tests/integration/test_lane_upgrade.py moves PREVIOUS to the pins: a bump of a pin keeps
+    PREVIOUS older (the old pin is the natural next PREVIOUS)."""
+
+    def release(version: str) -> tuple[int, ...]:
+        return tuple(int(part) for part in version.lstrip("v").split("."))
+
+    for name in ("KUEUE", "JOBSET"):
+        assert release(pins()[f"{name}_PREVIOUS_VERSION"]) < release(pins()[f"{name}_VERSION"]), name
+    assert PREVIOUS.kueue.version == pins()["KUEUE_PREVIOUS_VERSION"]
+    assert PREVIOUS.jobset.version == pins()["JOBSET_PREVIOUS_VERSION"]
 
 
 def test_each_wrapper_requires_the_pinned_release() -> None:
