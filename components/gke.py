@@ -16,7 +16,6 @@ from facts.gke import PRELOAD_DISK_MODE, UNTIL_END_OF_SUPPORT, rbac_security_gro
 from facts.kubernetes import SYSTEM_POOL, UPSERT_EXISTING_OBJECTS
 from facts.machines import COS_CONTAINERD
 from facts.registries import preload_disk_path
-from facts.versions import gke_version_key
 from planners.pools import NodePoolSpec, node_pool_advice, plan_node_pool
 
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
@@ -42,18 +41,6 @@ def node_identity(
         "shielded_instance_config": {"enable_secure_boot": True, "enable_integrity_monitoring": True},
         "resource_labels": dict(labels),
     }
-
-
-def require_version(version: str | None, minimum: str, channel: str) -> str:
-    """`version` if it is at least `minimum`; a clear error otherwise."""
-    if not version:
-        raise ValueError(f"GKE reports no default version for the {channel} release channel")
-    if gke_version_key(version) < gke_version_key(minimum):
-        raise ValueError(
-            f"the {channel} channel's default GKE version {version} is older than {minimum}, which the "
-            "GPU pools need; choose a faster nemo-gke:cluster.releaseChannel"
-        )
-    return version
 
 
 @dataclass(frozen=True)
@@ -118,8 +105,6 @@ class ClusterArgs:
     services_range_name: str
     control_plane_cidr: str
     release_channel: str
-    # Oldest GKE version every node pool accepts (from the catalog).
-    min_version: str
     multi_networking: bool
     deletion_protection: bool
     system_pool: SystemPoolArgs
@@ -137,7 +122,6 @@ class ClusterArgs:
         require_no_problem(resource_name_problem(self.name, 40), "name", self.name)
         names = [e.name for e in self.maintenance_exclusions]
         require(len(set(names)) == len(names), "maintenance_exclusions", names, "names each exclusion once")
-        gke_version_key(self.min_version)
         if self.rbac_security_group is not None:
             problem = rbac_security_group_problem(self.rbac_security_group)
             require_no_problem(problem, "rbac_security_group", self.rbac_security_group)
@@ -162,11 +146,10 @@ class Cluster(pulumi.ComponentResource):
         engine = gcp.container.get_engine_versions_output(
             location=args.location, project=args.project, opts=pulumi.InvokeOutputOptions(parent=self)
         )
-        # The channel picks the version; the floor is checked on every run. The value is only
-        # used at creation (ignore_changes), so channel upgrades never show up as a diff.
-        version = engine.release_channel_default_version.apply(
-            lambda defaults: require_version((defaults or {}).get(channel), args.min_version, channel)
-        )
+        # The channel picks the version, checked against the floor before anything is registered
+        # (stacks.cluster.check_release_channel). The value is only used at creation
+        # (ignore_changes), so channel upgrades never show up as a diff.
+        version = engine.release_channel_default_version.apply(lambda defaults: (defaults or {})[channel])
         maintenance_policy = {
             "recurring_window": {
                 "start_time": args.maintenance_window.start_time,

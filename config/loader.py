@@ -121,11 +121,35 @@ def _issue(error: Mapping[str, Any]) -> ConfigIssue:
         ctx = error.get("ctx", {})
         message = f"has {ctx.get('actual_length')} entries; at most {ctx.get('max_length')} are allowed"
         return ConfigIssue(key=_join(loc), value=None, message=message)
-    if error["type"] == "bool_type" and error.get("input") in YAML_11_BOOLEANS:
+    if error["type"] == "bool_type" and isinstance(error.get("input"), str) and error["input"] in YAML_11_BOOLEANS:
         message = "must be true or false: the Pulumi CLI reads YAML 1.2, in which this word is text"
         return ConfigIssue(key=_join(loc), value=error["input"], message=message)
     message = error["msg"].removeprefix("Value error, ")
     return ConfigIssue(key=_join(loc), value=error.get("input"), message=message)
+
+
+# What each scalar type pydantic tries in a union of scalars is, in a stack file's words.
+_SCALAR_TAGS = {"str": "a string", "int": "an integer", "float": "a number", "bool": "true or false"}
+
+
+def _unions(errors: list[Any]) -> list[Any]:
+    """One error for a value that no member of a union of scalars takes: pydantic reports each
+    member at the value's location plus the member's tag (`overrides.x.str`, `.int`, ...)."""
+    merged: dict[tuple[Any, ...], list[Any]] = {}
+    rest = []
+    for error in errors:
+        loc = tuple(error["loc"])
+        if loc and loc[-1] in _SCALAR_TAGS:
+            merged.setdefault(loc[:-1], []).append(error)
+        else:
+            rest.append(error)
+    for loc, members in merged.items():
+        value = members[0].get("input")
+        kind = "a mapping" if isinstance(value, dict) else "a list" if isinstance(value, list) else "this value"
+        wanted = ", ".join(_SCALAR_TAGS[e["loc"][-1]] for e in members)
+        hint = ": write a nested setting as one dotted key (a.b.c: value)" if isinstance(value, dict) else ""
+        rest.append({"type": "value_error", "loc": loc, "input": value, "msg": f"must be {wanted}, not {kind}{hint}"})
+    return rest
 
 
 def _causes(errors: list[Any]) -> list[Any]:
@@ -185,7 +209,7 @@ def parse_stack_config(raw: Mapping[str, str], stack: str) -> StackConfig:
         # JSON mode: strict types, with JSON arrays accepted for tuples and strings for enums.
         return StackConfig.from_plain(data)
     except ValidationError as exc:
-        issues = [_issue(e) for e in _causes(exc.errors())]
+        issues = [_issue(e) for e in _unions(_causes(exc.errors()))]
         raise ConfigError(issues if named else [_blame_the_stack_name(i, stack) for i in issues]) from None
 
 

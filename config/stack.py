@@ -38,7 +38,7 @@ from facts.gcp import (
     region_of_zone,
     usable_addresses,
 )
-from facts.kubernetes import RESERVED_NAMESPACES
+from facts.kubernetes import RESERVED_NAMESPACES, SYSTEM_POOL
 from facts.kueue import MAX_FLAVORS_PER_GROUP
 from facts.machines import GpuDirect, MachineType, nic_layout_groups
 from facts.project import PROGRAM_LABELS, PROJECT, qualified_stack_name, stack_reference_problem
@@ -270,6 +270,12 @@ class StackConfig(Model):
             if ns == self.namespace or ns in RESERVED_NAMESPACES:
                 why = "the platform's namespace" if ns == self.namespace else "not a namespace this stack can own"
                 raise RuleError(f"teams[{i}].namespace", ns, f"is {why}; give the team its own")
+        if not self.teams:
+            for field in ("cohort", "overcommit"):
+                if field in self.kueue.model_fields_set:
+                    key = type(self.kueue).model_fields[field].alias or field
+                    why = "shapes the teams' queues, and the stack sets no teams: set teams, or leave it unset"
+                    raise RuleError(f"kueue.{key}", getattr(self.kueue, field), why)
         existing = self.existing_cluster
         if self.teams and existing is not None and existing.claims.given:
             raise RuleError(
@@ -380,6 +386,9 @@ class StackConfig(Model):
         for i, pool in enumerate(self.gpu_pools):
             if names.index(pool.name) != i:
                 raise RuleError(f"gpuPools[{i}].name", pool.name, "must be unique")
+            if pool.name == SYSTEM_POOL:
+                why = "is the name of the cluster's CPU pool for the controllers: GKE takes one pool per name"
+                raise RuleError(f"gpuPools[{i}].name", pool.name, why)
             zone = self.pool_zone(pool)
             # Name the key the user wrote: the pool's own zone, or the stack's.
             zone_key = f"gpuPools[{i}].zone" if pool.zone else "zone"

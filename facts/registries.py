@@ -27,9 +27,15 @@ from facts.gcp import scoped_name
 DOCKER_HUB = "docker.io"
 _DOCKER_HUB_ALIASES = ("index.docker.io", "registry-1.docker.io")
 _OFFICIAL_PREFIX = "library/"
-# name[:tag][@sha256:digest] (the same package's grammar, reduced to what refs here use).
+# name[:tag][@sha256:digest], the name as github.com/distribution/reference's grammar has it
+# (regexp.go: a domain with an optional port, then lowercase path components joined by `/`, each
+# separated within by `.`, `_`, `__` or dashes), reduced to what refs here use (no IPv6 domain).
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_DOMAIN_PART = r"[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?"
+_DOMAIN = rf"{_DOMAIN_PART}(?:\.{_DOMAIN_PART})*(?::[0-9]+)?"
 _REFERENCE = re.compile(
-    r"^(?P<name>[^@:]+(?::[0-9]+/[^@:]+)?)(?::(?P<tag>\w[\w.-]{0,127}))?(?:@(?P<digest>sha256:[0-9a-f]{64}))?$"
+    rf"^(?P<name>(?:{_DOMAIN}/)?{_COMPONENT}(?:/{_COMPONENT})*)"
+    r"(?::(?P<tag>\w[\w.-]{0,127}))?(?:@(?P<digest>sha256:[0-9a-f]{64}))?$"
 )
 
 

@@ -18,9 +18,10 @@ import pulumi
 from pulumi.output import Unknown
 from pulumi.runtime import settings
 
-from config.loader import parse_stack_config
+from config.loader import ConfigError, parse_stack_config
 from config.stack import StackConfig
 from facts.controller_api import CONTROLLER_KINDS
+from facts.errors import RuleError
 from facts.kubernetes import STACK_ANNOTATION, stack_identity
 from facts.project import PROJECT, SELF_MANAGED_ORGANIZATION, qualified_stack_name, stack_reference_problem
 from facts.registries import parse_reference
@@ -311,12 +312,15 @@ def run_stack(
     """
     reader = read_crds or read_pinned_crds
     advice: tuple[str, ...] = ()
+    # The stack file the values come from (None: values given).
+    source: Path | None = None
     if values is None:
-        loaded = load_stack_file(file or stack_file(stack))
+        source = file or stack_file(stack)
+        loaded = load_stack_file(source)
         values, advice = loaded.values, loaded.advice
     config_values = dict(values)
     if upstream is None:
-        upstream = _upstream_exports(config_values, file.parent if file else None)
+        upstream = _upstream_exports(stack, source, config_values, file.parent if file else None)
     project = str(config_values.get(f"{PROJECT}:project", "unset-project"))
     mocks = RecordingMocks(
         project=project, preview=preview, upstream=upstream, missing_images=missing_images, recorded=recorded
@@ -375,20 +379,39 @@ def recorded_state(run: StackRun) -> dict[str, dict[str, Any]]:
     return {**custom, **components}
 
 
-def _upstream_exports(values: Mapping[str, Any], beside: Path | None) -> dict[str, dict[str, Any]]:
+# The stack files whose upstream stacks are being run, outermost first (a stack run from given
+# values has none): a reference back to one of them is a cycle.
+_RUNNING_UPSTREAM: list[tuple[str, Path | None]] = []
+
+
+def _upstream_exports(
+    stack: str, file: Path | None, values: Mapping[str, Any], beside: Path | None
+) -> dict[str, dict[str, Any]]:
     """Exports of the stacks this one references (its upstream stack, a MultiKueue manager's
-    workers), produced by running each referenced stack's own file."""
-    references = [values.get(f"{PROJECT}:upstreamStack")]
+    workers), produced by running each referenced stack's own file. A reference to this stack or
+    back to one that references it is refused by its key: each layer reads one below it."""
+    references = [("upstreamStack", values.get(f"{PROJECT}:upstreamStack"))]
     multikueue = values.get(f"{PROJECT}:multiKueue")
     if isinstance(multikueue, Mapping) and isinstance(multikueue.get("workers"), list):
-        references += multikueue["workers"]
+        references += [(f"multiKueue.workers[{i}]", w) for i, w in enumerate(multikueue["workers"])]
     found: dict[str, dict[str, Any]] = {}
-    for reference in references:
-        if not isinstance(reference, str) or stack_reference_problem(reference):
-            continue
-        full_name = qualified_stack_name(reference)
-        upstream_stack = full_name.rsplit("/", 1)[-1]
-        found[full_name] = run_stack(upstream_stack, file=stack_file(upstream_stack, beside)).exports
+    _RUNNING_UPSTREAM.append((stack, file.resolve() if file else None))
+    try:
+        for key, reference in references:
+            if not isinstance(reference, str) or stack_reference_problem(reference):
+                continue
+            full_name = qualified_stack_name(reference)
+            upstream_stack = full_name.rsplit("/", 1)[-1]
+            upstream_file = stack_file(upstream_stack, beside)
+            files = [f for _, f in _RUNNING_UPSTREAM]
+            if upstream_file.resolve() in files:
+                names = [name for name, _ in _RUNNING_UPSTREAM[files.index(upstream_file.resolve()) :]]
+                chain = " → ".join([*names, upstream_stack])
+                why = f"makes a cycle of stacks ({chain}): a stack reads only stacks below it, never itself"
+                raise StackFailed(ConfigError.of([RuleError(key, reference, why)]), [])
+            found[full_name] = run_stack(upstream_stack, file=upstream_file).exports
+    finally:
+        _RUNNING_UPSTREAM.pop()
     return found
 
 

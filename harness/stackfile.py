@@ -43,6 +43,9 @@ STACK_FILE_KEYS = ("secretsprovider", "encryptedkey", "encryptionsalt", "config"
 # yaml.v3 refuses a document whose aliases expand it far beyond its size (decode.go
 # `allowedAliasRatio`); a stack file has no use for more values than this.
 MAX_VALUES = 100_000
+# Likewise nesting: yaml.v3 stops at 10,000 levels (scannerc.go max_flow_level, max_indents), and
+# the deepest key of the config is a handful of levels down; PyYAML's composer recurses per level.
+MAX_DEPTH = 100
 
 _PLAIN = "!plain"
 _YAML = "tag:yaml.org,2002:"
@@ -119,6 +122,7 @@ class _Reading:
 def _read(text: str, name: str, project: str) -> _Reading:
     reading = _Reading()
     try:
+        _check_depth(text, name)
         root = yaml.compose(text, Loader=_Loader)
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark
@@ -222,6 +226,20 @@ def _kind(node: yaml.Node) -> str:
     if isinstance(node, yaml.MappingNode):
         return "mapping"
     return "list" if isinstance(node, yaml.SequenceNode) else "scalar"
+
+
+def _check_depth(text: str, name: str) -> None:
+    """Refuses a document nested deeper than MAX_DEPTH, from the parser's events (which it yields
+    without recursing), before the composer recurses into it."""
+    depth = 0
+    for event in yaml.parse(text, Loader=_Loader):
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_DEPTH:
+                line = event.start_mark.line + 1 if event.start_mark else 0
+                raise StackFileError(f"{name}:{line}: nested deeper than {MAX_DEPTH} levels; a stack file needs a few")
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
 
 
 class _Loader(yaml.SafeLoader):

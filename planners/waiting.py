@@ -53,6 +53,8 @@ class Exit(IntEnum):
     WAITING = 3
     FAILED = 4
     NOT_FOUND = 5
+    # The server answers, but is not a Kubernetes API server serving JobSets and Kueue's Workloads.
+    NOT_A_PLATFORM = 6
 
 
 @dataclass(frozen=True)

@@ -173,6 +173,28 @@ def preload_commands(cfg: StackConfig) -> dict[str, str]:
     return commands
 
 
+def check_release_channel(cfg: StackConfig, facts: ClusterExports) -> None:
+    """The release channel's default GKE version, read before anything is registered, meets the
+    newest floor of the stack's pools and features (minimum_gke_version): GKE creates the cluster
+    at that version, and a pool needing a newer one fails after the cluster's ten minutes."""
+    channel = cfg.cluster.release_channel
+    defaults = (
+        gcp.container.get_engine_versions(
+            location=facts.location, project=cfg.gcp_project
+        ).release_channel_default_version
+        or {}
+    )
+    minimum = minimum_gke_version(cfg)
+    version = defaults.get(channel)
+    if version and versions.gke_version_key(version) >= versions.gke_version_key(minimum):
+        return
+    faster = [c for c, v in defaults.items() if versions.gke_version_key(v) >= versions.gke_version_key(minimum)]
+    found = f"defaults to GKE {version}" if version else "has no default version GKE reports"
+    choose = f"choose {' or '.join(sorted(faster))}" if faster else "no channel defaults to it yet"
+    why = f"{found} in {facts.location}, older than {minimum}, which the stack's GPU pools need: {choose}"
+    raise ConfigError.of([RuleError("cluster.releaseChannel", channel, why)])
+
+
 def check_preloaded_images(cfg: StackConfig) -> None:
     """Every preloaded image's disk image exists before a pool names it: GKE would fail the pool's
     creation after the cluster's ten minutes, and its message would not say how to build it. A list
@@ -298,7 +320,6 @@ class ClusterLayer(pulumi.ComponentResource):
                 services_range_name=primary.services_range_name,
                 control_plane_cidr=cfg.network.control_plane_cidr,
                 release_channel=cfg.cluster.release_channel,
-                min_version=minimum_gke_version(cfg),
                 multi_networking=bool(facts.gpu_networks),
                 deletion_protection=cfg.production,
                 system_pool=SystemPoolArgs(

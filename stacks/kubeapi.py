@@ -16,6 +16,7 @@ import ssl
 import subprocess
 import tempfile
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -94,6 +95,9 @@ class _Client:
         self._folder = tempfile.TemporaryDirectory(prefix="nemo-gke-kubeconfig-")
         try:
             self.server = str(cluster["server"]).rstrip("/")
+            problem = _url_problem(self.server)
+            if problem:
+                raise ValueError(problem)
             self.context = self._tls(cluster, user, base)
         except (KeyError, ValueError, OSError) as error:
             self.close()
@@ -147,6 +151,10 @@ class _Client:
         try:
             with urllib.request.urlopen(request, context=self.context, timeout=TIMEOUT_S) as response:
                 return json.loads(response.read())
+        except json.JSONDecodeError:
+            raise ClusterUnreadable(
+                f"GET {self.server}{path}: the answer is not JSON, so not a Kubernetes API"
+            ) from None
         except urllib.error.HTTPError as error:
             if error.code == 404:
                 return None
@@ -202,7 +210,18 @@ def kubeconfig_problem(text: str, context: str | None) -> tuple[str, str] | None
         cluster = _named(config.get("clusters"), chosen.get("cluster"), "cluster").get("cluster") or {}
     except ClusterUnreadable as error:
         return "", f"context {name!r}: {error}"
-    return None if cluster.get("server") else ("", f"context {name!r}: its cluster has no server")
+    server = cluster.get("server")
+    if not server:
+        return "", f"context {name!r}: its cluster has no server"
+    return None if _url_problem(str(server)) is None else ("", f"context {name!r}: {_url_problem(str(server))}")
+
+
+def _url_problem(server: str) -> str | None:
+    """Why a kubeconfig's server is not one a client can reach (kubectl takes http(s) URLs)."""
+    address = urllib.parse.urlsplit(server)
+    if address.scheme in ("https", "http") and address.hostname:
+        return None
+    return f"its cluster's server {server!r} is not an https:// URL"
 
 
 def kubeconfig_credentials(text: str) -> list[str]:

@@ -16,7 +16,7 @@ from config.loader import ConfigError, parse_stack_config, unread_keys, without_
 from config.stack import Layer, StackConfig
 from facts.errors import RuleError
 from facts.kubernetes import stack_identity as identity_of
-from facts.project import MANAGED_BY_LABEL, PROJECT, STACK_LABEL
+from facts.project import MANAGED_BY_LABEL, PROJECT, STACK_LABEL, qualified_stack_name
 from facts.pulumi_cli import SHOWN_ERROR_EXIT_CODE
 from planners.submitted import RunStep, Submitted
 from planners.summary import CpuPool, Filestore, plan_summary
@@ -141,6 +141,15 @@ class Access:
         return f"{PROJECT}:{key}" in self.secret_keys
 
 
+def check_no_self_reference(cfg: StackConfig, identity: str) -> None:
+    """A stack reads stacks below it (its upstream stack, a manager's workers), never itself."""
+    references = [("upstreamStack", cfg.upstream_stack)]
+    references += [(f"multiKueue.workers[{i}]", w) for i, w in enumerate(cfg.multi_kueue.workers)]
+    for key, reference in references:
+        if reference is not None and qualified_stack_name(reference) == identity:
+            raise ConfigError.of([RuleError(key, reference, "names this stack itself: name the stack below it")])
+
+
 def deploy(cfg: StackConfig, access: Access) -> dict[str, Any]:
     """Create the stack's layers; everything that can be checked is checked before the first
     resource is registered, including runs against an upstream environment and, on an existing
@@ -150,12 +159,14 @@ def deploy(cfg: StackConfig, access: Access) -> dict[str, Any]:
     if cfg.deploys(Layer.BOOTSTRAP):
         return bootstrap.build(cfg, labels, pulumi.ResourceOptions(providers={"gcp": gcp_provider(cfg)}))
 
+    check_no_self_reference(cfg, stack_identity())
     upstream = Upstream(cfg.upstream_stack_name) if cfg.upstream_stack_name else None
     if cfg.existing_cluster is not None:
         existing.check_kubeconfig(cfg.existing_cluster, access.secret("existingCluster"), access.read_kubeconfig)
         cluster_facts = existing.cluster_facts(cfg.existing_cluster, cfg.production)
     elif cfg.deploys(Layer.CLUSTER):
         cluster_facts = cluster.cluster_facts(cfg)
+        cluster.check_release_channel(cfg, cluster_facts)
         cluster.check_preloaded_images(cfg)
     else:
         cluster_facts = _need(upstream).facts("cluster", ClusterExports)

@@ -6,7 +6,8 @@ kubeconfig's credentials as kubectl would use them, and prints one sentence per 
 (planners.waiting). Nothing is written.
 
 Exit codes: 0 running or finished, 3 waiting, 4 failed or never admissible as it is, 5 no such run,
-2 bad arguments, 1 the cluster could not be read.
+6 the server is not a Kubernetes API server serving JobSet and Kueue (so "no such run" would be a
+guess), 2 bad arguments, 1 the cluster could not be read.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from facts.kubernetes import FABRIC_CHECK_LABEL, JOBSET_API, JOBSET_UID_LABEL, KUEUE_API, RUN_LABEL, dns_label_problem
-from planners.waiting import RunObjects, diagnose
+from planners.waiting import Exit, RunObjects, diagnose
 from stacks.kubeapi import ClusterUnreadable, Kubeconfig, connected
 
 
@@ -29,7 +30,24 @@ def _selector(selector: str) -> str:
 
 
 def _items(listing: Any) -> list[dict[str, Any]]:
-    return list((listing or {}).get("items") or [])
+    if listing is None:
+        return []
+    if not isinstance(listing, dict) or not isinstance(listing.get("items", ...), list | None):
+        raise ClusterUnreadable(f"a list was asked for and the server answered {str(listing)[:80]!r}")
+    return list(listing.get("items") or [])
+
+
+def platform_problem(get: Callable[[str], Any]) -> str | None:
+    """Why the server is not one this command can answer for, from discovery: a Kubernetes API
+    server (GET /api lists APIVersions) that serves the JobSet and Kueue versions the platform
+    writes. Without this, a kubeconfig pointing elsewhere reads as "no such run"."""
+    core = get("/api")
+    if not isinstance(core, dict) or core.get("kind") != "APIVersions":
+        return "GET /api does not list API versions: the kubeconfig's server is not a Kubernetes API server"
+    for api, what in ((JOBSET_API, "JobSet"), (KUEUE_API, "Kueue")):
+        if get(f"/apis/{api}") is None:
+            return f"the cluster serves no {api}: {what} is not installed there (is this the platform's cluster?)"
+    return None
 
 
 def read_run(get: Callable[[str], Any], run: str, namespace: str, now: datetime) -> RunObjects:
@@ -77,6 +95,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error(f"{flag} {value!r}: {problem}")
     try:
         with connected(Kubeconfig(None, args.kubeconfig, args.context)) as get:
+            problem = platform_problem(get)
+            if problem:
+                print(f"cannot answer for run {args.run}: {problem}", file=sys.stderr)
+                return int(Exit.NOT_A_PLATFORM)
             objects = read_run(get, args.run, args.namespace, datetime.now(UTC))
     except ClusterUnreadable as error:
         print(f"cannot read the cluster: {error}", file=sys.stderr)

@@ -170,11 +170,17 @@ def test_the_cluster_starts_at_the_channel_version_and_never_diffs_on_upgrades(r
     assert cluster.ignore_changes == ["minMasterVersion"]
 
 
-def test_a_channel_older_than_a_pool_needs_fails_with_a_clear_message() -> None:
+def test_a_channel_older_than_a_pool_needs_is_refused_by_key_before_anything_is_registered() -> None:
+    """Checked in the component's apply, the rule reached the user as 141 lines of tracebacks under
+    the engine; read before the first resource, it is one line naming the key."""
     # The mocked EXTENDED default (1.32.9) is older than a3-megagpu-8g's floor (1.32.11).
+    values = stack_with("a3mega", cluster={"releaseChannel": "EXTENDED", "name": "nemo-a3mega"})
     with pytest.raises(StackFailed) as failure:
-        run_stack("a3mega", values=stack_with("a3mega", cluster={"releaseChannel": "EXTENDED", "name": "nemo-a3mega"}))
-    assert "older than 1.32.11-gke.1174000" in str(failure.value.error)
+        run_stack("a3mega", values=values)
+    assert failure.value.resources == []
+    why = issue_for(failure.value.error, "cluster.releaseChannel")
+    assert "defaults to GKE 1.32.9-gke.1108000" in why and "older than 1.32.11-gke.1174000" in why
+    assert why.endswith("choose RAPID or REGULAR or STABLE"), why
 
 
 def test_the_control_plane_can_reach_the_controllers_webhooks(render: Any) -> None:

@@ -112,7 +112,7 @@ def test_a_taint_declared_without_a_value_is_tolerated_whatever_its_value(render
     assert any_value in pod(jobset(run)[1])["spec"]["tolerations"]
     # Stack outputs drop the null value; a run-only stack on top still reads the taint.
     upstream = {"organization/nemo-gke/existing": run.exports}
-    on_top = run_stack("existing", values=run_only_on("existing"), upstream=upstream)
+    on_top = run_stack("run-on-existing", values=run_only_on("existing"), upstream=upstream)
     assert any_value in pod(jobset(on_top)[1])["spec"]["tolerations"]
 
 
@@ -140,7 +140,7 @@ def test_controllers_run_on_the_untainted_linux_nodes(render: Any) -> None:
 def test_a_run_only_stack_reads_an_existing_cluster_stack() -> None:
     """The cluster facts travel through the stack outputs like a GKE stack's: a run-only stack
     on top of `existing` gets the same selectors and no Google Cloud provider."""
-    run = run_stack("existing", values=run_only_on("existing"))
+    run = run_stack("run-on-existing", values=run_only_on("existing"))
     assert not [r for r in run.resources if r.type.startswith(("gcp:", "pulumi:providers:gcp"))]
     _, manifest = jobset(run)
     assert pod(manifest)["spec"]["nodeSelector"] == POOL_LABELS
@@ -217,7 +217,7 @@ def test_a_run_only_stack_reads_an_upstream_whose_flavors_are_placed_by_topology
     """Stack outputs drop null values: a flavor without a topology problem (topologyProblem:
     null) must still read back (planners.queues.Flavor defaults it). a3ultra's reservation pool
     is such a flavor; the run-only stack on top of it failed before the default."""
-    run = run_stack("a3ultra", values=run_only_on("a3ultra"))
+    run = run_stack("run-on-a3ultra", values=run_only_on("a3ultra"))
     assert len([r for r in run.resources if r.type.endswith(":JobSet")]) == 1
 
 
@@ -310,7 +310,7 @@ def test_a_run_is_checked_against_the_machine_the_pool_describes() -> None:
 def test_a_run_only_stack_reads_a_pool_outside_the_catalog_from_its_upstream() -> None:
     """The described machine travels in the cluster facts (planners.pools.GpuPoolExport.other_machine):
     a run-only stack on top sizes its pods from it, not from a catalog lookup of the name."""
-    _, manifest = jobset(run_stack("existing-oke", values=run_only_on("existing-oke")))
+    _, manifest = jobset(run_stack("run-on-existing-oke", values=run_only_on("existing-oke")))
     assert pod(manifest)["spec"]["nodeSelector"] == OKE_POOL_LABELS
     assert millicores(container(manifest)["resources"]["requests"]["cpu"]) == 212_000
 
@@ -354,7 +354,9 @@ def test_a_described_machine_this_version_does_not_know_is_refused_in_an_upstrea
     stack says to update it (stacks.upstream), with no traceback from a catalog lookup."""
     upstream = copy.deepcopy(run_stack("existing-oke").exports)
     upstream["cluster"]["gpuPools"][0]["otherMachine"]["accelerator"] = "gb300"
-    error = rejected(run_only_on("existing-oke"), "existing-oke", {"organization/nemo-gke/existing-oke": upstream})
+    error = rejected(
+        run_only_on("existing-oke"), "run-on-existing-oke", {"organization/nemo-gke/existing-oke": upstream}
+    )
     message = issue_for(error, "upstreamStack")
     assert "gpuPools.0.otherMachine" in message and "update that stack" in message
 
@@ -443,7 +445,7 @@ def test_existing_cloud_storage_claims_get_the_fuse_sidecar(render: Any) -> None
     assert {k: annotations.get(k) for k in GCSFUSE_POD_ANNOTATIONS} == dict(GCSFUSE_POD_ANNOTATIONS)
     assert '"/data/tokenizers/gpt2/gpt2-vocab.json"' in workload_files(run, "llama31-8b")[nemo.NEMO2_SETTINGS]
     upstream = {"organization/nemo-gke/existing": run.exports}
-    on_top = run_stack("existing", values=run_only_on("existing"), upstream=upstream)
+    on_top = run_stack("run-on-existing", values=run_only_on("existing"), upstream=upstream)
     assert "gke-gcsfuse/volumes" in pod(jobset(on_top)[1])["metadata"]["annotations"]
     plain = render("existing", values=existing(namespaceExists=True, claims=FSS))
     assert "gke-gcsfuse/volumes" not in pod(jobset(plain)[1])["metadata"]["annotations"]

@@ -29,7 +29,8 @@ from harness.stackfile import to_pulumi_config
 from planners.submitted import ENCRYPTED
 from stacks import program
 from stacks.kubeapi import read_kubeconfig
-from tests.conftest import Render, rejected
+from tests.conftest import Render, issue_for, rejected
+from tools import render as render_tool
 
 DEV_RUN = load_stack_values("dev")["nemo-gke:training"]["runs"][0]
 EXISTING = load_stack_values("existing")["nemo-gke:existingCluster"]
@@ -64,12 +65,12 @@ def run_only(**keys: Any) -> dict[str, Any]:
     [
         (
             run_only(gpuPools=[{"name": "x", "machineType": "a3-highgpu-8g", "nodeCount": 2}]),
-            "dev",
+            "run-on-dev",
             "nemo-gke:gpuPools: is read by the cluster layer, which this stack does not deploy (layers: training)",
         ),
         (
             run_only(storage={"filestore": {"capacityGib": 2048}}),
-            "dev",
+            "run-on-dev",
             "nemo-gke:storage: is read by the platform layer, which this stack does not deploy (layers: training)",
         ),
         (
@@ -124,12 +125,12 @@ def test_an_existing_cluster_stack_needs_no_project_and_a_gke_stack_is_told_how_
 def test_a_later_layer_repeats_its_upstream_s_keys_exactly() -> None:
     """The run-only stack reads project, region, zone, production and namespace from its upstream
     (stacks/upstream.py); a different value would be ignored, so it is refused."""
-    assert lines(run_only(region="us-east5"), "dev") == [
+    assert lines(run_only(region="us-east5"), "run-on-dev") == [
         "nemo-gke:region = \"us-east5\": must be the upstream stack's region, 'us-central1', or unset: "
         "organization/nemo-gke/dev sets it"
     ]
-    assert lines(run_only(namespace="other"), "dev")[0].startswith('nemo-gke:namespace = "other": must be the')
-    assert run_stack("dev", values=run_only(region="us-central1", namespace="nemo")).of_type(
+    assert lines(run_only(namespace="other"), "run-on-dev")[0].startswith('nemo-gke:namespace = "other": must be the')
+    assert run_stack("run-on-dev", values=run_only(region="us-central1", namespace="nemo")).of_type(
         "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
     )
 
@@ -373,3 +374,64 @@ def test_a_refused_config_is_shown_once_and_ends_as_the_language_host_expects(
     (shown,) = engine.warnings
     assert shown.message.startswith('invalid stack configuration:\n  nemo-gke:zone = "us-central1-c": must be a zone')
     assert monitor.recorded == []
+
+
+def _refused_render(file: Path, capsys: pytest.CaptureFixture[str]) -> str:
+    assert render_tool.main(["--file", str(file), "--out", str(file.parent / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.splitlines()) == 2, err
+    return err
+
+
+def test_a_stack_naming_itself_or_a_cycle_of_stacks_is_refused_by_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Run by the render, each reference ran the stack it names first: a stack naming itself, or
+    two naming each other, recursed until Python's limit (about 3,000 lines of traceback)."""
+    run_file = (Path(__file__).parents[2] / "examples" / "Pulumi.run-llama8b.yaml").read_text()
+    itself = tmp_path / "Pulumi.run-llama8b.yaml"
+    itself.write_text(run_file.replace("organization/nemo-gke/a3high-small", "run-llama8b"))
+    err = _refused_render(itself, capsys)
+    assert 'nemo-gke:upstreamStack = "run-llama8b": makes a cycle of stacks (run-llama8b → run-llama8b)' in err
+    (tmp_path / "Pulumi.a.yaml").write_text(run_file.replace("organization/nemo-gke/a3high-small", "b"))
+    (tmp_path / "Pulumi.b.yaml").write_text(run_file.replace("organization/nemo-gke/a3high-small", "a"))
+    err = _refused_render(tmp_path / "Pulumi.a.yaml", capsys)
+    assert "makes a cycle of stacks (a → b → a)" in err
+    # The program refuses it too, where the engine reads the reference (no render runs it first).
+    values = stack_with("run-llama8b", upstreamStack="run-llama8b")
+    upstream = {"organization/nemo-gke/run-llama8b": run_stack("a3high-small").exports}
+    error = rejected(values, "run-llama8b", upstream=upstream)
+    assert [i.key for i in error.issues] == ["upstreamStack"]
+
+
+def test_a_value_no_member_of_a_union_takes_is_one_line_naming_its_key() -> None:
+    """A nested mapping under `overrides` ended in "unhashable type: 'dict'" (exit 1, no key); a
+    value of the wrong kind had one line per type pydantic tried."""
+    values = stack_with("existing")
+    values[f"{PROJECT}:training"]["runs"][0]["overrides"] = {"trainer": {"max_steps": 5}, "model.seq": [1]}
+    error = rejected(values, "existing")
+    assert {i.key: i.message for i in error.issues} == {
+        "training.runs[0].overrides.trainer": "must be a string, an integer, a number, true or false, not a mapping: "
+        "write a nested setting as one dotted key (a.b.c: value)",
+        "training.runs[0].overrides.model.seq": "must be a string, an integer, a number, true or false, not a list",
+    }
+
+
+def test_a_gpu_pool_named_like_the_system_pool_is_refused() -> None:
+    """It rendered with no word, and `up` cannot create two GKE node pools of one name."""
+    values = stack_with("a4")
+    pools = copy.deepcopy(values[f"{PROJECT}:gpuPools"])
+    pools[0]["name"] = "system"
+    values[f"{PROJECT}:gpuPools"] = pools
+    assert "the cluster's CPU pool" in issue_for(rejected(values, "a4"), "gpuPools[0].name")
+
+
+def test_an_inline_kubeconfig_whose_server_is_not_a_url_is_refused_by_key() -> None:
+    """It rendered with no word; `up` would then fail in the provider."""
+    config = copy.deepcopy(KUBECONFIG)
+    config["clusters"][0]["cluster"]["server"] = "203.0.113.9:443"
+    config["users"][0]["user"] = {"exec": {"command": "gke-gcloud-auth-plugin", "apiVersion": "x"}}
+    assert lines(existing_cluster(kubeconfig=json.dumps(config), kubeconfigPath=None), "existing") == [
+        "nemo-gke:existingCluster.kubeconfig: context 'team-a3ultra': its cluster's server '203.0.113.9:443' is not "
+        "an https:// URL"
+    ]

@@ -214,3 +214,10 @@ def test_a_stack_that_does_not_ask_for_the_mirror_deploys_as_before(render: Any)
     roles = {m.inputs["role"] for m in run.of_type("gcp:projects/iAMMember:IAMMember")}
     assert "roles/serviceusage.serviceUsageConsumer" not in roles
     assert all(not image.startswith("us-central1-docker.pkg.dev") for image in pod_images(run))
+
+
+@pytest.mark.parametrize("ref", ["not an image", "../etc/passwd", "a//b"])
+def test_a_preloaded_image_that_is_not_an_image_reference_is_refused(ref: str) -> None:
+    """Each rendered with no word: the reference grammar's name was anything without `@` or `:`."""
+    values = stack_with("a3ultra", gpuPools=[{**pool_of("a3ultra"), "preloadedImage": ref}])
+    assert "is not an image reference" in issue_for(rejected(values, "a3ultra"), "gpuPools[0].preloadedImage")

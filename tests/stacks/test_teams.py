@@ -458,3 +458,10 @@ def test_the_summary_prices_each_team_s_guarantee(render: Render) -> None:
     assert teams["red"]["usdPerHour"] == pytest.approx(per_node)
     assert teams["blue"]["weight"] == "2" and teams["blue"]["usdPerHour"] == pytest.approx(per_node)
     assert "| red | red | a3-highgpu 1 nodes (8 GPUs) | 1 |" in markdown("dev", summary, [])
+
+
+@pytest.mark.parametrize(("key", "value"), [("cohort", "shared"), ("overcommit", True)])
+def test_a_teams_only_kueue_key_on_a_stack_without_teams_is_refused(key: str, value: Any) -> None:
+    """Both rendered with no word before: they shape only the teams' queues."""
+    error = rejected(stack_with("dev", kueue={key: value}))
+    assert "the stack sets no teams" in issue_for(error, f"kueue.{key}")

@@ -166,6 +166,17 @@ def test_excessive_aliasing_and_self_reference_are_refused_in_bounded_time() -> 
         parse_stack_file("config:\n  nemo-gke:a: &a {x: *a}\n", "Pulumi.x.yaml", PROJECT)
 
 
+@pytest.mark.parametrize("depth", [101, 5000])
+def test_a_document_nested_past_the_bound_is_refused_not_recursed_into(depth: int) -> None:
+    """PyYAML's composer recurses per level: 5,000 levels ended in RecursionError."""
+    flow = "config:\n  nemo-gke:a: " + "[" * depth + "]" * depth + "\n"
+    block = "config:\n  nemo-gke:a:\n" + "".join("  " * (i + 2) + "- \n" for i in range(depth))
+    for text in (flow, block):
+        with pytest.raises(StackFileError, match="nested deeper than 100 levels"):
+            parse_stack_file(text, "Pulumi.x.yaml", PROJECT)
+    assert parse_stack_file("config:\n  nemo-gke:a: " + "[" * 90 + "]" * 90 + "\n", "Pulumi.x.yaml", PROJECT)
+
+
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
 def test_a_shipped_stack_file_holds_nothing_the_cli_reads_other_than_it_looks(path: Path) -> None:
     assert parse_stack_file(path.read_text(), path.name, PROJECT).advice == ()

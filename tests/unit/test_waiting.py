@@ -5,12 +5,19 @@ their formats are Kueue's own (planners.waiting's docstring names the source fil
 
 from __future__ import annotations
 
+import contextlib
+import http.server
+import json
+import threading
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
+from facts.kubernetes import JOBSET_API, KUEUE_API
 from facts.kueue import MULTIKUEUE_CHECK, PROVISIONING_CHECK
 from planners.waiting import Exit, RunObjects, diagnose
 from tools import waiting
@@ -311,3 +318,83 @@ def test_a_preemption_under_way_and_other_evictions_are_said() -> None:
     sentences = diagnose(_objects(workload, namespace="nemo")).sentences
     assert "evicted (ClusterQueueStopped): The ClusterQueue is stopped" in sentences
     assert "preempting 2 workload(s) to make room: it is admitted once they are gone" in sentences
+
+
+def _kubeconfig(tmp_path: Path, server: str) -> str:
+    path = tmp_path / "kubeconfig"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "clusters": [{"name": "c", "cluster": {"server": server}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "x",
+            }
+        )
+    )
+    return str(path)
+
+
+@contextlib.contextmanager
+def _server(answers: dict[str, tuple[int, str]]) -> Iterator[str]:
+    """An HTTP server answering each path with (status, body); any other path 404."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            status, body = answers.get(self.path.split("?", 1)[0], (404, "404 page not found"))
+            self.send_response(status)
+            self.end_headers()
+            self.wfile.write(body.encode())
+
+        def log_message(self, *_: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+
+
+API = (200, json.dumps({"kind": "APIVersions", "versions": ["v1"]}))
+
+
+@pytest.mark.parametrize(
+    ("answers", "code", "words"),
+    [
+        # A web server: HTML where JSON was asked for.
+        ({"/api": (200, "<html>hello</html>")}, 1, "the answer is not JSON, so not a Kubernetes API"),
+        # JSON of another shape: not an API server, where each 404 read as "no such run".
+        ({"/api": (200, json.dumps({"hello": "world"}))}, 6, "is not a Kubernetes API server"),
+        ({}, 6, "is not a Kubernetes API server"),
+        # Kubernetes without JobSet: "no such run" would be a guess.
+        ({"/api": API}, 6, "serves no jobset.x-k8s.io/v1alpha2: JobSet is not installed"),
+        # Lists of another shape from the APIs it serves.
+        (
+            {
+                "/api": API,
+                f"/apis/{JOBSET_API}": (200, "{}"),
+                f"/apis/{KUEUE_API}": (200, "{}"),
+                f"/apis/{JOBSET_API}/namespaces/nemo/jobsets": (200, json.dumps({"items": "none"})),
+            },
+            1,
+            "a list was asked for",
+        ),
+    ],
+)
+def test_a_server_that_is_not_the_platform_s_cluster_gets_its_own_answer(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], answers: dict[str, tuple[int, str]], code: int, words: str
+) -> None:
+    with _server(answers) as url:
+        assert waiting.main(["run", "--kubeconfig", _kubeconfig(tmp_path, url)]) == code
+    err = capsys.readouterr().err
+    assert words in err and err.count("\n") == 1 and "Traceback" not in err, err
+
+
+def test_a_kubeconfig_server_that_is_not_a_url_exits_1_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert waiting.main(["run", "--kubeconfig", _kubeconfig(tmp_path, "cluster.example.com:443")]) == 1
+    err = capsys.readouterr().err
+    assert "is not an https:// URL" in err and err.count("\n") == 1, err
