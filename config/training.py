@@ -227,7 +227,10 @@ class RunConfig(Model):
     )
     image: str | None = Field(None, description="Training image. Default: the model's pinned NeMo image.")
     overrides: dict[str, str | int | float | bool] = Field(
-        {}, description="Extra settings by dotted key, applied to the NeMo config (NeMo 1) or recipe (NeMo 2)."
+        {},
+        description="Extra settings by dotted key, applied to the NeMo config (NeMo 1), recipe (NeMo 2) or "
+        "ConfigContainer (Megatron-Bridge). A path one of the run's own keys sets (steps, nodes, the batch, the "
+        "layout, sequenceLength, checkpoint.intervalSteps) is refused: set the key.",
     )
     env: dict[str, str] = Field({}, description="Extra environment variables of the training container.")
     fabric_check: str | None = Field(

@@ -435,3 +435,10 @@ def test_an_inline_kubeconfig_whose_server_is_not_a_url_is_refused_by_key() -> N
         "nemo-gke:existingCluster.kubeconfig: context 'team-a3ultra': its cluster's server '203.0.113.9:443' is not "
         "an https:// URL"
     ]
+
+
+def test_an_override_contradicting_a_key_is_refused_by_key() -> None:
+    values = stack_with("existing")
+    values[f"{PROJECT}:training"]["runs"][0]["overrides"] = {"trainer.max_steps": 999}
+    why = issue_for(rejected(values, "existing"), "training.runs[0].overrides.trainer.max_steps")
+    assert "set steps instead" in why

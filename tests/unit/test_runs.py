@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import pytest
 from pydantic.alias_generators import to_camel
@@ -11,10 +12,20 @@ from facts.errors import RuleError
 from facts.gke import CapacityType
 from facts.kubernetes import TopologyLevel
 from facts.machines import MACHINE_TYPES
-from facts.models import MODELS, model_spec
+from facts.models import MODELS, Framework, model_spec
+from planners import nemo
 from planners.pools import GpuPoolExport
 from planners.queues import Flavor, plan_flavor
-from planners.runs import ProfileWindow, RunSpec, Tokenizer, check_run, topology_annotation, untested_image
+from planners.runs import (
+    KEYED_OVERRIDES,
+    ProfileWindow,
+    RunSpec,
+    Tokenizer,
+    check_overrides,
+    check_run,
+    topology_annotation,
+    untested_image,
+)
 
 PRIORITIES = ("nemo-low", "nemo-medium", "nemo-high")
 
@@ -123,3 +134,33 @@ def test_the_topology_level_names_gke_s_label() -> None:
     assert topology_annotation(spec, flavor("a3-megagpu-8g")) == {
         "kueue.x-k8s.io/podset-preferred-topology": "kubernetes.io/hostname"
     }
+
+
+@pytest.mark.parametrize(
+    ("model", "override", "key"),
+    [
+        ("gpt-5b", "trainer.max_steps", "steps"),
+        ("llama3.1-8b", "trainer.max_steps", "steps"),
+        ("llama3.1-8b", "trainer.strategy.tensor_model_parallel_size", "tensorParallel"),
+        ("llama3-70b", "train.train_iters", "steps"),
+        ("llama3-70b", "model.seq_length", "sequenceLength"),
+    ],
+)
+def test_an_override_of_what_a_run_s_key_sets_is_refused_naming_the_key(model: str, override: str, key: str) -> None:
+    """`trainer.max_steps: 999` with `steps: 50` trained 999 steps while the summary priced 50."""
+    spec = replace(run(model), overrides={override: 999, "model.optim.lr": 1e-4})
+    with pytest.raises(RuleError) as error:
+        check_overrides(spec)
+    assert error.value.key == f"overrides.{override}" and f"set {key} instead" in str(error.value)
+    assert check_overrides(replace(spec, overrides={"model.optim.lr": 1e-4})) is None
+
+
+def test_every_keyed_nemo1_path_is_one_the_launcher_sets() -> None:
+    """The NeMo 1 config is built here (planners.nemo.nemo1_config): each refused path is in it."""
+    spec = run("gpt-5b")
+    config = nemo.nemo1_config(spec, nemo.run_paths(spec, "/e", "/c", "/d"), MACHINE_TYPES["a3-highgpu-8g"])
+    for path in KEYED_OVERRIDES[Framework.NEMO1]:
+        node: Any = config
+        for part in path.split("."):
+            assert isinstance(node, dict) and part in node, path
+            node = node[part]
