@@ -29,13 +29,15 @@ class TeamQuotaConfig(Model):
         None,
         ge=0,
         le=1_000_000,
-        description="Most the team may borrow beyond its share from the cohort. Unset: no limit.",
+        description="Most the team may borrow beyond its share from the cohort, in the share's unit: nodes where "
+        "the share is `nodes`, GPUs where it is `gpus`. Unset: no limit.",
     )
     lending_limit: int | None = Field(
         None,
         ge=0,
         le=1_000_000,
-        description="Most of its idle share the team lends to the cohort; the rest waits for it alone. Unset: all.",
+        description="Most of its idle share the team lends to the cohort, in the share's unit (nodes or GPUs); the "
+        "rest waits for it alone. Unset: all.",
     )
 
     @model_validator(mode="after")
@@ -44,7 +46,9 @@ class TeamQuotaConfig(Model):
             raise RuleError("nodes", self.nodes, "set exactly one of nodes and gpus")
         share = self.share
         if self.lending_limit is not None and self.lending_limit > share:
-            raise RuleError("lendingLimit", self.lending_limit, f"must not exceed the team's share ({share})")
+            unit = "nodes" if self.unit == "nodes" else "GPUs"
+            why = f"is in {unit}, as the share is, and must not exceed the team's share ({share} {unit})"
+            raise RuleError("lendingLimit", self.lending_limit, why)
         return self
 
     @property

@@ -203,6 +203,25 @@ KEYED_OVERRIDES: Mapping[Framework, Mapping[str, str]] = MappingProxyType(
 )
 
 
+def check_sequence_split(s: RunSettings) -> None:
+    """The sequence divides as the layout splits it: context parallelism cuts each sequence into
+    2 × CP chunks, two per rank, to balance the causal mask (megatron-core
+    utils.get_batch_on_this_cp_rank); sequence parallelism (on with TP above 1) then cuts each
+    rank's part across the tensor-parallel ranks (tensor_parallel.scatter_to_sequence_parallel_region).
+    Either would fail in the pods, at the first batch."""
+    chunks = 2 * s.context_parallel
+    if s.context_parallel > 1 and s.sequence_length % chunks:
+        why = f"must be a multiple of 2 × contextParallel = {chunks}: context parallelism cuts it into {chunks} chunks"
+        raise RuleError("sequenceLength", s.sequence_length, why)
+    per_rank = s.sequence_length // s.context_parallel
+    if s.tensor_parallel > 1 and per_rank % s.tensor_parallel:
+        why = (
+            f"leaves {per_rank} tokens per context-parallel rank, which sequence parallelism cannot split over "
+            f"tensorParallel = {s.tensor_parallel}: use a multiple of {s.context_parallel * s.tensor_parallel}"
+        )
+        raise RuleError("sequenceLength", s.sequence_length, why)
+
+
 def check_overrides(run: RunSpec) -> None:
     """No override sets what one of the run's keys sets (KEYED_OVERRIDES)."""
     keyed = KEYED_OVERRIDES.get(run.recipe.framework, {})
@@ -279,6 +298,7 @@ def check_run(
     check_experts(run, gpus)
     if s.sequence_length > arch.max_positions:
         raise RuleError("sequenceLength", s.sequence_length, f"{spec.name} has {arch.max_positions} positions")
+    check_sequence_split(s)
     if arch.heads % s.tensor_parallel or arch.kv_heads % s.tensor_parallel:
         raise RuleError(
             "tensorParallel",

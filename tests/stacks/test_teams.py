@@ -115,7 +115,11 @@ def _red(**quota: Any) -> list[dict[str, Any]]:
         (_red(nodes=3), "teams", "over by 1"),
         (_red(gpus=4), "teams[0].quota[0].gpus", "multiple of 8"),
         (_red(nodes=1, gpus=8), "teams[0].quota[0].nodes", "exactly one of nodes and gpus"),
-        (_red(nodes=1, lendingLimit=2), "teams[0].quota[0].lendingLimit", "must not exceed the team's share (1)"),
+        (
+            _red(nodes=1, lendingLimit=2),
+            "teams[0].quota[0].lendingLimit",
+            "is in nodes, as the share is, and must not exceed the team's share (1 nodes)",
+        ),
         ([{**_red(nodes=1)[0], "name": "Red"}], "teams[0].name", "DNS label"),
         ([{**TWO_TEAMS[0], "groups": ["not-an-email"]}], "teams[0].groups[0]", "email"),
     ],

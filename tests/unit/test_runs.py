@@ -23,6 +23,7 @@ from planners.runs import (
     Tokenizer,
     check_overrides,
     check_run,
+    check_sequence_split,
     topology_annotation,
     untested_image,
 )
@@ -164,3 +165,19 @@ def test_every_keyed_nemo1_path_is_one_the_launcher_sets() -> None:
         for part in path.split("."):
             assert isinstance(node, dict) and part in node, path
             node = node[part]
+
+
+@pytest.mark.parametrize(
+    ("settings", "words"),
+    [
+        ({"context_parallel": 2, "tensor_parallel": 1, "sequence_length": 8190}, "multiple of 2 × contextParallel = 4"),
+        ({"context_parallel": 1, "tensor_parallel": 4, "sequence_length": 8190}, "use a multiple of 4"),
+        ({"context_parallel": 2, "tensor_parallel": 4, "sequence_length": 8196}, "use a multiple of 8"),
+    ],
+)
+def test_a_sequence_the_layout_cannot_split_is_refused(settings: dict[str, int], words: str) -> None:
+    """It rendered silently, and failed at the first batch in the pods."""
+    with pytest.raises(RuleError) as error:
+        check_sequence_split(model_spec("llama3.1-8b").recipe.settings(**settings))  # type: ignore[arg-type]
+    assert error.value.key == "sequenceLength" and words in str(error.value)
+    assert check_sequence_split(model_spec("llama3.1-8b").recipe.settings(sequence_length=8192)) is None
