@@ -346,6 +346,7 @@ def _plot(args: argparse.Namespace) -> tuple[str, list[str], int]:
             "plot uses --model, --model-flops-per-sample, --seq-length and --vocab-size only with "
             "--gpus, --global-batch-size, --accelerator and --precision"
         )
+    _check_plot_target(args.out, args.log)
     # Deferred: matplotlib takes longer to import than `metrics` takes to run.
     from analysis.plot import build_figure, write_png  # noqa: PLC0415
 
@@ -421,6 +422,22 @@ def _nccl(args: argparse.Namespace) -> tuple[str, list[str], int]:
 
 
 _COMMANDS = {"metrics": _metrics, "plot": _plot, "goodput": _goodput, "nccl": _nccl}
+
+
+# The first bytes of every PNG file (PNG specification, 5.2 "PNG signature").
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def _check_plot_target(out: Path, log: Path) -> None:
+    """`--out` replaces only a plot: never the log it reads, nor a file that is not a PNG."""
+    if out.exists() and log.exists() and out.resolve() == log.resolve():
+        raise AnalysisError(f"--out {out} is the log being read: write the plot to another file")
+    if out.is_dir():
+        raise AnalysisError(f"--out {out} is a folder: name the PNG file to write")
+    if out.exists():
+        with out.open("rb") as existing:
+            if existing.read(len(_PNG_SIGNATURE)) != _PNG_SIGNATURE:
+                raise AnalysisError(f"--out {out} exists and is not a PNG: the plot replaces only a plot")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

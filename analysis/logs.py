@@ -233,6 +233,8 @@ def _read_dllogger(
 ) -> _Read:
     records: dict[int, dict[str, float]] = {}
     parameters: dict[str, Any] | None = None
+    # The line that gave each parameter its value: a later record that says otherwise is refused.
+    parameter_lines: dict[str, int] = {}
     span = _Span()
     timed: set[int] = set()  # steps seen with a step time
     repeated: set[int] = set()
@@ -269,6 +271,14 @@ def _read_dllogger(
             continue
         step_value, data = record
         if step_value == "PARAMETER":
+            for key, value in data.items():
+                if parameters is not None and key in parameters and parameters[key] != value:
+                    raise AnalysisError(
+                        f"{path}:{number}: PARAMETER record says {key} = {value!r}, and line "
+                        f"{parameter_lines[key]} said {parameters[key]!r}: the log holds two runs' configurations "
+                        "(the metrics would take whichever came last); split it at the second run"
+                    )
+                parameter_lines.setdefault(key, number)
             parameters = {**(parameters or {}), **data}
             continue
         if not isinstance(step_value, int) or isinstance(step_value, bool):

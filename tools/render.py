@@ -158,6 +158,12 @@ def clear(out: Path) -> None:
         raise OutputFolderError(f"--out: {out} is a file, not a folder")
     if not out.exists():
         return
+    # A link inside the folder would have the render write, or delete, where it points.
+    links = sorted(p for p in out.rglob("*") if p.is_symlink())
+    if links:
+        raise OutputFolderError(
+            f"--out: {links[0]} is a symbolic link, which a render neither writes through nor removes: remove it"
+        )
     listed = out / WRITTEN
     if not listed.is_file():
         if any(out.iterdir()):

@@ -250,6 +250,18 @@ def test_out_never_deletes_what_the_render_did_not_write(tmp_path: Path, capsys:
     capsys.readouterr()
 
 
+def test_out_never_writes_through_a_link_placed_in_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A link in the folder named like a file the render writes had it overwrite the link's target."""
+    out = tmp_path / "out"
+    assert render_cli.main(["--stack", "dev", "--out", str(out)]) == 0
+    target = tmp_path / "precious.txt"
+    target.write_text("keep me")
+    (out / "dev" / "summary.md").unlink()
+    (out / "dev" / "summary.md").symlink_to(target)
+    assert render_cli.main(["--stack", "dev", "--out", str(out)]) == 2
+    assert "is a symbolic link" in capsys.readouterr().err and target.read_text() == "keep me"
+
+
 def test_out_that_is_a_file_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "out"
     out.mkdir()

@@ -123,6 +123,16 @@ HOSTILE_LOGS: dict[str, tuple[str | None, list[str], str]] = {
         [],
         r":17: malformed DLLogger JSON",
     ),
+    # Two runs' logs in one file: the last record's configuration won, silently (MFU 87.5 % for 44.6 %).
+    "two runs' parameters": (
+        _lines(
+            dllogger_line("PARAMETER", GPT_PARAMETERS),
+            dllogger_line("PARAMETER", {**GPT_PARAMETERS, "cfg/hidden_size": 128}),
+            *(dllogger_line(s, step_data(s, 3.0)) for s in range(40)),
+        ),
+        [],
+        r":2: PARAMETER record says cfg/hidden_size = 128, and line 1 said 64: the log holds two runs'",
+    ),
     "a foreign line": (
         _lines(dllogger_line("PARAMETER", GPT_PARAMETERS), "Traceback (most recent call last):"),
         [],

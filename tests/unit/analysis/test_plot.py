@@ -118,6 +118,24 @@ def test_plot_bad_input_exits_2(
     assert not (tmp_path / "x.png").exists()
 
 
+def test_plot_never_replaces_its_log_or_a_file_that_is_not_a_plot(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--out` equal to the log (a log named .png) overwrote the log with the plot."""
+    log = valid_gpt_log(tmp_path)
+    as_png = log.rename(tmp_path / "log.png")
+    text = as_png.read_text()
+    assert main(["plot", "--log", str(as_png), "--out", str(as_png)]) == 2
+    assert "is the log being read" in capsys.readouterr().err and as_png.read_text() == text
+    other = tmp_path / "notes.png"
+    other.write_text("not a plot")
+    assert main(["plot", "--log", str(as_png), "--out", str(other)]) == 2
+    assert "exists and is not a PNG" in capsys.readouterr().err and other.read_text() == "not a plot"
+    plot = tmp_path / "plot.png"
+    assert main(["plot", "--log", str(as_png), "--out", str(plot)]) == 0
+    assert main(["plot", "--log", str(as_png), "--out", str(plot)]) == 0, "a plot replaces a plot"
+
+
 def test_plot_to_a_missing_directory_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["plot", "--log", str(valid_gpt_log(tmp_path)), "--out", str(tmp_path / "no" / "x.png")]) == 2
     assert "cannot write" in capsys.readouterr().err
