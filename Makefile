@@ -105,7 +105,10 @@ runtime-check: install $(RUNTIME_VENV)/.installed
 ## The launcher trains for real on this machine's GPU (needs one NVIDIA GPU): a four-layer Llama 3 8B
 ## on generated data for 30 steps, without Transformer Engine, in .venv-runtime; then reads the run's
 ## DLLogger log with `python -m analysis metrics` beside NVIDIA's figure. Files in build/gpu-train/.
-gpu-train: install $(RUNTIME_VENV)/.installed
+## Checked before the 2.2 GB runtime environment is installed: the NVIDIA driver sees a GPU.
+gpu-train: install
+	@nvidia-smi -L >/dev/null 2>&1 || { echo "gpu-train: make gpu-train needs an NVIDIA GPU: nvidia-smi -L finds none (nothing was downloaded)" >&2; exit 2; }
+	$(MAKE) $(RUNTIME_VENV)/.installed
 	$(BIN)/python -m tools.gpu_train --python $(RUNTIME_VENV)/bin/python
 
 $(RUNTIME_VENV)/.installed: requirements-runtime.txt

@@ -195,10 +195,30 @@ def _blame_the_stack_name(issue: ConfigIssue, stack: str) -> ConfigIssue:
     )
 
 
+def _refuse_unnested_paths(data: Mapping[str, Any]) -> None:
+    """A key such as `cluster.name` at the top: what `pulumi config set` without `--path` stores
+    (a key of its own, with a dot in it), where a nested `cluster: {name: ...}` was meant."""
+    fields = {f.alias or name for name, f in StackConfig.model_fields.items()}
+    issues = [
+        ConfigIssue(
+            key=key,
+            value=value,
+            message=f"is one key with a dot in it, as `pulumi config set` stores a path given without --path: "
+            f"set it with `pulumi config set --path '{PROJECT}:{key}' <value>` (it nests under {key.split('.')[0]}), "
+            f"and remove this one with `pulumi config rm '{PROJECT}:{key}'`",
+        )
+        for key, value in data.items()
+        if "." in key and key.split(".")[0].split("[")[0] in fields
+    ]
+    if issues:
+        raise ConfigError(issues)
+
+
 def parse_stack_config(raw: Mapping[str, str], stack: str) -> StackConfig:
     """Validate the `nemo-gke:*` values of a stack. Raises ConfigError naming every bad key."""
     prefix = f"{PROJECT}:"
     data: dict[str, Any] = {key[len(prefix) :]: _decode(value) for key, value in raw.items() if key.startswith(prefix)}
+    _refuse_unnested_paths(data)
     cluster = data.get("cluster")
     named = isinstance(cluster, dict) and "name" in cluster
     if isinstance(cluster, dict) and not named:

@@ -4,7 +4,9 @@ requires the version the build script names."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
 from pathlib import Path
 
 import yaml
@@ -176,3 +178,22 @@ def test_the_lane_writes_nothing_outside_its_folders() -> None:
     assert 'metricsCertPath := os.Getenv("KUEUE_METRICS_CERT_DIR")' in build
     assert 'step kueue "$KUEUE_VERSION+$KUEUE_LANE_PATCH"' in build
     assert lane_binary_versions()["kueue"] == f"{pins()['KUEUE_VERSION']}+{pins()['KUEUE_LANE_PATCH']}"
+
+
+def test_gpu_train_without_a_gpu_downloads_nothing(tmp_path: Path) -> None:
+    """It installed the 2.2 GB runtime environment first, then found no GPU."""
+    root = INTEGRATION.parent
+    # A PATH without nvidia-smi (a machine with no NVIDIA driver), keeping make, python and pip.
+    path = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if not (Path(p) / "nvidia-smi").exists())
+    done = subprocess.run(
+        ["make", "-s", "gpu-train", "RUNTIME_VENV=" + str(tmp_path / "runtime")],
+        check=False,
+        cwd=root,
+        env={**os.environ, "PATH": path},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode != 0
+    assert "needs an NVIDIA GPU: nvidia-smi -L finds none (nothing was downloaded)" in done.stderr
+    assert not (tmp_path / "runtime").exists()

@@ -442,3 +442,13 @@ def test_an_override_contradicting_a_key_is_refused_by_key() -> None:
     values[f"{PROJECT}:training"]["runs"][0]["overrides"] = {"trainer.max_steps": 999}
     why = issue_for(rejected(values, "existing"), "training.runs[0].overrides.trainer.max_steps")
     assert "set steps instead" in why
+
+
+def test_a_path_set_without_path_is_told_to_use_path() -> None:
+    """`pulumi config set nemo-gke:cluster.name foo` (no --path) stores one dotted key; the message
+    was spliced from the stack-name template and the unknown-key one."""
+    values = {**stack_with("dev"), f"{PROJECT}:cluster.name": "foo"}
+    (issue,) = rejected(values).issues
+    assert issue.key == "cluster.name"
+    assert "pulumi config set --path 'nemo-gke:cluster.name' <value>" in issue.message
+    assert "stack name" not in issue.message
