@@ -18,7 +18,8 @@ and nothing else, and refuses a folder that holds anything it did not write.
 Custom resources (Kueue, JobSet, GKE networking) are validated against the CRDs `make install`
 caches, CEL rules included; without that cache the render stops and says how to fill it.
 
-Exit codes: 0 rendered, 2 invalid configuration, 1 any other failure.
+Exit codes: 0 rendered, 2 invalid configuration, 1 any other failure; with --no-go-exit, 3
+rendered with the verdict NO-GO (how a script tells GO from NO-GO; the summary says why).
 """
 
 from __future__ import annotations
@@ -271,7 +272,20 @@ def write(run: StackRun, out: Path) -> None:
 
 
 def go_no_go(run: StackRun) -> str:
-    return markdown(run.stack, run.exports.get("summary"), run.warnings)
+    """The summary; for a stack on an existing cluster, it says the cluster was not read: offline,
+    its kubeconfig, Kueue and JobSet and the objects of the stack's names are stood in for (what
+    `pulumi preview` reads and checks)."""
+    text = markdown(run.stack, run.exports.get("summary"), run.warnings)
+    if (run.exports.get("cluster") or {}).get("gke") is False:
+        text = text.rstrip("\n") + (
+            " Offline: the cluster was not read; `pulumi preview` reads its kubeconfig, Kueue and JobSet, and "
+            "the objects of this stack's names, and refuses there what would fail.\n"
+        )
+    return text
+
+
+# The exit code of a render whose verdict is NO-GO, with --no-go-exit.
+NO_GO_EXIT = 3
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -283,6 +297,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "build", help="output folder (default: build/)")
     parser.add_argument(
         "--preview", action="store_true", help="render as `pulumi preview` sees it (computed values unknown)"
+    )
+    parser.add_argument(
+        "--no-go-exit", action="store_true", help=f"exit {NO_GO_EXIT} when the verdict is NO-GO (for scripts)"
     )
     args = parser.parse_args(argv)
     try:
@@ -333,7 +350,8 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(tree(run)))
     print(f"wrote {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}\n")
     print(go_no_go(run))
-    return 0
+    no_go = bool((run.exports.get("summary") or {}).get("noGo"))
+    return NO_GO_EXIT if args.no_go_exit and no_go else 0
 
 
 def _stack_and_file(stack: str | None, file: Path | None) -> tuple[str, Path | None]:

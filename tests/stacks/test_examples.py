@@ -177,3 +177,15 @@ def test_the_summary_prices_the_cpu_pools_and_the_filestore_the_stack_creates(re
     assert regional["cpuPools"][0]["nodes"] == 3
     existing = render("existing").exports["summary"]
     assert existing["cpuPools"] == [] and existing.get("filestore") is None
+
+
+def test_a_script_tells_go_from_no_go_by_the_exit_code(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The verdict was in the printed summary only. The dev stack names your-gcp-project: NO-GO;
+    an existing-cluster stack names no project: GO."""
+    assert render_cli.main(["--stack", "dev", "--out", str(tmp_path / "a")]) == 0
+    assert render_cli.main(["--stack", "dev", "--out", str(tmp_path / "b"), "--no-go-exit"]) == render_cli.NO_GO_EXIT
+    assert "Verdict: NO-GO" in capsys.readouterr().out
+    assert render_cli.main(["--stack", "existing", "--out", str(tmp_path / "c"), "--no-go-exit"]) == 0
+    out = capsys.readouterr().out
+    # The existing cluster was not read: a plain GO would claim more than the render checked.
+    assert "Verdict: GO" in out and "Offline: the cluster was not read" in out
