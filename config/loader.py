@@ -242,6 +242,14 @@ def without_secrets(error: ConfigError, secret_keys: Iterable[str]) -> list[Conf
         top = re.split(r"[.\[]", issue.key, maxsplit=1)[0]
         if issue.value is None or f"{PROJECT}:{top}" not in secret:
             return issue
+        if issue.value == SECRET_STAND_IN:
+            # What the offline render (or a CLI that cannot decrypt) hands over: not the user's value.
+            why = (
+                "is encrypted, and this run cannot decrypt it while the program checks its value before anything "
+                "is created; `pulumi preview` and `pulumi up` decrypt and check it. To render offline, give it in "
+                f"plain text (the check it must pass: {issue.message})"
+            )
+            return ConfigIssue(key=issue.key, value=SECRET_STAND_IN, message=why)
         return ConfigIssue(key=issue.key, value=SECRET_STAND_IN, message=issue.message)
 
     return [masked(issue) for issue in error.issues]

@@ -402,7 +402,14 @@ def _upstream_exports(
                 continue
             full_name = qualified_stack_name(reference)
             upstream_stack = full_name.rsplit("/", 1)[-1]
-            upstream_file = stack_file(upstream_stack, beside)
+            try:
+                upstream_file = stack_file(upstream_stack, beside)
+            except FileNotFoundError:
+                why = (
+                    f"names stack {upstream_stack}, and the render finds no Pulumi.{upstream_stack}.yaml beside this "
+                    "file, at the project root or in examples/ to run first"
+                )
+                raise StackFailed(ConfigError.of([RuleError(key, reference, why)]), []) from None
             files = [f for _, f in _RUNNING_UPSTREAM]
             if upstream_file.resolve() in files:
                 names = [name for name, _ in _RUNNING_UPSTREAM[files.index(upstream_file.resolve()) :]]

@@ -149,7 +149,10 @@ def test_an_encrypted_value_is_an_opaque_secret_to_the_render(
     stack["config"]["nemo-gke:project"] = {"secure": "v1:aGVsbG8=:c2VjcmV0"}
     (tmp_path / "Pulumi.enc.yaml").write_text(yaml.safe_dump(stack))
     assert render_cli.main(["--stack", "enc", "--out", str(tmp_path / "build")]) == 2
-    assert 'nemo-gke:project = "[secret]": must be your GCP project ID' in capsys.readouterr().err
+    # The render cannot decrypt it, and says so, rather than blaming a "[secret]" nobody wrote.
+    err = capsys.readouterr().err
+    assert 'nemo-gke:project = "[secret]": is encrypted, and this run cannot decrypt it' in err
+    assert "must be your GCP project ID" in err
 
 
 def test_the_readme_shows_the_dev_summary_as_rendered(tmp_path: Path, render: Any) -> None:

@@ -452,3 +452,26 @@ def test_a_path_set_without_path_is_told_to_use_path() -> None:
     assert issue.key == "cluster.name"
     assert "pulumi config set --path 'nemo-gke:cluster.name' <value>" in issue.message
     assert "stack name" not in issue.message
+
+
+def test_an_encrypted_value_the_render_must_check_is_refused_saying_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It was refused as if the user had written "[secret]"."""
+    text = (Path(__file__).parents[2] / "Pulumi.dev.yaml").read_text()
+    file = tmp_path / "Pulumi.dev.yaml"
+    file.write_text(text.replace("  nemo-gke:project: your-gcp-project", "  nemo-gke:project:\n    secure: v1:abc", 1))
+    err = _refused_render(file, capsys)
+    assert 'nemo-gke:project = "[secret]": is encrypted, and this run cannot decrypt it' in err
+    assert "`pulumi preview` and `pulumi up` decrypt and check it" in err
+
+
+def test_a_referenced_stack_without_a_file_is_named_by_its_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The render runs a referenced stack from its file first; a missing one named no key."""
+    run_file = (Path(__file__).parents[2] / "examples" / "Pulumi.run-llama8b.yaml").read_text()
+    file = tmp_path / "Pulumi.run-x.yaml"
+    file.write_text(run_file.replace("organization/nemo-gke/a3high-small", "nowhere"))
+    err = _refused_render(file, capsys)
+    assert 'nemo-gke:upstreamStack = "nowhere": names stack nowhere, and the render finds no Pulumi.nowhere.yaml' in err
