@@ -16,6 +16,7 @@ from facts.gke import PRELOAD_DISK_MODE, UNTIL_END_OF_SUPPORT, rbac_security_gro
 from facts.kubernetes import SYSTEM_POOL, UPSERT_EXISTING_OBJECTS
 from facts.machines import COS_CONTAINERD
 from facts.registries import preload_disk_path
+from facts.versions import gke_version_key
 from planners.pools import NodePoolSpec, node_pool_advice, plan_node_pool
 
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
@@ -105,6 +106,9 @@ class ClusterArgs:
     services_range_name: str
     control_plane_cidr: str
     release_channel: str
+    # The GKE version the cluster is created at: the channel's default, checked against the pools'
+    # floor before anything is registered (stacks.cluster.check_release_channel).
+    version: str
     multi_networking: bool
     deletion_protection: bool
     system_pool: SystemPoolArgs
@@ -122,6 +126,7 @@ class ClusterArgs:
         require_no_problem(resource_name_problem(self.name, 40), "name", self.name)
         names = [e.name for e in self.maintenance_exclusions]
         require(len(set(names)) == len(names), "maintenance_exclusions", names, "names each exclusion once")
+        gke_version_key(self.version)
         if self.rbac_security_group is not None:
             problem = rbac_security_group_problem(self.rbac_security_group)
             require_no_problem(problem, "rbac_security_group", self.rbac_security_group)
@@ -143,13 +148,6 @@ class Cluster(pulumi.ComponentResource):
     def __init__(self, name: str, args: ClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(self.TYPE, name, None, opts)
         channel = args.release_channel
-        engine = gcp.container.get_engine_versions_output(
-            location=args.location, project=args.project, opts=pulumi.InvokeOutputOptions(parent=self)
-        )
-        # The channel picks the version, checked against the floor before anything is registered
-        # (stacks.cluster.check_release_channel). The value is only used at creation
-        # (ignore_changes), so channel upgrades never show up as a diff.
-        version = engine.release_channel_default_version.apply(lambda defaults: (defaults or {})[channel])
         maintenance_policy = {
             "recurring_window": {
                 "start_time": args.maintenance_window.start_time,
@@ -178,7 +176,8 @@ class Cluster(pulumi.ComponentResource):
             remove_default_node_pool=True,
             initial_node_count=1,
             release_channel={"channel": channel},
-            min_master_version=version,
+            # Only used at creation (ignore_changes): channel upgrades never show up as a diff.
+            min_master_version=args.version,
             private_cluster_config={
                 "enable_private_nodes": True,
                 "enable_private_endpoint": False,

@@ -105,16 +105,7 @@ def install_crds(lane: Lane, api: Api, release: Release = PINNED) -> int:
     manifests = crd_manifests(release)
     with lane.phase(f"{len(manifests)} CRDs of {release}"):
         for manifest in manifests:
-            path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
-            status, found = api.request("GET", f"{path}/{manifest['metadata']['name']}")
-            if status != 200:
-                api.create(path, manifest)
-                continue
-            name = manifest["metadata"]["name"]
-            replacing = {**manifest, "metadata": {**manifest["metadata"], **_version_of(found)}}
-            status, answer = api.request("PUT", f"{path}/{name}", replacing)
-            if status != 200:
-                raise RuntimeError(f"PUT CRD {name}: {status} {answer}")
+            _create_or_replace(api, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", manifest)
 
         def established() -> bool:
             _, listing = api.request("GET", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions")
@@ -171,8 +162,20 @@ def _serving_cert(pki: Path, folder: Path) -> None:
         shutil.copy(pki / ("server.crt" if name == "tls.crt" else "server.key"), folder / name)
 
 
-def _version_of(found: Mapping[str, Any]) -> dict[str, Any]:
-    return {"resourceVersion": found["metadata"]["resourceVersion"]}
+def _create_or_replace(api: Api, collection: str, manifest: Mapping[str, Any]) -> None:
+    """Create the object in `collection`, or replace the one of its name (an upgrade's new version)."""
+    name = manifest["metadata"]["name"]
+    status, found = api.request("GET", f"{collection}/{name}")
+    if status != 200:
+        api.create(collection, manifest)
+        return
+    replacing = {
+        **manifest,
+        "metadata": {**manifest["metadata"], "resourceVersion": found["metadata"]["resourceVersion"]},
+    }
+    status, answer = api.request("PUT", f"{collection}/{name}", replacing)
+    if status != 200:
+        raise RuntimeError(f"PUT {collection}/{name}: {status} {answer}")
 
 
 def controllers(lane: Lane, api: Api, kueue_config: Mapping[str, Any], release: Release = PINNED) -> None:
@@ -223,13 +226,7 @@ def controllers(lane: Lane, api: Api, kueue_config: Mapping[str, Any], release: 
                     if manifest["kind"].startswith("Mutating")
                     else "validatingwebhookconfigurations"
                 )
-                path = f"/apis/admissionregistration.k8s.io/v1/{kind}"
-                status, found = api.request("GET", f"{path}/{manifest['metadata']['name']}")
-                if status == 200:
-                    manifest["metadata"].update(_version_of(found))
-                    api.request("PUT", f"{path}/{manifest['metadata']['name']}", manifest)
-                else:
-                    api.create(path, manifest)
+                _create_or_replace(api, f"/apis/admissionregistration.k8s.io/v1/{kind}", manifest)
 
         def ready() -> bool:
             lane.check_alive()

@@ -173,10 +173,10 @@ def preload_commands(cfg: StackConfig) -> dict[str, str]:
     return commands
 
 
-def check_release_channel(cfg: StackConfig, facts: ClusterExports) -> None:
-    """The release channel's default GKE version, read before anything is registered, meets the
-    newest floor of the stack's pools and features (minimum_gke_version): GKE creates the cluster
-    at that version, and a pool needing a newer one fails after the cluster's ten minutes."""
+def check_release_channel(cfg: StackConfig, facts: ClusterExports) -> str:
+    """The release channel's default GKE version, read before anything is registered, which must
+    meet the newest floor of the stack's pools and features (minimum_gke_version): GKE creates the
+    cluster at that version, and a pool needing a newer one fails after the cluster's ten minutes."""
     channel = cfg.cluster.release_channel
     defaults = (
         gcp.container.get_engine_versions(
@@ -187,7 +187,7 @@ def check_release_channel(cfg: StackConfig, facts: ClusterExports) -> None:
     minimum = minimum_gke_version(cfg)
     version = defaults.get(channel)
     if version and versions.gke_version_key(version) >= versions.gke_version_key(minimum):
-        return
+        return str(version)
     faster = [c for c, v in defaults.items() if versions.gke_version_key(v) >= versions.gke_version_key(minimum)]
     found = f"defaults to GKE {version}" if version else "has no default version GKE reports"
     choose = f"choose {' or '.join(sorted(faster))}" if faster else "no channel defaults to it yet"
@@ -229,6 +229,8 @@ class ClusterLayerArgs:
     facts: ClusterExports
     # Labels of every labelled GCP resource.
     labels: Mapping[str, str]
+    # The GKE version the cluster is created at (check_release_channel).
+    gke_version: str
 
 
 class ClusterLayer(pulumi.ComponentResource):
@@ -320,6 +322,7 @@ class ClusterLayer(pulumi.ComponentResource):
                 services_range_name=primary.services_range_name,
                 control_plane_cidr=cfg.network.control_plane_cidr,
                 release_channel=cfg.cluster.release_channel,
+                version=args.gke_version,
                 multi_networking=bool(facts.gpu_networks),
                 deletion_protection=cfg.production,
                 system_pool=SystemPoolArgs(
@@ -376,9 +379,11 @@ class ClusterLayer(pulumi.ComponentResource):
 
 
 def build(
-    cfg: StackConfig, facts: ClusterExports, labels: Mapping[str, str], opts: pulumi.ResourceOptions
+    cfg: StackConfig, facts: ClusterExports, labels: Mapping[str, str], gke_version: str, opts: pulumi.ResourceOptions
 ) -> tuple[ClusterOutputs, dict[str, Any]]:
-    layer = ClusterLayer("cluster", ClusterLayerArgs(config=cfg, facts=facts, labels=labels), opts)
+    layer = ClusterLayer(
+        "cluster", ClusterLayerArgs(config=cfg, facts=facts, labels=labels, gke_version=gke_version), opts
+    )
     outputs = ClusterOutputs(
         facts=facts,
         kubeconfig=layer.cluster.kubeconfig,

@@ -149,7 +149,7 @@ def check_controllers(cfg: ExistingClusterConfig, install: bool, identity: str, 
     return stored_version_advice(crds)
 
 
-def kueue_configuration(config_map: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+def installed_kueue_configuration(config_map: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
     """The Configuration a Kueue install reads (its ConfigMap's one file), None where unreadable."""
     text = ((config_map or {}).get("data") or {}).get(KUEUE_CONFIG_FILE)
     try:
@@ -171,7 +171,7 @@ def shared_kueue(cfg: ExistingClusterConfig, platform: PlatformExports, read: Ob
     ours = {platform.cluster_queue, *(team.cluster_queue for team in platform.teams)}
     pools = {flavor.pool: flavor.selector for flavor in platform.flavors}
     return shared_kueue_advice(
-        kueue_configuration(found.get(config)),
+        installed_kueue_configuration(found.get(config)),
         (found.get(queues) or {}).get("items", []),
         (found.get(flavors) or {}).get("items", []),
         ours,

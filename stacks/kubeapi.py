@@ -211,9 +211,8 @@ def kubeconfig_problem(text: str, context: str | None) -> tuple[str, str] | None
     except ClusterUnreadable as error:
         return "", f"context {name!r}: {error}"
     server = cluster.get("server")
-    if not server:
-        return "", f"context {name!r}: its cluster has no server"
-    return None if _url_problem(str(server)) is None else ("", f"context {name!r}: {_url_problem(str(server))}")
+    problem = _url_problem(str(server)) if server else "its cluster has no server"
+    return None if problem is None else ("", f"context {name!r}: {problem}")
 
 
 def _url_problem(server: str) -> str | None:

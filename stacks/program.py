@@ -166,7 +166,7 @@ def deploy(cfg: StackConfig, access: Access) -> dict[str, Any]:
         cluster_facts = existing.cluster_facts(cfg.existing_cluster, cfg.production)
     elif cfg.deploys(Layer.CLUSTER):
         cluster_facts = cluster.cluster_facts(cfg)
-        cluster.check_release_channel(cfg, cluster_facts)
+        gke_version = cluster.check_release_channel(cfg, cluster_facts)
         cluster.check_preloaded_images(cfg)
     else:
         cluster_facts = _need(upstream).facts("cluster", ClusterExports)
@@ -234,7 +234,7 @@ def deploy(cfg: StackConfig, access: Access) -> dict[str, Any]:
         cluster_outputs = existing.connect(cfg.existing_cluster, cluster_facts)
         exports.update(cluster=cluster_facts.to_plain(), kubeconfig=cluster_outputs.kubeconfig)
     elif cfg.deploys(Layer.CLUSTER):
-        cluster_outputs, cluster_exports = cluster.build(cfg, cluster_facts, labels, opts)
+        cluster_outputs, cluster_exports = cluster.build(cfg, cluster_facts, labels, gke_version, opts)
         exports.update(cluster_exports)
     else:
         cluster_outputs = cluster.from_upstream(cluster_facts, _need(upstream).secret("kubeconfig"))

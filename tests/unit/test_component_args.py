@@ -76,6 +76,7 @@ def bucket(name: str, grants: list[tuple[str, Any]]) -> BucketVolumeArgs:
 
 BAD: dict[str, tuple[Callable[[], Any], str]] = {
     "cluster name": (_with(CLUSTER, name="Nemo_Dev"), "name"),
+    "cluster version": (_with(CLUSTER, version="latest"), ""),
     "system pool": (lambda: SystemPoolArgs("e2-standard-4", 0, 100), "system_pool.node_count"),
     "some GPU NICs": (
         lambda: GpuNodePoolArgs(POOL, "p", "c", "c-id", "us-central1-c", "sa", [{"network": "n"}]),
