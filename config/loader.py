@@ -19,7 +19,7 @@ from pydantic import BaseModel, ValidationError
 from config.stack import ENVIRONMENT_LAYERS, Layer, StackConfig
 from facts.errors import RuleError
 from facts.project import PROJECT
-from facts.pulumi_cli import SECRET_STAND_IN, YAML_11_BOOLEANS
+from facts.pulumi_cli import SECRET_STAND_IN, YAML_11_BOOLEANS, rounded_by_config
 
 # Longest value a message shows whole; longer ones are cut and their length given.
 MAX_SHOWN_VALUE = 80
@@ -124,8 +124,29 @@ def _issue(error: Mapping[str, Any]) -> ConfigIssue:
     if error["type"] == "bool_type" and isinstance(error.get("input"), str) and error["input"] in YAML_11_BOOLEANS:
         message = "must be true or false: the Pulumi CLI reads YAML 1.2, in which this word is text"
         return ConfigIssue(key=_join(loc), value=error["input"], message=message)
+    if error["type"].startswith(_RANGE_ERRORS) and rounded_by_config(error.get("input")):
+        message = (
+            f"is far out of range{_bounds(loc)}; a whole number beyond 64 bits reaches the program rounded "
+            "(Pulumi's config holds it as a float), hence the digits shown"
+        )
+        return ConfigIssue(key=_join(loc), value=error["input"], message=message)
     message = error["msg"].removeprefix("Value error, ")
     return ConfigIssue(key=_join(loc), value=error.get("input"), message=message)
+
+
+# pydantic's errors for a number of the wrong size or kind, where a rounded one can land.
+_RANGE_ERRORS = ("int_", "float_", "less_than", "greater_than")
+
+
+def _bounds(loc: tuple[str | int, ...]) -> str:
+    """` (from <ge> to <le>)` as the field at `loc` declares them; "" where it declares none."""
+    model = _model_at(loc[:-1])
+    fields = {f.alias or name: f for name, f in model.model_fields.items()} if model else {}
+    field = fields.get(loc[-1]) if isinstance(loc[-1], str) else None
+    limits = {k: getattr(m, k) for m in (field.metadata if field else ()) for k in ("ge", "le") if hasattr(m, k)}
+    if not limits:
+        return ""
+    return " (" + " ".join(f"{word} {limits[k]}" for word, k in (("from", "ge"), ("to", "le")) if k in limits) + ")"
 
 
 # What each scalar type pydantic tries in a union of scalars is, in a stack file's words.

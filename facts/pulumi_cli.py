@@ -34,6 +34,18 @@ def rfc3339_of_go_time(text: str) -> str | None:
     return f"{date}T{time}{zone}"
 
 
+# Pulumi's config holds a whole number inside an object or a list as an int64; one beyond that it holds
+# as a float64 (object.go), which reaches the program rounded: 99999999999999999999 as 1e20.
+INT64_LIMIT = 2**63
+
+
+def rounded_by_config(value: object) -> bool:
+    """Whether `value` is a whole number the CLI can only have rounded: beyond int64."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return (isinstance(value, int) or value.is_integer()) and abs(value) >= INT64_LIMIT
+
+
 # The exit code by which a Python program tells the language host that it has shown the user an
 # error already: the host then ends the run without adding "an unhandled error occurred: program
 # exited with non-zero exit code" (pulumi/pulumi sdk/python/cmd/pulumi-language-python-exec,

@@ -8,11 +8,13 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import grpc
 import pulumi
 from pulumi.runtime import rpc
 from pulumi.runtime.mocks import MockCallArgs, MockMonitor, MockResourceArgs
@@ -27,6 +29,21 @@ CHANNEL_DEFAULTS = {
 }
 PROJECT_NUMBER = "123456789012"
 FAKE_CA = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1JSUMtZmFrZS1jYS0tLS0tCg=="
+
+
+class EngineError(grpc.RpcError):
+    """An error the engine answers an invoke with, as the SDK receives it over gRPC (it turns
+    one into a plain Exception of its details: pulumi/runtime/settings.py grpc_error_to_exception)."""
+
+    def __init__(self, details: str) -> None:
+        super().__init__(details)
+        self._details = details
+
+    def code(self) -> grpc.StatusCode:
+        return grpc.StatusCode.UNKNOWN
+
+    def details(self) -> str:
+        return self._details
 
 
 @dataclass
@@ -182,7 +199,7 @@ class RecordingMocks(pulumi.runtime.Mocks):
 
     def _stack(self, name: str) -> Mapping[str, Any]:
         if name not in self.upstream:
-            raise KeyError(f"the mocks hold no outputs for referenced stack {name!r}; known: {sorted(self.upstream)}")
+            raise EngineError(f"unknown stack {json.dumps(name)}")
         return self.upstream[name]
 
     def _read_stack_outputs(self, args: dict[str, Any]) -> dict[str, Any]:

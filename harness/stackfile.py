@@ -35,7 +35,7 @@ from typing import Any, cast
 
 import yaml
 
-from facts.pulumi_cli import SECRET_STAND_IN
+from facts.pulumi_cli import INT64_LIMIT, SECRET_STAND_IN
 
 # The keys a stack file may hold beside `config:` (workspace/project.go `ProjectStack`).
 STACK_FILE_KEYS = ("secretsprovider", "encryptedkey", "encryptionsalt", "config", "environment")
@@ -64,7 +64,6 @@ _TIMESTAMP = re.compile(
     r"(?:(?:[Tt](\d{1,2}):(\d{1,2}):(\d{1,2})([.,]\d+)?(Z|[+-]\d{2}:\d{2}))"
     r"|(?: (\d{1,2}):(\d{1,2}):(\d{1,2})([.,]\d+)?))?$"
 )
-_INT64 = 2**63
 _UINT64 = 2**64
 
 
@@ -159,7 +158,7 @@ def _read(text: str, name: str, project: str) -> _Reading:
             f"(the Pulumi CLI refuses a {_kind(config)} here)"
         )
     written_as: dict[str, str] = {}
-    for key_node, value_node in reader.pairs(config):
+    for key_node, value_node in reader.merged_pairs(config):
         line = key_node.start_mark.line + 1
         written = reader.config_key_text(key_node)
         key = None if written is None else _config_key(written, project)
@@ -255,6 +254,10 @@ class _Loader(yaml.SafeLoader):
 _Loader.yaml_implicit_resolvers = {}
 
 
+def _is_merge(node: yaml.Node) -> bool:
+    return isinstance(node, yaml.ScalarNode) and node.tag == _PLAIN and node.value == "<<"
+
+
 class _Reader:
     """Turns composed nodes into values as yaml.v3 decodes them into `any` and Pulumi's config
     objects hold them."""
@@ -278,6 +281,28 @@ class _Reader:
                     )
                 seen[identity] = key_node.start_mark.line + 1
             yield key_node, value_node
+
+    def merged_pairs(self, node: yaml.MappingNode) -> Iterator[tuple[yaml.Node, yaml.Node]]:
+        """The pairs of a mapping with its `<<` merges expanded: what yaml.v3 decodes into a Go map
+        (decode.go `merge`; the first map merged wins, the mapping's own keys over all)."""
+        own = [(k, v) for k, v in self.pairs(node) if not _is_merge(k)]
+        taken = {k.value for k, _ in own if isinstance(k, yaml.ScalarNode)}
+        for key_node, value_node in self.pairs(node):
+            if not _is_merge(key_node):
+                continue
+            for source in value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]:
+                if not isinstance(source, yaml.MappingNode):
+                    raise StackFileError(
+                        f"{self.name}:{source.start_mark.line + 1}: map merge requires map or sequence of maps "
+                        "as the value"
+                    )
+                for merged_key, merged_value in self.merged_pairs(source):
+                    if isinstance(merged_key, yaml.ScalarNode):
+                        if merged_key.value in taken:
+                            continue
+                        taken.add(merged_key.value)
+                    yield merged_key, merged_value
+        yield from own
 
     def shown(self, node: yaml.Node) -> str:
         return str(node.value) if isinstance(node, yaml.ScalarNode) else f"a {_kind(node)}"
@@ -311,7 +336,7 @@ class _Reader:
         own: dict[str, Any] = {}
         merged: dict[str, Any] = {}
         for key_node, value_node in self.pairs(node):
-            if isinstance(key_node, yaml.ScalarNode) and key_node.tag == _PLAIN and key_node.value == "<<":
+            if _is_merge(key_node):
                 sources = value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
                 for source in sources:
                     if not isinstance(source, yaml.MappingNode):
@@ -423,7 +448,7 @@ def _go_int(text: str) -> int | None:
     if not digits or any(c not in allowed for c in digits.lower()):
         return None
     value = sign * int(digits, base)
-    if -_INT64 <= value < _INT64 or (0 <= value < _UINT64 and text[0] not in "+-"):
+    if -INT64_LIMIT <= value < INT64_LIMIT or (0 <= value < _UINT64 and text[0] not in "+-"):
         return value
     return None
 
@@ -468,7 +493,7 @@ def _inside_json(value: Any) -> Any:
         return {k: _inside_json(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_inside_json(v) for v in value]
-    if isinstance(value, int) and not isinstance(value, bool) and not -_INT64 <= value < _INT64:
+    if isinstance(value, int) and not isinstance(value, bool) and not -INT64_LIMIT <= value < INT64_LIMIT:
         return _json_number(float(value))
     return value
 

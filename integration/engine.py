@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
-import pulumi
 from pulumi import automation as auto
 
 from facts.controller_api import CONTROLLER_KINDS
@@ -178,14 +177,8 @@ class Engine:
             os.environ["PULUMI_CONFIG_SECRET_KEYS"] = "[]"
             if as_cli:
                 program.main()
-                return
-            try:
-                program.run()
-            except program.InvalidStackConfig as refused:
-                # What program.main() does for the CLI's language host, in the inline server's
-                # terms: it shows a RunError's message without a traceback
-                # (pulumi/automation/_server.py), where main()'s SystemExit would get one.
-                raise pulumi.RunError(str(refused)) from None
+            else:
+                program.inline()
 
         return auto.create_or_select_stack(
             stack_name=name,
@@ -577,6 +570,26 @@ class Scenarios:
         untouched = self.no_changes(self.first(), "the first stack")
         made, removed = changes(result.summary.resource_changes), changes(destroyed.summary.resource_changes)
         return f"up: {made}; {placed}; {bridge}; destroy: {removed}; {untouched}"
+
+    def an_unknown_upstream_is_refused_by_key(self) -> str:
+        """A run-only stack whose `upstreamStack` names a stack the backend does not hold: one
+        line naming the key, no traceback, and nothing of the stack's recorded."""
+        values = {**run_only_values(self.values), f"{PROJECT}:upstreamStack": "no-such-stack"}
+        stack = self.engine.stack(RUN_ONLY, values)
+        try:
+            stack.preview()
+        except auto.CommandError as error:
+            message = str(error)
+        else:
+            raise ScenarioFailed("a preview over an unknown upstream stack passed")
+        finally:
+            stack.workspace.remove_stack(RUN_ONLY)
+        expect("Traceback" not in message, f"the refusal is a traceback:\n{_tail(message)}")
+        lines = [line.strip() for line in message.splitlines() if "upstreamStack" in line]
+        named = bool(lines) and "is not a stack of this backend" in lines[0]
+        expect(named, f"no line names the key:\n{_tail(message)}")
+        expect(len(lines) == 1, f"the refusal is shown {len(lines)} times:\n{_tail(message)}")
+        return f"refused: {lines[0]}"
 
     def oversized_run_is_refused_before_registration(self) -> str:
         """A run larger than the pool is refused before anything is registered: one line that

@@ -97,6 +97,11 @@ STRUCTURES = {
         f"config:\n  {PROJECT}:a: {{<<: {{x: 1}}, x: 2}}\n  {PROJECT}:b: {{x: 2, <<: {{x: 1}}}}\n"
         f"  {PROJECT}:c: {{<<: [{{x: 1}}, {{x: 3, y: 2}}]}}\n"
     ),
+    "merge-into-config": (
+        f"config:\n  <<: [{{{PROJECT}:a: 1, {PROJECT}:b: 1}}, {{{PROJECT}:b: 2, c: 2}}]\n  {PROJECT}:a: 3\n"
+    ),
+    "merge-anchor-into-config": f"x: &v {{{PROJECT}:a: 1}}\nconfig:\n  <<: *v\n",
+    "merge-scalar-into-config": "config:\n  <<: 5\n",
     "anchored-run": (
         f"config:\n  {PROJECT}:training:\n    runs:\n    - &base {{name: a, model: gpt-5b, nodes: 2, steps: 010}}\n"
         "    - {<<: *base, name: b}\n"

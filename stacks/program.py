@@ -28,6 +28,9 @@ from stacks.kubeapi import read_kubeconfig as read_kubeconfig_file
 from stacks.recorded import recorded_runs
 from stacks.upstream import Upstream
 
+# What an inline program ends on after showing its refusal.
+REFUSED_ABOVE = "the stack configuration was refused: see the error above"
+
 
 class InvalidStackConfig(ConfigError):
     """The stack's config, refused: one line per bad key, secret values masked."""
@@ -50,6 +53,19 @@ def main() -> None:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(SHOWN_ERROR_EXIT_CODE)
+
+
+def inline() -> None:
+    """The program as an Automation API inline program (`program=stacks.program.inline`). A
+    refusal is shown once there too: the inline server cannot mark an error as already shown (it
+    never sets RunResponse.bail, pulumi/automation/_server.py) and the engine repeats the error a
+    program ends with ("an unhandled error occurred", pulumi/pkg/resource/deploy/program_source.go),
+    so the run ends on a short error that points at the refusal above it."""
+    try:
+        run()
+    except InvalidStackConfig as refused:
+        pulumi.log.error(str(refused))
+        raise pulumi.RunError(REFUSED_ABOVE) from None
 
 
 def stack_config_values() -> dict[str, str]:

@@ -26,7 +26,10 @@ class Upstream:
         # The config key that names the stack, blamed in errors.
         self.key = key
         # An invoke registers nothing: what the program creates can be checked against it first.
-        result = pulumi.runtime.invoke("pulumi:pulumi:readStackOutputs", {"name": name})
+        try:
+            result = pulumi.runtime.invoke("pulumi:pulumi:readStackOutputs", {"name": name})
+        except Exception as error:
+            raise self._error(_unread(str(error))) from None
         self._outputs: dict[str, Any] = dict((result.value or {}).get("outputs") or {})
         self._reference: pulumi.StackReference | None = None
 
@@ -62,6 +65,18 @@ class Upstream:
         if self._reference is None:
             self._reference = pulumi.StackReference(self.name)
         return pulumi.Output.secret(self._reference.require_output(key))
+
+
+def _unread(reason: str) -> str:
+    """Why a stack's outputs could not be read, in the user's terms: the engine answers
+    `unknown stack "<org>/<project>/<stack>"` for a stack its backend does not hold
+    (pulumi/pkg/backend/backend.go, the backend's stack-outputs reader)."""
+    if "unknown stack" in reason:
+        return (
+            "is not a stack of this backend (`pulumi stack ls` lists them): create and `pulumi up` it "
+            "first, or name it as <organization>/<project>/<stack>"
+        )
+    return f"could not be read: {reason.removeprefix('invoke of pulumi:pulumi:readStackOutputs failed: ')}"
 
 
 def _integral(value: Any) -> Any:

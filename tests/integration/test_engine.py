@@ -69,6 +69,10 @@ def test_a_run_only_stack_reads_its_upstream_and_destroys_alone(scenarios: Scena
     print(f"engine: {scenarios.run_only_stack_destroys_alone()}")
 
 
+def test_an_upstream_stack_the_backend_does_not_hold_is_refused_by_key(scenarios: Scenarios) -> None:
+    print(f"engine: {scenarios.an_unknown_upstream_is_refused_by_key()}")
+
+
 def test_a_relabelled_pool_moves_the_queue_to_a_new_flavor(scenarios: Scenarios) -> None:
     print(f"engine: {scenarios.relabelled_pool_moves_the_queue_to_a_new_flavor()}")
 

@@ -26,10 +26,11 @@ ALLOWED: dict[str, set[str]] = {
     # yaml: an existing cluster's kubeconfig (stacks.kubeapi).
     "stacks": {"facts", "config", "planners", "components", "stacks", "pydantic", "yaml", *PULUMI},
     "analysis": {"facts", "analysis", "matplotlib"},
-    # The offline harness: the program under mocks, validated against the real schemas.
+    # The offline harness: the program under mocks, validated against the real schemas; its mocks
+    # answer as the engine does, in the SDK's gRPC errors.
     "harness": {
         "facts", "config", "planners", "components", "stacks", "harness", "pydantic", "pydantic_core", "yaml",
-        "jsonschema", "referencing", "kubernetes_validate", "packaging", "celpy", *PULUMI,
+        "jsonschema", "referencing", "kubernetes_validate", "packaging", "celpy", "grpc", *PULUMI,
     },
     # The user tools: render, docs, bench, identities, the CRD cache.
     "tools": {

@@ -475,3 +475,20 @@ def test_a_referenced_stack_without_a_file_is_named_by_its_key(
     file.write_text(run_file.replace("organization/nemo-gke/a3high-small", "nowhere"))
     err = _refused_render(file, capsys)
     assert 'nemo-gke:upstreamStack = "nowhere": names stack nowhere, and the render finds no Pulumi.nowhere.yaml' in err
+
+
+@pytest.mark.parametrize(
+    ("written", "shown"),
+    [("99999999999999999999", "100000000000000000000"), ("123456789012345678901234567890", "1.2345678901234568e+29")],
+)
+def test_a_number_beyond_64_bits_is_refused_as_out_of_range_saying_why_it_shows_rounded(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], written: str, shown: str
+) -> None:
+    """The CLI holds it as a float: it was refused as "not a valid integer", shown in digits the
+    user never wrote."""
+    text = (Path(__file__).parents[2] / "Pulumi.dev.yaml").read_text()
+    file = tmp_path / "Pulumi.dev.yaml"
+    file.write_text(text.replace("      nodeCount: 2", f"      nodeCount: {written}", 1))
+    err = _refused_render(file, capsys)
+    assert f"nemo-gke:gpuPools[0].nodeCount = {shown}: is far out of range (from 0 to 1000)" in err
+    assert "reaches the program rounded" in err and "valid integer" not in err

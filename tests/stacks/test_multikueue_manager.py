@@ -231,6 +231,13 @@ def test_a_stack_that_is_no_worker_is_refused_by_its_line(workers: dict[str, dic
     assert "multiKueue.worker: true" in issue_for(error, "multiKueue.workers[1]")
 
 
+def test_a_worker_stack_the_backend_does_not_hold_is_refused_by_its_line(workers: dict[str, dict[str, Any]]) -> None:
+    """The mocks answer an unknown stack as the engine does (an invoke error, not a crash)."""
+    missing = {name: outputs for name, outputs in workers.items() if not name.endswith("/worker-eu")}
+    error = rejected(stack_with("manager"), "manager", upstream=missing)
+    assert "is not a stack of this backend" in issue_for(error, "multiKueue.workers[1]")
+
+
 def test_a_worker_on_another_kueue_is_refused(workers: dict[str, dict[str, Any]]) -> None:
     older = copy.deepcopy(workers)
     older[qualified_stack_name("worker-us")]["multiKueueWorker"]["kueueVersion"] = "0.18.0"

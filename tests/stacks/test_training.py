@@ -613,6 +613,12 @@ def upstream_exports(render: Any) -> dict[str, Any]:
     return {"organization/nemo-gke/a3high-small": render("a3high-small").exports}
 
 
+def test_an_upstream_stack_the_backend_does_not_hold_is_refused_by_key() -> None:
+    error = rejected(load_stack_values("run-llama8b"), "run-llama8b", upstream={})
+    message = issue_for(error, "upstreamStack")
+    assert "is not a stack of this backend" in message and "pulumi stack ls" in message
+
+
 @pytest.mark.parametrize(
     ("changes", "key", "expected"),
     [

@@ -92,6 +92,17 @@ def test_merge_keys_anchors_and_nested_secure_values() -> None:
     assert mixed == [1, SECRET_STAND_IN, {"secure": "AA", "x": 1}, {"secure": 5}]
 
 
+def test_a_merge_key_under_config_merges_as_the_cli_merges_it() -> None:
+    """It was read as a key `nemo-gke:<<`, with the advice to write that key."""
+    values = cli_reading(STRUCTURES["merge-into-config"], PROJECT)
+    assert values == {f"{PROJECT}:a": "3", f"{PROJECT}:b": "1", f"{PROJECT}:c": "2"}, (
+        "own keys win, then the first merged"
+    )
+    assert cli_reading(STRUCTURES["merge-anchor-into-config"], PROJECT) == {f"{PROJECT}:a": "1"}
+    with pytest.raises(StackFileError, match="map merge requires map or sequence of maps"):
+        cli_reading(STRUCTURES["merge-scalar-into-config"], PROJECT)
+
+
 @pytest.mark.parametrize(
     ("case", "message"),
     [
