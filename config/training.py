@@ -67,9 +67,24 @@ class DatasetConfig(Model):
         return self
 
 
+# Steps between checkpoints where a run names none.
+DEFAULT_CHECKPOINT_INTERVAL = 100
+
+
 class CheckpointConfig(Model):
     enabled: bool = Field(True, description="Save checkpoints to the checkpoint bucket under the run's name.")
-    interval_steps: int = Field(100, ge=1, le=1_000_000, description="Steps between checkpoints.")
+    interval_steps: int | None = Field(
+        None,
+        ge=1,
+        le=1_000_000,
+        description=f"Steps between checkpoints. Default: {DEFAULT_CHECKPOINT_INTERVAL}, or the run's steps where it "
+        "has fewer (one checkpoint, at its end).",
+    )
+
+    def interval_for(self, steps: int) -> int:
+        """The interval a run of `steps` steps saves at: the one given, else the default within the run."""
+        return self.interval_steps or min(DEFAULT_CHECKPOINT_INTERVAL, steps)
+
     resume: bool = Field(True, description="Resume from the newest checkpoint of the run, if any.")
 
 

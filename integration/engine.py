@@ -90,11 +90,12 @@ def lane_values(kubeconfig: Path) -> dict[str, Any]:
 
 
 def run_only_values(first: Mapping[str, Any]) -> dict[str, Any]:
-    """A run-only stack above the first, its run on Megatron-Bridge (the first's is NeMo 2)."""
+    """A run-only stack above the first, its run on NeMo 2 (the first's, as the `existing` example
+    ships it, is on Megatron-Bridge): the lane drives both runtimes."""
     return {
         f"{PROJECT}:layers": ["training"],
         f"{PROJECT}:upstreamStack": FIRST,
-        f"{PROJECT}:training": {"runs": [{"name": "second", "model": "llama3-8b", "nodes": 2, "steps": 10}]},
+        f"{PROJECT}:training": {"runs": [{"name": "second", "model": "llama3.1-8b", "nodes": 2, "steps": 10}]},
     }
 
 
@@ -562,14 +563,14 @@ class Scenarios:
         new = sorted(set(self.cluster.jobsets()) - {self.run_name})
         expect(len(new) == 1, f"run-only stack: JobSets {self.cluster.jobsets()}")
         placed = self.cluster.admitted(new[0], self.run_pods)
-        bridge = self.no_changes(stack, "its Megatron-Bridge run")
+        nemo2 = self.no_changes(stack, "its NeMo 2 run")
         destroyed = stack.destroy()
         stack.workspace.remove_stack(RUN_ONLY)
         expect(self.cluster.jobsets() == [self.run_name], f"after destroy: JobSets {self.cluster.jobsets()}")
         expect(self.cluster.jobset(self.run_name)["metadata"]["uid"] == first_run, "the first run was re-created")
         untouched = self.no_changes(self.first(), "the first stack")
         made, removed = changes(result.summary.resource_changes), changes(destroyed.summary.resource_changes)
-        return f"up: {made}; {placed}; {bridge}; destroy: {removed}; {untouched}"
+        return f"up: {made}; {placed}; {nemo2}; destroy: {removed}; {untouched}"
 
     def an_unknown_upstream_is_refused_by_key(self) -> str:
         """A run-only stack whose `upstreamStack` names a stack the backend does not hold: one

@@ -118,19 +118,20 @@ def run_spec(run: RunConfig, platform: PlatformExports) -> RunSpec:
     pool = run.pool or default_pool(run.team, platform)
     flavor = platform.flavors_by_pool.get(pool)
     machine_type = flavor.machine.name if flavor else None
+    settings = run.settings_on(machine_type)
     return RunSpec(
         name=run.name,
         model=run.model,
         pool=pool,
         nodes=run.nodes,
-        settings=run.settings_on(machine_type),
+        settings=settings,
         machine_type=machine_type,
         tokenizer=_tokenizer(run.tokenizer),
         priority=run.priority.value if run.priority else _default_priority(run.team, platform),
         dataset_prefix=run.dataset.prefix,
         copy_dataset_to_local_ssd=run.dataset.copy_to_local_ssd,
         checkpoint=run.checkpoint.enabled,
-        checkpoint_interval_steps=run.checkpoint.interval_steps,
+        checkpoint_interval_steps=run.checkpoint.interval_for(settings.steps),
         resume=run.checkpoint.resume,
         profile=ProfileWindow(run.profile.start_step, run.profile.end_step) if run.profile else None,
         max_restarts=max_restarts(run.max_restarts, run.checkpoint.enabled, run.checkpoint.resume, r.supervisor),

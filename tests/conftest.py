@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import copy
 import gc
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -10,8 +11,9 @@ from typing import Any
 import pytest
 
 from config.loader import ConfigError
+from facts.project import PROJECT
 from harness.mocks import RecordedResource
-from harness.runner import StackFailed, StackRun, run_stack
+from harness.runner import StackFailed, StackRun, load_stack_values, run_stack
 from harness.schemas import resource_errors
 
 
@@ -73,6 +75,15 @@ def render() -> Iterator[Render]:
         return run
 
     yield _render
+
+
+def with_model(stack: str, model: str, run: int = 0) -> dict[str, Any]:
+    """A shipped stack's values with its `run`th run training `model` (the shipped examples train
+    the current recipes; a test of an older runtime names its model)."""
+    values = load_stack_values(stack)
+    training = copy.deepcopy(values[f"{PROJECT}:training"])
+    training["runs"][run]["model"] = model
+    return {**values, f"{PROJECT}:training": training}
 
 
 def rejected(

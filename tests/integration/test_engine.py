@@ -1,8 +1,8 @@
-"""The real Pulumi engine on the lane: the CLI and kubernetes provider drive the `existing` stack,
-a run-only stack on top of it (its run on Megatron-Bridge) and the same stack on the cluster's own
-namespace and claims, through the Automation API (integration/engine.py). The tests share one session and run in
-file order; each prints what the engine and the controllers did. Skipped, saying why, where the
-binaries are absent (`make integration-tools` builds them)."""
+"""The real Pulumi engine on the lane: the CLI and kubernetes provider drive the `existing` stack
+(its run on Megatron-Bridge), a run-only stack on top of it (its run on NeMo 2) and the same stack
+on the cluster's own namespace and claims, through the Automation API (integration/engine.py). The
+tests share one session and run in file order; each prints what the engine and the controllers
+did. Skipped, saying why, where the binaries are absent (`make integration-tools` builds them)."""
 
 from __future__ import annotations
 

@@ -192,3 +192,24 @@ def test_a_script_tells_go_from_no_go_by_the_exit_code(tmp_path: Path, capsys: p
     out = capsys.readouterr().out
     # The existing cluster was not read: a plain GO would claim more than the render checked.
     assert "Verdict: GO" in out and "Offline: the cluster was not read" in out
+
+
+# What a shipped stack may still say about itself: what only its user can supply (their project,
+# reservations and address), and the trade-off each of two examples exists to show.
+YOUR_OWN_VALUES = ("is a placeholder", "is the example's placeholder", "accepts connections from any address")
+CHOSEN_TRADE_OFFS = {
+    # The resiliency recipe's supervisor exists only in its own image (NeMo 24.12).
+    "a3ultra": "supervised, so it runs on the resiliency recipe's image",
+    # One checkpoint bucket for both workers is what lets a run resume in the other region.
+    "manager": "share the checkpoint bucket",
+}
+
+
+@pytest.mark.parametrize("stack", SHIPPED)
+def test_no_shipped_stack_warns_about_itself(render: Any, stack: str) -> None:
+    """`existing`, `run-llama8b` and three more trained a model NVIDIA deprecated, and a run of
+    default steps warned about the default checkpoint interval."""
+    said = [w.message for w in render(stack).warnings if not any(mine in w.message for mine in YOUR_OWN_VALUES)]
+    chosen = CHOSEN_TRADE_OFFS.get(stack)
+    assert [m for m in said if chosen is None or chosen not in m] == []
+    assert chosen is None or any(chosen in m for m in said), "the trade-off is still shown"

@@ -14,7 +14,7 @@ from facts.kubernetes import GPU_TAINT, JOBSET_API, KUEUE_API, TOPOLOGY_LABELS
 from facts.machines import NODE_RESERVE_MEMORY_MIB, NODE_RESERVE_MILLICORES
 from harness.runner import load_stack_values, run_stack, stack_with
 from planners import nemo
-from tests.conftest import flavors_by_pool, issue_for, mebibytes, millicores, rejected
+from tests.conftest import flavors_by_pool, issue_for, mebibytes, millicores, rejected, with_model
 from tests.stacks.test_training import container, env, jobset, pod, workload_files
 
 POOL_LABELS = {"cloud.google.com/gke-nodepool": "a3-ultra-pool"}
@@ -68,9 +68,10 @@ def test_flavors_and_pods_select_the_described_nodes_and_tolerate_their_taints(r
     assert variables["NCCL_SOCKET_IFNAME"] == "eth0"
     assert not [k for k in variables if k in ("NCCL_NET", "NCCL_INIT_SCRIPT", "NCCL_PLUGIN_PATH")]
     assert not [v for v in spec["volumes"] if "csi" in v]
-    settings = workload_files(run, "llama31-8b")[nemo.NEMO2_SETTINGS]
-    assert '"/data/tokenizers/gpt2/gpt2-vocab.json"' in settings
     assert container(manifest)["resources"]["limits"]["nvidia.com/gpu"] == "8"
+    # Off GKE the GPT-2 files a NeMo 2 run tokenizes with are read from the data claim.
+    nemo2 = render("existing", values=with_model("existing", "llama3.1-8b"))
+    assert '"/data/tokenizers/gpt2/gpt2-vocab.json"' in workload_files(nemo2, "llama3-8b")[nemo.NEMO2_SETTINGS]
 
 
 def flavors_by_pool_labels(run: Any) -> list[dict[str, Any]]:
@@ -199,7 +200,9 @@ def test_a_run_larger_than_the_described_pool_is_refused_before_anything_is_regi
 def test_local_checkpoints_need_gke_s_node_ssd() -> None:
     training = copy.deepcopy(load_stack_values("existing")["nemo-gke:training"])
     training["runs"][0].update(
-        checkpoint={"intervalSteps": 10}, resiliency={"faultTolerance": True, "localCheckpointIntervalSteps": 5}
+        model="llama3.1-8b",
+        checkpoint={"intervalSteps": 10},
+        resiliency={"faultTolerance": True, "localCheckpointIntervalSteps": 5},
     )
     key = "training.runs[0].resiliency.localCheckpointIntervalSteps"
     assert "existing cluster" in issue_for(rejected(stack_with("existing", training=training), "existing"), key)
@@ -440,10 +443,11 @@ def test_existing_cloud_storage_claims_get_the_fuse_sidecar(render: Any) -> None
     GPT-2 files stay in the data claim. A run-only stack on top reads this from the platform."""
     claims = {**FSS, "cloudStorageFuse": True}
     values = existing(namespaceExists=True, claims=claims)
+    values["nemo-gke:training"] = with_model("existing", "llama3.1-8b")["nemo-gke:training"]
     run = render("existing", values=values)
     annotations = pod(jobset(run)[1])["metadata"]["annotations"]
     assert {k: annotations.get(k) for k in GCSFUSE_POD_ANNOTATIONS} == dict(GCSFUSE_POD_ANNOTATIONS)
-    assert '"/data/tokenizers/gpt2/gpt2-vocab.json"' in workload_files(run, "llama31-8b")[nemo.NEMO2_SETTINGS]
+    assert '"/data/tokenizers/gpt2/gpt2-vocab.json"' in workload_files(run, "llama3-8b")[nemo.NEMO2_SETTINGS]
     upstream = {"organization/nemo-gke/existing": run.exports}
     on_top = run_stack("run-on-existing", values=run_only_on("existing"), upstream=upstream)
     assert "gke-gcsfuse/volumes" in pod(jobset(on_top)[1])["metadata"]["annotations"]

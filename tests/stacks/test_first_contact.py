@@ -26,6 +26,7 @@ from facts.pulumi_cli import SECRET_STAND_IN, SHOWN_ERROR_EXIT_CODE
 from harness.mocks import RecordingEngine, RecordingMocks, RecordingMonitor
 from harness.runner import StackFailed, load_stack_values, run_stack, stack_with
 from harness.stackfile import to_pulumi_config
+from planners import nemo
 from planners.submitted import ENCRYPTED
 from stacks import program
 from stacks.kubeapi import read_kubeconfig
@@ -329,6 +330,16 @@ def test_a_checkpoint_interval_longer_than_the_run_is_warned_about(render: Rende
     ]
 
 
+def test_a_run_of_default_steps_and_interval_saves_at_its_end_and_hears_nothing(render: Render) -> None:
+    """The default interval (100) was longer than every model's default steps (30 or 50): a run that
+    set neither warned about its own defaults."""
+    run = render("dev", values=stack_with("dev", training={"runs": [{"name": "plain", "model": "gpt-5b", "nodes": 2}]}))
+    assert not [w.message for w in run.warnings if "checkpoint" in w.message]
+    (config_map,) = [run.manifest(c) for c in run.of_type("kubernetes:core/v1:ConfigMap") if "plain" in c.name]
+    trainer = json.loads(config_map["data"][nemo.NEMO1_CONFIG])["exp_manager"]["checkpoint_callback_params"]
+    assert trainer["every_n_train_steps"] == 50, "one checkpoint, at the run's 50th and last step"
+
+
 def test_ten_thousand_runs_are_refused_at_the_documented_limit_in_bounded_time() -> None:
     runs = [{**DEV_RUN, "name": f"r{i}"} for i in range(10_000)]
     started = time.monotonic()
@@ -437,10 +448,11 @@ def test_an_inline_kubeconfig_whose_server_is_not_a_url_is_refused_by_key() -> N
     ]
 
 
-def test_an_override_contradicting_a_key_is_refused_by_key() -> None:
+@pytest.mark.parametrize(("model", "path"), [("llama3-8b", "train.train_iters"), ("llama3.1-8b", "trainer.max_steps")])
+def test_an_override_contradicting_a_key_is_refused_by_key(model: str, path: str) -> None:
     values = stack_with("existing")
-    values[f"{PROJECT}:training"]["runs"][0]["overrides"] = {"trainer.max_steps": 999}
-    why = issue_for(rejected(values, "existing"), "training.runs[0].overrides.trainer.max_steps")
+    values[f"{PROJECT}:training"]["runs"][0].update(model=model, overrides={path: 999})
+    why = issue_for(rejected(values, "existing"), f"training.runs[0].overrides.{path}")
     assert "set steps instead" in why
 
 

@@ -203,10 +203,10 @@ def test_a_run_an_interrupted_up_left_is_taken_with_its_definition_and_refused_w
         run_stack(EXISTING, values=values, read_objects=objects_reader({ref: jobset}))
     assert isinstance(failed.value.error, ConfigError) and not failed.value.resources
     assert str(failed.value.error).splitlines()[1:] == [
-        "  nemo-gke:training.runs[0].steps = 30: run llama31-8b's JobSet nemo/llama31-8b is on the cluster, marked "
+        "  nemo-gke:training.runs[0].steps = 30: run llama3-8b's JobSet nemo/llama3-8b is on the cluster, marked "
         "with this stack, and its state does not hold it (an interrupted `pulumi up` submitted it); it runs another "
         "definition (steps 20 → 30): put those values back to take it over, or delete it first (kubectl -n nemo "
-        "delete jobset llama31-8b)"
+        "delete jobset llama3-8b)"
     ]
     # Killed after the state recorded the run's TrainingRun, before its JobSet: a raised revision
     # would submit a second JobSet beside the first.
@@ -216,13 +216,13 @@ def test_a_run_an_interrupted_up_left_is_taken_with_its_definition_and_refused_w
     with pytest.raises(StackFailed) as failed:
         run_stack(EXISTING, values=raised, read_objects=objects_reader({ref: jobset}), recorded=state)
     (line,) = str(failed.value.error).splitlines()[1:]
-    assert line.startswith("  nemo-gke:training.runs[0].revision = 2: run llama31-8b's JobSet nemo/llama31-8b is on")
-    assert "submitted it at revision 1): this `up` would submit llama31-8b-r2 beside it; put revision 1 back" in line
+    assert line.startswith("  nemo-gke:training.runs[0].revision = 2: run llama3-8b's JobSet nemo/llama3-8b is on")
+    assert "submitted it at revision 1): this `up` would submit llama3-8b-r2 beside it; put revision 1 back" in line
     # Another stack's JobSet of the name is refused as any object of the stack's names is.
     theirs = {**jobset, "metadata": {**jobset["metadata"], "annotations": {STACK_ANNOTATION: "acme/nemo-gke/b"}}}
     with pytest.raises(StackFailed) as failed:
         run_stack(EXISTING, values=values, read_objects=objects_reader({ref: theirs}))
-    assert "JobSet nemo/llama31-8b is already on the cluster, written by the Pulumi stack acme/nemo-gke/b" in str(
+    assert "JobSet nemo/llama3-8b is already on the cluster, written by the Pulumi stack acme/nemo-gke/b" in str(
         failed.value.error
     )
 

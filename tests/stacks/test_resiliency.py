@@ -23,7 +23,7 @@ from harness.runner import StackRun, load_stack_values, stack_with, unmarked
 from planners import nemo
 from planners.runs import Resiliency, RunSpec, Tokenizer, local_checkpoint_bytes, local_ssd_bytes
 from stacks.platform import check_platform
-from tests.conftest import NODE_POOL, issue_for, rejected
+from tests.conftest import NODE_POOL, issue_for, rejected, with_model
 from tests.stacks.test_training import container, env, jobset, pod, workload_files
 
 SUPERVISOR_TYPES = (
@@ -281,7 +281,8 @@ def test_runs_without_resiliency_settings_stay_plain_torchrun(render: Any) -> No
     _, manifest = jobset(render("dev"))
     assert "RUN_LAUNCHER" not in env(manifest)
     assert not [v for v in pod(manifest)["spec"]["volumes"] if v["name"] == "local-checkpoints"]
-    settings = json.loads(workload_files(render("a3high-small"), "llama31-8b")[nemo.NEMO2_SETTINGS])
+    nemo2 = render("a3high-small", values=with_model("a3high-small", "llama3.1-8b"))
+    settings = json.loads(workload_files(nemo2, "llama3-8b")[nemo.NEMO2_SETTINGS])
     assert settings["resiliency"] == {
         "faultTolerance": False,
         "asyncCheckpoint": None,
@@ -337,7 +338,13 @@ def with_run(stack: str, platform: dict[str, Any] | None = None, **run: Any) -> 
         ),
         # The supervisor needs the platform's, and host-network pods.
         ("a3ultra", {"enabled": False}, {}, "resiliency.supervisor", "set resiliency.enabled: true"),
-        ("a3high-small", None, {"resiliency": {"supervisor": True}}, "resiliency.supervisor", "needs the platform"),
+        (
+            "a3high-small",
+            None,
+            {"model": "llama3.1-8b", "resiliency": {"supervisor": True}},
+            "resiliency.supervisor",
+            "needs the platform",
+        ),
         # NVRx restarts need its launcher; Nsight cannot wrap it.
         ("dev", None, {"resiliency": {"inJobRestarts": 2}}, "resiliency.inJobRestarts", "needs faultTolerance"),
         (
@@ -350,7 +357,7 @@ def with_run(stack: str, platform: dict[str, Any] | None = None, **run: Any) -> 
         (
             "a3high-small",
             None,
-            {"resiliency": {"faultTolerance": True}, "profile": {"startStep": 2, "endStep": 4}},
+            {"model": "llama3.1-8b", "resiliency": {"faultTolerance": True}, "profile": {"startStep": 2, "endStep": 4}},
             "profile",
             "Nsight Systems",
         ),

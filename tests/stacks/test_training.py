@@ -19,7 +19,16 @@ from facts.models import MODELS, Framework
 from harness.mocks import RecordedResource
 from harness.runner import StackFailed, StackRun, load_stack_values, run_stack, stack_with
 from planners import nemo
-from tests.conftest import MODES, flavors_by_pool, issue_for, mebibytes, millicores, parse_source, rejected
+from tests.conftest import (
+    MODES,
+    flavors_by_pool,
+    issue_for,
+    mebibytes,
+    millicores,
+    parse_source,
+    rejected,
+    with_model,
+)
 
 JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
 CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
@@ -137,7 +146,7 @@ def test_torchrun_starts_every_node_with_the_first_pod_as_master(render: Any) ->
         ("dev", "gpt5b-demo", "a3-highgpu", "a3-highgpu-8g", 2),
         ("a3mega", "gpt3-175b", "a3-mega", "a3-megagpu-8g", 32),
         ("a3ultra", "llama31-405b", "a3-ultra", "a3-ultragpu-8g", 72),
-        ("a3high-small", "llama31-8b", "h100x4", "a3-highgpu-4g", 2),
+        ("a3high-small", "llama3-8b", "h100x4", "a3-highgpu-4g", 2),
     ],
 )
 def test_gpu_cpu_and_memory_requests_fit_the_pools_quota(
@@ -372,7 +381,7 @@ def test_rdma_pods_attach_the_gvnic_and_eight_rdma_nics_with_gib(render: Any) ->
 
 
 def test_small_shapes_run_without_gpudirect(render: Any) -> None:
-    _, manifest = jobset(render("a3high-small"), "llama31-8b")
+    _, manifest = jobset(render("a3high-small"), "llama3-8b")
     annotations = pod(manifest)["metadata"]["annotations"]
     assert not [a for a in annotations if a.startswith(("networking.gke.io", "devices.gke.io"))]
     assert "initContainers" not in pod(manifest)["spec"]
@@ -503,9 +512,10 @@ def test_a3_ultra_405b_runs_carry_the_recipe_and_nemo_performance_settings(rende
 
 
 def test_models_without_a_performance_script_get_no_performance_environment(render: Any) -> None:
-    variables = env(jobset(render("a3high-small"), "llama31-8b")[1])
+    run = render("a3high-small", values=with_model("a3high-small", "llama3.1-8b"))
+    variables = env(jobset(run, "llama3-8b")[1])
     assert "CUDA_DEVICE_MAX_CONNECTIONS" not in variables and "TORCH_NCCL_HIGH_PRIORITY" not in variables
-    settings = json.loads(workload_files(render("a3high-small"), "llama31-8b")[nemo.NEMO2_SETTINGS])
+    settings = json.loads(workload_files(run, "llama3-8b")[nemo.NEMO2_SETTINGS])
     assert settings["tpOverlapConfig"] is None
 
 
@@ -549,9 +559,10 @@ def test_gcs_data_is_copied_to_local_ssd_before_training(render: Any) -> None:
     variables = env(manifest)
     assert variables["DATASET_SOURCE"] == "/data/datasets/wikipedia/wiki_text_document"
     assert variables["DATASET_TARGET"] == "/ssd/data/wiki_text_document"
-    settings = json.loads(workload_files(run, "llama31-8b-gcs")[nemo.NEMO2_SETTINGS])
-    assert settings["datasetPrefix"] == "/ssd/data/wiki_text_document"
-    assert settings["profile"] == {"startStep": 20, "endStep": 22}
+    settings = json.loads(workload_files(run, "llama3-8b-gcs")[nemo.NEMO2_SETTINGS])
+    assert settings["dataset"]["blend"] == [["/ssd/data/wiki_text_document"], None]
+    profiling = settings["profiling"]
+    assert (profiling["profile_step_start"], profiling["profile_step_end"]) == (20, 22)
 
 
 def test_every_model_pins_its_image_and_framework() -> None:
@@ -625,7 +636,7 @@ def test_an_upstream_stack_the_backend_does_not_hold_is_refused_by_key() -> None
         ({"nodes": 3}, "training.runs[0].nodes", "at most 2 nodes"),
         ({"pool": "h100x1", "nodes": 1, "contextParallel": 2}, "training.runs[0].nodes", "not a multiple"),
         ({"globalBatchSize": 6}, "training.runs[0].globalBatchSize", "micro batch × data-parallel"),
-        ({"sequenceLength": 262144}, "training.runs[0].sequenceLength", "131072 positions"),
+        ({"sequenceLength": 262144}, "training.runs[0].sequenceLength", "8192 positions"),
         ({"pool": "a3-mega"}, "training.runs[0].pool", "h100x4"),
     ],
 )
