@@ -10,6 +10,12 @@ RUNTIME_VENV := .venv-runtime
 
 PYTEST := $(BIN)/pytest --numprocesses=auto --maxprocesses=4
 
+# $(call timed,COMMAND): run COMMAND, then print how long the target took, its status kept. Every
+# target that can take over a minute says so itself.
+define timed
+	@echo '$(1)'; start=$$(date +%s); $(1); rc=$$?; echo "make $@: $$(( $$(date +%s) - start )) s"; exit $$rc
+endef
+
 .PHONY: help install crds render test lint typecheck unit stacks repo docs docs-check identities bench integration-tools integration integration-engine runtime-check gpu-train clean
 .DEFAULT_GOAL := help
 
@@ -35,8 +41,8 @@ render: install
 	$(BIN)/python -m tools.render --stack $(STACK)
 
 ## Lint, type-check and run the unit, stacks and repo tiers (what CI runs first).
-test: install lint typecheck
-	$(PYTEST) tests/unit tests/stacks tests/repo
+test: install
+	$(call timed,$(MAKE) --no-print-directory lint typecheck && $(PYTEST) tests/unit tests/stacks tests/repo)
 
 ## ruff check and ruff format --check.
 lint: install
@@ -67,7 +73,7 @@ docs: install
 ## Run every offline command of the docs on a fresh copy of the checkout.
 ## Each with its own `make install`; prints each command's time and why the others are not run.
 docs-check: install
-	$(BIN)/python -m tools.docs_commands --run
+	$(call timed,$(BIN)/python -m tools.docs_commands --run)
 
 ## Rewrite tests/identities/ from the program.
 ## Only while nothing is deployed; otherwise add aliases.
@@ -80,7 +86,7 @@ bench: install
 
 ## Build the integration lane's binaries from Go modules (cached by version).
 integration-tools:
-	integration/build-tools.sh
+	$(call timed,integration/build-tools.sh)
 
 ## The integration tier (tests/integration) on the lane; prints each test's time.
 ## Builds the lane's tools (cached); stack files read by harness.stackfile and by the Pulumi CLI's
@@ -89,18 +95,18 @@ integration-tools:
 ## admitting its runs; the real-engine scenarios under the Pulumi CLI and Kubernetes provider the
 ## tools include (or PULUMI_BIN_DIR's). Prints each test's time.
 integration: install integration-tools
-	$(BIN)/pytest -p no:xdist -s -v --durations=0 tests/integration
+	$(call timed,$(BIN)/pytest -p no:xdist -s -v --durations=0 tests/integration)
 
 ## The real-engine scenarios alone; fails when the Pulumi binaries are absent.
 integration-engine: install integration-tools
-	NEMO_GKE_ENGINE_REQUIRED=1 $(BIN)/pytest -p no:xdist -s -v tests/integration/test_engine.py
+	$(call timed,NEMO_GKE_ENGINE_REQUIRED=1 $(BIN)/pytest -p no:xdist -s -v tests/integration/test_engine.py)
 
 ## The Megatron-Bridge launcher's configuration step against the real, pinned library; no GPU.
 ## Builds .venv-runtime from requirements-runtime.txt (2.2 GB of wheels from PyPI, about a minute),
 ## then builds and validates the configuration of every Megatron-Bridge run and catalog recipe
 ## with the launcher's own code, and shows that a renamed field fails.
-runtime-check: install $(RUNTIME_VENV)/.installed
-	$(BIN)/python -m tools.runtime_check --python $(RUNTIME_VENV)/bin/python
+runtime-check: install
+	$(call timed,$(MAKE) --no-print-directory $(RUNTIME_VENV)/.installed && $(BIN)/python -m tools.runtime_check --python $(RUNTIME_VENV)/bin/python)
 
 ## The launcher trains for real on this machine's GPU (needs one NVIDIA GPU): a four-layer Llama 3 8B
 ## on generated data for 30 steps, without Transformer Engine, in .venv-runtime; then reads the run's

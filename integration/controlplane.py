@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from facts.kubernetes import JOBSET_CONTROLLER_ACCOUNT, JOBSET_NAMESPACE, service_account_user
+from facts.kubernetes import JOBSET_API, JOBSET_CONTROLLER_ACCOUNT, JOBSET_NAMESPACE, KUEUE_API, service_account_user
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = Path(os.environ.get("NEMO_GKE_CACHE", Path.home() / ".cache" / "nemo-gke"))
@@ -208,11 +208,67 @@ def wait_for(what: str, check: Any, timeout: float = 120.0) -> None:
 # --------------------------------------------------------------------------- processes
 
 
+def _conditions(item: Mapping[str, Any]) -> str:
+    held = [c for c in item.get("status", {}).get("conditions") or () if c.get("status") == "True"]
+    return ", ".join(f"{c['type']}({c.get('reason', '')})" for c in held) or "no condition"
+
+
+def _named(item: Mapping[str, Any]) -> str:
+    meta = item.get("metadata", {})
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}".lstrip("/")
+
+
+# What a failed test's report shows of a lane's cluster: each list, and one line per object.
+_STATE: tuple[tuple[str, str, Any], ...] = (
+    ("nodes", "/api/v1/nodes", lambda n: (
+        f"{_named(n)} {_conditions(n)} unschedulable={n['spec'].get('unschedulable', False)} "
+        f"taints={[t['key'] for t in n['spec'].get('taints') or ()]}"
+    )),
+    ("workloads", f"/apis/{KUEUE_API}/workloads", lambda w: f"{_named(w)} {_conditions(w)}"),
+    ("jobsets", f"/apis/{JOBSET_API}/jobsets", lambda j: (
+        f"{_named(j)} suspend={j['spec'].get('suspend')} {_conditions(j)}"
+    )),
+    ("pods", "/api/v1/pods", lambda p: (
+        f"{_named(p)} {p.get('status', {}).get('phase')} on {p['spec'].get('nodeName') or 'no node'}"
+    )),
+    ("events", "/api/v1/events", lambda e: (
+        f"{e['involvedObject'].get('kind')}/{e['involvedObject'].get('name')} {e.get('reason')}: "
+        f"{str(e.get('message', ''))[:160]}"
+    )),
+)  # fmt: skip
+
+# The lanes whose processes run now, for the report of a test that fails (tests/integration/conftest.py).
+RUNNING: list[Lane] = []
+
+
 @dataclass
 class Lane:
     workdir: Path
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     timings: list[tuple[str, float]] = field(default_factory=list)
+    # Its API server, once control_plane() has started it.
+    api: Api | None = None
+
+    def __post_init__(self) -> None:
+        RUNNING.append(self)
+
+    def state(self, last: int = 25) -> str:
+        """What the lane's cluster and controllers were doing: the last `last` nodes, workloads,
+        JobSets, pods and events, and the end of each process's log."""
+        lines = [f"lane {self.workdir}:"]
+        for title, path, describe in _STATE if self.api is not None else ():
+            try:
+                _, found = self.api.request("GET", path)  # type: ignore[union-attr]
+                items = list(found.get("items") or ()) if isinstance(found, dict) else []
+                lines.append(f"  {title} ({len(items)}):")
+                lines += [f"    {describe(item)}" for item in items[-last:]]
+            except Exception as error:  # a report of a failure must not fail itself
+                lines.append(f"  {title}: not read ({error})")
+        for name in self.processes:
+            log = (self.workdir / f"{name}.log").read_text(errors="replace").splitlines()[-last:]
+            lines.append(f"  {name}.log, its last {len(log)} lines:")
+            lines += [f"    {line[:300]}" for line in log]
+        return "\n".join(lines)
 
     def start(self, name: str, command: Sequence[str], env: Mapping[str, str] | None = None) -> None:
         log = open(self.workdir / f"{name}.log", "wb")  # noqa: SIM115 - lives as long as the process
@@ -247,6 +303,8 @@ class Lane:
     def stop(self) -> None:
         stop_pids(self.workdir)
         self.processes.clear()
+        if self in RUNNING:
+            RUNNING.remove(self)
 
     def stop_process(self, name: str, grace: float = 10.0) -> None:
         """Stop one process as `stop` does (SIGTERM, SIGKILL after `grace` seconds), as a
@@ -306,7 +364,7 @@ def control_plane(lane: Lane) -> Api:
         ])  # fmt: skip
         wait_for("etcd", lambda: urllib.request.urlopen(f"http://{LOCALHOST}:{etcd_client}/health").status == 200)
     server = f"https://{LOCALHOST}:{api_port}"
-    api = Api(server, pki)
+    api = lane.api = Api(server, pki)
     with lane.phase("kube-apiserver"):
         lane.start("kube-apiserver", [
             str(binary("kube-apiserver")), "--etcd-servers", f"http://{LOCALHOST}:{etcd_client}",

@@ -6,13 +6,17 @@ from __future__ import annotations
 
 import pytest
 
-from integration.controlplane import BIN
+from integration.controlplane import BIN, RUNNING
 
 
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> None:
-    """The engine's tests share one session in file order: after one fails, the others would
-    fail for its reason, so they are skipped, naming it."""
+    """A failed test prints what each running lane's controllers and pods were doing, before its
+    fixtures stop them. The engine's tests share one session in file order: after one fails, the
+    others would fail for its reason, so they are skipped, naming it."""
     module = getattr(item, "module", None)
+    if call.excinfo is not None and call.when in ("setup", "call"):
+        for lane in list(RUNNING):
+            print(f"\n{item.name} failed; {lane.state()}", flush=True)
     if call.excinfo is not None and call.when == "call" and module is not None:
         module.FIRST_FAILURE = getattr(module, "FIRST_FAILURE", None) or item.name
 

@@ -100,11 +100,19 @@ def test_make_help_lists_every_target_with_its_description() -> None:
     assert all(len(line.split()) > 2 for line in listed.values())
 
 
-def test_the_readme_starts_with_a_quickstart_from_make_install_to_pulumi_up() -> None:
-    """Install, the render and the test command CI runs, then the deployment."""
+def test_the_readme_starts_offline_then_deploys_with_pulumi_up() -> None:
+    """First what needs no cloud account (install, the render, the tests CI runs), then the
+    deployment."""
     readme = (ROOT / "README.md").read_text()
-    first_code = re.search(r"```(?:sh|bash|console)?\n(.*?)```", readme, flags=re.DOTALL)
-    assert first_code is not None
-    commands = [line.split("#")[0].split() for line in first_code.group(1).splitlines()]
-    assert commands[:3] == [["make", "install"], ["make", "render"], ["make", "test"]]
-    assert commands[-1] == ["pulumi", "up"]
+    blocks = re.findall(r"```(?:sh|bash|console)?\n(.*?)```", readme, flags=re.DOTALL)
+    assert blocks, "the README shows commands"
+
+    def commands(block: str) -> list[list[str]]:
+        return [line.split("#")[0].split() for line in block.splitlines()]
+
+    offline = commands(blocks[0])
+    assert offline[:2] == [["make", "install"], ["make", "render"]] and ["make", "test"] in offline
+    assert not [c for c in offline if c[0] in ("pulumi", "gcloud", "kubectl")], "the first block needs no cloud"
+    deploy = next(commands(b) for b in blocks if any(c[:1] == ["pulumi"] for c in commands(b)))
+    assert deploy[-1] == ["pulumi", "up"]
+    assert readme.index("Try it without a cloud account") < readme.index("Quickstart on Google Cloud")
