@@ -102,7 +102,7 @@ integration-engine: install integration-tools
 	$(call timed,NEMO_GKE_ENGINE_REQUIRED=1 $(BIN)/pytest -p no:xdist -s -v tests/integration/test_engine.py)
 
 ## The Megatron-Bridge launcher's configuration step against the real, pinned library; no GPU.
-## Builds .venv-runtime from requirements-runtime.txt (2.2 GB of wheels from PyPI, about a minute),
+## Builds .venv-runtime from requirements-runtime.txt (2.2 GB of wheels from PyPI, 94 s in all measured),
 ## then builds and validates the configuration of every Megatron-Bridge run and catalog recipe
 ## with the launcher's own code, and shows that a renamed field fails.
 runtime-check: install
