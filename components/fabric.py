@@ -20,7 +20,7 @@ from components.training import REPLACE_JOB, field_env, gpu_container, gpu_jobse
 from facts.errors import require
 from facts.kubernetes import FABRIC_CHECK_LABEL, PART_OF, PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL, versioned_name
 from facts.nccl import NCCL_TEST_LAUNCH
-from planners import nemo
+from planners import nemo, workload
 from planners.fabric import NCCL_TEST_SCRIPT, NcclTestSpec, nccl_test_env, nccl_test_image
 from planners.gpudirect import PodNetworking
 from planners.queues import Flavor
@@ -70,10 +70,10 @@ def nccl_test_jobset(args: FabricCheckArgs, config_map: str) -> dict[str, Any]:
         nccl_test_image(machine, net.gib).ref,
         machine,
         net,
-        command=["bash", f"{nemo.WORKLOAD_DIR}/{NCCL_TEST_SCRIPT}"],
+        command=["bash", f"{workload.WORKLOAD_DIR}/{NCCL_TEST_SCRIPT}"],
         env=field_env(env),
         volumeMounts=[
-            {"name": "workload", "mountPath": nemo.WORKLOAD_DIR},
+            {"name": "workload", "mountPath": workload.WORKLOAD_DIR},
             {"name": "shm", "mountPath": "/dev/shm"},
             {"name": "shared", "mountPath": args.shared_mount},
         ],
@@ -126,7 +126,7 @@ class FabricCheck(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: FabricCheckArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(self.TYPE, name, None, opts)
-        files = {name: payload.text(name) for name in (NCCL_TEST_SCRIPT, nemo.NCCL_INIT)}
+        files = {name: payload.text(name) for name in (NCCL_TEST_SCRIPT, workload.NCCL_INIT)}
         config_name = versioned_name(f"{args.test.name}-nccl", files)
         config_map = k8s.core.v1.ConfigMap(
             f"{name}-script",

@@ -73,12 +73,12 @@ from facts.kubernetes import (
 from facts.kueue import MULTIKUEUE_CONTROLLER
 from facts.machines import MachineType, training_pod_requests
 from facts.registries import RegistryMirror, resolve
-from planners import nemo
+from planners import nemo, workload
 from planners.gpudirect import PodNetworking
-from planners.nemo import RunPaths
 from planners.queues import Flavor
 from planners.runs import DataPrepSpec, RunSpec, run_advice, topology_annotation
 from planners.submitted import RunStep, Submitted, encoded, shown, submission
+from planners.workload import RunPaths
 
 GPU_TOLERATIONS = [GPU_TAINT.toleration(), IMPENDING_TERMINATION_TOLERATION]
 
@@ -360,13 +360,16 @@ def run_env(args: TrainingRunArgs) -> list[dict[str, Any]]:
 
 
 def workload_volume(args: TrainingRunArgs, config_map: str, files: Mapping[str, str]) -> dict[str, Any]:
-    """The run's files, each at nemo.file_path: the ConfigMap `config_map`, or, for a dispatched run,
+    """The run's files, each at workload.file_path: the ConfigMap `config_map`, or, for a dispatched run,
     its pod template's annotations (workload_annotations) read through the downward API."""
     if not args.dispatched:
-        keys = [{"key": name, "path": nemo.file_path(name)} for name in files]
+        keys = [{"key": name, "path": workload.file_path(name)} for name in files]
         return {"name": "workload", "configMap": {"name": config_map, "defaultMode": 0o755, "items": keys}}
     fields = [
-        {"path": nemo.file_path(name), "fieldRef": {"fieldPath": f"metadata.annotations['{workload_file_key(name)}']"}}
+        {
+            "path": workload.file_path(name),
+            "fieldRef": {"fieldPath": f"metadata.annotations['{workload_file_key(name)}']"},
+        }
         for name in files
     ]
     return {"name": "workload", "downwardAPI": {"defaultMode": 0o755, "items": fields}}
@@ -386,7 +389,7 @@ def run_jobset(args: TrainingRunArgs, config_map: str, files: Mapping[str, str])
     """The run's JobSet, unnamed: suspended until Kueue admits all of it, one pod per node, with
     its files (workload_volume)."""
     run, machine, net = args.run, args.flavor.machine, args.networking
-    tokenizer_volumes, tokenizer_mounts = nemo.tokenizer_volumes(run.tokenizer) if args.volumes.gke else ([], [])
+    tokenizer_volumes, tokenizer_mounts = workload.tokenizer_volumes(run.tokenizer) if args.volumes.gke else ([], [])
     supervised = run.resiliency.supervisor
     shm_gib = min(
         resiliency.SUPERVISED_SHARED_MEMORY_GIB if supervised else MAX_SHARED_MEMORY_GIB, machine.memory_gib // 4
@@ -397,14 +400,14 @@ def run_jobset(args: TrainingRunArgs, config_map: str, files: Mapping[str, str])
         resolve(run.image_ref, args.mirror),
         machine,
         net,
-        command=["bash", f"{nemo.WORKLOAD_DIR}/{nemo.LAUNCHER}"],
+        command=["bash", f"{workload.WORKLOAD_DIR}/{workload.LAUNCHER}"],
         # An empty list is dropped by the API server (omitempty): written, it reads back as a change.
         **({"args": entry_args} if entry_args else {}),
         env=run_env(args),
         volumeMounts=[
-            {"name": "workload", "mountPath": nemo.WORKLOAD_DIR},
+            {"name": "workload", "mountPath": workload.WORKLOAD_DIR},
             {"name": "shm", "mountPath": "/dev/shm"},
-            {"name": "local-ssd", "mountPath": nemo.LOCAL_SSD},
+            {"name": "local-ssd", "mountPath": workload.LOCAL_SSD},
             *args.volumes.mounts(data_read_only=True),
             *tokenizer_mounts,
         ],
@@ -608,8 +611,8 @@ class DataPreparationArgs:
 def data_prep_job(args: DataPreparationArgs) -> dict[str, Any]:
     """A Job, unnamed, queued through Kueue on a GPU pool's CPUs, writing .bin/.idx to the data bucket."""
     job, data = args.job, args.volumes.data_mount
-    tokenizer = nemo.tokenizer_settings(job.tokenizer, data, nemo.gpt2_dir(data, args.volumes.gke))
-    tokenizer_volumes, tokenizer_mounts = nemo.tokenizer_volumes(job.tokenizer) if args.volumes.gke else ([], [])
+    tokenizer = workload.tokenizer_settings(job.tokenizer, data, workload.gpt2_dir(data, args.volumes.gke))
+    tokenizer_volumes, tokenizer_mounts = workload.tokenizer_volumes(job.tokenizer) if args.volumes.gke else ([], [])
     input_path = f"{data}/{job.input}"
     folder = not job.input.endswith((".json", ".jsonl", ".gz"))
     command = nemo.preprocess_command(
@@ -639,7 +642,7 @@ def data_prep_job(args: DataPreparationArgs) -> dict[str, Any]:
                             "name": "preprocess",
                             "image": resolve(versions.NEMO_2.ref, args.mirror),
                             "command": ["bash", "-c", script],
-                            "env": _env(nemo.OFFLINE_ENV),
+                            "env": _env(workload.OFFLINE_ENV),
                             "resources": {
                                 "requests": {"cpu": str(job.workers + 2), "memory": gib_quantity(4 * job.workers + 16)},
                             },

@@ -279,7 +279,7 @@ class Recipe:
     )
     # Whether the recipe's launch goes through Megatron-Bridge's PerfEnvPlugin (its
     # scripts/performance/setup_experiment.py, or gpu-recipes' copy custom_setup_experiment.py),
-    # whose environment follows from the GPU and the layout (planners.nemo.bridge_perf_env); a
+    # whose environment follows from the GPU and the layout (planners.runtimes.bridge.perf_env); a
     # recipe that starts run_script.py directly gets none of it.
     perf_env_plugin: bool = False
     # Uneven pipeline splits by (pipeline, virtual pipeline) size, as Megatron Core's layout strings
@@ -411,7 +411,7 @@ _A4_405B = (
     "llama3-1-405b-seq8192-gbs128-mbs1-gpus128.py and values.yaml@2e1fd5e"
 )
 # What NeMo's own Llama 3.1 405B pretraining script sets: its executor's PERF_ENV_VARS and the
-# constant part of PerfEnvPlugin (the GPU- and layout-dependent part: planners.nemo.perf_env).
+# constant part of PerfEnvPlugin (the GPU- and layout-dependent part: planners.workload.nemo_perf_env).
 # NVIDIA/NeMo:scripts/performance/executors.py and nemo/lightning/run/plugins.py@8cfedd7
 _PERF_SCRIPT = "NVIDIA/NeMo:scripts/performance/llm/pretrain_llama31_405b.py@8cfedd7 (same at v2.4.0)"
 _PERF_ENV = MappingProxyType(
@@ -619,7 +619,7 @@ _QWEN3_30B_A4 = dataclasses.replace(
 _PERFORMANCE_SUMMARY = f"{_MB}:docs/performance-summary.md@21b02e0"
 # The HybridEP token dispatcher as Megatron-Bridge turns it on (training/flex_dispatcher_backend.py
 # apply_flex_dispatcher_backend, and the SMs scripts/performance/utils/overrides.py gives it);
-# its NVLink domain comes from the machine (planners.nemo.bridge_perf_env).
+# its NVLink domain comes from the machine (planners.runtimes.bridge.perf_env).
 _HYBRIDEP: dict[str, bool | int | float | str] = {
     "model.moe_token_dispatcher_type": "flex",
     "model.moe_flex_dispatcher_backend": "hybridep",

@@ -40,7 +40,7 @@ from harness.stackfile import to_pulumi_config
 from integration.controlplane import CACHE, Api, Lane, has_condition, wait_for
 from integration.lane import start
 from integration.runs import api_path, claim_volumes, jobset_run, placed, stack_objects
-from planners import nemo
+from planners import nemo, workload
 from planners.ownership import mark_of
 from stacks import program
 
@@ -114,7 +114,7 @@ def upgraded_program() -> Iterator[None]:
 
     def files(*args: Any) -> dict[str, str]:
         found = workload_files(*args)
-        return {**found, nemo.LAUNCHER: found[nemo.LAUNCHER] + "# a later nemo-gke\n"}
+        return {**found, workload.LAUNCHER: found[workload.LAUNCHER] + "# a later nemo-gke\n"}
 
     def env(*args: Any) -> dict[str, str]:
         return {**platform_env(*args), "NEMO_GKE_UPGRADED": "1"}

@@ -148,61 +148,6 @@ def _flavor(pool: str, flavors: Mapping[str, Flavor]) -> Flavor:
     return flavors[pool]
 
 
-_LAYOUT = {
-    "tensorParallel": "tensor_model_parallel_size",
-    "pipelineParallel": "pipeline_model_parallel_size",
-    "virtualPipeline": "virtual_pipeline_model_parallel_size",
-    "contextParallel": "context_parallel_size",
-    "expertParallel": "expert_model_parallel_size",
-}
-# The configuration paths each runtime's launcher sets from a run's own keys (planners.nemo and
-# payload/: the NeMo 1 Hydra config, the NeMo 2 recipe, Megatron-Bridge's ConfigContainer), by the
-# key that sets them. An override of one would train what the key does not say while the summary
-# prices the key, so it is refused naming the key.
-KEYED_OVERRIDES: Mapping[Framework, Mapping[str, str]] = MappingProxyType(
-    {
-        Framework.NEMO1: MappingProxyType(
-            {
-                "trainer.max_steps": "steps",
-                "trainer.num_nodes": "nodes",
-                "trainer.devices": "nodes",
-                "model.global_batch_size": "globalBatchSize",
-                "model.micro_batch_size": "microBatchSize",
-                "model.encoder_seq_length": "sequenceLength",
-                "model.data.seq_length": "sequenceLength",
-                "exp_manager.checkpoint_callback_params.every_n_train_steps": "checkpoint.intervalSteps",
-                # No expert parallelism: the NeMo 1 models here are dense.
-                **{f"model.{path}": key for key, path in _LAYOUT.items() if key != "expertParallel"},
-            }
-        ),
-        Framework.NEMO2: MappingProxyType(
-            {
-                "trainer.max_steps": "steps",
-                "trainer.num_nodes": "nodes",
-                "trainer.devices": "nodes",
-                "data.global_batch_size": "globalBatchSize",
-                "data.micro_batch_size": "microBatchSize",
-                "data.seq_length": "sequenceLength",
-                "model.config.seq_length": "sequenceLength",
-                "log.ckpt.every_n_train_steps": "checkpoint.intervalSteps",
-                **{f"trainer.strategy.{path}": key for key, path in _LAYOUT.items()},
-            }
-        ),
-        Framework.MEGATRON_BRIDGE: MappingProxyType(
-            {
-                "train.train_iters": "steps",
-                "train.global_batch_size": "globalBatchSize",
-                "train.micro_batch_size": "microBatchSize",
-                "model.seq_length": "sequenceLength",
-                "dataset.seq_length": "sequenceLength",
-                "checkpoint.save_interval": "checkpoint.intervalSteps",
-                **{f"model.{path}": key for key, path in _LAYOUT.items()},
-            }
-        ),
-    }
-)
-
-
 def check_sequence_split(s: RunSettings) -> None:
     """The sequence divides as the layout splits it: context parallelism cuts each sequence into
     2 × CP chunks, two per rank, to balance the causal mask (megatron-core
@@ -222,21 +167,11 @@ def check_sequence_split(s: RunSettings) -> None:
         raise RuleError("sequenceLength", s.sequence_length, why)
 
 
-def check_overrides(run: RunSpec) -> None:
-    """No override sets what one of the run's keys sets (KEYED_OVERRIDES)."""
-    keyed = KEYED_OVERRIDES.get(run.recipe.framework, {})
-    for key, value in run.overrides.items():
-        if key in keyed:
-            why = f"is what the run's key {keyed[key]} sets ({run.recipe.framework.label}): set {keyed[key]} instead"
-            raise RuleError(f"overrides.{key}", value, why)
-
-
 def check_run(
     run: RunSpec, flavors: Mapping[str, Flavor], priorities: Sequence[str], supervisor: bool = False, gke: bool = True
 ) -> None:
     """Raise RuleError (key relative to the run) if the run cannot work on its pool. `supervisor`:
     whether the platform runs the resiliency supervisor; `gke`: whether the cluster is GKE."""
-    check_overrides(run)
     flavor, spec, s = _flavor(run.pool, flavors), run.spec, run.settings
     machine, arch, pool = flavor.machine, spec.architecture, run.pool
     gpus = run.nodes * machine.gpus
@@ -252,7 +187,7 @@ def check_run(
         and not tokenizer.uses_gpt2_files
     ):
         # Megatron-Bridge's TokenizerConfig takes GPT-2 BPE files, a Hugging Face folder or a
-        # sentencepiece model here (planners.nemo.bridge_tokenizer); another Megatron type would
+        # sentencepiece model here (planners.runtimes.bridge.tokenizer); another Megatron type would
         # fail only when the pods build it.
         raise RuleError(
             "tokenizer.type",

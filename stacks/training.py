@@ -37,7 +37,7 @@ from facts.kueue import WithinClusterQueue
 from facts.machines import MachineType
 from facts.project import PROJECT
 from facts.versions import Image
-from planners import nemo
+from planners import nemo, workload
 from planners.fabric import NcclTestSpec, check_nccl_test
 from planners.gpudirect import PodNetworking, gpudirect_stack, pod_networking
 from planners.multikueue import Worker
@@ -52,6 +52,7 @@ from planners.runs import (
     check_run,
     max_restarts,
 )
+from planners.runtimes import check_overrides
 from planners.startup import preload_advice
 from planners.submitted import RunStep, Submitted, check_unrecorded, encoded, step_of
 from stacks.cluster import ClusterOutputs
@@ -244,8 +245,8 @@ def check_gib(machine: MachineType, images: set[str], check: str, resource: pulu
     return gib
 
 
-def run_paths(run: RunSpec, platform: PlatformExports, place: Place) -> nemo.RunPaths:
-    return nemo.run_paths(run, place.experiments_dir, platform.checkpoint_mount, platform.data_mount, platform.gke)
+def run_paths(run: RunSpec, platform: PlatformExports, place: Place) -> workload.RunPaths:
+    return workload.run_paths(run, place.experiments_dir, platform.checkpoint_mount, platform.data_mount, platform.gke)
 
 
 def data_prep_spec(job: DataPrepConfig, platform: PlatformExports) -> DataPrepSpec:
@@ -310,6 +311,7 @@ def check_runs(
         run = run_spec(run_config, platform)
         try:
             check_team(run_config.team, run.pool, platform, run.priority)
+            check_overrides(run)
             check_run(run, flavors, platform.priority_classes, platform.supervisor, platform.gke)
             machine = flavors[run.pool].machine
             if platform.workers:

@@ -39,8 +39,8 @@ from facts.models import MODELS, Architecture, Framework, Recipe
 from facts.project import PROJECT
 from harness.runner import ROOT, StackRun, run_stack
 from planners.gpudirect import pod_networking
-from planners.nemo import BRIDGE_SCRIPT, NEMO1_ENTRYPOINT
 from planners.networks import plan_gpu_networks
+from planners.runtimes import bridge, nemo1
 from tools.summary import markdown
 
 # The stack whose summary and cost the docs show: the shipped Pulumi.dev.yaml.
@@ -258,10 +258,10 @@ def gpudirect_images_table() -> str:
 
 def _entry_point(recipe: Recipe) -> str:
     if recipe.framework is Framework.NEMO1:
-        return f"`{Path(NEMO1_ENTRYPOINT).name}` with a generated Hydra config"
+        return f"`{Path(nemo1.ENTRYPOINT).name}` with a generated Hydra config"
     if recipe.framework is Framework.NEMO2:
         return f"`llm pretrain` on the recipe `{recipe.factory}`"
-    return f"`pretrain` on `{recipe.provider}` (`payload/{BRIDGE_SCRIPT}`)"
+    return f"`pretrain` on `{recipe.provider}` (`payload/{bridge.SCRIPT}`)"
 
 
 def _precision(recipe: Recipe) -> str:

@@ -6,7 +6,7 @@
 Takes the catalog's Llama 3 8B recipe for the machine type of the GPU found here, fits it to one
 GPU (no model parallelism, `--layers` of its 32 layers, sequence `--seq-length`, global batch
 `--global-batch-size` of micro-batches of one, BF16, no checkpoint), writes the settings the
-program's planner ships for it (planners.nemo.bridge_settings) and runs
+program's planner ships for it (planners.runtimes.bridge.settings) and runs
 payload/megatron_bridge_pretrain.py under torchrun through tools/gpu_worker.py, on Megatron Core
 without Transformer Engine (what that replaces: gpu_worker.TE_FREE). Then reads the run's DLLogger
 log with `python -m analysis metrics` and prints its step time, TFLOPS per GPU and MFU beside the
@@ -31,11 +31,12 @@ from typing import Any
 from analysis.__main__ import main as analysis_main
 from facts.machines import MACHINE_TYPES, MachineType, Precision
 from facts.models import MODELS
-from planners import nemo
+from planners import workload
 from planners.runs import RunSpec, Tokenizer
+from planners.runtimes import bridge
 
 ROOT = Path(__file__).resolve().parent.parent
-LAUNCHER = ROOT / "payload" / nemo.BRIDGE_SCRIPT
+LAUNCHER = ROOT / "payload" / bridge.SCRIPT
 WORKER = Path(__file__).with_name("gpu_worker.py")
 MODEL = "llama3-8b"
 # The step window `python -m analysis metrics` averages: the first steps compile and warm up.
@@ -101,8 +102,8 @@ def one_gpu_run(machine: MachineType, *, steps: int, layers: int, seq_length: in
 
 def one_gpu_settings(run: RunSpec, machine: MachineType, out: Path) -> dict[str, Any]:
     """What the planner ships for the run, on one GPU with its files under `out`."""
-    paths = nemo.run_paths(run, str(out / "experiments"), str(out / "checkpoints"), str(out / "data"), gke=False)
-    settings = nemo.bridge_settings(run, paths, machine)
+    paths = workload.run_paths(run, str(out / "experiments"), str(out / "checkpoints"), str(out / "data"), gke=False)
+    settings = bridge.settings(run, paths, machine)
     settings["worldSize"] = 1
     # A few layers need no recomputation (the recipe's count is of its 32).
     settings["recomputeLayers"], settings["recomputeModules"] = None, []

@@ -4,7 +4,7 @@
 
 For every Megatron-Bridge run the shipped stacks define and every catalog model on every machine
 whose recipe is Megatron-Bridge's, writes the settings the program would ship
-(planners.nemo.bridge_settings) and runs `payload/megatron_bridge_pretrain.py --check` with the
+(planners.runtimes.bridge.settings) and runs `payload/megatron_bridge_pretrain.py --check` with the
 given interpreter, whose environment holds megatron-bridge and megatron-core at the versions
 NeMo 26.02 ships (facts.versions.MEGATRON_BRIDGE, MEGATRON_CORE; requirements-runtime.txt): the
 launcher builds the ConfigContainer with the library's own classes and runs its `validate()`
@@ -31,11 +31,12 @@ from facts.kubernetes import PROGRAM_ERROR_EXIT_CODE, workload_file_key
 from facts.machines import MACHINE_TYPES, MachineType
 from facts.models import MODELS, Framework, RunSettings
 from harness.runner import ROOT, run_stack, stack_names
-from planners import nemo
+from planners import workload
 from planners.runs import ProfileWindow, RunSpec, Tokenizer
+from planners.runtimes import bridge
 from tools import gpu_train
 
-LAUNCHER = ROOT / "payload" / nemo.BRIDGE_SCRIPT
+LAUNCHER = ROOT / "payload" / bridge.SCRIPT
 STUB = Path(__file__).with_name("runtime_stub.py")
 # A field the launcher sets, and a misspelling the library must refuse.
 RENAMED = ("train_iters=steps,", "train_iter=steps,")
@@ -72,8 +73,8 @@ def gpu_of(machine: MachineType) -> str:
 
 def _case(name: str, run: RunSpec, machine: MachineType) -> Case:
     """The settings the program would ship for `run`, checked on the machine's GPU."""
-    paths = nemo.run_paths(run, "/nfs/experiments", "/checkpoints", "/data")
-    return name, nemo.bridge_settings(run, paths, machine), gpu_of(machine), False
+    paths = workload.run_paths(run, "/nfs/experiments", "/checkpoints", "/data")
+    return name, bridge.settings(run, paths, machine), gpu_of(machine), False
 
 
 def catalog_cases() -> list[Case]:
@@ -125,14 +126,14 @@ def shipped_cases() -> list[Case]:
         run = run_stack(stack)
         for resource in run.of_type("kubernetes:core/v1:ConfigMap"):
             data = run.manifest(resource).get("data", {})
-            if nemo.BRIDGE_SCRIPT in data:
-                cases.append((f"{stack}: {resource.name}", json.loads(data[nemo.NEMO2_SETTINGS]), None, False))
+            if bridge.SCRIPT in data:
+                cases.append((f"{stack}: {resource.name}", json.loads(data[workload.RUN_SETTINGS]), None, False))
         # A run a MultiKueue manager dispatches carries its files in its pod template's annotations.
         for resource in run.of_type("kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"):
             template = run.manifest(resource)["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
             annotations = template["metadata"].get("annotations", {})
-            if workload_file_key(nemo.BRIDGE_SCRIPT) in annotations:
-                settings = json.loads(annotations[workload_file_key(nemo.NEMO2_SETTINGS)])
+            if workload_file_key(bridge.SCRIPT) in annotations:
+                settings = json.loads(annotations[workload_file_key(workload.RUN_SETTINGS)])
                 cases.append((f"{stack}: {resource.name}", settings, None, False))
     return cases
 

@@ -13,7 +13,7 @@ from facts.gke import GCSFUSE_POD_ANNOTATIONS
 from facts.kubernetes import GPU_TAINT, JOBSET_API, KUEUE_API, TOPOLOGY_LABELS
 from facts.machines import NODE_RESERVE_MEMORY_MIB, NODE_RESERVE_MILLICORES
 from harness.runner import load_stack_values, run_stack, stack_with
-from planners import nemo
+from planners import workload
 from tests.conftest import flavors_by_pool, issue_for, mebibytes, millicores, rejected, with_model
 from tests.stacks.test_training import container, env, jobset, pod, workload_files
 
@@ -71,7 +71,7 @@ def test_flavors_and_pods_select_the_described_nodes_and_tolerate_their_taints(r
     assert container(manifest)["resources"]["limits"]["nvidia.com/gpu"] == "8"
     # Off GKE the GPT-2 files a NeMo 2 run tokenizes with are read from the data claim.
     nemo2 = render("existing", values=with_model("existing", "llama3.1-8b"))
-    assert '"/data/tokenizers/gpt2/gpt2-vocab.json"' in workload_files(nemo2, "llama3-8b")[nemo.NEMO2_SETTINGS]
+    assert '"/data/tokenizers/gpt2/gpt2-vocab.json"' in workload_files(nemo2, "llama3-8b")[workload.RUN_SETTINGS]
 
 
 def flavors_by_pool_labels(run: Any) -> list[dict[str, Any]]:
@@ -447,7 +447,7 @@ def test_existing_cloud_storage_claims_get_the_fuse_sidecar(render: Any) -> None
     run = render("existing", values=values)
     annotations = pod(jobset(run)[1])["metadata"]["annotations"]
     assert {k: annotations.get(k) for k in GCSFUSE_POD_ANNOTATIONS} == dict(GCSFUSE_POD_ANNOTATIONS)
-    assert '"/data/tokenizers/gpt2/gpt2-vocab.json"' in workload_files(run, "llama3-8b")[nemo.NEMO2_SETTINGS]
+    assert '"/data/tokenizers/gpt2/gpt2-vocab.json"' in workload_files(run, "llama3-8b")[workload.RUN_SETTINGS]
     upstream = {"organization/nemo-gke/existing": run.exports}
     on_top = run_stack("run-on-existing", values=run_only_on("existing"), upstream=upstream)
     assert "gke-gcsfuse/volumes" in pod(jobset(on_top)[1])["metadata"]["annotations"]

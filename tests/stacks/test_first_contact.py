@@ -26,7 +26,7 @@ from facts.pulumi_cli import SECRET_STAND_IN, SHOWN_ERROR_EXIT_CODE
 from harness.mocks import RecordingEngine, RecordingMocks, RecordingMonitor
 from harness.runner import StackFailed, load_stack_values, run_stack, stack_with
 from harness.stackfile import to_pulumi_config
-from planners import nemo
+from planners.runtimes import nemo1
 from planners.submitted import ENCRYPTED
 from stacks import program
 from stacks.kubeapi import read_kubeconfig
@@ -336,7 +336,7 @@ def test_a_run_of_default_steps_and_interval_saves_at_its_end_and_hears_nothing(
     run = render("dev", values=stack_with("dev", training={"runs": [{"name": "plain", "model": "gpt-5b", "nodes": 2}]}))
     assert not [w.message for w in run.warnings if "checkpoint" in w.message]
     (config_map,) = [run.manifest(c) for c in run.of_type("kubernetes:core/v1:ConfigMap") if "plain" in c.name]
-    trainer = json.loads(config_map["data"][nemo.NEMO1_CONFIG])["exp_manager"]["checkpoint_callback_params"]
+    trainer = json.loads(config_map["data"][nemo1.CONFIG])["exp_manager"]["checkpoint_callback_params"]
     assert trainer["every_n_train_steps"] == 50, "one checkpoint, at the run's 50th and last step"
 
 

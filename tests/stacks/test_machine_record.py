@@ -25,7 +25,7 @@ from facts.machines import (
 from facts.versions import Image
 from harness.runner import run_stack, stack_with
 from planners import gpudirect
-from planners.nemo import SM100
+from planners.workload import SM100
 from tests.conftest import NODE_POOL, Render, assert_valid, gpu_pools, issue_for, rejected
 
 ARM_PLUGIN = Image("example.invalid/gib-arm64", "v9.9.9", source="a test")

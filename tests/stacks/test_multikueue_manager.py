@@ -27,7 +27,7 @@ from facts.project import qualified_stack_name
 from harness import updates
 from harness.runner import SECRET_SENTINEL, StackRun, run_stack, stack_with, unmarked
 from harness.stackfile import SECRET_STAND_IN
-from planners import nemo
+from planners import workload
 from tests.conftest import Render, issue_for, rejected
 
 WORKERS = ("worker-us", "worker-eu")
@@ -159,7 +159,7 @@ def test_a_dispatched_run_is_multikueue_s_and_carries_its_files(render: Render) 
     on_worker = run_stack("worker-us", values=here)
     (config_map,) = [m for m in _manifests(on_worker, "ConfigMap") if "workload" in m["metadata"]["name"]]
     files = config_map["data"]
-    assert {i["path"] for i in volume["downwardAPI"]["items"]} == {nemo.file_path(n) for n in files}
+    assert {i["path"] for i in volume["downwardAPI"]["items"]} == {workload.file_path(n) for n in files}
     annotations = template["metadata"]["annotations"]
     assert {name: annotations[workload_file_key(name)] for name in files} == files
     (worker_jobset,) = _manifests(on_worker, "JobSet")

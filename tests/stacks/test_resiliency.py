@@ -20,7 +20,7 @@ from facts.kubernetes import GPU_TAINT, NODE_POOL_LABEL, RUN_REPLICATED_JOB, TRA
 from facts.machines import machine_type
 from facts.models import model_spec
 from harness.runner import StackRun, load_stack_values, stack_with, unmarked
-from planners import nemo
+from planners import nemo, workload
 from planners.runs import Resiliency, RunSpec, Tokenizer, local_checkpoint_bytes, local_ssd_bytes
 from stacks.platform import check_platform
 from tests.conftest import NODE_POOL, issue_for, rejected, with_model
@@ -241,7 +241,7 @@ def test_a_supervised_run_starts_under_the_resiliency_launcher_on_the_host_netwo
         "720",
     )
     assert not [v for v in spec["volumes"] if v["name"] == "local-checkpoints"]
-    settings = json.loads(workload_files(run, "llama31-405b")[nemo.NEMO2_SETTINGS])
+    settings = json.loads(workload_files(run, "llama31-405b")[workload.RUN_SETTINGS])
     assert settings["resiliency"] == {
         "faultTolerance": True,
         "asyncCheckpoint": True,
@@ -268,7 +268,7 @@ def test_local_checkpoints_sit_on_the_node_ssd_and_outlive_the_pod(render: Any) 
     (local,) = [v for v in spec["volumes"] if v["name"] == "local-checkpoints"]
     assert local["hostPath"] == {"path": "/mnt/stateful_partition/kube-ephemeral-ssd", "type": "Directory"}
     assert {"name": "local-checkpoints", "mountPath": resiliency.LOCAL_CHECKPOINT_MOUNT} in main["volumeMounts"]
-    settings = json.loads(workload_files(run, "llama31-405b")[nemo.NEMO2_SETTINGS])
+    settings = json.loads(workload_files(run, "llama31-405b")[workload.RUN_SETTINGS])
     assert settings["resiliency"] == {
         "faultTolerance": True,
         "asyncCheckpoint": True,
@@ -282,7 +282,7 @@ def test_runs_without_resiliency_settings_stay_plain_torchrun(render: Any) -> No
     assert "RUN_LAUNCHER" not in env(manifest)
     assert not [v for v in pod(manifest)["spec"]["volumes"] if v["name"] == "local-checkpoints"]
     nemo2 = render("a3high-small", values=with_model("a3high-small", "llama3.1-8b"))
-    settings = json.loads(workload_files(nemo2, "llama3-8b")[nemo.NEMO2_SETTINGS])
+    settings = json.loads(workload_files(nemo2, "llama3-8b")[workload.RUN_SETTINGS])
     assert settings["resiliency"] == {
         "faultTolerance": False,
         "asyncCheckpoint": None,

@@ -14,7 +14,8 @@ import yaml
 
 from facts import versions
 from harness.runner import ROOT, stack_with
-from planners import nemo
+from planners import nemo, workload
+from planners.runtimes import bridge, nemo2
 from tests.conftest import Render, issue_for, rejected
 from tools import render as render_cli
 
@@ -34,24 +35,20 @@ def test_a_run_on_a4_starts_from_the_a4_recipe_in_its_image(render: Render) -> N
     (container,) = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"]
     assert container["image"] == run.pulled_as(versions.NEMO_2602.ref)
     env = {e["name"]: e.get("value") for e in container["env"]}
-    assert env["NEMO_ENTRYPOINT"] == f"{nemo.WORKLOAD_DIR}/{nemo.BRIDGE_SCRIPT}"
+    assert env["NEMO_ENTRYPOINT"] == f"{workload.WORKLOAD_DIR}/{bridge.SCRIPT}"
     (config_map,) = (
-        run.manifest(r)
-        for r in run.of_type("kubernetes:core/v1:ConfigMap")
-        if nemo.BRIDGE_SCRIPT in run.manifest(r)["data"]
+        run.manifest(r) for r in run.of_type("kubernetes:core/v1:ConfigMap") if bridge.SCRIPT in run.manifest(r)["data"]
     )
-    settings = json.loads(config_map["data"][nemo.NEMO2_SETTINGS])
+    settings = json.loads(config_map["data"][workload.RUN_SETTINGS])
     assert (settings["mixedPrecision"], settings["train"]["train_iters"]) == ("bf16_with_mxfp8_mixed", 30)
 
 
 def test_a_runs_own_keys_override_the_machines_recipe(render: Render) -> None:
     run = render("dev", values=bridge_stack("a3-ultragpu-8g", steps=10, fp8=True, globalBatchSize=512))
     (config_map,) = (
-        run.manifest(r)
-        for r in run.of_type("kubernetes:core/v1:ConfigMap")
-        if nemo.BRIDGE_SCRIPT in run.manifest(r)["data"]
+        run.manifest(r) for r in run.of_type("kubernetes:core/v1:ConfigMap") if bridge.SCRIPT in run.manifest(r)["data"]
     )
-    settings = json.loads(config_map["data"][nemo.NEMO2_SETTINGS])
+    settings = json.loads(config_map["data"][workload.RUN_SETTINGS])
     assert settings["train"] == {"train_iters": 10, "global_batch_size": 512, "micro_batch_size": 1}
     assert settings["mixedPrecision"] == "bf16_with_fp8_current_scaling_mixed"
 
@@ -79,11 +76,9 @@ def test_a4_trains_llama_405b_at_its_own_recipes_layout(render: Render) -> None:
     )
     run = render("dev", values=values)
     (config_map,) = (
-        run.manifest(r)
-        for r in run.of_type("kubernetes:core/v1:ConfigMap")
-        if nemo.NEMO2_SCRIPT in run.manifest(r)["data"]
+        run.manifest(r) for r in run.of_type("kubernetes:core/v1:ConfigMap") if nemo2.SCRIPT in run.manifest(r)["data"]
     )
-    settings = json.loads(config_map["data"][nemo.NEMO2_SETTINGS])
+    settings = json.loads(config_map["data"][workload.RUN_SETTINGS])
     layout = [settings[k] for k in ("tensorParallel", "pipelineParallel", "virtualPipeline", "globalBatchSize")]
     assert layout == [8, 8, 2, 128]
     assert (settings["fp8"], settings["fp8Scaling"]) == (True, "current")

@@ -18,7 +18,8 @@ from facts.machines import machine_type, training_pod_requests
 from facts.models import MODELS, Framework
 from harness.mocks import RecordedResource
 from harness.runner import StackFailed, StackRun, load_stack_values, run_stack, stack_with
-from planners import nemo
+from planners import nemo, workload
+from planners.runtimes import nemo1, nemo2
 from tests.conftest import (
     MODES,
     flavors_by_pool,
@@ -130,7 +131,7 @@ def test_torchrun_starts_every_node_with_the_first_pod_as_master(render: Any) ->
     # Kubernetes expands $(JOBSET_NAME), set from the pod's label, to the JobSet's name.
     assert variables["MASTER_ADDR"] == "$(JOBSET_NAME)-workers-0-0.$(JOBSET_NAME)"
     assert variables["JOB_COMPLETION_INDEX"] == "<from field>"
-    launcher = (payload.DIR / nemo.LAUNCHER).read_text()
+    launcher = (payload.DIR / workload.LAUNCHER).read_text()
     for flag in (
         '--nproc-per-node="${GPUS_PER_NODE}"',
         '--nnodes="${NNODES}"',
@@ -226,7 +227,7 @@ def test_no_pod_downloads_at_start(render: Any) -> None:
     run): no pip install, no URL in the launcher or the environment, Hugging Face offline, and
     the GPT-2 files from a read-only bucket volume (as gpu-recipes' A3 Mega GPT-3 recipe mounts
     gs://cloud-samples-data/third-party/tokenizers/gpt2)."""
-    launcher = (payload.DIR / nemo.LAUNCHER).read_text()
+    launcher = (payload.DIR / workload.LAUNCHER).read_text()
     assert "pip install" not in launcher and "http" not in launcher and "curl" not in launcher
     for stack in ("dev", "a3high-small"):
         workloads = queued_workloads(render(stack))
@@ -339,7 +340,7 @@ def test_a3_mega_runs_carry_the_recipe_s_tuned_settings(render: Any) -> None:
     variables = env(manifest)
     assert variables["NVTE_FWD_LAYERNORM_SM_MARGIN"] == variables["NVTE_BWD_LAYERNORM_SM_MARGIN"] == "8"
     assert (variables["NCCL_ALGO"], variables["NCCL_MIN_NCHANNELS"]) == ("Ring,Tree", "4")
-    model = json.loads(workload_files(run, "gpt3-175b")[nemo.NEMO1_CONFIG])["model"]
+    model = json.loads(workload_files(run, "gpt3-175b")[nemo1.CONFIG])["model"]
     assert (model["hidden_dropout"], model["attention_dropout"]) == (0.1, 0.1)
 
 
@@ -400,7 +401,7 @@ def test_topology_defaults_to_preferred_block_on_pools_with_topology(render: Any
 
 def test_nemo1_runs_get_a_complete_hydra_config(render: Any) -> None:
     files = workload_files(render("dev"), "gpt5b-demo")
-    config = json.loads(files[nemo.NEMO1_CONFIG])
+    config = json.loads(files[nemo1.CONFIG])
     arch = MODELS["gpt-5b"].architecture
     model = config["model"]
     assert (model["num_layers"], model["hidden_size"], model["num_attention_heads"]) == (
@@ -418,12 +419,12 @@ def test_nemo1_runs_get_a_complete_hydra_config(render: Any) -> None:
     )
     assert config["exp_manager"]["checkpoint_callback_params"]["dirpath"] == "/checkpoints/gpt5b-demo"
     assert config["exp_manager"]["resume_if_exists"] is True
-    assert model["tokenizer"]["vocab_file"] == f"{nemo.GPT2_TOKENIZER_DIR}/gpt2-vocab.json"
-    assert set(files) == {nemo.LAUNCHER, nemo.NCCL_INIT, nemo.DLLOGGER, nemo.NEMO1_CONFIG}
+    assert model["tokenizer"]["vocab_file"] == f"{workload.GPT2_TOKENIZER_DIR}/gpt2-vocab.json"
+    assert set(files) == {workload.LAUNCHER, workload.NCCL_INIT, workload.DLLOGGER, nemo1.CONFIG}
 
 
 def test_the_gpt3_175b_recipe_layout(render: Any) -> None:
-    config = json.loads(workload_files(render("a3mega"), "gpt3-175b")[nemo.NEMO1_CONFIG])
+    config = json.loads(workload_files(render("a3mega"), "gpt3-175b")[nemo1.CONFIG])
     model = config["model"]
     parallel = (
         model["tensor_model_parallel_size"],
@@ -454,9 +455,9 @@ def settings_keys(settings: dict[str, Any]) -> set[str]:
 
 def test_nemo2_runs_get_settings_the_recipe_script_reads_and_nothing_else(render: Any) -> None:
     files = workload_files(render("a3ultra"), "llama31-405b")
-    script = files[nemo.NEMO2_SCRIPT]
+    script = files[nemo2.SCRIPT]
     parse_source(script)
-    settings = json.loads(files[nemo.NEMO2_SETTINGS])
+    settings = json.loads(files[workload.RUN_SETTINGS])
     assert script_keys(script) == settings_keys(settings)
     assert settings["factory"] == "llama31_405b"
     layout = (
@@ -503,9 +504,9 @@ def test_a3_ultra_405b_runs_carry_the_recipe_and_nemo_performance_settings(rende
         "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True",
     }
     assert {key: variables.get(key) for key in expected} == expected
-    settings = json.loads(workload_files(run, "llama31-405b")[nemo.NEMO2_SETTINGS])
+    settings = json.loads(workload_files(run, "llama31-405b")[workload.RUN_SETTINGS])
     assert settings["tpOverlapConfig"] == "userbuffers_fp8_h100_h16384_tp8_cp2_mbs1_seqlen8192"
-    script = workload_files(run, "llama31-405b")[nemo.NEMO2_SCRIPT]
+    script = workload_files(run, "llama31-405b")[nemo2.SCRIPT]
     for layer in ("qkv_fprop", "proj_dgrad", "fc1_fprop", "fc2_dgrad"):
         assert f'"{layer}"' in script
     assert "MegatronCommOverlapCallback" in script and "tp_comm_overlap_cfg" in script
@@ -515,7 +516,7 @@ def test_models_without_a_performance_script_get_no_performance_environment(rend
     run = render("a3high-small", values=with_model("a3high-small", "llama3.1-8b"))
     variables = env(jobset(run, "llama3-8b")[1])
     assert "CUDA_DEVICE_MAX_CONNECTIONS" not in variables and "TORCH_NCCL_HIGH_PRIORITY" not in variables
-    settings = json.loads(workload_files(run, "llama3-8b")[nemo.NEMO2_SETTINGS])
+    settings = json.loads(workload_files(run, "llama3-8b")[workload.RUN_SETTINGS])
     assert settings["tpOverlapConfig"] is None
 
 
@@ -545,7 +546,7 @@ def test_run_overrides_reach_the_nemo_configuration(render: Any) -> None:
     )
     values["nemo-gke:training"] = training
     run = render("dev", values=values)
-    config = json.loads(workload_files(run, "gpt5b-demo")[nemo.NEMO1_CONFIG])
+    config = json.loads(workload_files(run, "gpt5b-demo")[nemo1.CONFIG])
     assert config["trainer"]["max_steps"] == 200 and config["model"]["global_batch_size"] == 1024
     assert config["model"]["optim"]["lr"] == 0.0003
     assert config["model"]["nsys_profile"]["enabled"] is True
@@ -559,7 +560,7 @@ def test_gcs_data_is_copied_to_local_ssd_before_training(render: Any) -> None:
     variables = env(manifest)
     assert variables["DATASET_SOURCE"] == "/data/datasets/wikipedia/wiki_text_document"
     assert variables["DATASET_TARGET"] == "/ssd/data/wiki_text_document"
-    settings = json.loads(workload_files(run, "llama3-8b-gcs")[nemo.NEMO2_SETTINGS])
+    settings = json.loads(workload_files(run, "llama3-8b-gcs")[workload.RUN_SETTINGS])
     assert settings["dataset"]["blend"] == [["/ssd/data/wiki_text_document"], None]
     profiling = settings["profiling"]
     assert (profiling["profile_step_start"], profiling["profile_step_end"]) == (20, 22)

@@ -27,7 +27,7 @@ from harness.runner import (
     stack_names,
     stack_with,
 )
-from planners import nemo
+from planners import nemo, workload
 from tests.conftest import Render
 
 JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
@@ -145,7 +145,7 @@ def test_an_upgrade_of_the_launcher_leaves_every_submitted_run_alone(
 
     def upgraded(*args: Any) -> dict[str, str]:
         files = workload_files(*args)
-        return {**files, nemo.LAUNCHER: files[nemo.LAUNCHER] + "# upgraded\n"}
+        return {**files, workload.LAUNCHER: files[workload.LAUNCHER] + "# upgraded\n"}
 
     monkeypatch.setattr(nemo, "workload_files", upgraded)
     after = run_stack("dev", recorded=recorded_state(before))

@@ -17,8 +17,9 @@ import payload
 from analysis.logs import STEP_TIME, LogFormat, StepRange, read_log
 from facts.kubernetes import PROGRAM_ERROR_EXIT_CODE
 from facts.models import model_spec
-from planners import nemo
+from planners import nemo, workload
 from planners.runs import Resiliency, RunSpec, Tokenizer
+from planners.runtimes import bridge
 
 # Stand-in torchrun: records its arguments, one variable and the dllogger module Python finds,
 # saves a checkpoint at step 150.
@@ -46,11 +47,11 @@ printf '%s\\n' "$@" >> "$RECORD/ldconfig.args"
 
 @pytest.fixture
 def workspace(tmp_path: Path) -> dict[str, str]:
-    bin_dir, record, workload = tmp_path / "bin", tmp_path / "record", tmp_path / "workload"
+    bin_dir, record, mounted = tmp_path / "bin", tmp_path / "record", tmp_path / "workload"
     bin_dir.mkdir()
     record.mkdir()
-    for name in (nemo.LAUNCHER, nemo.NCCL_INIT, nemo.DLLOGGER):  # the ConfigMap's items, as mounted
-        target = workload / nemo.file_path(name)
+    for name in (workload.LAUNCHER, workload.NCCL_INIT, workload.DLLOGGER):  # the ConfigMap's items, as mounted
+        target = mounted / workload.file_path(name)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text((payload.DIR / name).read_text())
     for name, body in (("torchrun", TORCHRUN), ("nsys", NSYS), ("ldconfig", LDCONFIG)):
@@ -62,7 +63,7 @@ def workspace(tmp_path: Path) -> dict[str, str]:
     init.write_text("export FROM_NCCL_INIT=sourced\n")
     return {
         "PATH": f"{bin_dir}:{os.environ['PATH']}",
-        "LAUNCHER": str(workload / nemo.LAUNCHER),
+        "LAUNCHER": str(mounted / workload.LAUNCHER),
         "RECORD": str(record),
         "RUN_NAME": "run",
         "NNODES": "2",
@@ -190,7 +191,7 @@ def test_nemo_finds_the_shipped_dllogger_module(workspace: dict[str, str]) -> No
     module shipped in the run's ConfigMap, even where the image has none."""
     assert launch(workspace).returncode == 0
     found = Path((Path(workspace["RECORD"]) / "dllogger").read_text().strip())
-    assert found == Path(workspace["LAUNCHER"]).parent / nemo.file_path(nemo.DLLOGGER)
+    assert found == Path(workspace["LAUNCHER"]).parent / workload.file_path(workload.DLLOGGER)
 
 
 def test_the_dllogger_module_writes_what_the_analytics_read(tmp_path: Path) -> None:
@@ -433,7 +434,7 @@ def test_node_0_checks_the_configuration_first_on_the_first_attempt(
     entry = tmp_path / "entry.py"
     entry.write_text(ENTRYPOINT)
     workspace.update(
-        NEMO_ENTRYPOINT=str(entry), NEMO_PREFLIGHT=nemo.PREFLIGHT_FLAG, CHECK_EXIT=check_exit,
+        NEMO_ENTRYPOINT=str(entry), NEMO_PREFLIGHT=bridge.PREFLIGHT_FLAG, CHECK_EXIT=check_exit,
         JOBSET_RESTART_ATTEMPT=attempt, JOB_COMPLETION_INDEX=node,
     )  # fmt: skip
     result = launch(workspace)
@@ -441,7 +442,7 @@ def test_node_0_checks_the_configuration_first_on_the_first_attempt(
     record = Path(workspace["RECORD"])
     assert (record / "check.args").exists() is checked
     if checked:
-        assert (record / "check.args").read_text().splitlines() == [nemo.PREFLIGHT_FLAG]
+        assert (record / "check.args").read_text().splitlines() == [bridge.PREFLIGHT_FLAG]
     assert (record / "torchrun.args").exists() is (expected == 0)
     if node == "0":
         assert events(workspace)[-1]["event"] == "job_terminated"
@@ -458,7 +459,7 @@ def test_the_exit_code_survives_a_failure_to_record_the_end(workspace: dict[str,
         "os.mkdir(events)\n"  # appending to it now fails
         "sys.exit(78)\n"
     )
-    workspace.update(NEMO_ENTRYPOINT=str(entry), NEMO_PREFLIGHT=nemo.PREFLIGHT_FLAG)
+    workspace.update(NEMO_ENTRYPOINT=str(entry), NEMO_PREFLIGHT=bridge.PREFLIGHT_FLAG)
     assert launch(workspace).returncode == PROGRAM_ERROR_EXIT_CODE
 
 

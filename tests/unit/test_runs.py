@@ -12,21 +12,20 @@ from facts.errors import RuleError
 from facts.gke import CapacityType
 from facts.kubernetes import TopologyLevel
 from facts.machines import MACHINE_TYPES
-from facts.models import MODELS, Framework, model_spec
-from planners import nemo
+from facts.models import MODELS, model_spec
+from planners import workload
 from planners.pools import GpuPoolExport
 from planners.queues import Flavor, plan_flavor
 from planners.runs import (
-    KEYED_OVERRIDES,
     ProfileWindow,
     RunSpec,
     Tokenizer,
-    check_overrides,
     check_run,
     check_sequence_split,
     topology_annotation,
     untested_image,
 )
+from planners.runtimes import check_overrides, nemo1
 
 PRIORITIES = ("nemo-low", "nemo-medium", "nemo-high")
 
@@ -157,10 +156,10 @@ def test_an_override_of_what_a_run_s_key_sets_is_refused_naming_the_key(model: s
 
 
 def test_every_keyed_nemo1_path_is_one_the_launcher_sets() -> None:
-    """The NeMo 1 config is built here (planners.nemo.nemo1_config): each refused path is in it."""
+    """The NeMo 1 config is built here (planners.runtimes.nemo1.config): each refused path is in it."""
     spec = run("gpt-5b")
-    config = nemo.nemo1_config(spec, nemo.run_paths(spec, "/e", "/c", "/d"), MACHINE_TYPES["a3-highgpu-8g"])
-    for path in KEYED_OVERRIDES[Framework.NEMO1]:
+    config = nemo1.config(spec, workload.run_paths(spec, "/e", "/c", "/d"), MACHINE_TYPES["a3-highgpu-8g"])
+    for path in nemo1.KEYED_OVERRIDES:
         node: Any = config
         for part in path.split("."):
             assert isinstance(node, dict) and part in node, path

@@ -7,14 +7,16 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import types
 
 import pytest
 
 from facts import versions
 from facts.machines import MACHINE_TYPES
 from facts.models import MODELS, Fp8Scaling, Framework, model_spec
-from planners import nemo
+from planners import nemo, runtimes, workload
 from planners.runs import RunSpec, Tokenizer, run_advice
+from planners.runtimes import RUNTIMES, bridge
 
 HOPPER = ("a3-highgpu-8g", "a3-megagpu-8g", "a3-ultragpu-8g")
 
@@ -141,7 +143,7 @@ def test_a_machine_without_a_published_recipe_takes_the_models_own(machine: str)
 )
 def test_precision_follows_the_recipe_and_the_gpu(machine: str, model: str, fp8: bool | None, expected: str) -> None:
     run = run_on(machine, model, fp8=fp8)
-    assert nemo.mixed_precision(run, MACHINE_TYPES[machine]) == expected
+    assert bridge.mixed_precision(run, MACHINE_TYPES[machine]) == expected
 
 
 def test_mxfp8_is_never_asked_of_a_hopper_gpu() -> None:
@@ -151,14 +153,14 @@ def test_mxfp8_is_never_asked_of_a_hopper_gpu() -> None:
     for machine in HOPPER:
         run = dataclasses.replace(run_on(machine, "llama3-70b"), settings=blackwell.settings())
         run = dataclasses.replace(run, machine_type="a4-highgpu-8g")
-        assert nemo.mixed_precision(run, MACHINE_TYPES[machine]) == "bf16_with_fp8_current_scaling_mixed"
+        assert bridge.mixed_precision(run, MACHINE_TYPES[machine]) == "bf16_with_fp8_current_scaling_mixed"
 
 
 def test_the_launcher_settings_carry_the_runs_layout_by_megatron_bridge_field_names() -> None:
     run = run_on("a3-ultragpu-8g", "llama3-70b", steps=20)
-    paths = nemo.run_paths(run, "/nfs/exp", "/checkpoints", "/data")
+    paths = workload.run_paths(run, "/nfs/exp", "/checkpoints", "/data")
     files = nemo.workload_files(run, paths, MACHINE_TYPES["a3-ultragpu-8g"])
-    settings = json.loads(files[nemo.NEMO2_SETTINGS])
+    settings = json.loads(files[workload.RUN_SETTINGS])
     assert settings["provider"] == "Llama3ModelProvider70B" and settings["worldSize"] == 64
     assert settings["model"] == {
         "tensor_model_parallel_size": 4,
@@ -172,16 +174,16 @@ def test_the_launcher_settings_carry_the_runs_layout_by_megatron_bridge_field_na
     assert settings["tpOverlapConfig"] == "userbuffers_bf16_h100_h8192_tp4_mbs1_seqlen8192"
     assert settings["checkpoint"] == {"save": "/checkpoints/r", "load": "/checkpoints/r", "save_interval": 100}
     assert settings["dlloggerFile"] == "/nfs/exp/r/dllogger.json"
-    assert nemo.entrypoint(run.recipe) == (f"{nemo.WORKLOAD_DIR}/{nemo.BRIDGE_SCRIPT}", [])
-    assert files[nemo.BRIDGE_SCRIPT].startswith('"""Megatron-Bridge pretraining')
+    assert nemo.entrypoint(run.recipe) == (f"{workload.WORKLOAD_DIR}/{bridge.SCRIPT}", [])
+    assert files[bridge.SCRIPT].startswith('"""Megatron-Bridge pretraining')
 
 
 def test_mock_data_needs_no_tokenizer_files_and_real_data_reads_them_from_the_bucket() -> None:
     run = run_on("a4-highgpu-8g", "llama3-8b", nodes=1)
-    mock = nemo.run_paths(run, "/nfs/exp", "/checkpoints", "/data")
-    assert nemo.bridge_tokenizer(run, mock) == {"tokenizer_type": "NullTokenizer", "vocab_size": 128256}
-    real = nemo.run_paths(dataclasses.replace(run, dataset_prefix="wiki/wiki_text_document"), "/e", "/c", "/data")
-    assert nemo.bridge_tokenizer(run, real) == {
+    mock = workload.run_paths(run, "/nfs/exp", "/checkpoints", "/data")
+    assert bridge.tokenizer(run, mock) == {"tokenizer_type": "NullTokenizer", "vocab_size": 128256}
+    real = workload.run_paths(dataclasses.replace(run, dataset_prefix="wiki/wiki_text_document"), "/e", "/c", "/data")
+    assert bridge.tokenizer(run, real) == {
         "tokenizer_type": "HuggingFaceTokenizer",
         "tokenizer_model": "/data/tokenizers/llama3",
     }
@@ -250,7 +252,7 @@ def test_a_successor_is_the_same_model_size_on_megatron_bridge() -> None:
 )
 def test_cuda_graphs_are_the_recipes(model: str, machine: str, graphs: dict[str, object] | None) -> None:
     run = run_on(machine, model)
-    settings = nemo.bridge_settings(run, nemo.run_paths(run, "/e", "/c", "/d"), MACHINE_TYPES[machine])
+    settings = bridge.settings(run, workload.run_paths(run, "/e", "/c", "/d"), MACHINE_TYPES[machine])
     assert settings["cudaGraphs"] == graphs
 
 
@@ -260,7 +262,7 @@ def test_the_h100_configuration_recomputes_five_layers_of_llama3_8b() -> None:
     _set_recompute_overrides); the A4 recipe recomputes nothing."""
     for machine, layers in (("a3-ultragpu-8g", 5), ("a4-highgpu-8g", None)):
         run = run_on(machine, "llama3-8b", nodes=1)
-        settings = nemo.bridge_settings(run, nemo.run_paths(run, "/e", "/c", "/d"), MACHINE_TYPES[machine])
+        settings = bridge.settings(run, workload.run_paths(run, "/e", "/c", "/d"), MACHINE_TYPES[machine])
         assert settings["recomputeLayers"] == layers
 
 
@@ -270,7 +272,7 @@ def test_a_mixture_of_experts_run_carries_its_experts_layout_and_the_familys_fie
     moe_router_fusion; _set_moe_a2a_overlap_overrides for moe_a2a_overlap); a dense model's
     settings name no expert field."""
     run = run_on("a3-ultragpu-8g", "qwen3-30b-a3b", nodes=2)
-    settings = nemo.bridge_settings(run, nemo.run_paths(run, "/e", "/c", "/d"), MACHINE_TYPES["a3-ultragpu-8g"])
+    settings = bridge.settings(run, workload.run_paths(run, "/e", "/c", "/d"), MACHINE_TYPES["a3-ultragpu-8g"])
     assert (settings["model"]["expert_model_parallel_size"], settings["model"]["expert_tensor_parallel_size"]) == (8, 1)
     assert settings["recipeFields"] == {
         "model.bias_activation_fusion": True,
@@ -282,8 +284,8 @@ def test_a_mixture_of_experts_run_carries_its_experts_layout_and_the_familys_fie
     assert settings["moeA2aOverlap"] is True
     assert settings["mixedPrecision"] == "bf16_with_fp8_current_scaling_mixed"
     dense = run_on("a3-ultragpu-8g", "llama3-70b")
-    dense_settings = nemo.bridge_settings(
-        dense, nemo.run_paths(dense, "/e", "/c", "/d"), MACHINE_TYPES["a3-ultragpu-8g"]
+    dense_settings = bridge.settings(
+        dense, workload.run_paths(dense, "/e", "/c", "/d"), MACHINE_TYPES["a3-ultragpu-8g"]
     )
     assert not any(key.startswith("expert_") for key in dense_settings["model"])
     assert dense_settings["moeA2aOverlap"] is False
@@ -301,18 +303,18 @@ def test_the_expert_all_to_all_overlap_is_left_out_where_the_runs_layout_refuses
     parallel size keeps its layout without it."""
     machine = MACHINE_TYPES["a3-ultragpu-8g"]
     run = run_on("a3-ultragpu-8g", "qwen3-30b-a3b", nodes=4)
-    assert nemo.moe_a2a_overlap(run)
+    assert bridge.moe_a2a_overlap(run)
     for changed in (
         dataclasses.replace(run.settings, pipeline_parallel=4, virtual_pipeline=None),
         dataclasses.replace(run.settings, expert_parallel=1),
     ):
         other = dataclasses.replace(run, settings=changed)
-        assert not nemo.moe_a2a_overlap(other)
-        assert nemo.bridge_settings(other, nemo.run_paths(other, "/e", "/c", "/d"), machine)["moeA2aOverlap"] is False
+        assert not bridge.moe_a2a_overlap(other)
+        assert bridge.settings(other, workload.run_paths(other, "/e", "/c", "/d"), machine)["moeA2aOverlap"] is False
     pipeline_only = dataclasses.replace(
         run, settings=dataclasses.replace(run.settings, pipeline_parallel=1, virtual_pipeline=None)
     )
-    assert nemo.moe_a2a_overlap(pipeline_only)
+    assert bridge.moe_a2a_overlap(pipeline_only)
 
 
 def test_gpt_oss_with_context_parallelism_takes_the_all_to_all_its_sink_attention_needs() -> None:
@@ -320,10 +322,10 @@ def test_gpt_oss_with_context_parallelism_takes_the_all_to_all_its_sink_attentio
     and cp_comm_type "a2a" ("only a2a cp is supported for sink attention"); not without."""
     machine = MACHINE_TYPES["a3-ultragpu-8g"]
     run = run_on("a3-ultragpu-8g", "gpt-oss-120b", nodes=8)
-    fields = nemo.bridge_settings(run, nemo.run_paths(run, "/e", "/c", "/d"), machine)["recipeFields"]
+    fields = bridge.settings(run, workload.run_paths(run, "/e", "/c", "/d"), machine)["recipeFields"]
     assert "model.cp_comm_type" not in fields
     with_cp = dataclasses.replace(run, nodes=16, settings=dataclasses.replace(run.settings, context_parallel=2))
-    fields = nemo.bridge_settings(with_cp, nemo.run_paths(with_cp, "/e", "/c", "/d"), machine)["recipeFields"]
+    fields = bridge.settings(with_cp, workload.run_paths(with_cp, "/e", "/c", "/d"), machine)["recipeFields"]
     assert (fields["model.cp_comm_type"], fields["model.calculate_per_token_loss"]) == ("a2a", True)
 
 
@@ -334,9 +336,7 @@ def test_deepseek_v3_trains_with_its_recipes_optimizer_and_auxiliary_loss() -> N
     configuration alone turns the gradient-reduction overlap off."""
     for machine, overlap_off in (("a3-ultragpu-8g", True), ("a4-highgpu-8g", False)):
         run = run_on(machine, "deepseek-v3", nodes=32)
-        fields = nemo.bridge_settings(run, nemo.run_paths(run, "/e", "/c", "/d"), MACHINE_TYPES[machine])[
-            "recipeFields"
-        ]
+        fields = bridge.settings(run, workload.run_paths(run, "/e", "/c", "/d"), MACHINE_TYPES[machine])["recipeFields"]
         assert fields["optimizer.use_precision_aware_optimizer"] is True
         assert (fields["optimizer.exp_avg_dtype"], fields["optimizer.exp_avg_sq_dtype"]) == ("torch.bfloat16",) * 2
         assert (fields["optimizer.main_grads_dtype"], fields["optimizer.main_params_dtype"]) == (
@@ -375,7 +375,7 @@ def test_the_recomputed_modules_are_the_recipes(machine: str, model: str) -> Non
     if model_spec(model).recipe_on(machine).framework is not Framework.MEGATRON_BRIDGE:
         assert not run.recipe.recompute_modules
         return
-    settings = nemo.bridge_settings(run, nemo.run_paths(run, "/e", "/c", "/d"), MACHINE_TYPES[machine])
+    settings = bridge.settings(run, workload.run_paths(run, "/e", "/c", "/d"), MACHINE_TYPES[machine])
     assert settings["recomputeModules"] == RECOMPUTED.get(model, [])
 
 
@@ -441,11 +441,11 @@ def test_each_uneven_split_is_the_library_recipes_stage_by_stage() -> None:
 def test_a_deepseek_run_takes_the_split_of_its_pipeline_and_refuses_one_the_recipe_lacks() -> None:
     machine = MACHINE_TYPES["a3-ultragpu-8g"]
     run = run_on("a3-ultragpu-8g", "deepseek-v3", nodes=32)
-    settings = nemo.bridge_settings(run, nemo.run_paths(run, "/e", "/c", "/d"), machine)
+    settings = bridge.settings(run, workload.run_paths(run, "/e", "/c", "/d"), machine)
     assert settings["recipeFields"]["model.pipeline_model_parallel_layout"] == "Et*4|(t*4|)*14tmL"
     assert settings["model"]["mtp_num_layers"] == 1
     eight = dataclasses.replace(run, settings=dataclasses.replace(run.settings, pipeline_parallel=8))
-    eight_settings = nemo.bridge_settings(eight, nemo.run_paths(eight, "/e", "/c", "/d"), machine)
+    eight_settings = bridge.settings(eight, workload.run_paths(eight, "/e", "/c", "/d"), machine)
     assert eight_settings["recipeFields"]["model.pipeline_model_parallel_layout"] == "Et*8|(t*8|)*6t*5mL"
 
 
@@ -561,3 +561,11 @@ def test_each_published_step_time_is_nvidias_row(model: str, machine: str) -> No
     published = spec.step_time(machine, nodes, batch, fp8)
     assert published is not None and published.seconds == seconds
     assert "performance-summary.md@21b02e0" in published.source
+
+
+def test_every_framework_has_one_runtime_module() -> None:
+    """Each framework is run by its own module (planners/runtimes), chosen from one table."""
+    assert set(RUNTIMES) == set(Framework)
+    assert {runtime.framework for runtime in RUNTIMES.values()} == set(Framework)
+    modules = {name for name in runtimes.__dict__ if isinstance(getattr(runtimes, name), types.ModuleType)}
+    assert {"nemo1", "nemo2", "bridge"} <= modules

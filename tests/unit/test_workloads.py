@@ -14,12 +14,13 @@ from facts.gke import CapacityType
 from facts.kubernetes import PROGRAM_ERROR_EXIT_CODE
 from facts.machines import GPUDIRECT_STACKS, MACHINE_TYPES, GpuDirect, allocatable_memory_mib, allocatable_millicores
 from facts.models import MODELS, Framework, model_spec
-from planners import nemo
+from planners import nemo, workload
 from planners.gpudirect import RXDM_HEALTH_FILE, pod_networking, rxdm_sidecar
 from planners.networks import plan_gpu_networks
 from planners.pools import GpuPoolExport
 from planners.queues import Flavor, plan_flavor
 from planners.runs import DataPrepSpec, RunSpec, Tokenizer
+from planners.runtimes import bridge, nemo1, nemo2
 from tests.conftest import mebibytes, millicores
 
 VOLUMES = Volumes("shared", "/nfs", "data", "/data", "checkpoints", "/checkpoints")
@@ -49,10 +50,10 @@ def jobset_for(machine: str, model: str = "gpt-5b") -> dict:  # type: ignore[typ
             m.gpus,
             gib=m.pod_gib_for(run.image_ref),
         ),
-        paths=nemo.run_paths(run, "/nfs/exp", "/checkpoints", "/data"),
+        paths=workload.run_paths(run, "/nfs/exp", "/checkpoints", "/data"),
         volumes=VOLUMES,
     )
-    return run_jobset(args, "r1-workload", {nemo.LAUNCHER: "#!/bin/bash"})
+    return run_jobset(args, "r1-workload", {workload.LAUNCHER: "#!/bin/bash"})
 
 
 def pod(jobset: dict) -> dict:  # type: ignore[type-arg]
@@ -135,24 +136,24 @@ def test_data_preparation_is_a_suspended_queued_job_writing_to_the_data_bucket()
 def test_every_model_gets_the_nemo_configuration_of_its_framework(model: str) -> None:
     run = run_spec(model)
     files = nemo.workload_files(
-        run, nemo.run_paths(run, "/nfs/exp", "/checkpoints", "/data"), MACHINE_TYPES["a3-megagpu-8g"]
+        run, workload.run_paths(run, "/nfs/exp", "/checkpoints", "/data"), MACHINE_TYPES["a3-megagpu-8g"]
     )
     s = run.settings
     if model_spec(model).recipe.framework is Framework.NEMO1:
-        config = json.loads(files[nemo.NEMO1_CONFIG])
+        config = json.loads(files[nemo1.CONFIG])
         layout = (config["model"]["tensor_model_parallel_size"], config["model"]["pipeline_model_parallel_size"])
         assert config["trainer"]["num_nodes"] == 2 and config["trainer"]["devices"] == 8
     elif model_spec(model).recipe.framework is Framework.NEMO2:
-        settings = json.loads(files[nemo.NEMO2_SETTINGS])
+        settings = json.loads(files[workload.RUN_SETTINGS])
         layout = (settings["tensorParallel"], settings["pipelineParallel"])
         assert settings["factory"] == model_spec(model).recipe.factory and settings["nodes"] == 2
     else:
-        settings = json.loads(files[nemo.NEMO2_SETTINGS])
+        settings = json.loads(files[workload.RUN_SETTINGS])
         layout = (settings["model"]["tensor_model_parallel_size"], settings["model"]["pipeline_model_parallel_size"])
         assert settings["provider"] == model_spec(model).recipe.provider and settings["worldSize"] == 16
-        assert nemo.BRIDGE_SCRIPT in files and nemo.NEMO2_SCRIPT not in files
+        assert bridge.SCRIPT in files and nemo2.SCRIPT not in files
     assert layout == (s.tensor_parallel, s.pipeline_parallel)
-    assert nemo.LAUNCHER in files
+    assert workload.LAUNCHER in files
 
 
 def test_the_rxdm_gets_a_health_file_and_startup_probe_where_it_writes_one() -> None:
@@ -199,7 +200,7 @@ def test_tp_overlap_follows_nemo_s_performance_script(
             model_spec("llama3.1-405b").recipe.settings(), fp8=fp8, tensor_parallel=tensor_parallel
         ),
     )
-    assert nemo.tp_overlap(run, MACHINE_TYPES[machine]) == expected
+    assert workload.tp_overlap(run, MACHINE_TYPES[machine]) == expected
 
 
 @pytest.mark.parametrize(
@@ -229,7 +230,7 @@ def test_rdma_runs_keep_the_recipes_nccl_settings_over_gibs_init_script(machine:
     networking = pod_networking(
         m.gpudirect_stack, plan_gpu_networks("c", m, "192.168.0.0/16"), m.gpus, False, m.pod_gib_for(run.image_ref)
     )
-    env = nemo.platform_env(run, m, networking, nemo.run_paths(run, "/nfs/exp", "/checkpoints", "/data"))
+    env = nemo.platform_env(run, m, networking, workload.run_paths(run, "/nfs/exp", "/checkpoints", "/data"))
     assert env["NCCL_SOCKET_IFNAME"] == "eth0,eth1"
     assert env["NCCL_TUNER_CONFIG_PATH"] == f"/usr/local/gib/configs/{tuner}"
     kept = env["NCCL_KEEP_AFTER_INIT"].split()
@@ -272,7 +273,7 @@ def test_a_runs_own_nccl_settings_also_win_over_the_init_script() -> None:
     networking = pod_networking(
         m.gpudirect_stack, plan_gpu_networks("c", m, "192.168.0.0/16"), m.gpus, False, m.pod_gib_for(run.image_ref)
     )
-    env = nemo.platform_env(run, m, networking, nemo.run_paths(run, "/nfs/exp", "/checkpoints", "/data"))
+    env = nemo.platform_env(run, m, networking, workload.run_paths(run, "/nfs/exp", "/checkpoints", "/data"))
     assert "NCCL_IB_QPS_PER_CONNECTION" in env["NCCL_KEEP_AFTER_INIT"].split()
 
 
@@ -284,11 +285,11 @@ def test_a_program_error_fails_the_run_at_once_and_anything_else_restarts_it() -
     on that reason (JobSet v1alpha2 FailurePolicyRule, FailJobSet). Any other failure matches no rule,
     so the JobSet restarts (RestartJobSet, the rules' default) within maxRestarts. A NeMo 2 run has
     no such check, so no such rule."""
-    bridge = jobset_for("a3-ultragpu-8g", "llama3-8b")
-    rules = bridge["spec"]["failurePolicy"]["rules"]
+    bridge_run = jobset_for("a3-ultragpu-8g", "llama3-8b")
+    rules = bridge_run["spec"]["failurePolicy"]["rules"]
     assert rules == [{"name": "ProgramError", "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]}]
-    job = bridge["spec"]["replicatedJobs"][0]["template"]["spec"]
-    training = pod(bridge)["spec"]["containers"][-1]["name"]
+    job = bridge_run["spec"]["replicatedJobs"][0]["template"]["spec"]
+    training = pod(bridge_run)["spec"]["containers"][-1]["name"]
     assert job["podFailurePolicy"] == {
         "rules": [
             {
@@ -297,9 +298,9 @@ def test_a_program_error_fails_the_run_at_once_and_anything_else_restarts_it() -
             }
         ]
     }
-    assert pod(bridge)["spec"]["restartPolicy"] == "Never"  # a pod failure policy requires it
-    env = {e["name"]: e.get("value") for e in pod(bridge)["spec"]["containers"][-1]["env"]}
-    assert env["NEMO_PREFLIGHT"] == nemo.PREFLIGHT_FLAG
+    assert pod(bridge_run)["spec"]["restartPolicy"] == "Never"  # a pod failure policy requires it
+    env = {e["name"]: e.get("value") for e in pod(bridge_run)["spec"]["containers"][-1]["env"]}
+    assert env["NEMO_PREFLIGHT"] == bridge.PREFLIGHT_FLAG
     nemo2 = jobset_for("a3-megagpu-8g", "llama3.1-8b")
     assert "rules" not in nemo2["spec"]["failurePolicy"]
     assert "podFailurePolicy" not in nemo2["spec"]["replicatedJobs"][0]["template"]["spec"]
