@@ -75,8 +75,9 @@ from facts.machines import MachineType, training_pod_requests
 from facts.registries import RegistryMirror, resolve
 from planners import nemo, workload
 from planners.gpudirect import PodNetworking
+from planners.nemo import RunPlan
 from planners.queues import Flavor
-from planners.runs import DataPrepSpec, RunSpec, run_advice, topology_annotation
+from planners.runs import DataPrepSpec, RunSpec, topology_annotation
 from planners.submitted import RunStep, Submitted, encoded, shown, submission
 from planners.workload import RunPaths
 
@@ -125,14 +126,13 @@ class Volumes:
 
 @dataclass(frozen=True)
 class TrainingRunArgs:
-    run: RunSpec
+    # The run as planned (planners.nemo.plan_run): its files, environment and entry point.
+    plan: RunPlan
     # The pool the run is placed on, as Kueue sees it.
     flavor: Flavor
     namespace: str
     local_queue: str
     service_account: str
-    networking: PodNetworking
-    paths: RunPaths
     volumes: Volumes
     # What the JobSet waits for (and is deleted before): its queue, claims, identity, networks.
     after: Sequence[pulumi.Resource] = ()
@@ -150,8 +150,26 @@ class TrainingRunArgs:
     submitted: Submitted | None = None
     step: RunStep = RunStep.SUBMIT
 
+    @property
+    def run(self) -> RunSpec:
+        return self.plan.run
+
+    @property
+    def networking(self) -> PodNetworking:
+        return self.plan.networking
+
+    @property
+    def paths(self) -> RunPaths:
+        return self.plan.paths
+
     def __post_init__(self) -> None:
         require(self.run.pool == self.flavor.pool, "flavor", self.flavor.pool, f"is the run's pool {self.run.pool}")
+        require(
+            self.plan.machine == self.flavor.machine,
+            "plan.machine",
+            self.plan.machine.name,
+            f"is pool {self.flavor.pool}'s {self.flavor.machine.name}",
+        )
         require(
             (self.submitted is None) == (self.step is RunStep.SUBMIT),
             "step",
@@ -351,8 +369,7 @@ def program_error_policy(container: str) -> dict[str, Any]:
 def run_env(args: TrainingRunArgs) -> list[dict[str, Any]]:
     """The training container's environment: the platform's, then the run's `env` (as text, or
     read from the run's Secret where it holds encrypted values), which may replace the platform's."""
-    run = args.run
-    platform = nemo.platform_env(run, args.flavor.machine, args.networking, args.paths)
+    run, platform = args.run, args.plan.env
     if not args.secret_env:
         return field_env({**platform, **run.env})
     kept = {name: value for name, value in platform.items() if name not in run.env}
@@ -394,7 +411,7 @@ def run_jobset(args: TrainingRunArgs, config_map: str, files: Mapping[str, str])
     shm_gib = min(
         resiliency.SUPERVISED_SHARED_MEMORY_GIB if supervised else MAX_SHARED_MEMORY_GIB, machine.memory_gib // 4
     )
-    entry_args = nemo.entrypoint(run.recipe)[1]
+    entry_args = list(args.plan.entrypoint[1])
     container = gpu_container(
         TRAINING_CONTAINER,
         resolve(run.image_ref, args.mirror),
@@ -458,7 +475,7 @@ def run_jobset(args: TrainingRunArgs, config_map: str, files: Mapping[str, str])
         ),
         imex_channels=channel_template(run_compute_domain(args)),
         managed_by=MULTIKUEUE_CONTROLLER if args.dispatched else None,
-        fail_fast=nemo.has_preflight(run),
+        fail_fast=args.plan.preflight,
     )
 
 
@@ -482,7 +499,7 @@ class TrainingRun(pulumi.ComponentResource):
     def __init__(self, name: str, args: TrainingRunArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(self.TYPE, name, None, opts)
         run = args.run
-        files = nemo.workload_files(run, args.paths, args.flavor.machine)
+        files = dict(args.plan.files)
         config_name = revisioned(f"{run.name}-workload", run.revision)
         # What the JobSet waits for: its ConfigMap, the run's Secret, its ComputeDomain. The
         # ConfigMap and ComputeDomain of a raised revision are new ones, created before the JobSet
@@ -539,7 +556,7 @@ class TrainingRun(pulumi.ComponentResource):
                 pulumi.ResourceOptions(delete_before_replace=True, parent=self, depends_on=[*before, *args.after]),
             ),
         )
-        for advice in run_advice(run, args.flavor.machine):
+        for advice in args.plan.advice:
             pulumi.log.warn(advice, resource=self)
         said = submission(
             run.name,
@@ -568,6 +585,7 @@ class TrainingRun(pulumi.ComponentResource):
                 "resubmit": self.resubmit,
                 "revision": run.revision,
                 "definition": definition,
+                "plan": args.plan.to_plain(),
                 **({"rendered": said.rendered} if said.rendered else {}),
             }
         )

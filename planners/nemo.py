@@ -5,6 +5,8 @@ The scripts the pods run live in `payload`."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 import payload
@@ -20,7 +22,7 @@ from facts.kubernetes import (
 from facts.machines import MachineType
 from facts.models import Recipe
 from planners.gpudirect import PodNetworking
-from planners.runs import RunSpec
+from planners.runs import RunSpec, run_advice
 from planners.runtimes import runtime_of
 from planners.workload import DLLOGGER, LAUNCHER, NCCL_INIT, OFFLINE_ENV, RunPaths
 
@@ -186,3 +188,74 @@ def check_env(run: RunSpec, platform: Mapping[str, str]) -> None:
             raise RuleError(
                 f"env.{key}", key, f"is set by the platform ({set_to}); list it in allowEnvOverrides to replace it"
             )
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """A run decided once, before anything is registered: the machine it runs on, its pods'
+    networking, where it reads and writes, the files of its ConfigMap, the environment the
+    platform gives its training container, what torchrun starts, whether its launcher checks its
+    configuration first, and the advice it gets. The config check, the summary, the training
+    layer and the component read it; none decides again."""
+
+    run: RunSpec
+    machine: MachineType
+    networking: PodNetworking
+    paths: RunPaths
+    files: Mapping[str, str]
+    env: Mapping[str, str]
+    entrypoint: tuple[str, tuple[str, ...]]
+    preflight: bool
+    advice: tuple[str, ...]
+
+    def to_plain(self) -> dict[str, Any]:
+        """What a user reads of the plan (the stack output `training.runs.<run>.plan`)."""
+        run, s = self.run, self.run.settings
+        return {
+            "model": run.model,
+            "runtime": run.recipe.framework.label,
+            "image": run.image_ref,
+            "pool": run.pool,
+            "machine": self.machine.name,
+            "nodes": run.nodes,
+            "gpus": run.nodes * self.machine.gpus,
+            "layout": {
+                "tensorParallel": s.tensor_parallel,
+                "pipelineParallel": s.pipeline_parallel,
+                "virtualPipeline": s.virtual_pipeline,
+                "contextParallel": s.context_parallel,
+                "expertParallel": s.expert_parallel,
+            },
+            "microBatchSize": s.micro_batch_size,
+            "globalBatchSize": s.global_batch_size,
+            "sequenceLength": s.sequence_length,
+            "precision": f"fp8 ({run.recipe.fp8_scaling.value} scaling)" if s.fp8 else "bf16",
+            "steps": s.steps,
+            "checkpoint": (
+                {"intervalSteps": run.checkpoint_interval_steps, "resume": run.resume, "dir": self.paths.checkpoint_dir}
+                if run.checkpoint
+                else None
+            ),
+            "maxRestarts": run.max_restarts,
+            "entrypoint": " ".join((self.entrypoint[0], *self.entrypoint[1])),
+            "checksConfigurationFirst": self.preflight,
+        }
+
+
+def plan_run(run: RunSpec, machine: MachineType, networking: PodNetworking, paths: RunPaths) -> RunPlan:
+    """The run's plan; RuleError (key relative to the run) where its `env` replaces what the
+    platform sets without leave (check_env)."""
+    env = platform_env(run, machine, networking, paths)
+    check_env(run, env)
+    runtime = runtime_of(run.recipe)
+    return RunPlan(
+        run=run,
+        machine=machine,
+        networking=networking,
+        paths=paths,
+        files=MappingProxyType(workload_files(run, paths, machine)),
+        env=MappingProxyType(env),
+        entrypoint=runtime.entrypoint,
+        preflight=runtime.preflight_flag is not None,
+        advice=tuple(run_advice(run, machine)),
+    )

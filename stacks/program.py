@@ -18,7 +18,7 @@ from facts.errors import RuleError
 from facts.kubernetes import stack_identity as identity_of
 from facts.project import MANAGED_BY_LABEL, PROJECT, STACK_LABEL, qualified_stack_name
 from facts.pulumi_cli import SHOWN_ERROR_EXIT_CODE
-from planners.submitted import RunStep, Submitted
+from planners.submitted import Submitted
 from planners.summary import CpuPool, Filestore, plan_summary
 from stacks import bootstrap, cluster, existing, multikueue, ownership, platform, training
 from stacks.contract import ClusterExports, PlatformExports
@@ -207,7 +207,7 @@ def deploy(cfg: StackConfig, access: Access) -> dict[str, Any]:
         check_upstream_keys(cfg, cluster_facts, platform_facts)
     runs = []
     submitted: dict[str, Submitted] = {}
-    steps: dict[str, RunStep] = {}
+    checked = training.CheckedRuns()
     if cfg.deploys(Layer.TRAINING) and platform_facts is not None:
         submitted = recorded_runs(stack_identity(), training.LAYER) if cfg.training.runs else {}
         unrecorded = (
@@ -220,10 +220,10 @@ def deploy(cfg: StackConfig, access: Access) -> dict[str, Any]:
             if cfg.existing_cluster is not None
             else {}
         )
-        steps = training.check_runs(
+        checked = training.check_runs(
             cfg, cluster_facts, platform_facts, access.secret("training"), submitted=submitted, unrecorded=unrecorded
         )
-        runs = [training.run_spec(run, platform_facts) for run in cfg.training.runs]
+        runs = [plan.run for plan in checked.plans.values()]
     summary = plan_summary(
         cluster_facts.project,
         cluster_facts.region,
@@ -278,7 +278,7 @@ def deploy(cfg: StackConfig, access: Access) -> dict[str, Any]:
             secret_env = access.secret("training")
             exports.update(
                 training.build(
-                    cfg, cluster_outputs, platform_outputs, opts, secret_env, submitted=submitted, steps=steps
+                    cfg, cluster_outputs, platform_outputs, opts, secret_env, submitted=submitted, checked=checked
                 )
             )
     exports["summary"] = summary.as_output()

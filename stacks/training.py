@@ -271,6 +271,15 @@ def nccl_test_spec(test: NcclTestConfig, platform: PlatformExports) -> NcclTestS
     )
 
 
+@dataclass(frozen=True)
+class CheckedRuns:
+    """What check_runs found, by run name, in the order of the stack's runs: each run's plan, and
+    what `up` does to it (a run absent from `steps` is submitted)."""
+
+    plans: Mapping[str, nemo.RunPlan] = field(default_factory=lambda: MappingProxyType({}))
+    steps: Mapping[str, RunStep] = field(default_factory=lambda: MappingProxyType({}))
+
+
 def check_runs(
     cfg: StackConfig,
     cluster: ClusterExports,
@@ -279,16 +288,17 @@ def check_runs(
     *,
     submitted: Mapping[str, Submitted] = MappingProxyType({}),
     unrecorded: Mapping[str, Submitted] = MappingProxyType({}),
-) -> dict[str, RunStep]:
+) -> CheckedRuns:
     """Every run and data-prep job against the environment it targets, every submitted run
     (`submitted`, by run name: stacks.recorded) against what it was submitted with, and every
     run's JobSet that an interrupted `up` left on an existing cluster and the state does not hold
     (`unrecorded`: stacks.ownership.unrecorded_runs) against the run; called before anything is
-    registered. Raises ConfigError naming every bad key; else what `up` does to each run, by name.
-    `secret_env`: the stack's `training` holds encrypted values, so the runs' `env` goes into
-    Secrets."""
+    registered. Raises ConfigError naming every bad key; else each run's plan and what `up` does
+    to it. `secret_env`: the stack's `training` holds encrypted values, so the runs' `env` goes
+    into Secrets."""
     flavors = platform.flavors_by_pool
     errors: list[RuleError] = []
+    plans: dict[str, nemo.RunPlan] = {}
     steps: dict[str, RunStep] = {}
     for i, run_config in enumerate(cfg.training.runs):
         if not secret_env:
@@ -318,7 +328,7 @@ def check_runs(
                 check_dispatched(run, run_config, platform, secret_env)
             networking = run_networking(run, machine, run_site(cluster, platform, run.pool))
             paths = run_paths(run, platform, place_of(run_config.team, platform))
-            nemo.check_env(run, nemo.platform_env(run, machine, networking, paths))
+            plans[run.name] = nemo.plan_run(run, machine, networking, paths)
             definition = json.loads(run.definition)
             steps[run.name] = step_of(run.name, run.revision, definition, submitted.get(run.name), secret_env)
             if run.name in unrecorded:
@@ -357,7 +367,7 @@ def check_runs(
             errors.append(error.under(f"training.ncclTests[{i}]"))
     if errors:
         raise ConfigError.of(errors)
-    return steps
+    return CheckedRuns(plans=MappingProxyType(plans), steps=MappingProxyType(steps))
 
 
 def _as_written(error: RuleError, run: RunConfig) -> RuleError:
@@ -378,10 +388,10 @@ class TrainingLayerArgs:
     platform: PlatformOutputs
     # The stack's `training` holds encrypted values: every run's `env` goes into a Secret.
     secret_env: bool = False
-    # What the state records of the runs the stack has submitted (stacks.recorded), and what
-    # check_runs found `up` does to each, by run name (a run absent from both is submitted).
+    # What the state records of the runs the stack has submitted (stacks.recorded), and each
+    # run's plan and what `up` does to it, as check_runs found them.
     submitted: Mapping[str, Submitted] = field(default_factory=lambda: MappingProxyType({}))
-    steps: Mapping[str, RunStep] = field(default_factory=lambda: MappingProxyType({}))
+    checked: CheckedRuns = field(default_factory=CheckedRuns)
 
 
 class TrainingLayer(pulumi.ComponentResource):
@@ -390,6 +400,7 @@ class TrainingLayer(pulumi.ComponentResource):
     runs: list[TrainingRun]
     data_prep: list[DataPreparation]
     checks: list[FabricCheck]
+    plans: Mapping[str, nemo.RunPlan]
 
     def __init__(self, name: str, args: TrainingLayerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(self.TYPE, name, None, opts)
@@ -410,7 +421,8 @@ class TrainingLayer(pulumi.ComponentResource):
         )
         after = args.platform.run_dependencies
         required = {run.fabric_check for run in cfg.training.runs if run.fabric_check}
-        specs = [run_spec(run_config, platform) for run_config in cfg.training.runs]
+        plans = self.plans = args.checked.plans
+        specs = [plans[run_config.name].run for run_config in cfg.training.runs]
         # The images of the runs each check gates: the check installs the gIB they load.
         gated: dict[str, set[str]] = {}
         for run_config, run in zip(cfg.training.runs, specs, strict=True):
@@ -456,8 +468,6 @@ class TrainingLayer(pulumi.ComponentResource):
         self.runs = []
         for run_config, run in zip(cfg.training.runs, specs, strict=True):
             place = place_of(run_config.team, platform)
-            flavor = flavors[run.pool]
-            machine = flavor.machine
             gate = [checks[run_config.fabric_check].jobset] if run_config.fabric_check else []
             pool = pools.get(run.pool)
             advice = preload_advice(run.name, run.image_ref, pool) if pool else None
@@ -467,20 +477,18 @@ class TrainingLayer(pulumi.ComponentResource):
                 TrainingRun(
                     f"{name}-{run.name}",
                     TrainingRunArgs(
-                        run=run,
-                        flavor=flavor,
+                        plan=plans[run.name],
+                        flavor=flavors[run.pool],
                         namespace=place.namespace,
                         local_queue=place.local_queue,
                         service_account=platform.service_account,
-                        networking=run_networking(run, machine, run_site(cluster.facts, platform, run.pool)),
-                        paths=run_paths(run, platform, place),
                         volumes=volumes,
                         after=[*after, *gate],
                         secret_env=args.secret_env,
                         dispatched=bool(platform.workers),
                         mirror=None if platform.workers else cluster.facts.image_mirror,
                         submitted=args.submitted.get(run.name),
-                        step=args.steps.get(run.name, RunStep.SUBMIT),
+                        step=args.checked.steps.get(run.name, RunStep.SUBMIT),
                     ),
                     opts=child,
                 )
@@ -515,15 +523,21 @@ def build(
     secret_env: bool = False,
     *,
     submitted: Mapping[str, Submitted] = MappingProxyType({}),
-    steps: Mapping[str, RunStep] = MappingProxyType({}),
+    checked: CheckedRuns | None = None,
 ) -> dict[str, Any]:
     layer = TrainingLayer(
         LAYER,
         TrainingLayerArgs(
-            config=cfg, cluster=cluster, platform=platform, secret_env=secret_env, submitted=submitted, steps=steps
+            config=cfg,
+            cluster=cluster,
+            platform=platform,
+            secret_env=secret_env,
+            submitted=submitted,
+            checked=checked or CheckedRuns(),
         ),
         opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(providers={"kubernetes": cluster.provider})),
     )
+    plans = layer.plans
     used = (
         {r.namespace for r in layer.runs} | {c.namespace for c in layer.checks} | {p.namespace for p in layer.data_prep}
     )
@@ -541,6 +555,7 @@ def build(
                     "resubmit": run.resubmit,
                     # What it waits for, when it does not start (docs/waiting.md).
                     "waiting": f"python -m tools.waiting {run.run_name} -n {run.namespace}",
+                    "plan": plans[run.run_name].to_plain(),
                 }
                 for run in layer.runs
             },

@@ -38,19 +38,19 @@ def run_spec(model: str = "gpt-5b") -> RunSpec:
 def jobset_for(machine: str, model: str = "gpt-5b") -> dict:  # type: ignore[type-arg]
     target, run = flavor(machine), run_spec(model)
     m = target.machine
+    networking = pod_networking(
+        m.gpudirect_stack,
+        plan_gpu_networks("c", m if m.is_multi_nic else None, "10.8.0.0/16"),
+        m.gpus,
+        gib=m.pod_gib_for(run.image_ref),
+    )
+    paths = workload.run_paths(run, "/nfs/exp", "/checkpoints", "/data")
     args = TrainingRunArgs(
-        run=run,
+        plan=nemo.plan_run(run, m, networking, paths),
         flavor=target,
         namespace="nemo",
         local_queue="q",
         service_account="sa",
-        networking=pod_networking(
-            m.gpudirect_stack,
-            plan_gpu_networks("c", m if m.is_multi_nic else None, "10.8.0.0/16"),
-            m.gpus,
-            gib=m.pod_gib_for(run.image_ref),
-        ),
-        paths=workload.run_paths(run, "/nfs/exp", "/checkpoints", "/data"),
         volumes=VOLUMES,
     )
     return run_jobset(args, "r1-workload", {workload.LAUNCHER: "#!/bin/bash"})
