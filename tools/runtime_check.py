@@ -181,6 +181,20 @@ for path in sys.argv[3:]:
                 continue
             value = launcher["decoded"](value)
             assert target == value, f"{key}={value!r} became {target!r}"
+        # What NVIDIA's recipes get from their CommOverlapConfig's setup (training/comm_overlap.py):
+        # with data parallelism, 128 MiB gradient buckets; with a virtual pipeline, the P2P
+        # overlap, and with both, the parameter gather aligned across the pipeline.
+        m, dp = cfg.model, cfg.data_parallel_size
+        interleaved = m.pipeline_model_parallel_size > 1 and (m.virtual_pipeline_model_parallel_size or 1) > 1
+        wanted = {
+            "ddp.bucket_size": 128 * 1024 * 1024 if dp > 1 else None,
+            "model.overlap_p2p_comm": interleaved,
+            "ddp.align_param_gather": dp > 1 and interleaved,
+        }
+        for key, value in wanted.items():
+            section, field = key.split(".")
+            found = getattr(getattr(cfg, section), field)
+            assert found == value, f"{key} is {found!r}, where NVIDIA's recipes derive {value!r}"
         result = {"ok": True}
     except Exception as error:
         result = {"ok": False, "error": f"{type(error).__name__}: {error}"}
