@@ -435,6 +435,15 @@ _LLAMA3_70B_TP_OVERLAPS = (
     TpOverlap("userbuffers_bf16_h100_h8192_tp4_mbs1_seqlen8192", (9, 0), False, 4),
     TpOverlap("userbuffers_fp8_h100_h8192_tp4_mbs1_seqlen8192", (9, 0), True, 4),
 )
+# Blackwell's: NVIDIA's performance configurations of Llama 3 70B on B200 and GB200 keep the
+# recipe's TP overlap on and give it the B200 TP2 userbuffers configuration whatever the TP size
+# (scripts/performance/configs/llama/llama3_llm_pretrain.py@21b02e0,
+# llama3_70b_pretrain_config_b200/_gb200; the configurations: training/comm_overlap.py@21b02e0).
+_LLAMA3_70B_BLACKWELL_TP_OVERLAPS = tuple(
+    TpOverlap(f"userbuffers_{precision}_b200_h8192_tp2_mbs1_seqlen8192", (10, 0), precision == "fp8", tp)
+    for precision in ("bf16", "fp8")
+    for tp in (2, 4, 8)
+)
 _405B_TP_OVERLAPS = (
     TpOverlap("userbuffers_fp8_h100_h16384_tp8_cp2_mbs1_seqlen8192", (9, 0), True, 8),
     TpOverlap("userbuffers_bf16_h100_h16384_tp8_cp2_mbs1_seqlen8192", (9, 0), False, 8),
@@ -551,14 +560,13 @@ _LLAMA3_70B_A4 = dataclasses.replace(
     fp8_scaling=Fp8Scaling.MXFP8,
     cuda_graphs=CudaGraphs("transformer_engine", ("mlp", "attn")),
     max_steps=30,
-    tp_overlaps=(),
+    tp_overlaps=_LLAMA3_70B_BLACKWELL_TP_OVERLAPS,
     perf_env_plugin=True,
     env=_LLAMA3_70B_PLUGIN_ENV,
 )
 
 # A4X's: MXFP8 on TP2 × PP4 × VP5 (an NVLink domain joins 72 GPUs), no CUDA graphs, as the A4X
-# recipe passes none; the GB200 configuration's TP overlap (userbuffers for B200 at TP2) is not
-# carried (no TP overlap on Blackwell here: planners.nemo).
+# recipe passes none; the TP overlap of NVIDIA's GB200 configuration (userbuffers for B200 at TP2).
 _LLAMA3_70B_A4X = dataclasses.replace(
     _LLAMA3_70B_A4, tensor_parallel=2, pipeline_parallel=4, virtual_pipeline=5, cuda_graphs=None
 )
@@ -953,7 +961,8 @@ MODELS: Mapping[str, ModelSpec] = {
                 "recipe on a4x-highgpu-4g": _bridge_recipe("a4x/llama3_70b/nemo-gke", "64gpus-fp8mx-gbs256")
                 + f"; {_MB}:scripts/performance/configs/llama/llama3_workload_base_configs.py@21b02e0 "
                 "(LLAMA3_70B_PRETRAIN_CONFIG_GB200_FP8_MX_V2)",
-                "tp_overlaps": _BRIDGE_LLAMA3_RECIPE,
+                "tp_overlaps": f"{_BRIDGE_LLAMA3_RECIPE}; on Blackwell {_MB}:scripts/performance/configs/llama/"
+                "llama3_llm_pretrain.py@21b02e0 (llama3_70b_pretrain_config_b200, _gb200)",
             },
             step_times=(
                 _LLAMA3_70B_A4X_STEP,

@@ -569,3 +569,17 @@ def test_every_framework_has_one_runtime_module() -> None:
     assert {runtime.framework for runtime in RUNTIMES.values()} == set(Framework)
     modules = {name for name in runtimes.__dict__ if isinstance(getattr(runtimes, name), types.ModuleType)}
     assert {"nemo1", "nemo2", "bridge"} <= modules
+
+
+@pytest.mark.parametrize(("machine", "precision"), [("a4-highgpu-8g", "fp8"), ("a4x-highgpu-4g", "fp8")])
+def test_llama3_70b_on_blackwell_overlaps_its_tensor_parallel_communication(machine: str, precision: str) -> None:
+    """NVIDIA's B200 and GB200 configurations keep the recipe's TP overlap with the B200 TP2
+    userbuffers configuration; the launcher built none there (comm overlap off on Blackwell)."""
+    run = run_on(machine, "llama3-70b", nodes=16)
+    assert run.settings.tensor_parallel > 1
+    wanted = f"userbuffers_{precision}_b200_h8192_tp2_mbs1_seqlen8192"
+    assert workload.tp_overlap(run, MACHINE_TYPES[machine]) == wanted
+    assert (
+        bridge.settings(run, workload.run_paths(run, "/e", "/c", "/d"), MACHINE_TYPES[machine])["tpOverlapConfig"]
+        == wanted
+    )
