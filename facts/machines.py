@@ -173,6 +173,9 @@ class GpuDirectStack:
     # NCCL and Transformer Engine settings the recipes set for the flavour.
     env: Mapping[str, str]
     sources: Mapping[str, str]
+    # What the flavour's reference NeMo recipe tunes that a run's own recipe may set otherwise:
+    # Megatron-Bridge's PerfEnvPlugin, where a recipe launches through it (planners.nemo).
+    recipe_env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
 
 _TCPX_TEST = "GoogleCloudPlatform/container-engine-accelerators:gpudirect-tcpx/nccl-test-latest.yaml@992db81"
@@ -267,7 +270,6 @@ TCPX_STACK, TCPXO_STACK, RDMA_STACK = (
         rxdm_health_check=False,
         validated_images=(),
         env={
-            **_SM_MARGINS,
             "NVTE_UB_SOCKET_IFNAME": "eth1",  # Transformer Engine's userbuffers bootstrap over the gVNIC
             "NCCL_DEBUG": "VERSION",
             "NCCL_WORK_FIFO_DEPTH": "4194304",
@@ -277,7 +279,11 @@ TCPX_STACK, TCPXO_STACK, RDMA_STACK = (
                 "GoogleCloudPlatform/container-engine-accelerators:gpudirect-rdma/nccl-rdma-installer.yaml@992db81"
             ),
             "env": _A3ULTRA_RECIPE,
+            "recipe_env": _A3ULTRA_RECIPE,
         },
+        # The NeMo 24.12 A3 Ultra recipe's margins, a tuning of its own: Megatron-Bridge's
+        # PerfEnvPlugin sets 16 (20 with HybridEP) for the recipes launched through it.
+        recipe_env=MappingProxyType(_SM_MARGINS),
     ),
 )
 

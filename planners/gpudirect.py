@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from facts.machines import CpuArch, GpuDirect, GpuDirectStack, MachineType
@@ -40,6 +40,9 @@ class PodNetworking:
     nccl_init_script: str | None
     # The gIB release (with its NCCL) the pod installs for itself (RDMA machines).
     gib: Image | None = None
+    # What the flavour's reference recipe tunes and a run's recipe may replace
+    # (GpuDirectStack.recipe_env).
+    recipe_env: dict[str, str] = field(default_factory=dict)
 
 
 NVIDIA_MOUNT = "/usr/local/nvidia"
@@ -267,6 +270,7 @@ def _rdma(stack: GpuDirectStack, plan: Sequence[GpuNetworkPlan], host_network: b
         },
         nccl_init_script=f"{GIB_MOUNT}/scripts/set_nccl_env.sh",
         gib=gib,
+        recipe_env=dict(stack.recipe_env),
     )
 
 

@@ -164,12 +164,16 @@ def with_nccl_init(
 
 def platform_env(run: RunSpec, machine: MachineType, networking: PodNetworking, paths: RunPaths) -> dict[str, str]:
     """Every variable the platform sets in the training container (FIELD_ENV aside): the
-    launcher's, the model's performance settings, then the machine's NCCL environment (which
-    wins where both tune NCCL, with_nccl_init), and torchrun's rendezvous."""
+    launcher's, what the flavour's reference recipe tunes (which the model's performance settings
+    replace), the model's performance settings, then the machine's NCCL environment (which wins
+    where both tune NCCL, with_nccl_init), and torchrun's rendezvous."""
     numa = {"GPUS_PER_NUMA_NODE": str(machine.gpus_per_numa_node)} if machine.gpus_per_numa_node else {}
     return {
         **with_nccl_init(
-            {**launcher_env(run, paths), **perf_env(run, machine), **numa}, machine, networking, own=run.env
+            {**launcher_env(run, paths), **networking.recipe_env, **perf_env(run, machine), **numa},
+            machine,
+            networking,
+            own=run.env,
         ),
         "NNODES": str(run.nodes),
         "GPUS_PER_NODE": str(machine.gpus),

@@ -227,6 +227,9 @@ def _pod_networking(machine: MachineType) -> tuple[str, str, str]:
         containers.append("GPU devices through NRI device injection")
     nccl_settings = [f"sources `{pod.nccl_init_script}`"] if pod.nccl_init_script else []
     nccl_settings += [f"`{name}={value}`" for name, value in pod.env.items()]
+    nccl_settings += [
+        f"`{name}={value}` unless the run's recipe sets its own" for name, value in pod.recipe_env.items()
+    ]
     return networking, ", ".join(containers) or "none", ", ".join(nccl_settings)
 
 

@@ -191,8 +191,9 @@ def perf_env(run: RunSpec, machine: MachineType) -> dict[str, str]:
     parallelism and no expert all-to-all overlap; layer-norm SM margins of 16, 20 with a flexible dispatcher;
     the recipe's pipeline chunk only with pipeline parallelism. The HybridEP dispatcher is always
     told its NVLink domain (_set_nvl_domain_size: NVL8 on H100 and B200, NVL72 with multi-node
-    NVLink on GB200), which no other variable describes. Where the machine's recipe tunes the same
-    variable (A3 Mega's SM margins), the machine's value wins (platform_env)."""
+    NVLink on GB200), which no other variable describes. Where the machine's GPUDirect flavour needs the same
+    variable (A3 Mega's SM margins), its value wins; a flavour's reference-recipe tuning (the RDMA
+    flavour's margins of 8) yields to these (planners.nemo.platform_env)."""
     recipe, s = run.recipe, run.settings
     env = dict(recipe.env)
     if s.pipeline_parallel == 1:

@@ -479,6 +479,18 @@ def test_nemo2_runs_get_settings_the_recipe_script_reads_and_nothing_else(render
     assert env(manifest)["NEMO_ENTRYPOINT"] == "/workload/nemo2_pretrain.py"
 
 
+def test_megatron_bridge_runs_on_gib_machines_get_the_plugin_s_sm_margins_not_nemo_24_12_s(render: Any) -> None:
+    """Megatron-Bridge's PerfEnvPlugin sets the layer-norm SM margins to 16 (20 with HybridEP:
+    scripts/performance/perf_plugins.py@21b02e0); the RDMA flavour's 8 is the NeMo 24.12 A3 Ultra
+    recipe's tuning, and won over it. A3 Mega's 8 prevents send-receive stalls on TCPXO and stays."""
+    run = render("a4")
+    for name in ("llama3-70b", "qwen3-moe"):
+        variables = env(jobset(run, name)[1])
+        assert variables["NVTE_FWD_LAYERNORM_SM_MARGIN"] == variables["NVTE_BWD_LAYERNORM_SM_MARGIN"] == "16", name
+    tcpxo = env(jobset(render("a3mega"))[1])
+    assert tcpxo["NVTE_FWD_LAYERNORM_SM_MARGIN"] == "8"
+
+
 def test_a3_ultra_405b_runs_carry_the_recipe_and_nemo_performance_settings(render: Any) -> None:
     """The A3 Ultra recipe's environment (gpu-recipes training/a3ultra/llama31_405b/nemo-gke/
     nemo2412/recipe/values.yaml@2e1fd5e: NVTE_*_LAYERNORM_SM_MARGIN=8, NVTE_UB_SOCKET_IFNAME=eth1,
