@@ -144,6 +144,7 @@ def config(settings):
             save_interval=checkpoint["save_interval"],
             ckpt_format="torch_dist",
             fully_parallel_save=True,
+            async_save=checkpoint["async_save"],
         ),
         rng=RNGConfig(seed=1234),
         profiling=ProfilingConfig(**profiling) if profiling else ProfilingConfig(),

@@ -123,6 +123,10 @@ def settings(run: RunSpec, paths: RunPaths, machine: MachineType) -> dict[str, A
             "save": paths.checkpoint_dir,
             "load": paths.checkpoint_dir if run.resume else None,
             "save_interval": run.checkpoint_interval_steps if paths.checkpoint_dir else None,
+            # Saved in the background while training goes on, as NVIDIA's larger configurations
+            # save (the library's torch_dist format and persistent worker; a save is complete only
+            # once its tracker file is written, so a restart resumes from the last whole one).
+            "async_save": paths.checkpoint_dir is not None,
         },
         "logger": {"log_interval": 1, "tensorboard_dir": f"{paths.experiment_dir}/tensorboard"},
         "profiling": (

@@ -172,7 +172,12 @@ def test_the_launcher_settings_carry_the_runs_layout_by_megatron_bridge_field_na
     }
     assert settings["train"] == {"train_iters": 20, "global_batch_size": 256, "micro_batch_size": 1}
     assert settings["tpOverlapConfig"] == "userbuffers_bf16_h100_h8192_tp4_mbs1_seqlen8192"
-    assert settings["checkpoint"] == {"save": "/checkpoints/r", "load": "/checkpoints/r", "save_interval": 100}
+    assert settings["checkpoint"] == {
+        "save": "/checkpoints/r",
+        "load": "/checkpoints/r",
+        "save_interval": 100,
+        "async_save": True,  # in the background, as NVIDIA's larger configurations save
+    }
     assert settings["dlloggerFile"] == "/nfs/exp/r/dllogger.json"
     assert nemo.entrypoint(run.recipe) == (f"{workload.WORKLOAD_DIR}/{bridge.SCRIPT}", [])
     assert files[bridge.SCRIPT].startswith('"""Megatron-Bridge pretraining')
@@ -583,3 +588,11 @@ def test_llama3_70b_on_blackwell_overlaps_its_tensor_parallel_communication(mach
         bridge.settings(run, workload.run_paths(run, "/e", "/c", "/d"), MACHINE_TYPES[machine])["tpOverlapConfig"]
         == wanted
     )
+
+
+def test_a_run_without_checkpoints_saves_nothing_in_the_background() -> None:
+    """The library refuses async_save without a save folder (CheckpointConfig: "async_save is
+    enabled, but save is not set")."""
+    run = dataclasses.replace(run_on("a3-ultragpu-8g", "llama3-70b"), checkpoint=False)
+    settings = bridge.settings(run, workload.run_paths(run, "/e", "/c", "/d"), MACHINE_TYPES["a3-ultragpu-8g"])
+    assert settings["checkpoint"] == {"save": None, "load": None, "save_interval": None, "async_save": False}
