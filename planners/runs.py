@@ -255,9 +255,11 @@ def check_run(
             if layouts
             else ""
         )
+        # The key the user wrote: the virtual pipeline where only it was set.
+        virtual = "virtualPipeline" in run.given and "pipelineParallel" not in run.given
         raise RuleError(
-            "pipelineParallel",
-            s.pipeline_parallel,
+            "virtualPipeline" if virtual else "pipelineParallel",
+            s.virtual_pipeline if virtual else s.pipeline_parallel,
             f"pipeline × virtual stages ({stages}) must divide the {split} layers of {spec.name}{counted}{uneven}",
         )
     if s.fp8 and Precision.FP8 not in machine.accelerator.peak_dense_tflops:

@@ -504,3 +504,12 @@ def test_a_number_beyond_64_bits_is_refused_as_out_of_range_saying_why_it_shows_
     err = _refused_render(file, capsys)
     assert f"nemo-gke:gpuPools[0].nodeCount = {shown}: is far out of range (from 0 to 1000)" in err
     assert "reaches the program rounded" in err and "valid integer" not in err
+
+
+def test_a_virtual_pipeline_that_cannot_split_the_layers_blames_the_key_the_user_wrote() -> None:
+    """`virtualPipeline: 3` alone on the A4 70B run (PP8 from the recipe) blamed pipelineParallel,
+    which the user never wrote."""
+    values = stack_with("a4")
+    values[f"{PROJECT}:training"]["runs"][0]["virtualPipeline"] = 3
+    message = issue_for(rejected(values, "a4"), "training.runs[0].virtualPipeline")
+    assert "pipeline × virtual stages (24) must divide the 80 layers of llama3-70b" in message
