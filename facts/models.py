@@ -282,6 +282,10 @@ class Recipe:
     # whose environment follows from the GPU and the layout (planners.runtimes.bridge.perf_env); a
     # recipe that starts run_script.py directly gets none of it.
     perf_env_plugin: bool = False
+    # Whether the recipe carries a CommOverlapConfig, whose setup derives the gradient buckets, the
+    # P2P overlap and the aligned parameter gather from the layout (training/comm_overlap.py); every
+    # Megatron-Bridge recipe here does but GPT-OSS's (recipes/gpt_oss/gpt_oss.py@21b02e0).
+    comm_overlap_setup: bool = True
     # Uneven pipeline splits by (pipeline, virtual pipeline) size, as Megatron Core's layout strings
     # (E embedding, t layer, m prediction layer, L loss, | between stages): a run at another
     # split divides its layers evenly.
@@ -436,13 +440,16 @@ _LLAMA3_70B_TP_OVERLAPS = (
     TpOverlap("userbuffers_fp8_h100_h8192_tp4_mbs1_seqlen8192", (9, 0), True, 4),
 )
 # Blackwell's: NVIDIA's performance configurations of Llama 3 70B on B200 and GB200 keep the
-# recipe's TP overlap on and give it the B200 TP2 userbuffers configuration whatever the TP size
+# recipe's TP overlap on with the B200 TP2 userbuffers configuration
 # (scripts/performance/configs/llama/llama3_llm_pretrain.py@21b02e0,
-# llama3_70b_pretrain_config_b200/_gb200; the configurations: training/comm_overlap.py@21b02e0).
+# llama3_70b_pretrain_config_b200/_gb200; the configurations: training/comm_overlap.py@21b02e0):
+# at TP2 in NVIDIA's own layouts, and at TP4 in the A4 recipe, which runs that configuration with
+# --tensor_model_parallel_size 4 (gpu-recipes training/a4/llama3_70b/nemo-gke/nemo2602/
+# 64gpus-fp8mx-gbs256/recipe/launcher.sh@1f338bb). No source pairs it with TP8.
 _LLAMA3_70B_BLACKWELL_TP_OVERLAPS = tuple(
     TpOverlap(f"userbuffers_{precision}_b200_h8192_tp2_mbs1_seqlen8192", (10, 0), precision == "fp8", tp)
     for precision in ("bf16", "fp8")
-    for tp in (2, 4, 8)
+    for tp in (2, 4)
 )
 _405B_TP_OVERLAPS = (
     TpOverlap("userbuffers_fp8_h100_h16384_tp8_cp2_mbs1_seqlen8192", (9, 0), True, 8),
@@ -751,6 +758,8 @@ _GPT_OSS_120B_A3U = _bridge(
     # "only a2a cp is supported for sink attention" (recipes/gpt_oss/gpt_oss.py@21b02e0).
     context_parallel_fields=MappingProxyType({"model.calculate_per_token_loss": True, "model.cp_comm_type": "a2a"}),
     perf_env_plugin=True,
+    # Its recipe's comm_overlap_config defaults to None, and NVIDIA's configuration passes none.
+    comm_overlap_setup=False,
 )
 # A4's: 8 nodes, micro batch 4, every expert on its own GPU (EP64), Transformer Engine's CUDA
 # graphs of the router, the dispatch preprocessing and attention.
@@ -962,7 +971,9 @@ MODELS: Mapping[str, ModelSpec] = {
                 + f"; {_MB}:scripts/performance/configs/llama/llama3_workload_base_configs.py@21b02e0 "
                 "(LLAMA3_70B_PRETRAIN_CONFIG_GB200_FP8_MX_V2)",
                 "tp_overlaps": f"{_BRIDGE_LLAMA3_RECIPE}; on Blackwell {_MB}:scripts/performance/configs/llama/"
-                "llama3_llm_pretrain.py@21b02e0 (llama3_70b_pretrain_config_b200, _gb200)",
+                "llama3_llm_pretrain.py@21b02e0 (llama3_70b_pretrain_config_b200, _gb200) and, at TP4, "
+                "AI-Hypercomputer/gpu-recipes:training/a4/llama3_70b/nemo-gke/nemo2602/64gpus-fp8mx-gbs256/recipe/"
+                "launcher.sh@1f338bb",
             },
             step_times=(
                 _LLAMA3_70B_A4X_STEP,

@@ -144,16 +144,19 @@ def config(settings):
             save_interval=checkpoint["save_interval"],
             ckpt_format="torch_dist",
             fully_parallel_save=True,
-            async_save=checkpoint["async_save"],
         ),
         rng=RNGConfig(seed=1234),
         profiling=ProfilingConfig(**profiling) if profiling else ProfilingConfig(),
-        # Always present, as in every Megatron-Bridge recipe: its setup (in runtime_config_update)
+        # Where the recipe carries one (all but GPT-OSS's): its setup (in runtime_config_update)
         # derives the pipeline's P2P overlap, the gradient buckets and the aligned parameter gather
         # from the layout (training/comm_overlap.py); the tensor-parallel overlap where the catalog
         # has NVIDIA's userbuffers configuration for this GPU, precision and size.
-        comm_overlap=comm_overlap.CommOverlapConfig(
-            tp_comm_overlap=bool(overlap), tp_comm_overlap_cfg=getattr(comm_overlap, overlap) if overlap else None
+        comm_overlap=(
+            comm_overlap.CommOverlapConfig(
+                tp_comm_overlap=bool(overlap), tp_comm_overlap_cfg=getattr(comm_overlap, overlap) if overlap else None
+            )
+            if settings["commOverlapSetup"] or overlap
+            else None
         ),
         mixed_precision=get_mixed_precision_config(settings["mixedPrecision"]),
     )
@@ -191,6 +194,8 @@ def performance_settings(cfg, settings):
     cfg.model.cross_entropy_fusion_impl = "te"
     cfg.model.should_pad_vocab = True
     if settings["moeA2aOverlap"]:
+        if cfg.comm_overlap is None:
+            cfg.comm_overlap = comm_overlap.CommOverlapConfig(tp_comm_overlap=False)
         cfg.comm_overlap.overlap_moe_expert_parallel_comm = True
         cfg.comm_overlap.delay_wgrad_compute = True
         cfg.model.moe_shared_expert_overlap = False

@@ -218,7 +218,8 @@ class RunPlan:
         return {
             "model": run.model,
             "runtime": run.recipe.framework.label,
-            "image": run.image_ref,
+            # As published; pods of a cluster with an image mirror pull it through the mirror.
+            "publishedImage": run.image_ref,
             "pool": run.pool,
             "machine": self.machine.name,
             "nodes": run.nodes,

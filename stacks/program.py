@@ -278,7 +278,7 @@ def deploy(cfg: StackConfig, access: Access) -> dict[str, Any]:
             secret_env = access.secret("training")
             exports.update(
                 training.build(
-                    cfg, cluster_outputs, platform_outputs, opts, secret_env, submitted=submitted, checked=checked
+                    cfg, cluster_outputs, platform_outputs, opts, secret_env, checked=checked, submitted=submitted
                 )
             )
     exports["summary"] = summary.as_output()

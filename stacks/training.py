@@ -386,12 +386,12 @@ class TrainingLayerArgs:
     config: StackConfig
     cluster: ClusterOutputs
     platform: PlatformOutputs
+    # Each run's plan and what `up` does to it, as check_runs found them.
+    checked: CheckedRuns
     # The stack's `training` holds encrypted values: every run's `env` goes into a Secret.
     secret_env: bool = False
-    # What the state records of the runs the stack has submitted (stacks.recorded), and each
-    # run's plan and what `up` does to it, as check_runs found them.
+    # What the state records of the runs the stack has submitted (stacks.recorded).
     submitted: Mapping[str, Submitted] = field(default_factory=lambda: MappingProxyType({}))
-    checked: CheckedRuns = field(default_factory=CheckedRuns)
 
 
 class TrainingLayer(pulumi.ComponentResource):
@@ -522,8 +522,8 @@ def build(
     opts: pulumi.ResourceOptions,
     secret_env: bool = False,
     *,
+    checked: CheckedRuns,
     submitted: Mapping[str, Submitted] = MappingProxyType({}),
-    checked: CheckedRuns | None = None,
 ) -> dict[str, Any]:
     layer = TrainingLayer(
         LAYER,
@@ -533,7 +533,7 @@ def build(
             platform=platform,
             secret_env=secret_env,
             submitted=submitted,
-            checked=checked or CheckedRuns(),
+            checked=checked,
         ),
         opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(providers={"kubernetes": cluster.provider})),
     )

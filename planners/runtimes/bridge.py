@@ -100,6 +100,7 @@ def settings(run: RunSpec, paths: RunPaths, machine: MachineType) -> dict[str, A
         },
         "recipeFields": recipe_fields(run, machine),
         "moeA2aOverlap": moe_a2a_overlap(run),
+        "commOverlapSetup": recipe.comm_overlap_setup,
         "train": {
             "train_iters": s.steps,
             "global_batch_size": s.global_batch_size,
@@ -123,10 +124,6 @@ def settings(run: RunSpec, paths: RunPaths, machine: MachineType) -> dict[str, A
             "save": paths.checkpoint_dir,
             "load": paths.checkpoint_dir if run.resume else None,
             "save_interval": run.checkpoint_interval_steps if paths.checkpoint_dir else None,
-            # Saved in the background while training goes on, as NVIDIA's larger configurations
-            # save (the library's torch_dist format and persistent worker; a save is complete only
-            # once its tracker file is written, so a restart resumes from the last whole one).
-            "async_save": paths.checkpoint_dir is not None,
         },
         "logger": {"log_interval": 1, "tensorboard_dir": f"{paths.experiment_dir}/tensorboard"},
         "profiling": (
@@ -162,7 +159,11 @@ def recipe_fields(run: RunSpec, machine: MachineType) -> dict[str, Any]:
         # FP8 in every layer, the first and last included (utils/precision.py get_precision_config).
         fields["mixed_precision.first_last_layers_bf16"] = False
     data_parallel = run.nodes * machine.gpus // s.model_parallel
-    if data_parallel > 1 and s.pipeline_parallel > 1 and (s.virtual_pipeline or 1) > 1 and "mxfp8" not in precision:
+    interleaved = s.pipeline_parallel > 1 and (s.virtual_pipeline or 1) > 1
+    # Only in a run that saves no checkpoint: the library leaves it off "due to an issue with
+    # checkpointing" (training/comm_overlap.py@21b02e0 _get_optimizer_overlap_cfgs), and NVIDIA's
+    # scripts, which turn it on, save none (utils/overrides.py: checkpoint.save None).
+    if data_parallel > 1 and interleaved and "mxfp8" not in precision and not run.checkpoint:
         fields["optimizer.overlap_param_gather_with_optimizer_step"] = True
     fields |= recipe.config_fields
     if s.context_parallel > 1:
