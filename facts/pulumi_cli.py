@@ -43,7 +43,7 @@ def rounded_by_config(value: object) -> bool:
     """Whether `value` is a whole number the CLI can only have rounded: beyond int64."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return False
-    return (isinstance(value, int) or value.is_integer()) and abs(value) >= INT64_LIMIT
+    return (isinstance(value, int) or value.is_integer()) and not -INT64_LIMIT <= value < INT64_LIMIT
 
 
 # The exit code by which a Python program tells the language host that it has shown the user an

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from facts.project import PROJECT
-from facts.pulumi_cli import SECRET_STAND_IN
+from facts.pulumi_cli import SECRET_STAND_IN, rounded_by_config
 from harness.runner import run_stack
 from harness.stackfile import StackFileError, cli_reading, parse_stack_file
 from integration.stackfile_check import STRUCTURES, ours
@@ -309,3 +309,13 @@ def test_a_value_the_cli_reads_as_yaml_1_2_gets_the_fix(
     file.write_text(f"config:\n  nemo-gke:project: my-project-123\n  {line}\n")
     assert render_cli.main(["--file", str(file), "--out", str(tmp_path / "out")]) == 2
     assert f"  {message}\n" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("value", "rounded"),
+    [(-(2**63), False), (2**63 - 1, False), (2**63, True), (-(2**63) - 1, True), (1e20, True), (1.5e20, True),
+     (3.0, False), (True, False), ("9" * 30, False)],
+)  # fmt: skip
+def test_only_a_whole_number_beyond_int64_is_said_to_be_rounded(value: object, rounded: bool) -> None:
+    """int64 spans -2**63 to 2**63 - 1; the CLI holds only a number beyond it as a float64."""
+    assert rounded_by_config(value) is rounded
