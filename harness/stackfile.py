@@ -258,6 +258,17 @@ def _is_merge(node: yaml.Node) -> bool:
     return isinstance(node, yaml.ScalarNode) and node.tag == _PLAIN and node.value == "<<"
 
 
+def _merge_sources(value: yaml.Node, where: str = "") -> list[yaml.MappingNode]:
+    """The maps a `<<` key merges: its value, or each item of a sequence (decode.go `merge`).
+    `where` prefixes the error's line (the file's name, where no caller adds it)."""
+    sources = value.value if isinstance(value, yaml.SequenceNode) else [value]
+    for source in sources:
+        if not isinstance(source, yaml.MappingNode):
+            line = source.start_mark.line + 1
+            raise StackFileError(f"{where}{line}: map merge requires map or sequence of maps as the value")
+    return cast(list[yaml.MappingNode], sources)
+
+
 class _Reader:
     """Turns composed nodes into values as yaml.v3 decodes them into `any` and Pulumi's config
     objects hold them."""
@@ -290,12 +301,7 @@ class _Reader:
         for key_node, value_node in self.pairs(node):
             if not _is_merge(key_node):
                 continue
-            for source in value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]:
-                if not isinstance(source, yaml.MappingNode):
-                    raise StackFileError(
-                        f"{self.name}:{source.start_mark.line + 1}: map merge requires map or sequence of maps "
-                        "as the value"
-                    )
+            for source in _merge_sources(value_node, f"{self.name}:"):
                 for merged_key, merged_value in self.merged_pairs(source):
                     if isinstance(merged_key, yaml.ScalarNode):
                         if merged_key.value in taken:
@@ -337,12 +343,7 @@ class _Reader:
         merged: dict[str, Any] = {}
         for key_node, value_node in self.pairs(node):
             if _is_merge(key_node):
-                sources = value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
-                for source in sources:
-                    if not isinstance(source, yaml.MappingNode):
-                        raise StackFileError(
-                            f"{source.start_mark.line + 1}: map merge requires map or sequence of maps as the value"
-                        )
+                for source in _merge_sources(value_node):
                     for k, v in self.mapping(source).items():
                         merged.setdefault(k, v)  # the first map merged wins, as YAML's merge key says
                 continue

@@ -20,7 +20,6 @@ from facts.kubernetes import (
     TRAINING_CONTAINER,
 )
 from facts.machines import MachineType
-from facts.models import Recipe
 from planners.gpudirect import PodNetworking
 from planners.runs import RunSpec, run_advice
 from planners.runtimes import runtime_of
@@ -43,19 +42,6 @@ def workload_files(run: RunSpec, paths: RunPaths, machine: MachineType) -> dict[
     """The run's ConfigMap: the launcher and the configuration of its runtime."""
     files = {name: payload.text(name) for name in (LAUNCHER, NCCL_INIT, DLLOGGER)}
     return files | runtime_of(run.recipe).files(run, paths, machine)
-
-
-def entrypoint(recipe: Recipe) -> tuple[str, list[str]]:
-    """The script torchrun starts on every node and its arguments."""
-    script, arguments = runtime_of(recipe).entrypoint
-    return script, list(arguments)
-
-
-def has_preflight(run: RunSpec) -> bool:
-    """The run's launcher builds and validates its configuration first (its runtime's preflight
-    flag), so a refused one fails the run instead of restarting it
-    (facts.kubernetes.PROGRAM_ERROR_EXIT_CODE)."""
-    return runtime_of(run.recipe).preflight_flag is not None
 
 
 def launcher_env(run: RunSpec, paths: RunPaths) -> dict[str, str]:
@@ -209,6 +195,8 @@ class RunPlan:
     files: Mapping[str, str]
     env: Mapping[str, str]
     entrypoint: tuple[str, tuple[str, ...]]
+    # The launcher builds and validates the configuration first (its runtime's preflight flag),
+    # so a refused one fails the run instead of restarting it (facts.kubernetes.PROGRAM_ERROR_EXIT_CODE).
     preflight: bool
     advice: tuple[str, ...]
 

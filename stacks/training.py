@@ -400,7 +400,6 @@ class TrainingLayer(pulumi.ComponentResource):
     runs: list[TrainingRun]
     data_prep: list[DataPreparation]
     checks: list[FabricCheck]
-    plans: Mapping[str, nemo.RunPlan]
 
     def __init__(self, name: str, args: TrainingLayerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(self.TYPE, name, None, opts)
@@ -421,7 +420,7 @@ class TrainingLayer(pulumi.ComponentResource):
         )
         after = args.platform.run_dependencies
         required = {run.fabric_check for run in cfg.training.runs if run.fabric_check}
-        plans = self.plans = args.checked.plans
+        plans = args.checked.plans
         specs = [plans[run_config.name].run for run_config in cfg.training.runs]
         # The images of the runs each check gates: the check installs the gIB they load.
         gated: dict[str, set[str]] = {}
@@ -537,7 +536,6 @@ def build(
         ),
         opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(providers={"kubernetes": cluster.provider})),
     )
-    plans = layer.plans
     used = (
         {r.namespace for r in layer.runs} | {c.namespace for c in layer.checks} | {p.namespace for p in layer.data_prep}
     )
@@ -555,7 +553,7 @@ def build(
                     "resubmit": run.resubmit,
                     # What it waits for, when it does not start (docs/waiting.md).
                     "waiting": f"python -m tools.waiting {run.run_name} -n {run.namespace}",
-                    "plan": plans[run.run_name].to_plain(),
+                    "plan": checked.plans[run.run_name].to_plain(),
                 }
                 for run in layer.runs
             },

@@ -16,7 +16,7 @@ from facts.machines import MACHINE_TYPES
 from facts.models import MODELS, Fp8Scaling, Framework, model_spec
 from planners import nemo, runtimes, workload
 from planners.runs import RunSpec, Tokenizer, run_advice
-from planners.runtimes import RUNTIMES, bridge
+from planners.runtimes import RUNTIMES, bridge, runtime_of
 
 HOPPER = ("a3-highgpu-8g", "a3-megagpu-8g", "a3-ultragpu-8g")
 
@@ -178,7 +178,7 @@ def test_the_launcher_settings_carry_the_runs_layout_by_megatron_bridge_field_na
         "save_interval": 100,
     }
     assert settings["dlloggerFile"] == "/nfs/exp/r/dllogger.json"
-    assert nemo.entrypoint(run.recipe) == (f"{workload.WORKLOAD_DIR}/{bridge.SCRIPT}", [])
+    assert runtime_of(run.recipe).entrypoint == (f"{workload.WORKLOAD_DIR}/{bridge.SCRIPT}", ())
     assert files[bridge.SCRIPT].startswith('"""Megatron-Bridge pretraining')
 
 
