@@ -104,7 +104,8 @@ integration-engine: install integration-tools
 ## The Megatron-Bridge launcher's configuration step against the real, pinned library; no GPU.
 ## Builds .venv-runtime from requirements-runtime.txt (2.2 GB of wheels from PyPI, 94 s in all measured),
 ## then builds and validates the configuration of every Megatron-Bridge run and catalog recipe
-## with the launcher's own code, and shows that a renamed field fails.
+## with the launcher's own code, compares each catalog recipe's with NVIDIA's own (tools/parity.py),
+## and shows that a renamed field and a missing CommOverlapConfig fail.
 runtime-check: install
 	$(call timed,$(MAKE) --no-print-directory $(RUNTIME_VENV)/.installed && $(BIN)/python -m tools.runtime_check --python $(RUNTIME_VENV)/bin/python)
 

@@ -277,11 +277,12 @@ class Recipe:
     context_parallel_fields: Mapping[str, bool | int | float | str] = field(
         default_factory=lambda: MappingProxyType({})
     )
-    # Whether the recipe's launch goes through Megatron-Bridge's PerfEnvPlugin (its
-    # scripts/performance/setup_experiment.py, or gpu-recipes' copy custom_setup_experiment.py),
-    # whose environment follows from the GPU and the layout (planners.runtimes.bridge.perf_env); a
-    # recipe that starts run_script.py directly gets none of it.
-    perf_env_plugin: bool = False
+    # Whether the recipe turns Transformer Engine's tensor-parallel communication overlap on where
+    # `tp_overlaps` tunes no userbuffers configuration for the GPU, precision and size: with
+    # Transformer Engine's default one (Megatron-Bridge's Qwen3 MoE recipes, CommOverlapConfig(
+    # tp_comm_overlap=True) without a configuration; training/comm_overlap.py leaves it off without
+    # tensor parallelism).
+    tp_comm_overlap: bool = False
     # Whether the recipe carries a CommOverlapConfig, whose setup derives the gradient buckets, the
     # P2P overlap and the aligned parameter gather from the layout (training/comm_overlap.py); every
     # Megatron-Bridge recipe here does but GPT-OSS's (recipes/gpt_oss/gpt_oss.py@21b02e0).
@@ -418,6 +419,19 @@ _A4_405B = (
 # constant part of PerfEnvPlugin (the GPU- and layout-dependent part: planners.workload.nemo_perf_env).
 # NVIDIA/NeMo:scripts/performance/executors.py and nemo/lightning/run/plugins.py@8cfedd7
 _PERF_SCRIPT = "NVIDIA/NeMo:scripts/performance/llm/pretrain_llama31_405b.py@8cfedd7 (same at v2.4.0)"
+# The environment Megatron-Bridge's performance scripts give every run (scripts/performance/utils/
+# executors.py@21b02e0 PERF_ENV_VARS; PerfEnvPlugin drops its cuDNN layer norms but where a
+# configuration keeps them, and Hugging Face downloads are off here: planners.workload.OFFLINE_ENV):
+# no caching allocator record of NCCL buffers, no NVLink SHARP (to save memory), NCCL streams at
+# high priority.
+BRIDGE_EXECUTOR_ENV = MappingProxyType(
+    {
+        "TORCH_NCCL_AVOID_RECORD_STREAMS": "1",
+        "TOKENIZERS_PARALLELISM": "False",
+        "NCCL_NVLS_ENABLE": "0",
+        "TORCH_NCCL_HIGH_PRIORITY": "1",
+    }
+)
 _PERF_ENV = MappingProxyType(
     {
         "TORCH_NCCL_AVOID_RECORD_STREAMS": "1",
@@ -514,6 +528,9 @@ _LLAMA31_405B_A4 = dataclasses.replace(
 )
 
 
+# What set_llama3_common_configs sets beyond the recipe: a vocabulary padded for the tensor-parallel
+# split (scripts/performance/configs/llama/llama3_llm_pretrain.py@21b02e0).
+_LLAMA3_FIELDS = MappingProxyType({"model.should_pad_vocab": True})
 # No A3 recipe runs Llama 3 8B on Megatron-Bridge in a GKE container (A3 Ultra's is a Slurm
 # recipe on 25.11): Hopper machines take NVIDIA's H100 workload configuration.
 _LLAMA3_8B_H100 = _bridge(
@@ -527,9 +544,10 @@ _LLAMA3_8B_H100 = _bridge(
     context_parallel=1,
     provider="Llama3ModelProvider8B",
     recompute_layers=5,
-    perf_env_plugin=True,
-    # PerfEnvPlugin's model-specific setting for Llama 3 8B in FP8 current scaling on H100.
-    env=MappingProxyType({"NCCL_CTA_POLICY": "1"}),
+    config_fields=_LLAMA3_FIELDS,
+    # PerfEnvPlugin's model-specific settings for Llama 3 8B in FP8 current scaling on H100: NCCL's
+    # CTA policy, and the executor's cuDNN layer norms kept.
+    env=MappingProxyType({"NCCL_CTA_POLICY": "1", "NVTE_NORM_FWD_USE_CUDNN": "1", "NVTE_NORM_BWD_USE_CUDNN": "1"}),
 )
 # A4's recipe takes LLAMA3_8B_PRETRAIN_CONFIG_B200_FP8_CS_V1 (it passes no layout of its own).
 _LLAMA3_8B_A4 = dataclasses.replace(
@@ -543,11 +561,13 @@ _LLAMA3_8B_A4 = dataclasses.replace(
 # A4X's recipe runs the GB200 configuration (the B200 one's layout and CUDA graphs) with micro
 # batch 4 and 50 steps, on NeMo 25.11; the run keeps NeMo 26.02, whose Megatron-Bridge this
 # program's launcher is checked against (make runtime-check).
-_LLAMA3_8B_A4X = dataclasses.replace(_LLAMA3_8B_A4, micro_batch_size=4, max_steps=50, perf_env_plugin=False)
+_LLAMA3_8B_A4X = dataclasses.replace(_LLAMA3_8B_A4, micro_batch_size=4, max_steps=50)
 # PerfEnvPlugin's pipeline chunk for Llama 3 70B pretraining (dropped without pipeline parallelism).
 _LLAMA3_70B_PLUGIN_ENV = MappingProxyType({"NCCL_P2P_NET_CHUNKSIZE": "2097152"})
-# A3 Ultra's recipe, on every Hopper machine: 64 GPUs, BF16, TP4 × PP8 × VP5 (its launcher starts
-# run_script.py itself: no PerfEnvPlugin).
+# A3 Ultra's recipe, on every Hopper machine: 64 GPUs, BF16, TP4 × PP8 × VP5. Its launcher starts
+# run_script.py itself, without PerfEnvPlugin: the run takes the plugin's environment as NVIDIA's
+# runs do (planners.runtimes.bridge.perf_env), 1 CUDA connection among it, without which the
+# userbuffers overlap cannot overlap on Hopper.
 _LLAMA3_70B_A3U = _bridge(
     global_batch_size=256,
     micro_batch_size=1,
@@ -559,6 +579,8 @@ _LLAMA3_70B_A3U = _bridge(
     context_parallel=1,
     provider="Llama3ModelProvider70B",
     tp_overlaps=_LLAMA3_70B_TP_OVERLAPS,
+    config_fields=_LLAMA3_FIELDS,
+    env=_LLAMA3_70B_PLUGIN_ENV,
 )
 # A4's: the same layout in MXFP8, with Transformer Engine's CUDA graphs of attention and MLP.
 _LLAMA3_70B_A4 = dataclasses.replace(
@@ -568,8 +590,6 @@ _LLAMA3_70B_A4 = dataclasses.replace(
     cuda_graphs=CudaGraphs("transformer_engine", ("mlp", "attn")),
     max_steps=30,
     tp_overlaps=_LLAMA3_70B_BLACKWELL_TP_OVERLAPS,
-    perf_env_plugin=True,
-    env=_LLAMA3_70B_PLUGIN_ENV,
 )
 
 # A4X's: MXFP8 on TP2 × PP4 × VP5 (an NVLink domain joins 72 GPUs), no CUDA graphs, as the A4X
@@ -616,7 +636,7 @@ _QWEN3_30B_A3U = _bridge(
     moe_a2a_overlap=True,
     provider="Qwen3MoEModelProvider30B_A3B",
     config_fields=_QWEN3_FIELDS,
-    perf_env_plugin=True,
+    tp_comm_overlap=True,
 )
 # A4's: one node, MXFP8, TP4 with the configuration's EP8, Transformer Engine's CUDA graphs of
 # the router, the dispatch preprocessing and attention.
@@ -652,7 +672,6 @@ _QWEN3_30B_A4X = dataclasses.replace(
     max_steps=50,
     cuda_graphs=CudaGraphs("transformer_engine", ("moe_router", "moe_preprocess")),
     config_fields=MappingProxyType({**_QWEN3_FIELDS, **_HYBRIDEP}),
-    perf_env_plugin=False,  # its launcher starts run_script.py itself
 )
 # DeepSeek V3: 61 layers with latent attention, the first 3 dense, then 256 routed experts (8 per
 # token) beside a shared one, and one multi-token prediction layer, as the library recipe trains
@@ -718,7 +737,6 @@ _DEEPSEEK_V3_A3U = _bridge(
     pipeline_layouts=_DEEPSEEK_LAYOUTS,
     config_fields=MappingProxyType({**_DEEPSEEK_FIELDS, "ddp.overlap_grad_reduce": False}),
     env=MappingProxyType({"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}),
-    perf_env_plugin=True,
 )
 # A4's: the same layout in MXFP8 at global batch 4096, with Transformer Engine's CUDA graphs of
 # the router, the dispatch preprocessing and attention.
@@ -729,6 +747,13 @@ _DEEPSEEK_V3_A4 = dataclasses.replace(
     cuda_graphs=CudaGraphs("transformer_engine", ("moe_router", "moe_preprocess", "attn")),
     config_fields=MappingProxyType(_DEEPSEEK_FIELDS),
     env=MappingProxyType({}),
+)
+# A4X has no recipe of its own: the H100 configuration's layout and precision, without what it sets
+# for Hopper alone (gradient-reduction overlap off, expandable segments), as NVIDIA's GB200
+# configuration leaves them (deepseek_llm_pretrain.py: overlap_grad_reduce on; perf_plugins.py:
+# expandable segments on H100 only).
+_DEEPSEEK_V3_A4X = dataclasses.replace(
+    _DEEPSEEK_V3_A3U, config_fields=MappingProxyType(_DEEPSEEK_FIELDS), env=MappingProxyType({})
 )
 # GPT-OSS 120B: 36 layers of 128 experts, 4 per token, a GLU of quick-GELU, sliding-window
 # attention on every other layer (Megatron-Bridge's provider of the model).
@@ -757,7 +782,6 @@ _GPT_OSS_120B_A3U = _bridge(
     config_fields=MappingProxyType({"model.moe_router_fusion": True}),
     # "only a2a cp is supported for sink attention" (recipes/gpt_oss/gpt_oss.py@21b02e0).
     context_parallel_fields=MappingProxyType({"model.calculate_per_token_loss": True, "model.cp_comm_type": "a2a"}),
-    perf_env_plugin=True,
     # Its recipe's comm_overlap_config defaults to None, and NVIDIA's configuration passes none.
     comm_overlap_setup=False,
 )
@@ -1062,10 +1086,12 @@ MODELS: Mapping[str, ModelSpec] = {
                     "a4/deepseek_v3/megatron-bridge-gke", "256gpus-fp8mx-seq4096-gbs4096"
                 )
                 + f"; {_DEEPSEEK_CONFIGS} (DEEPSEEK_V3_PRETRAIN_CONFIG_B200_FP8_MX_V2); {_DEEPSEEK_RECIPE}",
+                "recipe on a4x-highgpu-4g": f"A3 Ultra's; {_DEEPSEEK_CONFIGS} (deepseek_v3_pretrain_config_gb200) "
+                f"and {_MB}:scripts/performance/perf_plugins.py@21b02e0 (PerfEnvPlugin)",
                 "env": f"{_MB}:scripts/performance/perf_plugins.py@21b02e0 (PerfEnvPlugin)",
             },
             step_times=_published_steps("deepseek-v3"),
-            machine_recipes=MappingProxyType({"a4-highgpu-8g": _DEEPSEEK_V3_A4}),
+            machine_recipes=MappingProxyType({"a4-highgpu-8g": _DEEPSEEK_V3_A4, "a4x-highgpu-4g": _DEEPSEEK_V3_A4X}),
         ),
     )
 }

@@ -150,12 +150,14 @@ def config(settings):
         # Where the recipe carries one (all but GPT-OSS's): its setup (in runtime_config_update)
         # derives the pipeline's P2P overlap, the gradient buckets and the aligned parameter gather
         # from the layout (training/comm_overlap.py); the tensor-parallel overlap where the catalog
-        # has NVIDIA's userbuffers configuration for this GPU, precision and size.
+        # has NVIDIA's userbuffers configuration for this GPU, precision and size, or where the
+        # recipe turns it on with Transformer Engine's default one.
         comm_overlap=(
             comm_overlap.CommOverlapConfig(
-                tp_comm_overlap=bool(overlap), tp_comm_overlap_cfg=getattr(comm_overlap, overlap) if overlap else None
+                tp_comm_overlap=settings["tpOverlap"],
+                tp_comm_overlap_cfg=getattr(comm_overlap, overlap) if overlap else None,
             )
-            if settings["commOverlapSetup"] or overlap
+            if settings["commOverlapSetup"] or settings["tpOverlap"]
             else None
         ),
         mixed_precision=get_mixed_precision_config(settings["mixedPrecision"]),
@@ -179,7 +181,7 @@ def config(settings):
 def performance_settings(cfg, settings):
     """What the recipes' entry point (scripts/performance/run_script.py at v0.3.0) sets on top of
     the library recipe for throughput: no NaN or large-gradient checks, fused RoPE and Transformer
-    Engine's cross entropy, a padded vocabulary, gradients reduced in BF16
+    Engine's cross entropy, gradients reduced in BF16
     (utils/overrides.py _set_common_perf_overrides, configs/llama/llama3_llm_pretrain.py
     set_llama3_common_configs), the recipe's CUDA graphs (_set_cuda_graph_overrides), its recomputed layers
     (_set_recompute_overrides) and its expert all-to-all overlap (_set_moe_a2a_overlap_overrides).
@@ -192,7 +194,6 @@ def performance_settings(cfg, settings):
     cfg.mixed_precision.grad_reduce_in_fp32 = False
     cfg.model.apply_rope_fusion = True
     cfg.model.cross_entropy_fusion_impl = "te"
-    cfg.model.should_pad_vocab = True
     if settings["moeA2aOverlap"]:
         if cfg.comm_overlap is None:
             cfg.comm_overlap = comm_overlap.CommOverlapConfig(tp_comm_overlap=False)

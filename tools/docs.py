@@ -41,6 +41,7 @@ from harness.runner import ROOT, StackRun, run_stack
 from planners.gpudirect import pod_networking
 from planners.networks import plan_gpu_networks
 from planners.runtimes import bridge, nemo1
+from tools import parity
 from tools.summary import markdown
 
 # The stack whose summary and cost the docs show: the shipped Pulumi.dev.yaml.
@@ -438,6 +439,17 @@ def prices_table() -> str:
     )
 
 
+def parity_table() -> str:
+    """Every listed difference between the launcher's configuration and NVIDIA's, with its reason."""
+    rows = [_cells(("Fields or variables", "Comes from", "Why"))]
+    rows.append(_cells(("---",) * 3))
+    for difference in parity.DIFFERENCES:
+        fields = ", ".join(f"`{field}`" for field in difference.fields.split())
+        scope = " (the platform's own only)" if difference.platform_only else ""
+        rows.append(_cells((fields + scope, difference.why.value, difference.reason)))
+    return "\n".join(rows) + f"\n\nNVIDIA's configuration: {parity.SOURCE}, built by `tools/nvidia_path.py`."
+
+
 # --------------------------------------------------------------------------- the dev stack
 
 
@@ -495,6 +507,7 @@ BLOCKS = (
     Block("versions", "docs/catalog.md", versions_table),
     Block("fabric", "docs/catalog.md", fabric_table),
     Block("prices", "docs/catalog.md", prices_table),
+    Block("parity", "docs/training.md", parity_table),
 )
 BLOCKS_BY_NAME = {block.name: block for block in BLOCKS}
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import payload
 from facts.machines import MachineType
-from facts.models import MXFP8_MIN_COMPUTE_CAPABILITY, Fp8Scaling, Framework
+from facts.models import BRIDGE_EXECUTOR_ENV, MXFP8_MIN_COMPUTE_CAPABILITY, Fp8Scaling, Framework
 from planners.runs import RunSpec
 from planners.workload import (
     LAYOUT_FIELDS,
@@ -108,6 +108,8 @@ def settings(run: RunSpec, paths: RunPaths, machine: MachineType) -> dict[str, A
         },
         "mixedPrecision": mixed_precision(run, machine),
         "tpOverlapConfig": tp_overlap(run, machine),
+        # On with the tuned configuration, or with Transformer Engine's where the recipe says so.
+        "tpOverlap": tp_overlap(run, machine) is not None or recipe.tp_comm_overlap,
         "recomputeLayers": recipe.recompute_layers,
         "recomputeModules": list(recipe.recompute_modules),
         "cudaGraphs": (
@@ -189,33 +191,35 @@ def moe_a2a_overlap(run: RunSpec) -> bool:
 
 
 def perf_env(run: RunSpec, machine: MachineType) -> dict[str, str]:
-    """A Megatron-Bridge recipe's environment: what it carries, and what Megatron-Bridge's
-    PerfEnvPlugin derives from the GPU and the layout where the recipe launches through it
-    (scripts/performance/perf_plugins.py@21b02e0, PerfEnvPlugin.setup): 8 CUDA connections, 32 on
-    Blackwell or with a flexible token dispatcher, but 1 on Hopper with tensor or context
-    parallelism and no expert all-to-all overlap; layer-norm SM margins of 16, 20 with a flexible dispatcher;
-    the recipe's pipeline chunk only with pipeline parallelism. The HybridEP dispatcher is always
-    told its NVLink domain (_set_nvl_domain_size: NVL8 on H100 and B200, NVL72 with multi-node
-    NVLink on GB200), which no other variable describes. Where the machine's GPUDirect flavour needs the same
-    variable (A3 Mega's SM margins), its value wins; a flavour's reference-recipe tuning (the RDMA
-    flavour's margins of 8) yields to these (planners.nemo.platform_env)."""
+    """A Megatron-Bridge run's environment, as NVIDIA's performance scripts launch the recipe: the
+    executor's (facts.models.BRIDGE_EXECUTOR_ENV), what the recipe carries, and what PerfEnvPlugin
+    derives from the GPU and the layout (scripts/performance/perf_plugins.py@21b02e0,
+    PerfEnvPlugin.setup): 8 CUDA connections, 32 on Blackwell or with a flexible token
+    dispatcher, but 1 on Hopper with tensor or context parallelism and no expert all-to-all
+    overlap; layer-norm SM margins of 16, 20 with a flexible dispatcher; the recipe's pipeline
+    chunk only with pipeline parallelism; the HybridEP dispatcher's NVLink domain
+    (_set_nvl_domain_size: NVL8 on H100 and B200, NVL72 with multi-node NVLink on GB200). Every
+    run takes it, whether or not the recipe's own launcher goes through the plugin: it is the
+    environment NVIDIA's published rows were measured in (tools/parity.py compares the two).
+    Where the machine's GPUDirect flavour needs the same variable (A3 Mega's SM margins), its
+    value wins; a flavour's reference-recipe tuning (the RDMA flavour's margins of 8) yields to
+    these (planners.nemo.platform_env)."""
     recipe, s = run.recipe, run.settings
-    env = dict(recipe.env)
+    env = {**BRIDGE_EXECUTOR_ENV, **recipe.env}
     if s.pipeline_parallel == 1:
         env.pop("NCCL_P2P_NET_CHUNKSIZE", None)
     backend = recipe.config_fields.get("model.moe_flex_dispatcher_backend")
-    if recipe.perf_env_plugin:
-        connections = 32 if backend else 8
-        if machine.accelerator.compute_capability >= SM100:
-            connections = 32
-        elif (s.tensor_parallel > 1 or s.context_parallel > 1) and not moe_a2a_overlap(run):
-            connections = 1
-        margin = "20" if backend else "16"
-        env |= {
-            "CUDA_DEVICE_MAX_CONNECTIONS": str(connections),
-            "NVTE_FWD_LAYERNORM_SM_MARGIN": margin,
-            "NVTE_BWD_LAYERNORM_SM_MARGIN": margin,
-        }
+    connections = 32 if backend else 8
+    if machine.accelerator.compute_capability >= SM100:
+        connections = 32
+    elif (s.tensor_parallel > 1 or s.context_parallel > 1) and not moe_a2a_overlap(run):
+        connections = 1
+    margin = "20" if backend else "16"
+    env |= {
+        "CUDA_DEVICE_MAX_CONNECTIONS": str(connections),
+        "NVTE_FWD_LAYERNORM_SM_MARGIN": margin,
+        "NVTE_BWD_LAYERNORM_SM_MARGIN": margin,
+    }
     if backend == "hybridep":
         domain = machine.nvlink_domain_gpus
         env |= {

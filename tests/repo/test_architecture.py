@@ -45,9 +45,10 @@ ALLOWED: dict[str, set[str]] = {
 # Files the pods run inside the NeMo image, beside payload/__init__.py that reads them: not part of
 # the program.
 PAYLOAD = ROOT / "payload"
-# Run by make runtime-check's interpreter under torchrun (make gpu-train), beside the launcher: it
-# imports the training library and the stand-ins by path, nothing of the program.
-GPU_WORKER = ROOT / "tools" / "gpu_worker.py"
+# Run by make runtime-check's interpreter, beside the launcher (gpu_worker under torchrun for make
+# gpu-train; nvidia_path in the check's process): they import the training library and the
+# stand-ins by path, nothing of the program.
+RUNTIME_SIDE = (ROOT / "tools" / "gpu_worker.py", ROOT / "tools" / "nvidia_path.py")
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -65,7 +66,7 @@ def package_files(package: str) -> list[Path]:
     return [
         p
         for p in sorted((ROOT / package).rglob("*.py"))
-        if (p.parent != PAYLOAD or p.name == "__init__.py") and p != GPU_WORKER
+        if (p.parent != PAYLOAD or p.name == "__init__.py") and p not in RUNTIME_SIDE
     ]
 
 
@@ -84,9 +85,10 @@ def test_each_package_imports_only_what_lies_below_it(package: str) -> None:
     assert violations(package) == []
 
 
-def test_the_gpu_worker_imports_the_library_and_the_stand_ins_only() -> None:
+@pytest.mark.parametrize("path", RUNTIME_SIDE, ids=lambda path: path.name)
+def test_the_runtime_side_imports_the_library_and_the_stand_ins_only(path: Path) -> None:
     allowed = set(sys.stdlib_module_names) | {"megatron", "runtime_stub"}
-    assert imported_modules(GPU_WORKER) - allowed == set()
+    assert imported_modules(path) - allowed == set()
 
 
 def test_facts_planners_and_analysis_import_neither_pulumi_nor_pydantic() -> None:

@@ -13,7 +13,7 @@ import pytest
 
 from facts import versions
 from facts.machines import MACHINE_TYPES
-from facts.models import MODELS, Fp8Scaling, Framework, model_spec
+from facts.models import BRIDGE_EXECUTOR_ENV, MODELS, Fp8Scaling, Framework, model_spec
 from planners import nemo, runtimes, workload
 from planners.runs import RunSpec, Tokenizer, run_advice
 from planners.runtimes import RUNTIMES, bridge, runtime_of
@@ -293,10 +293,12 @@ def test_a_mixture_of_experts_run_carries_its_experts_layout_and_the_familys_fie
     )
     assert not any(key.startswith("expert_") for key in dense_settings["model"])
     assert dense_settings["moeA2aOverlap"] is False
-    # BF16 at 8 nodes of TP4 × PP8 × VP5 (data-parallel 2): set_post_overrides' two settings.
+    # BF16 at 8 nodes of TP4 × PP8 × VP5 (data-parallel 2): set_post_overrides' two settings, and
+    # set_llama3_common_configs' padded vocabulary.
     assert dense_settings["recipeFields"] == {
         "optimizer.use_precision_aware_optimizer": True,
         "optimizer.overlap_param_gather_with_optimizer_step": True,
+        "model.should_pad_vocab": True,
     }
     # A run that saves checkpoints keeps the library's default: the overlap has "an issue with
     # checkpointing" (training/comm_overlap.py@21b02e0).
@@ -482,9 +484,9 @@ def test_the_hybridep_dispatcher_is_told_its_nvlink_domain(machine: str, expecte
     assert {key: env[key] for key in expected} == expected
     # PerfEnvPlugin with a flexible dispatcher: 32 connections and SM margins of 20.
     assert (env["CUDA_DEVICE_MAX_CONNECTIONS"], env["NVTE_FWD_LAYERNORM_SM_MARGIN"]) == ("32", "20")
-    # Only the H100 configuration sets expandable segments: A4 has the B200 one; A4X, with no
-    # recipe of its own, runs the model's (A3 Ultra's).
-    assert ("PYTORCH_CUDA_ALLOC_CONF" in env) is (machine != "a4-highgpu-8g")
+    # Only the H100 configuration sets expandable segments (PerfEnvPlugin, H100 only): A4 has the
+    # B200 one; A4X runs A3 Ultra's layout without what that sets for Hopper alone.
+    assert ("PYTORCH_CUDA_ALLOC_CONF" in env) is MACHINE_TYPES[machine].accelerator.name.startswith("h")
     # Experts over more GPUs than the domain: at most the domain's ranks (8 on NVL8).
     wide = dataclasses.replace(run, settings=dataclasses.replace(run.settings, expert_parallel=16))
     assert nemo.perf_env(wide, MACHINE_TYPES[machine])["NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN"] == (
@@ -502,16 +504,18 @@ def test_the_hybridep_dispatcher_is_told_its_nvlink_domain(machine: str, expecte
         # Blackwell: 32.
         ("a4-highgpu-8g", {"CUDA_DEVICE_MAX_CONNECTIONS": "32", "NVTE_FWD_LAYERNORM_SM_MARGIN": "16",
                            "NVTE_BWD_LAYERNORM_SM_MARGIN": "16"}),
-        # A4X's recipe starts run_script.py itself (no PerfEnvPlugin): only HybridEP's NVLink domain.
-        ("a4x-highgpu-4g", {"NVLINK_DOMAIN_SIZE": "72", "USE_MNNVL": "1",
+        # A4X's recipe starts run_script.py itself, and still takes the plugin's environment: 32
+        # connections, HybridEP's margins of 20 and its NVLink domain.
+        ("a4x-highgpu-4g", {"CUDA_DEVICE_MAX_CONNECTIONS": "32", "NVTE_FWD_LAYERNORM_SM_MARGIN": "20",
+                            "NVTE_BWD_LAYERNORM_SM_MARGIN": "20", "NVLINK_DOMAIN_SIZE": "72", "USE_MNNVL": "1",
                             "NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN": "8"}),
     ],
 )  # fmt: skip
-def test_perf_env_plugin_settings_follow_the_gpu_the_layout_and_the_launch(
-    machine: str, expected: dict[str, str]
-) -> None:
-    """scripts/performance/perf_plugins.py@21b02e0 PerfEnvPlugin.setup, for Qwen3 30B-A3B's recipes."""
-    assert nemo.perf_env(run_on(machine, "qwen3-30b-a3b"), MACHINE_TYPES[machine]) == expected
+def test_perf_env_plugin_settings_follow_the_gpu_and_the_layout(machine: str, expected: dict[str, str]) -> None:
+    """scripts/performance/perf_plugins.py@21b02e0 PerfEnvPlugin.setup, for Qwen3 30B-A3B's
+    recipes, over the executor's environment every run takes (utils/executors.py)."""
+    env = nemo.perf_env(run_on(machine, "qwen3-30b-a3b"), MACHINE_TYPES[machine])
+    assert env == {**BRIDGE_EXECUTOR_ENV, **expected}
 
 
 def test_a_hopper_run_with_tensor_parallelism_and_no_overlap_keeps_kernel_order() -> None:
@@ -527,8 +531,10 @@ def test_a_hopper_run_with_tensor_parallelism_and_no_overlap_keeps_kernel_order(
         a4, settings=dataclasses.replace(a4.settings, pipeline_parallel=1, virtual_pipeline=None)
     )
     assert "NCCL_P2P_NET_CHUNKSIZE" not in nemo.perf_env(flat, MACHINE_TYPES["a4-highgpu-8g"])
-    # A3 Ultra's Llama 3 70B recipe starts run_script.py itself: no PerfEnvPlugin environment.
-    assert nemo.perf_env(run_on("a3-ultragpu-8g", "llama3-70b"), MACHINE_TYPES["a3-ultragpu-8g"]) == {}
+    # A3 Ultra's Llama 3 70B recipe starts run_script.py itself and still takes the plugin's
+    # environment: TP4 on Hopper, 1 connection for the userbuffers overlap; the pipeline chunk.
+    a3u = nemo.perf_env(run_on("a3-ultragpu-8g", "llama3-70b"), MACHINE_TYPES["a3-ultragpu-8g"])
+    assert (a3u["CUDA_DEVICE_MAX_CONNECTIONS"], a3u["NCCL_P2P_NET_CHUNKSIZE"]) == ("1", "2097152")
 
 
 def test_deepseek_v3_has_the_published_size_and_flops() -> None:
