@@ -139,20 +139,23 @@ class Architecture:
         query, kv = n * self.head_dim, self.kv_heads * self.head_dim
         return h * (query + 2 * kv) + query * h
 
-    def _attention_flops(self, s: int) -> float:
+    def _attention_flops(self, s: int, causal: bool = False) -> float:
         """Forward FLOPs of one layer's attention on a sequence of `s` tokens: its projections
-        (2 per weight per token), and scores and weighted sums over all `s` positions."""
+        (2 per weight per token), and scores and weighted sums over all `s` positions, or over
+        the causal half of them."""
         n = self.heads
         if a := self.latent_attention:
             scores = 2 * s * s * n * (a.qk_head_dim + a.qk_rope_head_dim) + 2 * s * s * n * a.v_head_dim
         else:
             scores = 4 * s * s * n * self.head_dim
-        return 2 * s * self._attention_weights + scores
+        return 2 * s * self._attention_weights + (scores / 2 if causal else scores)
 
-    def flops_per_sample(self, seq_length: int) -> float:
+    def flops_per_sample(self, seq_length: int, causal: bool = False) -> float:
         """Model FLOPs to train on one sequence (forward + backward = 3 × forward), counting
         matrix multiplications only, full (unmasked) attention (sliding windows too), every
-        matrix of a gated MLP whatever its activation, no recomputation.
+        matrix of a gated MLP whatever its activation, no recomputation. `causal`: attention's
+        scores over the causal half of the positions only, as NVIDIA's published TFLOPS count
+        them (Megatron-Bridge training/utils/flop_utils.py).
 
         For a GPT with ffn = 4h and no GQA this is Megatron's 72·L·s·h²·(1 + s/6h + V/12Lh)
         (Narayanan et al., 2021); with GQA and a gated MLP it is the Llama form the public
@@ -170,8 +173,9 @@ class Architecture:
         )
         mlps = (self.layers - self.moe_layers) * dense + self.moe_layers * moe
         logits = 2 * s * h * self.vocab_size
-        mtp = self.mtp_layers * (self._attention_flops(s) + (moe or dense) + 2 * s * 2 * h * h + logits)
-        return 3.0 * (self.layers * self._attention_flops(s) + mlps + logits + mtp)
+        attention = self._attention_flops(s, causal)
+        mtp = self.mtp_layers * (attention + (moe or dense) + 2 * s * 2 * h * h + logits)
+        return 3.0 * (self.layers * attention + mlps + logits + mtp)
 
 
 @dataclass(frozen=True)
@@ -335,6 +339,9 @@ class StepTime:
     fp8: bool
     seconds: float
     source: str
+    # A benchmark-only setting the measurement used and a training run does not (tools/parity.py
+    # DIFFERENCES, Why.BENCHMARK): the run's own steps may be slower.
+    measured_with: str | None = None
 
 
 @dataclass(frozen=True)
@@ -833,7 +840,13 @@ _NVIDIA_ROWS: Mapping[str, tuple[tuple[str, int, int, int, int, int, str], ...]]
 }
 
 
-def _published_steps(model: str) -> tuple[StepTime, ...]:
+# How NVIDIA measures a mixture of experts: its scripts force the router to spread tokens evenly
+# (set_qwen3_common_configs and siblings: moe_router_force_load_balancing), which a training run,
+# routing as its router learns, does not.
+FORCED_BALANCE = "tokens forced evenly over the experts"
+
+
+def _published_steps(model: str, experts: bool = False) -> tuple[StepTime, ...]:
     """The model's step times from NVIDIA's rows: batch × sequence / (rate × GPUs)."""
     return tuple(
         StepTime(
@@ -843,6 +856,7 @@ def _published_steps(model: str) -> tuple[StepTime, ...]:
             fp8="FP8" in row,
             seconds=round(batch * seq / (rate * gpus), 2),
             source=f"{_PERFORMANCE_SUMMARY} ({row})",
+            measured_with=FORCED_BALANCE if experts else None,
         )
         for machine, nodes, gpus, batch, seq, rate, row in _NVIDIA_ROWS[model]
     )
@@ -1030,7 +1044,7 @@ MODELS: Mapping[str, ModelSpec] = {
                 "megatron-bridge-gke/nemo2511/8gpus-fp8mx-seq4096-gbs1024/recipe/values.yaml and launcher.sh@2e1fd5e; "
                 f"{_QWEN3_CONFIGS} (QWEN3_30B_A3B_PRETRAIN_CONFIG_GB200_FP8_MX_V1)",
             },
-            step_times=_published_steps("qwen3-30b-a3b"),
+            step_times=_published_steps("qwen3-30b-a3b", experts=True),
             machine_recipes=MappingProxyType({"a4-highgpu-8g": _QWEN3_30B_A4, "a4x-highgpu-4g": _QWEN3_30B_A4X}),
         ),
         ModelSpec(
@@ -1057,7 +1071,7 @@ MODELS: Mapping[str, ModelSpec] = {
                 )
                 + f"; {_GPT_OSS_CONFIGS} (GPT_OSS_120B_PRETRAIN_CONFIG_B200_BF16_V2)",
             },
-            step_times=_published_steps("gpt-oss-120b"),
+            step_times=_published_steps("gpt-oss-120b", experts=True),
             machine_recipes=MappingProxyType({"a4-highgpu-8g": _GPT_OSS_120B_A4}),
         ),
         ModelSpec(
@@ -1090,7 +1104,7 @@ MODELS: Mapping[str, ModelSpec] = {
                 f"and {_MB}:scripts/performance/perf_plugins.py@21b02e0 (PerfEnvPlugin)",
                 "env": f"{_MB}:scripts/performance/perf_plugins.py@21b02e0 (PerfEnvPlugin)",
             },
-            step_times=_published_steps("deepseek-v3"),
+            step_times=_published_steps("deepseek-v3", experts=True),
             machine_recipes=MappingProxyType({"a4-highgpu-8g": _DEEPSEEK_V3_A4, "a4x-highgpu-4g": _DEEPSEEK_V3_A4X}),
         ),
     )

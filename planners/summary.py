@@ -89,6 +89,8 @@ class RunLine:
     max_restarts: int
     step_time_s: float | None
     step_time_source: str | None
+    # What the published measurement used that the run does not (StepTime.measured_with).
+    step_time_measured_with: str | None
     hours: float | None
     usd: float | None
     # Predicted time to the end of the first step (planners.startup): the sum of the terms with a
@@ -224,6 +226,7 @@ def _run_line(
         max_restarts=run.max_restarts,
         step_time_s=known.seconds if known else None,
         step_time_source=known.source if known else None,
+        step_time_measured_with=known.measured_with if known else None,
         hours=hours,
         usd=hours * run.nodes * price if hours is not None and price is not None and on_demand else None,
         first_step_s=start.known_seconds,

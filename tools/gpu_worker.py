@@ -16,10 +16,14 @@ absent here (its wheel compiles against CUDA and is far larger than a check can 
 - the launcher's own `config` builds the run's ConfigContainer, and `without_transformer_engine`
   replaces what only Transformer Engine provides (TE_FREE) by Megatron Core's own modules;
 - the launcher's `main` trains with `pretrain` and its DLLogger step log, unchanged.
+With $NEMO_NVIDIA_REFERENCE set (make gpu-parity), NVIDIA's configuration of the same slice
+(tools/nvidia_path.py) is trained instead, by the same loop, replacements and step log.
 """
 
 import importlib
 import importlib.util
+import json
+import os
 import sys
 from pathlib import Path
 
@@ -51,6 +55,9 @@ TE_FREE = {
 # restarts (megatron/bridge/training/pretrain.py) and ModelOpt's state in checkpoints
 # (checkpointing.py); stood in for where they are not installed.
 UNUSED_BY_THIS_RUN = ("nvidia_resiliency_ext", "modelopt")
+# Where tools/gpu_train.py names NVIDIA's configuration to train instead of the launcher's
+# (tools/parity.py reference, as JSON).
+NVIDIA_REFERENCE = "NEMO_NVIDIA_REFERENCE"
 # Bridge modules that import transformer_engine at module level (peft/lora_layers.py, lora.py).
 TE_AT_IMPORT = ("megatron.bridge.peft.lora_layers", "megatron.bridge.peft.lora")
 
@@ -108,6 +115,20 @@ def use_prebuilt_dataset_helpers():
     initialize.compile_helpers = lambda: importlib.import_module("megatron.core.datasets.helpers_cpp")
 
 
+def nvidia_config(settings, reference, set_field):
+    """NVIDIA's ConfigContainer for the run's model, GPU, precision and layout (tools/nvidia_path.py,
+    which make runtime-check compares with the launcher's field by field), cut to the same slice
+    as the launcher's: the run's sequence, steps and overrides (its layers)."""
+    import nvidia_path  # noqa: PLC0415 - beside this file, imported once the stand-ins are in place
+
+    cfg = nvidia_path.config(settings, reference)
+    cfg.model.seq_length = cfg.dataset.seq_length = settings["model"]["seq_length"]
+    cfg.train.train_iters = settings["train"]["train_iters"]
+    for dotted, value in settings["overrides"].items():
+        set_field(cfg, dotted, value)
+    return cfg
+
+
 def main(launcher_path):
     # Not stood in for where the real package is installed (the GPU image has triton and
     # tensorboard); megatron.energon only feeds vision-language data modules.
@@ -118,6 +139,12 @@ def main(launcher_path):
     launcher = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(launcher)
     built_by_launcher = launcher.config
+    reference = os.environ.get(NVIDIA_REFERENCE)
+    if reference:
+        # NVIDIA's configuration of the same slice, trained by the same loop and step log.
+        def built_by_launcher(settings):
+            return nvidia_config(settings, json.loads(reference), launcher._set)
+
     launcher.config = lambda settings: without_transformer_engine(built_by_launcher(settings), launcher._set)
     return launcher.main([])
 

@@ -55,18 +55,22 @@ OVERLAP_CASE = "llama3-70b on a4-highgpu-8g"
 SHOWN = 6
 
 
-def _fewest_nodes(settings: RunSettings, machine: MachineType) -> int:
+def _fewest_nodes(settings: RunSettings, machine: MachineType, data_parallel: int = 1) -> int:
+    """The fewest nodes the layout and batch allow with at least `data_parallel` model replicas."""
     step = math.lcm(settings.gpu_multiple, machine.gpus) // machine.gpus
     nodes = step
-    while settings.global_batch_size % (nodes * machine.gpus // settings.model_parallel * settings.micro_batch_size):
+    while nodes * machine.gpus // settings.model_parallel < data_parallel or settings.global_batch_size % (
+        nodes * machine.gpus // settings.model_parallel * settings.micro_batch_size
+    ):
         nodes += step
     return nodes
 
 
-def smallest_run(model: str, machine: MachineType) -> RunSpec:
-    """The model's recipe on the machine at the fewest nodes its layout and batch allow."""
+def smallest_run(model: str, machine: MachineType, data_parallel: int = 1) -> RunSpec:
+    """The model's recipe on the machine at the fewest nodes its layout and batch allow, with at
+    least `data_parallel` model replicas."""
     settings = MODELS[model].recipe_on(machine.name).settings()
-    nodes = _fewest_nodes(settings, machine)
+    nodes = _fewest_nodes(settings, machine, data_parallel)
     tokenizer = Tokenizer("huggingface", "", None)
     return RunSpec(
         f"{model}-{machine.name}", model, "gpu", nodes, settings, tokenizer, "normal", machine_type=machine.name
@@ -115,8 +119,13 @@ def catalog_cases() -> list[Case]:
                 or spec.recipe_on(machine.name).framework is not Framework.MEGATRON_BRIDGE
             ):
                 continue
-            run = smallest_run(model, machine)
-            cases.append(_case(f"{model} on {machine.name} ({run.nodes} nodes)", run, machine, compared=True))
+            # At its fewest nodes, and with data parallelism, whose gradient buckets, parameter
+            # gather and optimizer overlap the library derives only with two replicas or more.
+            for data_parallel in (1, 2):
+                run = smallest_run(model, machine, data_parallel)
+                name = f"{model} on {machine.name} ({run.nodes} nodes)"
+                if not any(case.name == name for case in cases):
+                    cases.append(_case(name, run, machine, compared=True))
     # Every optional setting at once: real data with its tokenizer folder, a profile window.
     machine = MACHINE_TYPES["a3-ultragpu-8g"]
     run = dataclasses.replace(

@@ -106,6 +106,13 @@ def _runs(summary: Mapping[str, Any]) -> list[str]:
     sources = sorted({run["stepTimeSource"] for run in summary["runs"] if run["stepTimeSource"]})
     if sources:
         lines += ["", f"Step times are published ones, at the run's exact layout: {', '.join(sources)}."]
+    for run in summary["runs"]:
+        if run["stepTimeMeasuredWith"]:
+            lines += [
+                "",
+                f"{run['name']}'s published step time was measured with {run['stepTimeMeasuredWith']}, a "
+                "benchmark-only setting the run does not use: its steps, duration and cost may be higher.",
+            ]
     return [
         *lines,
         "",

@@ -8,7 +8,7 @@ import pytest
 
 from facts import pricing
 from facts.gke import CapacityType
-from facts.models import model_spec
+from facts.models import FORCED_BALANCE, model_spec
 from harness.mocks import LogWarning
 from planners.pools import GpuPoolExport
 from planners.runs import RunSpec, Tokenizer, max_restarts
@@ -236,3 +236,19 @@ def test_a_run_that_resumes_from_checkpoints_restarts_as_the_resiliency_recipe_d
     """The resiliency recipe's JobSet restarts 20 times (facts.resiliency.RECIPE_MAX_RESTARTS); a run
     that would begin again at step 0 does not restart unless it says so."""
     assert max_restarts(given, checkpoint, resume, supervisor) == budget
+
+
+def test_a_step_time_measured_with_a_benchmark_only_setting_says_so() -> None:
+    """NVIDIA's MoE rows force tokens evenly over the experts (tools/parity.py, Why.BENCHMARK); a
+    run priced from one is told its steps may be slower. A dense model's row carries no caveat."""
+    spec = model_spec("qwen3-30b-a3b")
+    settings = spec.recipe_on("a4-highgpu-8g").settings(steps=30)
+    run = RunSpec("moe", "qwen3-30b-a3b", "a4", 1, settings, Tokenizer("huggingface", ""), "normal",
+                  machine_type="a4-highgpu-8g")  # fmt: skip
+    summary = plan_summary("p", "us-central1", "z", [pool("a4", "a4-highgpu-8g", 1)], [run])
+    output = summary.as_output()
+    assert output["runs"][0]["stepTimeMeasuredWith"] == FORCED_BALANCE
+    assert "moe's published step time was measured with tokens forced evenly" in markdown("s", output, [])
+    dense = plan_summary("p", "us-central1", "z", [pool("mega", "a3-megagpu-8g", 32)], [gpt3_run()]).as_output()
+    assert dense["runs"][0]["stepTimeMeasuredWith"] is None
+    assert "benchmark-only" not in markdown("s", dense, [])
