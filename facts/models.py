@@ -291,6 +291,9 @@ class Recipe:
     # P2P overlap and the aligned parameter gather from the layout (training/comm_overlap.py); every
     # Megatron-Bridge recipe here does but GPT-OSS's (recipes/gpt_oss/gpt_oss.py@21b02e0).
     comm_overlap_setup: bool = True
+    # The token dispatcher backend of NVIDIA's configuration where the recipe leaves it out (the
+    # recipe's own, if any, is in `config_fields`): tools/parity.py compares with NVIDIA's as it is.
+    left_out_dispatcher: str | None = None
     # Uneven pipeline splits by (pipeline, virtual pipeline) size, as Megatron Core's layout strings
     # (E embedding, t layer, m prediction layer, L loss, | between stages): a run at another
     # split divides its layers evenly.
@@ -644,6 +647,7 @@ _QWEN3_30B_A3U = _bridge(
     provider="Qwen3MoEModelProvider30B_A3B",
     config_fields=_QWEN3_FIELDS,
     tp_comm_overlap=True,
+    left_out_dispatcher="deepep",
 )
 # A4's: one node, MXFP8, TP4 with the configuration's EP8, Transformer Engine's CUDA graphs of
 # the router, the dispatch preprocessing and attention.
@@ -657,6 +661,7 @@ _QWEN3_30B_A4 = dataclasses.replace(
     fp8_scaling=Fp8Scaling.MXFP8,
     moe_a2a_overlap=False,
     cuda_graphs=CudaGraphs("transformer_engine", ("moe_router", "moe_preprocess", "attn")),
+    left_out_dispatcher=None,
 )
 _PERFORMANCE_SUMMARY = f"{_MB}:docs/performance-summary.md@21b02e0"
 # The HybridEP token dispatcher as Megatron-Bridge turns it on (training/flex_dispatcher_backend.py

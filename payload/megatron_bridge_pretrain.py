@@ -243,18 +243,39 @@ class StepLog(Callback):
         dllogger.flush()
 
 
+def first_steps_of_pretrain(cfg):
+    """What `pretrain` does first, before it needs a GPU: the mixed-precision and overlap setups
+    applied and the library's validate() (runtime_config_update, which reads the run's world
+    size), then the micro-batches sized from the batch and the data-parallel size
+    (training/initialize.py, Megatron Core's calculator, which refuses a global batch the
+    micro-batches of the replicas do not divide)."""
+    from megatron.bridge.training.config import runtime_config_update  # noqa: PLC0415
+    from megatron.core.num_microbatches_calculator import (  # noqa: PLC0415
+        init_num_microbatches_calculator,
+        unset_num_microbatches_calculator,
+    )
+
+    runtime_config_update(cfg)
+    train = cfg.train
+    init_num_microbatches_calculator(
+        0,
+        train.rampup_batch_size,
+        train.global_batch_size,
+        train.micro_batch_size,
+        cfg.data_parallel_size,
+        train.decrease_batch_size_if_needed,
+    )
+    unset_num_microbatches_calculator()
+
+
 def main(argv):
     settings = load_settings(os.environ["NEMO_RUN_SETTINGS"])
     if "--check" in argv:
-        # What `pretrain` does first: mixed precision and overlap applied, then the library's
-        # validate(), which reads the run's world size. Only a refusal of the configuration (or a
-        # library without what it names) is CONFIG_REFUSED; any other failure is raised, so the run
-        # restarts.
+        # Only a refusal of the configuration (or a library without what it names) is
+        # CONFIG_REFUSED; any other failure is raised, so the run restarts.
         os.environ.setdefault("WORLD_SIZE", str(settings["worldSize"]))
         try:
-            from megatron.bridge.training.config import runtime_config_update  # noqa: PLC0415
-
-            runtime_config_update(config(settings))
+            first_steps_of_pretrain(config(settings))
         except (AssertionError, AttributeError, ImportError, KeyError, TypeError, ValueError) as error:
             print(
                 f"{settings['runName']}: the configuration is refused: {type(error).__name__}: {error}", file=sys.stderr

@@ -441,12 +441,14 @@ def prices_table() -> str:
 
 def parity_table() -> str:
     """Every listed difference between the launcher's configuration and NVIDIA's, with its reason."""
-    rows = [_cells(("Fields or variables", "Comes from", "Why"))]
-    rows.append(_cells(("---",) * 3))
+    rows = [_cells(("Fields or variables", "Where", "Comes from", "Why"))]
+    rows.append(_cells(("---",) * 4))
     for difference in parity.DIFFERENCES:
         fields = ", ".join(f"`{field}`" for field in difference.fields.split())
         scope = " (the platform's own only)" if difference.platform_only else ""
-        rows.append(_cells((fields + scope, difference.why.value, difference.reason)))
+        cases = [f"`{pattern.strip()}`" for pattern in difference.where.split("|")]
+        where = "every case" if difference.where == "*" else ", ".join(cases)
+        rows.append(_cells((fields + scope, where, difference.why.value, difference.reason)))
     return "\n".join(rows) + f"\n\nNVIDIA's configuration: {parity.SOURCE}, built by `tools/nvidia_path.py`."
 
 

@@ -236,7 +236,7 @@ def _train_and_read(
     machine: MachineType,
     settings: dict[str, Any],
     out: Path,
-    nvidia: dict[str, str] | None,
+    nvidia: dict[str, str | None] | None,
 ) -> dict[str, Any] | None:
     """Trains the slice under torchrun through tools/gpu_worker.py, the launcher's configuration
     or (`nvidia`: tools/parity.py reference) NVIDIA's, and reads its step log with `python -m

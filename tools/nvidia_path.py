@@ -7,10 +7,13 @@ The recipe is the library's own function (megatron.bridge.recipes); the performa
 steps around it are not in the megatron-bridge distribution (PyPI's wheel and sdist carry
 src/ only), so each is restated here from its source, in the order run_script.main applies them:
 get_perf_optimized_recipe (the family's common settings, the workload's base configuration, the
-family's per-GPU tail), set_user_overrides with the parser's defaults, set_post_overrides, and
-PerfEnvPlugin's CLI overrides. The workload's base configuration (layout, batch, CUDA graphs,
-recomputation, the expert all-to-all overlap) is the catalog's published row, which the run's
-settings carry; everything else comes from the library and the scripts.
+family's per-GPU tail), set_user_overrides with the parser's defaults but the run's global batch
+given (`-gb`, so set_post_overrides does not scale the row's batch to the run's GPUs),
+set_post_overrides, and PerfEnvPlugin's CLI overrides (set by run_script.py before the user
+overrides; nothing later sets them). The workload's base configuration (layout, batch, CUDA
+graphs, recomputation, the expert all-to-all overlap) is the catalog's published row, which the
+run's settings carry, and the token dispatcher is NVIDIA's (`reference["dispatcher"]`, where the
+catalog leaves it out too); everything else comes from the library and the scripts.
 
 The model's provider stands in for Hugging Face's config (no download here, as in the launcher):
 `AutoBridge.from_hf_pretrained(...).to_megatron_provider()` returns the catalog's provider class.
@@ -55,7 +58,7 @@ def _recipe(settings, reference):
     family, gpu = reference["family"], reference["gpu"]
     model, fields = settings["model"], settings["recipeFields"]
     kwargs = {"mock": True, "precision_config": precision_config(reference["dtype"])}
-    backend = fields.get("model.moe_flex_dispatcher_backend")
+    backend = reference["dispatcher"]
     if family == "qwen":
         kwargs |= {
             "comm_overlap_config": comm_overlap.CommOverlapConfig(tp_comm_overlap=True),

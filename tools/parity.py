@@ -13,7 +13,7 @@ from DIFFERENCES (tools/docs.py).
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 
@@ -52,21 +52,25 @@ SCRIPT_DTYPES: Mapping[str, str] = {
 }
 
 
-def reference(run: RunSpec, machine: MachineType) -> dict[str, str]:
+def reference(run: RunSpec, machine: MachineType) -> dict[str, str | None]:
     """What tools/nvidia_path.py needs besides the run's settings: the recipe function, the
-    scripts' family, GPU and precision names."""
+    scripts' family, GPU and precision names, and the token dispatcher backend."""
     provider = run.recipe.provider
     if provider is None or provider not in RECIPE_FUNCTIONS:
         raise KeyError(
             f"{run.model}: no Megatron-Bridge recipe function is known for {provider}: add it to RECIPE_FUNCTIONS"
         )
     family, module, function = RECIPE_FUNCTIONS[provider]
+    recipe = run.recipe
+    dispatcher = recipe.left_out_dispatcher or recipe.config_fields.get("model.moe_flex_dispatcher_backend")
     return {
         "family": family,
         "module": module,
         "function": function,
         "gpu": SCRIPT_GPUS[machine.accelerator.name],
         "dtype": SCRIPT_DTYPES[bridge.mixed_precision(run, machine)],
+        # NVIDIA's configuration's token dispatcher, where the recipe leaves it out too.
+        "dispatcher": str(dispatcher) if dispatcher else None,
     }
 
 
@@ -84,26 +88,27 @@ class Why(Enum):
 class Difference:
     """Fields (dotted ConfigContainer paths, or `env:NAME`; globs, separated by spaces) that may
     differ from NVIDIA's configuration, and why. `platform_only`: only where NVIDIA's sets no
-    such field or variable (the platform's own), never where it sets another value."""
+    such field or variable (the platform's own), never where it sets another value; `where`: only
+    in the cases it names."""
 
     fields: str
     why: Why
     reason: str
     platform_only: bool = False
+    # The cases it concerns, by globs of "<model> on <machine>" separated by "|".
+    where: str = "*"
 
-    def matches(self, field: str, nvidia: object = None) -> bool:
+    def matches(self, field: str, nvidia: object = None, case: str = "") -> bool:
         if self.platform_only and nvidia is not None:
+            return False
+        if not any(fnmatch.fnmatchcase(case, pattern.strip()) for pattern in self.where.split("|")):
             return False
         return any(fnmatch.fnmatchcase(field, pattern) for pattern in self.fields.split())
 
 
 DIFFERENCES: tuple[Difference, ...] = (
     # What a run trains, not a 50-step benchmark.
-    Difference(
-        "train.train_iters",
-        Why.RUN,
-        "the run's `steps`; the scripts run 50 (_set_common_perf_overrides)",
-    ),
+    Difference("train.train_iters", Why.RUN, "the run's `steps`; the scripts run 50 (_set_common_perf_overrides)"),
     Difference("train.eval_interval", Why.RUN, "the run's `steps` (no evaluation during training); the recipe's 2000"),
     Difference(
         "scheduler.*",
@@ -123,9 +128,7 @@ DIFFERENCES: tuple[Difference, ...] = (
         "(training/comm_overlap.py _get_optimizer_overlap_cfgs); the scripts save none and turn it on",
     ),
     Difference(
-        "logger.tensorboard_dir",
-        Why.PLATFORM,
-        "the run's folder on the shared filesystem; the scripts log no TensorBoard",
+        "logger.tensorboard_dir", Why.PLATFORM, "the run's folder on the shared filesystem; the scripts log none"
     ),
     Difference(
         "logger.save_config_filepath",
@@ -146,35 +149,50 @@ DIFFERENCES: tuple[Difference, ...] = (
         "mock data: NullTokenizer with the model's vocabulary, so generated tokens span the embedding it "
         "trains (the recipes give GPT-OSS and DeepSeek-V3 32,000, Qwen3 its Hugging Face tokenizer, a "
         "download); real data: the run's `tokenizer`",
+        where="qwen3-* | gpt-oss-* | deepseek-*",
     ),
     Difference(
         "model.moe_router_force_load_balancing",
         Why.BENCHMARK,
         "the scripts force an even spread of tokens over the experts (set_qwen3_common_configs and "
         "siblings); a training run routes as its router learns. NVIDIA's MoE rows were measured so",
+        where="qwen3-* | gpt-oss-* | deepseek-*",
+    ),
+    Difference(
+        "model.moe_token_dispatcher_type model.moe_flex_dispatcher_backend model.moe_shared_expert_overlap "
+        "env:CUDA_DEVICE_MAX_CONNECTIONS env:NVTE_*_LAYERNORM_SM_MARGIN",
+        Why.CATALOG,
+        "the all-to-all dispatcher where NVIDIA's H100 configuration uses DeepEP, which the NeMo 26.02 "
+        "container does not support (Megatron-Bridge docs/releases/known-issues.md@21b02e0); with it go "
+        "PerfEnvPlugin's 32 CUDA connections and SM margins of 20, here 8 and 16",
+        where="qwen3-30b-a3b on a3-*",
     ),
     Difference(
         "model.moe_aux_loss_coeff",
         Why.CATALOG,
         "DeepSeek-V3's own config.json (aux_loss_alpha 0.001), which the library's Hugging Face path reads; "
         "the provider class, which stands in for that path offline, says 1e-4",
+        where="deepseek-v3 *",
     ),
     Difference(
         "ddp.data_parallel_sharding_strategy",
         Why.INERT,
         "Qwen3's recipe names Megatron FSDP's sharding; neither configuration uses Megatron FSDP",
+        where="qwen3-30b-a3b *",
     ),
     Difference(
         "train.manual_gc_eval",
         Why.INERT,
         "DeepSeek-V3's recipe collects garbage every 5 evaluation steps, the launcher every 100; "
         "neither evaluates (eval_iters 0)",
+        where="deepseek-v3 *",
     ),
     Difference(
         "comm_overlap.overlap_grad_reduce",
         Why.INERT,
         "NVIDIA's Blackwell DeepSeek-V3 functions set it on the overlap configuration, which copies it to "
         "ddp.overlap_grad_reduce, already on in both",
+        where="deepseek-v3 on a4*",
     ),
     # The environment.
     Difference(
@@ -185,12 +203,21 @@ DIFFERENCES: tuple[Difference, ...] = (
     Difference(
         "env:NVTE_*_LAYERNORM_SM_MARGIN",
         Why.PLATFORM,
-        "8 on A3 Mega: its TCPXO flavour's value (gpu-recipes a3mega values), which wins over PerfEnvPlugin's 16",
+        "8: A3 Mega's TCPXO flavour's value (gpu-recipes a3mega values), which wins over PerfEnvPlugin's",
+        where="* on a3-megagpu-8g*",
     ),
     Difference(
         "env:NCCL_P2P_NET_CHUNKSIZE",
         Why.PLATFORM,
-        "on A3 High, GPUDirect-TCPX's tuned 524288 (its nccl-config.yaml), which wins over PerfEnvPlugin's 2 MiB",
+        "GPUDirect-TCPX's tuned 524288 (its nccl-config.yaml), which wins over PerfEnvPlugin's 2 MiB",
+        where="* on a3-highgpu-8g*",
+    ),
+    Difference(
+        "env:NCCL_NET_GDR_LEVEL env:NCCL_NET_GDR_C2C",
+        Why.PLATFORM,
+        "A4X's NCCL settings are its gIB plugin's (set_nccl_env.sh); the scripts' GB200 executor sets "
+        "these two for DGX GB200's own fabric",
+        where="* on a4x-highgpu-4g*",
     ),
     Difference(
         "env:NCCL_*",
@@ -216,17 +243,20 @@ DIFFERENCES: tuple[Difference, ...] = (
 )
 
 
-def unlisted(differences: Mapping[str, tuple[object, object]]) -> list[str]:
-    """The fields of `differences` (field → (the run's, NVIDIA's)) that DIFFERENCES does not list."""
+def unlisted(differences: Mapping[str, tuple[object, object]], case: str) -> list[str]:
+    """The fields of `differences` (field → (the run's, NVIDIA's)) of the case named `case`
+    ("<model> on <machine>...") that DIFFERENCES does not list."""
     return [
-        field for field, (_, nvidia) in differences.items() if not any(d.matches(field, nvidia) for d in DIFFERENCES)
+        field
+        for field, (_, nvidia) in differences.items()
+        if not any(d.matches(field, nvidia, case) for d in DIFFERENCES)
     ]
 
 
-def unused(differences: Iterable[Mapping[str, tuple[object, object]]]) -> list[Difference]:
-    """The entries of DIFFERENCES that no case's differences need any more."""
-    seen = [(field, nvidia) for found in differences for field, (_, nvidia) in found.items()]
-    return [d for d in DIFFERENCES if not any(d.matches(field, nvidia) for field, nvidia in seen)]
+def unused(differences: Mapping[str, Mapping[str, tuple[object, object]]]) -> list[Difference]:
+    """The entries of DIFFERENCES that no case's differences (by case name) need any more."""
+    seen = [(field, nvidia, case) for case, found in differences.items() for field, (_, nvidia) in found.items()]
+    return [d for d in DIFFERENCES if not any(d.matches(field, nvidia, case) for field, nvidia, case in seen)]
 
 
 # The environment of every run the scripts launch (utils/executors.py PERF_ENV_VARS).
@@ -247,9 +277,13 @@ def nvidia_env(run: RunSpec, machine: MachineType) -> dict[str, str]:
     """What the scripts' executor and PerfEnvPlugin.setup (perf_plugins.py) set for the run's
     model, GPU, precision and layout."""
     ref, s = reference(run, machine), run.settings
-    gpu, dtype, recipe = ref["gpu"], ref["dtype"], ref["function"].removesuffix("_pretrain_config")
-    backend = run.recipe.config_fields.get("model.moe_flex_dispatcher_backend")
+    gpu, dtype, recipe = str(ref["gpu"]), str(ref["dtype"]), str(ref["function"]).removesuffix("_pretrain_config")
+    backend = ref["dispatcher"]
     env = dict(_EXECUTOR_ENV)
+    if gpu == "gb200":
+        # The executor's GB200 settings (utils/executors.py slurm_executor): GPUDirect RDMA
+        # through the host bridge and over the chip-to-chip link.
+        env |= {"NCCL_NET_GDR_LEVEL": "PHB", "NCCL_NET_GDR_C2C": "1"}
     # _set_num_cuda_device_max_connections
     connections = 32 if backend in _FLEX_BACKENDS else 8
     if gpu in ("b200", "b300", "gb200", "gb300"):

@@ -81,16 +81,19 @@ class Case(NamedTuple):
     """A configuration to check: its name, the settings the program ships, the GPU the check
     stands in for the validations that ask the device ("<major>.<minor> <name>"; None:
     tools/runtime_stub.py's default), whether make gpu-train's worker replaces what needs
-    Transformer Engine (gpu_worker.TE_FREE), and for a catalog recipe, what builds NVIDIA's own
+    Transformer Engine (gpu_worker.TE_FREE), for a catalog recipe, what builds NVIDIA's own
     configuration of it (tools/parity.py reference) and how the run's environment differs from
-    NVIDIA's (tools/parity.py env_differences)."""
+    NVIDIA's (tools/parity.py env_differences), and for settings that must be refused, how."""
 
     name: str
     settings: dict[str, Any]
     gpu: str | None
     te_free: bool = False
-    reference: dict[str, str] | None = None
+    reference: dict[str, str | None] | None = None
     env_differences: Mapping[str, tuple[str | None, str | None]] = MappingProxyType({})
+    # Settings the planner refuses, fed to the library directly: what the library's refusal
+    # must say (and the launcher's check must exit PROGRAM_ERROR_EXIT_CODE on it).
+    refused: str | None = None
 
 
 def gpu_of(machine: MachineType) -> str:
@@ -156,6 +159,36 @@ def catalog_cases() -> list[Case]:
     return cases
 
 
+def refused_cases() -> list[Case]:
+    """What the planner refuses by key (planners.runs.check_run; tests/unit/test_runs.py and
+    tests/stacks/test_training.py), written straight into the settings the library reads: the
+    library refuses it too, before any GPU work, and the launcher's check exits on it."""
+    machine = MACHINE_TYPES["a3-ultragpu-8g"]
+    run = smallest_run("llama3-8b", machine)
+    base = _case("", run, machine)
+    batch = json.loads(json.dumps(base.settings))
+    # One node of TP1: 8 replicas, whose micro-batches of one do not divide 130.
+    batch["train"]["global_batch_size"] = 130
+    split = json.loads(json.dumps(base.settings))
+    # Context parallelism cuts a sequence in 2 × CP chunks: 8190 tokens do not cut in 4.
+    split["model"]["context_parallel_size"] = 2
+    split["model"]["seq_length"] = split["dataset"]["seq_length"] = 8190
+    return [
+        Case(
+            "a global batch the replicas' micro-batches do not divide (globalBatchSize)",
+            batch,
+            base.gpu,
+            refused="global batch size (130) is not divisible by micro batch size (1) times data parallel size (8)",
+        ),
+        Case(
+            "a sequence context parallelism cannot cut (sequenceLength)",
+            split,
+            base.gpu,
+            refused="Sequence length must be divisible by 2 * context parallel size",
+        ),
+    ]
+
+
 def shipped_cases() -> list[Case]:
     """The settings every shipped stack's Megatron-Bridge runs ship in their ConfigMaps."""
     cases: list[Case] = []
@@ -188,7 +221,7 @@ runtime_stub.answer_device_questions()
 launcher = runpy.run_path(sys.argv[2], run_name="launcher")
 import nvidia_path
 from megatron.bridge.training.callbacks import normalize_callbacks, should_fire
-from megatron.bridge.training.config import runtime_config_update
+first_steps = launcher["first_steps_of_pretrain"]
 # The step log's hooks are events the library fires (pretrain() registers callbacks so).
 manager = normalize_callbacks([launcher["StepLog"]("dllogger.json")])
 for event in ("on_train_start", "on_train_step_start", "on_train_step_end"):
@@ -209,12 +242,12 @@ for path in sys.argv[3:]:
         if case["teFree"]:
             import gpu_worker
             cfg, replaced = gpu_worker.without_transformer_engine(cfg, launcher["_set"]), gpu_worker.TE_FREE
-        runtime_config_update(cfg)
+        first_steps(cfg)
         # NVIDIA's configuration for the same model, GPU, precision and layout, completed the same
         # way: every field that differs, as (the launcher's, NVIDIA's).
         if case["reference"]:
             nvidia = nvidia_path.config(settings, case["reference"])
-            runtime_config_update(nvidia)
+            first_steps(nvidia)
             ours, theirs = nvidia_path.fields(cfg), nvidia_path.fields(nvidia)
             result["differences"] = {
                 field: [ours.get(field), theirs.get(field)]
@@ -290,8 +323,8 @@ def _error(result: dict[str, Any]) -> str | None:
     return str(result["error"])
 
 
-def _unlisted(verdict: Verdict) -> list[str]:
-    unlisted = parity.unlisted(verdict.differences)
+def _unlisted(case: Case, verdict: Verdict) -> list[str]:
+    unlisted = parity.unlisted(verdict.differences, case.name)
     return [
         f"{field}: {_shown(ours)} here, {_shown(nvidia)} in NVIDIA's"
         for field, (ours, nvidia) in verdict.differences.items()
@@ -314,7 +347,8 @@ def _can_fail(python: str, folder: Path, cases: list[Case]) -> str | None:
     broken = folder / "broken" / LAUNCHER.name
     broken.parent.mkdir()
     broken.write_text(text.replace(*RENAMED))
-    (refused,) = check(python, broken, [cases[-1]], folder)
+    valid = next(case for case in reversed(cases) if case.refused is None)
+    (refused,) = check(python, broken, [valid], folder)
     if refused.error is None:
         return f"a launcher calling {RENAMED[1]!r} passed: the check cannot fail"
     if "--check exits" in refused.error:
@@ -324,7 +358,7 @@ def _can_fail(python: str, folder: Path, cases: list[Case]) -> str | None:
     compared = next(case for case in cases if case.name.startswith(OVERLAP_CASE))
     (without,) = check(python, broken, [compared], folder)
     # What the missing configuration changes in the model and DDP first, then its own fields.
-    unlisted = sorted(_unlisted(without), key=lambda line: (line.startswith("comm_overlap"), line))
+    unlisted = sorted(_unlisted(compared, without), key=lambda line: (line.startswith("comm_overlap"), line))
     if without.error is not None or not unlisted:
         return f"a launcher without its CommOverlapConfig passed the comparison on {compared.name}: it cannot fail"
     print(f"  a launcher without its CommOverlapConfig differs on {compared.name} in {len(unlisted)} unlisted fields:")
@@ -343,7 +377,7 @@ def main(argv: list[str] | None = None) -> int:
     if not shipped:
         print("runtime check: no shipped stack runs Megatron-Bridge: nothing shipped would be checked", file=sys.stderr)
         return 1
-    cases = shipped + catalog_cases()
+    cases = shipped + catalog_cases() + refused_cases()
     compared = [case for case in cases if case.reference]
     print(
         f"runtime check: {len(shipped)} shipped Megatron-Bridge runs, {len(cases) - len(shipped)} catalog cases, "
@@ -354,7 +388,13 @@ def main(argv: list[str] | None = None) -> int:
         verdicts = check(args.python, LAUNCHER, cases, Path(folder))
         failures = 0
         for case, verdict in zip(cases, verdicts, strict=True):
-            unlisted = _unlisted(verdict)
+            if case.refused is not None:
+                as_expected = verdict.error is not None and case.refused in verdict.error
+                failures += not as_expected
+                said = "accepted" if verdict.error is None else verdict.error
+                print(f"  {case.name}: {'refused by the library' if as_expected else 'FAILED: ' + said}")
+                continue
+            unlisted = _unlisted(case, verdict)
             failures += verdict.error is not None or bool(unlisted)
             if verdict.error is not None:
                 print(f"  {case.name}: FAILED: {verdict.error}")
@@ -372,14 +412,17 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 print(f"  {case.name}: ok{listed}")
         print(f"  ({time.monotonic() - started:.1f} s, the library's import included)")
-        stale = parity.unused(verdict.differences for verdict in verdicts)
+        stale = parity.unused({case.name: verdict.differences for case, verdict in zip(cases, verdicts, strict=True)})
         for difference in stale:
             print(f"runtime check: no case differs in {difference.fields}: remove it from DIFFERENCES", file=sys.stderr)
         cannot_fail = _can_fail(args.python, Path(folder), cases)
         if cannot_fail:
             print(f"runtime check: {cannot_fail}", file=sys.stderr)
             return 1
-    print(f"runtime check: {len(cases) - failures} of {len(cases)} configurations build, validate and match NVIDIA's")
+    print(
+        f"runtime check: {len(cases) - failures} of {len(cases)} cases as expected: configurations that build, "
+        "validate and match NVIDIA's, and refusals the library makes too"
+    )
     return 1 if failures or stale else 0
 
 

@@ -29,11 +29,11 @@ def _env_differences(model: str, machine_name: str) -> dict[str, tuple[str | Non
 
 @pytest.mark.parametrize(("model", "machine"), CATALOG)
 def test_every_catalog_run_has_nvidias_environment_but_what_is_listed(model: str, machine: str) -> None:
-    assert parity.unlisted(_env_differences(model, machine)) == []
+    assert parity.unlisted(_env_differences(model, machine), f"{model} on {machine}") == []
 
 
 def test_every_listed_environment_difference_is_needed() -> None:
-    found = [_env_differences(model, machine) for model, machine in CATALOG]
+    found = {f"{model} on {machine}": _env_differences(model, machine) for model, machine in CATALOG}
     stale = [d.fields for d in parity.unused(found) if d.fields.startswith("env:")]
     assert stale == []
 
@@ -79,6 +79,18 @@ def test_nvidia_env_is_perf_env_plugins(model: str, machine: str, expected: dict
     assert env["TORCH_NCCL_HIGH_PRIORITY"] == "1" and env["NCCL_NVLS_ENABLE"] == "0"
 
 
+def test_nvidia_env_of_gb200_has_the_executors_gdr_settings_and_qwen3_on_h100_deepep() -> None:
+    """utils/executors.py: NCCL_NET_GDR_LEVEL=PHB, NCCL_NET_GDR_C2C=1 on GB200; NVIDIA's H100
+    Qwen3 rows dispatch with DeepEP (qwen3_workload_base_configs.py), so PerfEnvPlugin gives 32
+    connections and margins of 20 there."""
+    a4x = MACHINE_TYPES["a4x-highgpu-4g"]
+    env = parity.nvidia_env(smallest_run("llama3-8b", a4x), a4x)
+    assert (env["NCCL_NET_GDR_LEVEL"], env["NCCL_NET_GDR_C2C"]) == ("PHB", "1")
+    a3u = MACHINE_TYPES["a3-ultragpu-8g"]
+    env = parity.nvidia_env(smallest_run("qwen3-30b-a3b", a3u), a3u)
+    assert (env["CUDA_DEVICE_MAX_CONNECTIONS"], env["NVTE_FWD_LAYERNORM_SM_MARGIN"]) == ("32", "20")
+
+
 def test_nvidia_env_drops_the_cudnn_norms_and_the_chunk_where_the_plugin_does() -> None:
     machine = MACHINE_TYPES["a4-highgpu-8g"]
     env = parity.nvidia_env(smallest_run("llama3-8b", machine), machine)
@@ -89,9 +101,23 @@ def test_nvidia_env_drops_the_cudnn_norms_and_the_chunk_where_the_plugin_does() 
 def test_a_platform_only_entry_never_covers_a_value_nvidia_sets() -> None:
     """NCCL variables of the GPUDirect stack are the platform's own; NVIDIA's NCCL_NVLS_ENABLE=0
     left out would be a real difference, not covered by that entry."""
-    assert parity.unlisted({"env:NCCL_NET": ("gIB", None)}) == []
-    assert parity.unlisted({"env:NCCL_NVLS_ENABLE": (None, "0")}) == ["env:NCCL_NVLS_ENABLE"]
-    assert parity.unlisted({"env:TORCH_NCCL_HIGH_PRIORITY": (None, "1")}) == ["env:TORCH_NCCL_HIGH_PRIORITY"]
+    case = "llama3-70b on a4-highgpu-8g"
+    assert parity.unlisted({"env:NCCL_NET": ("gIB", None)}, case) == []
+    assert parity.unlisted({"env:NCCL_NVLS_ENABLE": (None, "0")}, case) == ["env:NCCL_NVLS_ENABLE"]
+    assert parity.unlisted({"env:TORCH_NCCL_HIGH_PRIORITY": (None, "1")}, case) == ["env:TORCH_NCCL_HIGH_PRIORITY"]
+
+
+def test_an_entry_for_some_cases_covers_no_other() -> None:
+    """A3 Mega's SM margins of 8 are its flavour's; the same difference on A3 Ultra is not listed,
+    nor Qwen3's DeepEP left out on Blackwell, where NVIDIA's configuration has none."""
+    margins = {"env:NVTE_FWD_LAYERNORM_SM_MARGIN": ("8", "16")}
+    assert parity.unlisted(margins, "llama3-8b on a3-megagpu-8g (1 nodes)") == []
+    assert parity.unlisted(margins, "llama3-8b on a3-ultragpu-8g (1 nodes)") == ["env:NVTE_FWD_LAYERNORM_SM_MARGIN"]
+    dispatcher = {"model.moe_token_dispatcher_type": ("alltoall", "flex")}
+    assert parity.unlisted(dispatcher, "qwen3-30b-a3b on a3-ultragpu-8g (2 nodes)") == []
+    assert parity.unlisted(dispatcher, "qwen3-30b-a3b on a4-highgpu-8g (1 nodes)") == [
+        "model.moe_token_dispatcher_type"
+    ]
 
 
 def test_a_run_without_the_executor_environment_is_caught() -> None:
@@ -100,9 +126,8 @@ def test_a_run_without_the_executor_environment_is_caught() -> None:
     run = smallest_run("llama3-70b", machine)
     paths = workload.run_paths(run, "/e", "/c", "/d")
     ours = {k: v for k, v in parity.run_env(run, machine, paths).items() if k != "TORCH_NCCL_HIGH_PRIORITY"}
-    assert parity.unlisted(parity.env_differences(ours, parity.nvidia_env(run, machine))) == [
-        "env:TORCH_NCCL_HIGH_PRIORITY"
-    ]
+    differences = parity.env_differences(ours, parity.nvidia_env(run, machine))
+    assert parity.unlisted(differences, "llama3-70b on a4-highgpu-8g") == ["env:TORCH_NCCL_HIGH_PRIORITY"]
 
 
 def test_a_provider_without_a_recipe_function_names_the_table_to_extend(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -114,5 +139,7 @@ def test_a_provider_without_a_recipe_function_names_the_table_to_extend(monkeypa
 
 def test_every_difference_has_a_reason_and_matches_by_glob() -> None:
     assert all(d.reason and d.fields for d in parity.DIFFERENCES)
-    assert parity.unlisted({"scheduler.lr_warmup_iters": (3, 10)}) == []
-    assert parity.unlisted({"model.tp_comm_overlap": (False, True)}) == ["model.tp_comm_overlap"]
+    assert parity.unlisted({"scheduler.lr_warmup_iters": (3, 10)}, "llama3-8b on a4-highgpu-8g") == []
+    assert parity.unlisted({"model.tp_comm_overlap": (False, True)}, "llama3-8b on a4-highgpu-8g") == [
+        "model.tp_comm_overlap"
+    ]
