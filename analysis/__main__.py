@@ -274,6 +274,14 @@ def _metrics_table(log: TrainingLog, result: RunMetrics) -> str:
             f"({result.accelerator} dense {result.precision.value} peak)",
         ),
     ]
+    if result.tflops_per_gpu_causal is not None and result.mfu_causal is not None:
+        rows.append(
+            (
+                "as NVIDIA",
+                f"{result.tflops_per_gpu_causal:.1f} TFLOPS/GPU, MFU {result.mfu_causal:.2%} "
+                "(attention counted over the causal half, as NVIDIA's published tables)",
+            )
+        )
     return "\n".join(f"{name:<12} {value}" for name, value in rows)
 
 

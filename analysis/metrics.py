@@ -3,6 +3,8 @@
     step time      = mean of `train_step_timing in s` over steps start..end (both inclusive)
     TFLOPS per GPU = model FLOPs per sample × global batch size / step time / GPUs / 1e12
     MFU            = TFLOPS per GPU / the accelerator's dense peak at the run's precision
+    (both also as NVIDIA's tables count, attention's scores over the causal half, where the
+    model's shape is known)
 
 Model FLOPs per sample come from the model's shape through
 `components.models.Architecture.flops_per_sample` (Megatron's GPT count, and the Llama form
@@ -57,6 +59,9 @@ class ModelFlops:
     seq_length: int | None
     source: str
     architecture: Architecture | None = None
+    # The same with attention's scores over the causal half, as NVIDIA's published TFLOPS count
+    # them (Architecture.flops_per_sample causal); None when only a FLOPs figure was given.
+    causal_flops_per_sample: float | None = None
 
     def describe(self) -> str:
         a = self.architecture
@@ -80,6 +85,9 @@ class RunMetrics:
     mfu: float
     peak_tflops: float
     model: ModelFlops
+    # TFLOPS per GPU and MFU as NVIDIA's tables count (causal attention), where the shape is known.
+    tflops_per_gpu_causal: float | None
+    mfu_causal: float | None
     global_batch_size: int
     gpus: int
     accelerator: str
@@ -98,6 +106,8 @@ class RunMetrics:
             "samples_per_s": self.samples_per_s,
             "tflops_per_gpu": self.tflops_per_gpu,
             "mfu": self.mfu,
+            "tflops_per_gpu_causal": self.tflops_per_gpu_causal,
+            "mfu_causal": self.mfu_causal,
             "steps_averaged": self.steps_averaged,
             "window": {"start_step": self.window.start, "end_step": self.window.end},
             "model_flops_per_sample": self.model.flops_per_sample,
@@ -222,14 +232,26 @@ def model_flops(
         if vocab_size is not None:
             architecture = replace(architecture, vocab_size=vocab_size)
         length = seq_length or spec.recipe.seq_length
-        return ModelFlops(_flops(architecture, length), length, f"catalog model {spec.name}", architecture)
+        return ModelFlops(
+            _flops(architecture, length),
+            length,
+            f"catalog model {spec.name}",
+            architecture,
+            _flops(architecture, length, causal=True),
+        )
     if not parameters:
         raise AnalysisError(
             "the log has no model configuration (no DLLogger PARAMETER record); pass --model "
             f"({', '.join(MODELS)}) or --model-flops-per-sample"
         )
     architecture, length = _Config(parameters).architecture(seq_length, vocab_size)
-    return ModelFlops(_flops(architecture, length), length, "DLLogger PARAMETER record", architecture)
+    return ModelFlops(
+        _flops(architecture, length),
+        length,
+        "DLLogger PARAMETER record",
+        architecture,
+        _flops(architecture, length, causal=True),
+    )
 
 
 def _check_model_against_record(spec: ModelSpec, config: _Config) -> None:
@@ -256,10 +278,10 @@ def _check_model_against_record(spec: ModelSpec, config: _Config) -> None:
         )
 
 
-def _flops(architecture: Architecture, seq_length: int) -> float:
+def _flops(architecture: Architecture, seq_length: int, causal: bool = False) -> float:
     """FLOPs per sample, refusing a shape so large that the count overflows."""
     try:
-        flops = architecture.flops_per_sample(seq_length)
+        flops = architecture.flops_per_sample(seq_length, causal=causal)
     except OverflowError:
         flops = math.inf
     if not math.isfinite(flops):
@@ -404,6 +426,8 @@ def compute(
             "is beyond any real run"
         ) from None
     mfu = tflops / peak
+    causal = model.causal_flops_per_sample
+    tflops_causal = causal * samples_per_s / gpus / 1e12 if causal is not None else None
     figures = {"samples/s": samples_per_s, "tokens/s": tokens_per_s, "TFLOPS per GPU": tflops, "MFU": mfu}
     for name, value in figures.items():
         if value is not None and not math.isfinite(value):
@@ -429,6 +453,8 @@ def compute(
         mfu=mfu,
         peak_tflops=peak,
         model=model,
+        tflops_per_gpu_causal=tflops_causal,
+        mfu_causal=tflops_causal / peak if tflops_causal is not None else None,
         global_batch_size=global_batch_size,
         gpus=gpus,
         accelerator=chip.name,

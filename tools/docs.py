@@ -339,10 +339,10 @@ def runtimes_table() -> str:
 
 def step_times_table() -> str:
     return _table(
-        ["Model", "Machine", "Nodes", "Global batch", "Precision", "Step time", "Source"],
+        ["Model", "Machine", "Nodes", "Global batch", "Precision", "Step time", "Measured with", "Source"],
         (
             [f"`{m.name}`", f"`{t.machine_type}`", t.nodes, t.global_batch_size, "FP8" if t.fp8 else "BF16",
-             f"{t.seconds} s", t.source]
+             f"{t.seconds} s", t.measured_with or "—", t.source]
             for m in MODELS.values()
             for t in m.step_times
         ),

@@ -210,6 +210,29 @@ def test_generated_dllogger_known_answer(tmp_path: Path, shape: str, parameters:
     assert result.tokens_per_s == pytest.approx(16 * seq / WINDOW_MEAN, rel=1e-12)
     assert result.tflops_per_gpu == pytest.approx(per_sample * 16 / WINDOW_MEAN / 8 / 1e12, rel=1e-12)
     assert result.mfu == pytest.approx(result.tflops_per_gpu / H100_BF16, rel=1e-12)
+    # As NVIDIA's tables count: attention's scores (4·s²·heads·head_dim a layer, forward) halved.
+    layers, hidden, s = (2, 64, 128) if shape == "gpt" else (3, 256, 512)
+    scores = 3 * layers * 4 * s * s * hidden
+    assert result.tflops_per_gpu_causal == pytest.approx(
+        (per_sample - scores / 2) * 16 / WINDOW_MEAN / 8 / 1e12, rel=1e-12
+    )
+    assert result.mfu_causal == pytest.approx(result.tflops_per_gpu_causal / H100_BF16, rel=1e-12)
+
+
+def test_a_flops_figure_alone_has_no_causal_count(tmp_path: Path) -> None:
+    log = read_log(write_dllogger(tmp_path / "g.json", STEP_TIMES, GPT_PARAMETERS), WINDOW)
+    flops = model_flops(log.parameters, flops_per_sample=1e12)
+    result = compute(
+        log, WINDOW, flops, gpus=8, global_batch_size=16, accelerator_name="h100", precision=Precision.BF16
+    )
+    assert (result.tflops_per_gpu_causal, result.mfu_causal) == (None, None)
+
+
+def test_llama3_8b_counted_as_nvidia_is_its_published_744_tflops() -> None:
+    """NVIDIA's 25.11 DGX-H100 Llama 3 8B row: 14 451 tokens/s per GPU, 744 TFLOP/s per GPU."""
+    flops = model_flops(None, model="llama3-8b", seq_length=8192)
+    assert flops.causal_flops_per_sample is not None
+    assert round(flops.causal_flops_per_sample / 8192 * 14451 / 1e12) == 744
 
 
 @pytest.mark.parametrize(
