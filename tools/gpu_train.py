@@ -241,10 +241,10 @@ def _train_and_read(
     """Trains the slice under torchrun through tools/gpu_worker.py, the launcher's configuration
     or (`nvidia`: tools/parity.py reference) NVIDIA's, and reads its step log with `python -m
     analysis metrics`: its figures, or None where the run or the reading fails."""
-    who = "nvidia" if nvidia else "launcher"
-    log = out / ("dllogger.json" if nvidia is None else "dllogger-nvidia.json")
+    who, suffix = ("nvidia", "-nvidia") if nvidia else ("launcher", "")
+    log = out / f"dllogger{suffix}.json"
     log.unlink(missing_ok=True)
-    settings_file = out / ("settings.json" if nvidia is None else "settings-nvidia.json")
+    settings_file = out / f"settings{suffix}.json"
     settings_file.write_text(json.dumps({**settings, "dlloggerFile": str(log)}, indent=1))
     python_path = os.pathsep.join(filter(None, (str(LAUNCHER.parent), os.environ.get("PYTHONPATH"))))
     env = {**os.environ, "NEMO_RUN_SETTINGS": str(settings_file), "PYTHONPATH": python_path}

@@ -138,14 +138,14 @@ def main(launcher_path):
     spec = importlib.util.spec_from_file_location("megatron_bridge_pretrain", launcher_path)
     launcher = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(launcher)
-    built_by_launcher = launcher.config
+    build = launcher.config
     reference = os.environ.get(NVIDIA_REFERENCE)
     if reference:
         # NVIDIA's configuration of the same slice, trained by the same loop and step log.
-        def built_by_launcher(settings):
+        def build(settings):
             return nvidia_config(settings, json.loads(reference), launcher._set)
 
-    launcher.config = lambda settings: without_transformer_engine(built_by_launcher(settings), launcher._set)
+    launcher.config = lambda settings: without_transformer_engine(build(settings), launcher._set)
     return launcher.main([])
 
 

@@ -29,8 +29,6 @@ from megatron.bridge.training import comm_overlap, mixed_precision
 from megatron.bridge.training.config import MockGPTDatasetConfig
 from megatron.core.transformer.pipeline_parallel_layer_layout import PipelineParallelLayerLayout
 
-SCRIPTS = "NVIDIA-NeMo/Megatron-Bridge scripts/performance@21b02e0"
-
 
 class _OfflineBridge:
     provider = None
@@ -56,7 +54,7 @@ def precision_config(dtype):
 def _recipe(settings, reference):
     """The family's config function up to its recipe call (configs/<family>/*_llm_pretrain.py)."""
     family, gpu = reference["family"], reference["gpu"]
-    model, fields = settings["model"], settings["recipeFields"]
+    model, recipe_fields = settings["model"], settings["recipeFields"]
     kwargs = {"mock": True, "precision_config": precision_config(reference["dtype"])}
     backend = reference["dispatcher"]
     if family == "qwen":
@@ -70,7 +68,7 @@ def _recipe(settings, reference):
             "virtual_pipeline_model_parallel_size": model["virtual_pipeline_model_parallel_size"],
             "moe_flex_dispatcher_backend": backend,
             # The B200 and B300 functions pass layout=None; the others the base config's pp_layout.
-            "layout": None if gpu in ("b200", "b300") else fields.get("model.pipeline_model_parallel_layout"),
+            "layout": None if gpu in ("b200", "b300") else recipe_fields.get("model.pipeline_model_parallel_layout"),
         }
     module = importlib.import_module(reference["module"])
     return getattr(module, reference["function"])(**kwargs)

@@ -20,6 +20,7 @@ unlisted fields. Exit code 1 on any failure.
 from __future__ import annotations
 
 import argparse
+import copy
 import dataclasses
 import json
 import math
@@ -112,23 +113,25 @@ def _case(name: str, run: RunSpec, machine: MachineType, compared: bool = False)
     return Case(name, settings, gpu_of(machine), reference=parity.reference(run, machine), env_differences=env)
 
 
+def bridge_recipes() -> list[tuple[str, MachineType]]:
+    """Every catalog model on every machine multi-node training runs on (each with its GPUDirect
+    stack) where the model's recipe is Megatron-Bridge's."""
+    return [
+        (model, machine)
+        for model, spec in MODELS.items()
+        for machine in MACHINE_TYPES.values()
+        if machine.gpudirect_stack is not None and spec.recipe_on(machine.name).framework is Framework.MEGATRON_BRIDGE
+    ]
+
+
 def catalog_cases() -> list[Case]:
     cases: list[Case] = []
-    for model, spec in MODELS.items():
-        # The machines multi-node training runs on: each with its GPUDirect stack.
-        for machine in MACHINE_TYPES.values():
-            if (
-                machine.gpudirect_stack is None
-                or spec.recipe_on(machine.name).framework is not Framework.MEGATRON_BRIDGE
-            ):
-                continue
-            # At its fewest nodes, and with data parallelism, whose gradient buckets, parameter
-            # gather and optimizer overlap the library derives only with two replicas or more.
-            for data_parallel in (1, 2):
-                run = smallest_run(model, machine, data_parallel)
-                name = f"{model} on {machine.name} ({run.nodes} nodes)"
-                if not any(case.name == name for case in cases):
-                    cases.append(_case(name, run, machine, compared=True))
+    for model, machine in bridge_recipes():
+        # At its fewest nodes, and with data parallelism, whose gradient buckets, parameter
+        # gather and optimizer overlap the library derives only with two replicas or more.
+        fewest, replicated = (smallest_run(model, machine, data_parallel) for data_parallel in (1, 2))
+        for run in (fewest,) if replicated.nodes == fewest.nodes else (fewest, replicated):
+            cases.append(_case(f"{model} on {machine.name} ({run.nodes} nodes)", run, machine, compared=True))
     # Every optional setting at once: real data with its tokenizer folder, a profile window.
     machine = MACHINE_TYPES["a3-ultragpu-8g"]
     run = dataclasses.replace(
@@ -166,10 +169,10 @@ def refused_cases() -> list[Case]:
     machine = MACHINE_TYPES["a3-ultragpu-8g"]
     run = smallest_run("llama3-8b", machine)
     base = _case("", run, machine)
-    batch = json.loads(json.dumps(base.settings))
+    batch = copy.deepcopy(base.settings)
     # One node of TP1: 8 replicas, whose micro-batches of one do not divide 130.
     batch["train"]["global_batch_size"] = 130
-    split = json.loads(json.dumps(base.settings))
+    split = copy.deepcopy(base.settings)
     # Context parallelism cuts a sequence in 2 × CP chunks: 8190 tokens do not cut in 4.
     split["model"]["context_parallel_size"] = 2
     split["model"]["seq_length"] = split["dataset"]["seq_length"] = 8190

@@ -7,17 +7,11 @@ from __future__ import annotations
 import pytest
 
 from facts.machines import MACHINE_TYPES
-from facts.models import MODELS, Framework
 from planners import workload
 from tools import parity
-from tools.runtime_check import smallest_run
+from tools.runtime_check import bridge_recipes, smallest_run
 
-CATALOG = [
-    (model, machine.name)
-    for model, spec in MODELS.items()
-    for machine in MACHINE_TYPES.values()
-    if machine.gpudirect_stack is not None and spec.recipe_on(machine.name).framework is Framework.MEGATRON_BRIDGE
-]
+CATALOG = [(model, machine.name) for model, machine in bridge_recipes()]
 
 
 def _env_differences(model: str, machine_name: str) -> dict[str, tuple[str | None, str | None]]:
