@@ -118,6 +118,17 @@ LOCAL_CHECKPOINTS_AT_PEAK = 2
 # shard (Megatron-LM docs/source/api-guide/dist_optimizer.md).
 WEIGHT_BYTES = 2
 OPTIMIZER_BYTES = 12
+# A checkpoint in the bucket holds every parameter once: its weights and its optimizer state.
+CHECKPOINT_BYTES_PER_PARAMETER = WEIGHT_BYTES + OPTIMIZER_BYTES
+# Writing checkpoints to the bucket through Cloud Storage FUSE, per node: GCSFuse v3.4.3's
+# sequential-write benchmark, 1 GiB files, 10 jobs, on a C4-standard-192 with 200 Gbps egress
+# (GoogleCloudPlatform/gcsfuse:docs/benchmarks.md@009e2e3, 4,624.59 MB/s). Every node writes its
+# own ranks' shards at once (Megatron's torch_dist format with fully parallel saves), so a save of
+# B bytes on N nodes takes about B / (N x this); no public figure is measured on a GPU node.
+CHECKPOINT_WRITE_BYTES_PER_SECOND = 4_624.59e6
+# The share of a run's training time its checkpoints may hold its steps back before the plan
+# advises a longer interval: "an interval that costs a few percent" (this program's rule).
+CHECKPOINT_SHARE = 0.05
 # Share of a node's local SSD the local checkpoints may take: the rest holds container images,
 # the dataset copy and logs (this program's rule).
 LOCAL_CHECKPOINT_SSD_SHARE = 0.5

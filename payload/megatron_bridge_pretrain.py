@@ -144,6 +144,8 @@ def config(settings):
             save_interval=checkpoint["save_interval"],
             ckpt_format="torch_dist",
             fully_parallel_save=True,
+            # Written by a background worker while training goes on (use_persistent_ckpt_worker).
+            async_save=checkpoint["async_save"],
         ),
         rng=RNGConfig(seed=1234),
         profiling=ProfilingConfig(**profiling) if profiling else ProfilingConfig(),

@@ -20,8 +20,10 @@ from facts.kubernetes import (
     TRAINING_CONTAINER,
 )
 from facts.machines import MachineType
+from facts.models import StepTime
+from planners.checkpoints import checkpoint_advice, checkpoint_cost
 from planners.gpudirect import PodNetworking
-from planners.runs import RunSpec, run_advice
+from planners.runs import RunSpec, published_step, run_advice
 from planners.runtimes import runtime_of
 from planners.workload import DLLOGGER, LAUNCHER, NCCL_INIT, OFFLINE_ENV, RunPaths
 
@@ -203,6 +205,7 @@ class RunPlan:
     def to_plain(self) -> dict[str, Any]:
         """What a user reads of the plan (the stack output `training.runs.<run>.plan`)."""
         run, s = self.run, self.run.settings
+        saving = checkpoint_cost(run)
         return {
             "model": run.model,
             "runtime": run.recipe.framework.label,
@@ -225,14 +228,24 @@ class RunPlan:
             "precision": f"fp8 ({run.recipe.fp8_scaling.value} scaling)" if s.fp8 else "bf16",
             "steps": s.steps,
             "checkpoint": (
-                {"intervalSteps": run.checkpoint_interval_steps, "resume": run.resume, "dir": self.paths.checkpoint_dir}
-                if run.checkpoint
+                {
+                    "intervalSteps": run.checkpoint_interval_steps,
+                    "resume": run.resume,
+                    "dir": self.paths.checkpoint_dir,
+                    "saves": saving.saves,
+                    "inBackground": saving.asynchronous,
+                }
+                if saving
                 else None
             ),
             "maxRestarts": run.max_restarts,
             "entrypoint": " ".join((self.entrypoint[0], *self.entrypoint[1])),
             "checksConfigurationFirst": self.preflight,
         }
+
+
+def _seconds(step: StepTime | None) -> float | None:
+    return step.seconds if step else None
 
 
 def plan_run(run: RunSpec, machine: MachineType, networking: PodNetworking, paths: RunPaths) -> RunPlan:
@@ -250,5 +263,5 @@ def plan_run(run: RunSpec, machine: MachineType, networking: PodNetworking, path
         env=MappingProxyType(env),
         entrypoint=runtime.entrypoint,
         preflight=runtime.preflight_flag is not None,
-        advice=tuple(run_advice(run, machine)),
+        advice=(*run_advice(run, machine), *checkpoint_advice(run, _seconds(published_step(run, machine.name)))),
     )

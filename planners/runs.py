@@ -16,7 +16,7 @@ from facts import resiliency, versions
 from facts.errors import RuleError
 from facts.kubernetes import FIRST_REVISION, TOPOLOGY_LABELS, TopologyLevel
 from facts.machines import MachineType, Precision, training_pod_requests
-from facts.models import MODELS, Framework, ModelSpec, Recipe, RunSettings, model_spec
+from facts.models import MODELS, Framework, ModelSpec, Recipe, RunSettings, StepTime, model_spec
 from planners.queues import Flavor
 
 
@@ -311,6 +311,15 @@ def check_experts(run: RunSpec, gpus: int) -> None:
             f"{gpus} GPUs are not a multiple of expert × pipeline parallel = "
             f"{s.expert_parallel} × {s.pipeline_parallel}",
         )
+
+
+def published_step(run: RunSpec, machine_type: str) -> StepTime | None:
+    """The model's published step time at exactly the run's layout on this machine type; it holds
+    for the model's own image only."""
+    if run.image is not None:
+        return None
+    s = run.settings
+    return run.spec.step_time(machine_type, run.nodes, s.global_batch_size, s.fp8)
 
 
 def local_checkpoint_bytes(run: RunSpec, machine: MachineType) -> int:

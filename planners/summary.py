@@ -22,8 +22,9 @@ from facts import pricing
 from facts.gke import CapacityType
 from facts.project import PROJECT, is_placeholder
 from facts.registries import RegistryMirror
+from planners.checkpoints import checkpoint_cost
 from planners.pools import GpuPoolExport
-from planners.runs import RunSpec
+from planners.runs import RunSpec, published_step
 from planners.startup import first_step
 from planners.teams import Team
 
@@ -91,6 +92,13 @@ class RunLine:
     step_time_source: str | None
     # What the published measurement used that the run does not (StepTime.measured_with).
     step_time_measured_with: str | None
+    # Its checkpoints (planners.checkpoints): saves, one save's write to the bucket, whether
+    # training goes on during it, and the seconds its steps wait for them in all (None: unknown).
+    checkpoint_saves: int
+    checkpoint_write_s: float | None
+    checkpoint_async: bool | None
+    checkpoint_wait_s: float | None
+    # Its steps and the waits for its checkpoints.
     hours: float | None
     usd: float | None
     # Predicted time to the end of the first step (planners.startup): the sum of the terms with a
@@ -203,12 +211,12 @@ def _pool_line(pool: GpuPoolExport, region: str) -> PoolLine:
     )
 
 
-def _run_line(
-    run: RunSpec, pool: GpuPoolExport, region: str, image_pinned: bool, mirror: RegistryMirror | None
-) -> RunLine:
+def _run_line(run: RunSpec, pool: GpuPoolExport, region: str, mirror: RegistryMirror | None) -> RunLine:
     s = run.settings
-    known = run.spec.step_time(pool.machine_type, run.nodes, s.global_batch_size, s.fp8) if image_pinned else None
-    hours = s.steps * known.seconds / 3600 if known else None
+    known = published_step(run, pool.machine_type)
+    saving = checkpoint_cost(run)
+    wait = saving.wait_s(known.seconds if known else None) if saving else 0.0
+    hours = (s.steps * known.seconds + wait) / 3600 if known and wait is not None else None
     price = pricing.on_demand_usd_per_hour(pool.machine_type, region)
     on_demand = pool.capacity_type is CapacityType.ON_DEMAND
     image = run.image_ref
@@ -227,6 +235,10 @@ def _run_line(
         step_time_s=known.seconds if known else None,
         step_time_source=known.source if known else None,
         step_time_measured_with=known.measured_with if known else None,
+        checkpoint_saves=saving.saves if saving else 0,
+        checkpoint_write_s=saving.write_s if saving else None,
+        checkpoint_async=saving.asynchronous if saving else None,
+        checkpoint_wait_s=wait,
         hours=hours,
         usd=hours * run.nodes * price if hours is not None and price is not None and on_demand else None,
         first_step_s=start.known_seconds,
@@ -349,8 +361,7 @@ def plan_summary(
         region=region,
         zone=zone,
         pools=tuple(pool_lines.values()),
-        # A step time holds for the model's own image only.
-        runs=tuple(_run_line(run, *where[run.pool], run.image is None, mirror) for run in runs),
+        runs=tuple(_run_line(run, *where[run.pool], mirror) for run in runs),
         price_source=pricing.SOURCE,
         cpu_pools=tuple(_cpu_pool_line(pool, region) for pool in cpu_pools),
         filestore=_filestore_line(filestore, region) if filestore is not None else None,

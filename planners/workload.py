@@ -194,12 +194,16 @@ class Runtime:
     performance environment of its recipes. `keyed_overrides`: the configuration paths its
     launcher sets from a run's own keys, by the key that sets them; an override of one would
     train what the key does not say while the summary prices the key, so it is refused naming
-    the key (planners.runtimes.check_overrides)."""
+    the key (planners.runtimes.check_overrides). `checkpoint_saves`: how many checkpoints a run of
+    so many steps saves at an interval; `async_checkpoint`: whether the run's steps go on while a
+    save is written (planners.checkpoints prices both)."""
 
     framework: Framework
     files: Callable[[RunSpec, RunPaths, MachineType], dict[str, str]]
     entrypoint: tuple[str, tuple[str, ...]]
     perf_env: Callable[[RunSpec, MachineType], dict[str, str]]
     keyed_overrides: Mapping[str, str]
+    checkpoint_saves: Callable[[int, int], int]
+    async_checkpoint: Callable[[RunSpec], bool]
     settings_file: str | None = None
     preflight_flag: str | None = None

@@ -119,7 +119,8 @@ DIFFERENCES: tuple[Difference, ...] = (
     Difference(
         "checkpoint.*",
         Why.RUN,
-        "the run's `checkpoint` (its folder on the run's bucket, `intervalSteps`, resume); the scripts save none",
+        "the run's `checkpoint` (its folder on the run's bucket, `intervalSteps`, resume, saved in the background); "
+        "the scripts save none",
     ),
     Difference(
         "*.overlap_param_gather_with_optimizer_step",

@@ -139,10 +139,12 @@ def catalog_cases() -> list[Case]:
         dataset_prefix="datasets/wiki/wiki_text_document",
         tokenizer=Tokenizer("huggingface", "meta-llama/Meta-Llama-3-8B", "tokenizers/llama3"),
         profile=ProfileWindow(10, 12),
+        # Saves in the training loop, not only after it.
+        checkpoint_interval_steps=10,
         # One the mixed-precision recipe would otherwise set back (grad_reduce_in_fp32).
         overrides={"ddp.grad_reduce_in_fp32": True, "train.eval_iters": 0},
     )
-    cases.append(_case("llama3-8b with real data, a profile and overrides", run, machine))
+    cases.append(_case("llama3-8b with real data, a profile, checkpoints every 10 steps and overrides", run, machine))
     # An override the expert all-to-all overlap's configuration would otherwise set back.
     run = dataclasses.replace(smallest_run("qwen3-30b-a3b", machine), overrides={"ddp.overlap_grad_reduce": False})
     cases.append(_case("qwen3-30b-a3b with an override of an overlapped field", run, machine))

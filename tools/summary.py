@@ -83,6 +83,22 @@ def _teams(summary: Mapping[str, Any]) -> list[str]:
     ]
 
 
+def _checkpoints(run: Mapping[str, Any]) -> str | None:
+    if not run["checkpointSaves"]:
+        return None
+    how = "in the background while training goes on" if run["checkpointAsync"] else "while training waits"
+    saves = run["checkpointSaves"]
+    line = (
+        f"{run['name']} saves {saves} checkpoint{'' if saves == 1 else 's'}, each written to the bucket in about "
+        f"{run['checkpointWriteS']:.0f} s {how}"
+    )
+    wait = run["checkpointWaitS"]
+    if wait is None:
+        return line + "; how long its steps wait for them depends on a step time nobody published."
+    share = f" ({wait / (wait + run['steps'] * run['stepTimeS']):.0%} of its time)" if run["stepTimeS"] else ""
+    return line + f"; its steps wait {wait:.0f} s for them in all{share}, in its duration and cost."
+
+
 def _runs(summary: Mapping[str, Any]) -> list[str]:
     lines = [
         "| Run | Model | Runtime | Image | Pool | Nodes | GPUs | Steps | Restarts | Step time | Duration | Cost "
@@ -103,6 +119,9 @@ def _runs(summary: Mapping[str, Any]) -> list[str]:
         )
     for run in summary["runs"]:
         lines += ["", f"Time to {run['name']}'s first step: " + "; ".join(run["firstStepTerms"]) + "."]
+    for run in summary["runs"]:
+        if line := _checkpoints(run):
+            lines += ["", line]
     sources = sorted({run["stepTimeSource"] for run in summary["runs"] if run["stepTimeSource"]})
     if sources:
         lines += ["", f"Step times are published ones, at the run's exact layout: {', '.join(sources)}."]

@@ -125,7 +125,8 @@ def settings(run: RunSpec, paths: RunPaths, machine: MachineType) -> dict[str, A
         "checkpoint": {
             "save": paths.checkpoint_dir,
             "load": paths.checkpoint_dir if run.resume else None,
-            "save_interval": run.checkpoint_interval_steps if paths.checkpoint_dir else None,
+            "save_interval": in_loop_interval(run) if paths.checkpoint_dir else None,
+            "async_save": paths.checkpoint_dir is not None,
         },
         "logger": {"log_interval": 1, "tensorboard_dir": f"{paths.experiment_dir}/tensorboard"},
         "profiling": (
@@ -230,6 +231,19 @@ def perf_env(run: RunSpec, machine: MachineType) -> dict[str, str]:
     return env
 
 
+def in_loop_interval(run: RunSpec) -> int | None:
+    """The library saves every `save_interval` steps in its training loop (training/train.py,
+    step % save_interval == 0) and once more after the loop, whatever the step (training/
+    pretrain.py: save, step != 0 and save_interval != 0; Megatron-Bridge 0.3.0). An interval
+    that reaches the run's end would save its last step twice: None leaves only the save after
+    the loop."""
+    return run.checkpoint_interval_steps if run.checkpoint_interval_steps < run.settings.steps else None
+
+
+def checkpoint_saves(steps: int, interval: int) -> int:
+    return (steps // interval if interval < steps else 0) + 1
+
+
 def files(run: RunSpec, paths: RunPaths, machine: MachineType) -> dict[str, str]:
     return {SCRIPT: payload.text(SCRIPT), RUN_SETTINGS: json.dumps(settings(run, paths, machine), indent=2)}
 
@@ -240,6 +254,9 @@ RUNTIME = Runtime(
     entrypoint=(f"{WORKLOAD_DIR}/{SCRIPT}", ()),
     perf_env=perf_env,
     keyed_overrides=KEYED_OVERRIDES,
+    checkpoint_saves=checkpoint_saves,
+    # The launcher saves in the background (CheckpointConfig.async_save, torch_dist format).
+    async_checkpoint=lambda run: True,
     settings_file=f"{WORKLOAD_DIR}/{RUN_SETTINGS}",
     preflight_flag=PREFLIGHT_FLAG,
 )

@@ -206,4 +206,9 @@ RUNTIME = Runtime(
     entrypoint=(ENTRYPOINT, (f"--config-path={WORKLOAD_DIR}", f"--config-name={CONFIG}")),
     perf_env=nemo_perf_env,
     keyed_overrides=KEYED_OVERRIDES,
+    # Lightning's ModelCheckpoint under exp_manager saves every `every_n_train_steps` steps, and
+    # exp_manager's checkpoint_callback_params.async_save is False unless set (NeMo Framework
+    # user guide, "Migrate Checkpointing Configurations from NeMo 1.0 to NeMo 2.0").
+    checkpoint_saves=lambda steps, interval: steps // interval,
+    async_checkpoint=lambda run: False,
 )

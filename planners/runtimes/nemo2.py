@@ -86,6 +86,14 @@ def settings(run: RunSpec, paths: RunPaths, machine: MachineType) -> dict[str, A
     }
 
 
+def async_checkpoint(run: RunSpec) -> bool:
+    """The run's `resiliency.asyncCheckpoint`, else the recipe's: NeMo 2's recipes build their
+    MegatronStrategy with ckpt_async_save=True (NVIDIA/NeMo nemo/collections/llm/recipes/
+    gpt3_175b.py trainer(), as the other llm recipes)."""
+    given = run.resiliency.async_checkpoint
+    return True if given is None else given
+
+
 def files(run: RunSpec, paths: RunPaths, machine: MachineType) -> dict[str, str]:
     return {SCRIPT: payload.text(SCRIPT), RUN_SETTINGS: json.dumps(settings(run, paths, machine), indent=2)}
 
@@ -96,5 +104,8 @@ RUNTIME = Runtime(
     entrypoint=(f"{WORKLOAD_DIR}/{SCRIPT}", ("--yes",)),
     perf_env=nemo_perf_env,
     keyed_overrides=KEYED_OVERRIDES,
+    # Lightning's ModelCheckpoint saves every `every_n_train_steps` steps.
+    checkpoint_saves=lambda steps, interval: steps // interval,
+    async_checkpoint=async_checkpoint,
     settings_file=f"{WORKLOAD_DIR}/{RUN_SETTINGS}",
 )

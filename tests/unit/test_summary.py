@@ -51,10 +51,14 @@ def test_on_demand_pools_are_priced_per_node_hour_and_others_say_why_not() -> No
 
 
 def test_a_run_with_a_published_step_time_gets_a_duration_and_a_cost() -> None:
-    """gpt3-175b on 32 a3-megagpu-8g at the recipe's layout: 25.397 s per step (the recipe's mean of steps 10-30)."""
+    """gpt3-175b on 32 a3-megagpu-8g at the recipe's layout: 25.397 s per step (the recipe's mean of
+    steps 10-30), and its one checkpoint at step 100, which NeMo 1 writes while the steps wait:
+    2.45 TB at 32 x 4.62459 GB/s, 16.57 s."""
     summary = plan_summary("p", "us-central1", "z", [pool("mega", "a3-megagpu-8g", 32)], [gpt3_run()])
     (run,) = summary.runs
-    hours = 100 * 25.397 / 3600
+    assert (run.checkpoint_saves, run.checkpoint_async) == (1, False)
+    assert run.checkpoint_wait_s == pytest.approx(16.573, abs=1e-3)
+    hours = (100 * 25.397 + run.checkpoint_wait_s) / 3600
     assert run.hours == pytest.approx(hours) and run.gpus == 256
     assert run.usd == pytest.approx(hours * 32 * (9.46006 + 82.75421))
     output = summary.as_output()["runs"][0]
