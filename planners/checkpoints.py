@@ -58,11 +58,10 @@ def checkpoint_cost(run: RunSpec) -> CheckpointCost | None:
     )
 
 
-def checkpoint_advice(run: RunSpec, step_s: float | None) -> tuple[str, ...]:
+def checkpoint_advice(run: RunSpec, saving: CheckpointCost | None, step_s: float | None) -> tuple[str, ...]:
     """Advice for a run whose checkpoints hold its steps back by more than CHECKPOINT_SHARE of its
     time at its published step time: the interval that brings them under it, or, where only the
     last background save is left to wait for, that a run this short may leave them off."""
-    saving = checkpoint_cost(run)
     wait = saving.wait_s(step_s) if saving else None
     if saving is None or step_s is None or wait is None:
         return ()

@@ -21,7 +21,7 @@ from facts.kubernetes import (
 )
 from facts.machines import MachineType
 from facts.models import StepTime
-from planners.checkpoints import checkpoint_advice, checkpoint_cost
+from planners.checkpoints import CheckpointCost, checkpoint_advice, checkpoint_cost
 from planners.gpudirect import PodNetworking
 from planners.runs import RunSpec, published_step, run_advice
 from planners.runtimes import runtime_of
@@ -200,12 +200,16 @@ class RunPlan:
     # The launcher builds and validates the configuration first (its runtime's preflight flag),
     # so a refused one fails the run instead of restarting it (facts.kubernetes.PROGRAM_ERROR_EXIT_CODE).
     preflight: bool
+    # What the run is predicted to take: the model's published step time at the run's exact
+    # layout on its machine (None: none published, or the run names its own image), and what its
+    # checkpoints cost (None: it saves none).
+    step: StepTime | None
+    checkpoints: CheckpointCost | None
     advice: tuple[str, ...]
 
     def to_plain(self) -> dict[str, Any]:
         """What a user reads of the plan (the stack output `training.runs.<run>.plan`)."""
-        run, s = self.run, self.run.settings
-        saving = checkpoint_cost(run)
+        run, s, saving = self.run, self.run.settings, self.checkpoints
         return {
             "model": run.model,
             "runtime": run.recipe.framework.label,
@@ -227,6 +231,7 @@ class RunPlan:
             "sequenceLength": s.sequence_length,
             "precision": f"fp8 ({run.recipe.fp8_scaling.value} scaling)" if s.fp8 else "bf16",
             "steps": s.steps,
+            "publishedStepTimeS": self.step.seconds if self.step else None,
             "checkpoint": (
                 {
                     "intervalSteps": run.checkpoint_interval_steps,
@@ -244,16 +249,13 @@ class RunPlan:
         }
 
 
-def _seconds(step: StepTime | None) -> float | None:
-    return step.seconds if step else None
-
-
 def plan_run(run: RunSpec, machine: MachineType, networking: PodNetworking, paths: RunPaths) -> RunPlan:
     """The run's plan; RuleError (key relative to the run) where its `env` replaces what the
     platform sets without leave (check_env)."""
     env = platform_env(run, machine, networking, paths)
     check_env(run, env)
     runtime = runtime_of(run.recipe)
+    step, saving = published_step(run, machine.name), checkpoint_cost(run)
     return RunPlan(
         run=run,
         machine=machine,
@@ -263,5 +265,7 @@ def plan_run(run: RunSpec, machine: MachineType, networking: PodNetworking, path
         env=MappingProxyType(env),
         entrypoint=runtime.entrypoint,
         preflight=runtime.preflight_flag is not None,
-        advice=(*run_advice(run, machine), *checkpoint_advice(run, _seconds(published_step(run, machine.name)))),
+        step=step,
+        checkpoints=saving,
+        advice=(*run_advice(run, machine), *checkpoint_advice(run, saving, step.seconds if step else None)),
     )

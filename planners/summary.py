@@ -3,8 +3,9 @@ on demand, decided once here and exported (stack output `summary`) for `make ren
 
 Costs are estimates from facts.pricing, for on-demand capacity only; Spot, reservations and the
 Dynamic Workload Scheduler are priced otherwise and say so, and whatever has no price is listed
-under `notPriced`, never guessed. A run's duration is known only where its model has a
-published step time at exactly the run's layout (facts.models.StepTime).
+under `notPriced`, never guessed. A run's duration is known only where its plan
+(planners.nemo.RunPlan) has a published step time at exactly the run's layout
+(facts.models.StepTime); its checkpoints are priced as its plan has them (planners.checkpoints).
 
 The verdict is NO-GO when `up` is bound to fail on a value the user has still to give: the
 project or a pool's reservation left as the shipped files' placeholder. Whatever else the
@@ -22,9 +23,9 @@ from facts import pricing
 from facts.gke import CapacityType
 from facts.project import PROJECT, is_placeholder
 from facts.registries import RegistryMirror
-from planners.checkpoints import checkpoint_cost
+from planners.nemo import RunPlan
 from planners.pools import GpuPoolExport
-from planners.runs import RunSpec, published_step
+from planners.runs import RunSpec
 from planners.startup import first_step
 from planners.teams import Team
 
@@ -211,10 +212,8 @@ def _pool_line(pool: GpuPoolExport, region: str) -> PoolLine:
     )
 
 
-def _run_line(run: RunSpec, pool: GpuPoolExport, region: str, mirror: RegistryMirror | None) -> RunLine:
-    s = run.settings
-    known = published_step(run, pool.machine_type)
-    saving = checkpoint_cost(run)
+def _run_line(plan: RunPlan, pool: GpuPoolExport, region: str, mirror: RegistryMirror | None) -> RunLine:
+    run, s, known, saving = plan.run, plan.run.settings, plan.step, plan.checkpoints
     wait = saving.wait_s(known.seconds if known else None) if saving else 0.0
     hours = (s.steps * known.seconds + wait) / 3600 if known and wait is not None else None
     price = pricing.on_demand_usd_per_hour(pool.machine_type, region)
@@ -344,7 +343,7 @@ def plan_summary(
     region: str,
     zone: str,
     pools: Sequence[GpuPoolExport],
-    runs: Sequence[RunSpec],
+    plans: Sequence[RunPlan],
     *,
     cpu_pools: Sequence[CpuPool] = (),
     filestore: Filestore | None = None,
@@ -361,13 +360,13 @@ def plan_summary(
         region=region,
         zone=zone,
         pools=tuple(pool_lines.values()),
-        runs=tuple(_run_line(run, *where[run.pool], mirror) for run in runs),
+        runs=tuple(_run_line(plan, *where[plan.run.pool], mirror) for plan in plans),
         price_source=pricing.SOURCE,
         cpu_pools=tuple(_cpu_pool_line(pool, region) for pool in cpu_pools),
         filestore=_filestore_line(filestore, region) if filestore is not None else None,
         no_go=_no_go(project, pools),
         teams=tuple(_team_line(team, pool_lines) for team in teams),
         # A manager's runs are its workers' (run_pools): their spares are the workers' to show.
-        spares=_spare_lines(pools, runs, pool_lines) if run_pools is None else (),
+        spares=_spare_lines(pools, [plan.run for plan in plans], pool_lines) if run_pools is None else (),
     )
     return replace(summary, not_priced=_not_priced(summary))

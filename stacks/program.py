@@ -205,7 +205,6 @@ def deploy(cfg: StackConfig, access: Access) -> dict[str, Any]:
     elif cfg.deploys(Layer.TRAINING):
         platform_facts = _need(upstream).facts("platform", PlatformExports)
         check_upstream_keys(cfg, cluster_facts, platform_facts)
-    runs = []
     submitted: dict[str, Submitted] = {}
     checked = training.CheckedRuns()
     if cfg.deploys(Layer.TRAINING) and platform_facts is not None:
@@ -223,13 +222,12 @@ def deploy(cfg: StackConfig, access: Access) -> dict[str, Any]:
         checked = training.check_runs(
             cfg, cluster_facts, platform_facts, access.secret("training"), submitted=submitted, unrecorded=unrecorded
         )
-        runs = [plan.run for plan in checked.plans.values()]
     summary = plan_summary(
         cluster_facts.project,
         cluster_facts.region,
         cluster_facts.zone,
         cluster_facts.gpu_pools,
-        runs,
+        list(checked.plans.values()),
         cpu_pools=cpu_pools(cfg) if cfg.deploys(Layer.CLUSTER) else (),
         filestore=(
             Filestore(cfg.storage.filestore.tier.value, cfg.storage.filestore.capacity_gib)

@@ -33,6 +33,10 @@ def gpt3_run(steps: int, interval: int) -> RunSpec:
     return dataclasses.replace(run, checkpoint_interval_steps=interval)
 
 
+def advice_for(run: RunSpec, step_s: float | None) -> tuple[str, ...]:
+    return checkpoint_advice(run, checkpoint_cost(run), step_s)
+
+
 def launcher_checkpoint(run: RunSpec) -> dict[str, object]:
     machine = MACHINE_TYPES["a3-ultragpu-8g"]
     paths = workload.run_paths(run, "/nfs/exp", "/checkpoints", "/data")
@@ -84,18 +88,18 @@ def test_no_checkpoints_cost_nothing() -> None:
 
 def test_advice_names_the_interval_that_brings_synchronous_saves_under_five_percent() -> None:
     # 100 steps of 2 s with a 16.57 s save every 10 steps: 165.7 s of 365.7 s.
-    (advice,) = checkpoint_advice(gpt3_run(steps=100, interval=10), 2.0)
+    (advice,) = advice_for(gpt3_run(steps=100, interval=10), 2.0)
     # 16.57 s may be 5 % of the interval's 2 s steps: 166 steps.
     assert "45% of its time" in advice and "checkpoint.intervalSteps 166 or more" in advice
-    assert checkpoint_advice(gpt3_run(steps=1000, interval=500), 2.0) == ()
+    assert advice_for(gpt3_run(steps=1000, interval=500), 2.0) == ()
 
 
 def test_advice_for_a_short_run_that_waits_only_for_its_last_background_save() -> None:
     # 30 steps of 5 s and one 26.7 s save: 15 % of its time, no interval changes that.
-    (advice,) = checkpoint_advice(bridge_run(steps=30, interval=100), 5.0)
+    (advice,) = advice_for(bridge_run(steps=30, interval=100), 5.0)
     assert "15% of its time" in advice and "all of it for the last save" in advice
     assert "checkpoint.enabled: false" in advice
     # Saves that spill into each other: an interval as long as a write ends each before the next.
-    (advice,) = checkpoint_advice(bridge_run(steps=100, interval=2), 1.0)
+    (advice,) = advice_for(bridge_run(steps=100, interval=2), 1.0)
     assert "checkpoint.intervalSteps 27 or more" in advice
-    assert checkpoint_advice(bridge_run(steps=30, interval=100), None) == ()
+    assert advice_for(bridge_run(steps=30, interval=100), None) == ()

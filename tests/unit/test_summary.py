@@ -8,8 +8,13 @@ import pytest
 
 from facts import pricing
 from facts.gke import CapacityType
+from facts.machines import machine_type
 from facts.models import FORCED_BALANCE, model_spec
 from harness.mocks import LogWarning
+from planners import nemo, workload
+from planners.gpudirect import pod_networking
+from planners.nemo import RunPlan
+from planners.networks import plan_gpu_networks
 from planners.pools import GpuPoolExport
 from planners.runs import RunSpec, Tokenizer, max_restarts
 from planners.summary import CpuPool, Filestore, plan_summary
@@ -27,6 +32,21 @@ def gpt3_run(nodes: int = 32, **changes: object) -> RunSpec:
     settings = model_spec("gpt3-175b").recipe.settings(steps=100)
     run = RunSpec("r", "gpt3-175b", "mega", nodes, settings, GPT2, "nemo-medium")
     return dataclasses.replace(run, **changes)  # type: ignore[arg-type]
+
+
+def planned(*runs: RunSpec, machine: str = "a3-megagpu-8g") -> list[RunPlan]:
+    """The runs as planned on the machine of their pool (planners.nemo.plan_run)."""
+    m = machine_type(machine)
+    networks = plan_gpu_networks("c", m if m.is_multi_nic else None, "10.8.0.0/16")
+    return [
+        nemo.plan_run(
+            run,
+            m,
+            pod_networking(m.gpudirect_stack, networks, m.gpus, gib=m.pod_gib_for(run.image_ref)),
+            workload.run_paths(run, "/nfs/exp", "/checkpoints", "/data"),
+        )
+        for run in runs
+    ]
 
 
 def test_on_demand_pools_are_priced_per_node_hour_and_others_say_why_not() -> None:
@@ -54,7 +74,7 @@ def test_a_run_with_a_published_step_time_gets_a_duration_and_a_cost() -> None:
     """gpt3-175b on 32 a3-megagpu-8g at the recipe's layout: 25.397 s per step (the recipe's mean of
     steps 10-30), and its one checkpoint at step 100, which NeMo 1 writes while the steps wait:
     2.45 TB at 32 x 4.62459 GB/s, 16.57 s."""
-    summary = plan_summary("p", "us-central1", "z", [pool("mega", "a3-megagpu-8g", 32)], [gpt3_run()])
+    summary = plan_summary("p", "us-central1", "z", [pool("mega", "a3-megagpu-8g", 32)], planned(gpt3_run()))
     (run,) = summary.runs
     assert (run.checkpoint_saves, run.checkpoint_async) == (1, False)
     assert run.checkpoint_wait_s == pytest.approx(16.573, abs=1e-3)
@@ -73,14 +93,14 @@ def test_a_run_with_a_published_step_time_gets_a_duration_and_a_cost() -> None:
     ids=["another-layout", "an-explicit-image"],
 )
 def test_no_duration_without_a_published_step_time_at_that_exact_layout(changes: dict[str, object]) -> None:
-    summary = plan_summary("p", "us-central1", "z", [pool("mega", "a3-megagpu-8g", 32)], [gpt3_run(**changes)])
+    summary = plan_summary("p", "us-central1", "z", [pool("mega", "a3-megagpu-8g", 32)], planned(gpt3_run(**changes)))
     (run,) = summary.runs
     assert run.hours is None and run.usd is None and run.step_time_s is None
 
 
 def test_a_reserved_pool_s_run_has_a_duration_but_no_price() -> None:
     summary = plan_summary(
-        "p", "us-central1", "z", [pool("mega", "a3-megagpu-8g", 32, CapacityType.RESERVATION)], [gpt3_run()]
+        "p", "us-central1", "z", [pool("mega", "a3-megagpu-8g", 32, CapacityType.RESERVATION)], planned(gpt3_run())
     )
     (run,) = summary.runs
     assert run.hours is not None and run.usd is None
@@ -139,7 +159,7 @@ def test_what_has_no_price_is_listed_never_guessed() -> None:
 
 
 def test_a_run_without_a_duration_is_listed_as_not_priced() -> None:
-    summary = plan_summary("p", "us-central1", "z", [pool("mega", "a3-megagpu-8g", 32)], [gpt3_run(nodes=16)])
+    summary = plan_summary("p", "us-central1", "z", [pool("mega", "a3-megagpu-8g", 32)], planned(gpt3_run(nodes=16)))
     assert "run r: no published step time at its layout, so no duration" in summary.not_priced
 
 
@@ -163,7 +183,7 @@ def test_placeholders_left_in_the_stack_make_it_no_go(project: str, reservation:
 
 def output(project: str = "my-project") -> dict[str, object]:
     return plan_summary(
-        project, "us-central1", "us-central1-c", [pool("mega", "a3-megagpu-8g", 2)], [gpt3_run(nodes=2)]
+        project, "us-central1", "us-central1-c", [pool("mega", "a3-megagpu-8g", 2)], planned(gpt3_run(nodes=2))
     ).as_output()
 
 
@@ -204,13 +224,13 @@ def test_spare_nodes_are_a_pool_s_nodes_beyond_its_largest_run_at_their_price() 
     autoscaled = dataclasses.replace(pool("flex", "a3-megagpu-8g", 8), min_nodes=0)
     runs = [gpt3_run(32), gpt3_run(30, name="r2"), gpt3_run(4, name="r3", pool="flex")]
     pools = [pool("mega", "a3-megagpu-8g", 34), autoscaled, pool("idle", "a3-megagpu-8g", 2)]
-    summary = plan_summary("p", "us-central1", "us-central1-c", pools, runs)
+    summary = plan_summary("p", "us-central1", "us-central1-c", pools, planned(*runs))
     by_pool = {line.pool: line for line in summary.spares}
     assert sorted(by_pool) == ["flex", "mega"]
     assert (by_pool["mega"].nodes, by_pool["mega"].standing) == (2, True)
     assert by_pool["mega"].usd_per_hour == pytest.approx(2 * (9.46006 + 82.75421))
     assert (by_pool["flex"].nodes, by_pool["flex"].standing, by_pool["flex"].usd_per_hour) == (4, False, 0.0)
-    full = plan_summary("p", "us-central1", "us-central1-c", [pool("mega", "a3-megagpu-8g", 32)], [gpt3_run(32)])
+    full = plan_summary("p", "us-central1", "us-central1-c", [pool("mega", "a3-megagpu-8g", 32)], planned(gpt3_run(32)))
     (line,) = full.spares
     assert line.nodes == 0 and "waits for its replacement" in line.pricing
     text = markdown("s", full.as_output(), [])
@@ -221,7 +241,7 @@ def test_each_run_states_its_restart_budget() -> None:
     """A run's restarts after an infrastructure failure (planners.runs.max_restarts) are a column
     of the runs' table: 0 says it fails at once."""
     runs = [gpt3_run(max_restarts=20), dataclasses.replace(gpt3_run(max_restarts=0), name="once")]
-    summary = plan_summary("p", "us-central1", "z", [pool("mega", "a3-megagpu-8g", 32)], runs)
+    summary = plan_summary("p", "us-central1", "z", [pool("mega", "a3-megagpu-8g", 32)], planned(*runs))
     assert [run.max_restarts for run in summary.runs] == [20, 0]
     lines = markdown("dev", summary.as_output(), []).splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("| Run |"))
@@ -249,10 +269,12 @@ def test_a_step_time_measured_with_a_benchmark_only_setting_says_so() -> None:
     settings = spec.recipe_on("a4-highgpu-8g").settings(steps=30)
     run = RunSpec("moe", "qwen3-30b-a3b", "a4", 1, settings, Tokenizer("huggingface", ""), "normal",
                   machine_type="a4-highgpu-8g")  # fmt: skip
-    summary = plan_summary("p", "us-central1", "z", [pool("a4", "a4-highgpu-8g", 1)], [run])
+    summary = plan_summary(
+        "p", "us-central1", "z", [pool("a4", "a4-highgpu-8g", 1)], planned(run, machine="a4-highgpu-8g")
+    )
     output = summary.as_output()
     assert output["runs"][0]["stepTimeMeasuredWith"] == FORCED_BALANCE
     assert "moe's published step time was measured with tokens forced evenly" in markdown("s", output, [])
-    dense = plan_summary("p", "us-central1", "z", [pool("mega", "a3-megagpu-8g", 32)], [gpt3_run()]).as_output()
+    dense = plan_summary("p", "us-central1", "z", [pool("mega", "a3-megagpu-8g", 32)], planned(gpt3_run())).as_output()
     assert dense["runs"][0]["stepTimeMeasuredWith"] is None
     assert "benchmark-only" not in markdown("s", dense, [])
