@@ -340,6 +340,26 @@ class GpuNodePool(pulumi.ComponentResource):
                 ).name
             placement_policy = {"type": "COMPACT", "policy_name": policy_name}
 
+        booked = []
+        if plan.booking is not None:
+            booking = gcp.compute.FutureReservation(
+                f"{name}-booking",
+                project=args.project,
+                **plan.booking,
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            booked = [booking]
+            if plan.booking["planning_status"] == "SUBMITTED":
+                window = plan.booking["time_window"]
+                pulumi.log.warn(
+                    f"gpuPools {spec.name}: books {plan.booking['specific_sku_properties']['total_count']} "
+                    f"{machine.name} VMs from {window['start_time']} to {window['end_time']} in calendar mode: the "
+                    "whole period is billed, used or not; once submitted the request can be cancelled only while "
+                    "its start is more than 30 days away, and `pulumi destroy` leaves it (set booking.draft to review "
+                    "it first)",
+                    resource=self,
+                )
+
         node_pool = gcp.container.NodePool(
             f"{name}-pool",
             name=spec.name,
@@ -395,6 +415,7 @@ class GpuNodePool(pulumi.ComponentResource):
             },
             opts=pulumi.ResourceOptions(
                 parent=self,
+                depends_on=booked,
                 # The pool has a fixed name: a replacement must delete the old pool first.
                 delete_before_replace=True,
                 custom_timeouts=pulumi.CustomTimeouts(create="90m", update="90m", delete="60m"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from typing import Literal
 
 from pydantic import Field, model_validator
@@ -10,11 +11,14 @@ from config.base import Model, check_name, check_period, parse_cidr, to_snake
 from facts.errors import RuleError
 from facts.gcp import general_machine_problem
 from facts.gke import (
+    BOOKING_MAX_DAYS,
+    BOOKING_MIN_DAYS,
     DWS_CAPACITY,
     IMAGE_STREAMING_NODE_IMAGE,
     NODE_UPGRADE_EXCLUSION_NAME,
     NODE_UPGRADE_EXCLUSION_SCOPE,
     CapacityType,
+    booking_problem,
     capacity_problem,
     compact_placement_problem,
     default_compact,
@@ -183,6 +187,37 @@ class SystemPoolConfig(Model):
         return self
 
 
+class Booking(Model):
+    """GPU capacity booked ahead: a calendar-mode future reservation this stack requests
+    (facts.gke.BOOKING_*), which the pool consumes from its start."""
+
+    start: str = Field(description="When the booking starts, in UTC (RFC 3339): `2026-12-14T00:00:00Z`.")
+    days: int = Field(description=f"How long it lasts, {BOOKING_MIN_DAYS} to {BOOKING_MAX_DAYS} days.")
+    draft: bool = Field(
+        False,
+        description="Create the request as a draft, for review, instead of submitting it; a draft can be "
+        "deleted, a submitted request mostly cannot.",
+    )
+
+    @property
+    def start_time(self) -> datetime:
+        return datetime.fromisoformat(self.start)
+
+    @model_validator(mode="after")
+    def _check(self) -> Booking:
+        try:
+            start = datetime.fromisoformat(self.start)
+        except ValueError:
+            start = None
+        if start is None or not self.start.endswith("Z") or start.utcoffset() != timedelta(0):
+            raise RuleError("start", self.start, "must be a UTC time in RFC 3339, such as 2026-12-14T00:00:00Z")
+        if not BOOKING_MIN_DAYS <= self.days <= BOOKING_MAX_DAYS:
+            raise RuleError(
+                "days", self.days, f"a calendar-mode booking lasts {BOOKING_MIN_DAYS} to {BOOKING_MAX_DAYS} days"
+            )
+        return self
+
+
 class Capacity(Model):
     type: CapacityType = Field(CapacityType.ON_DEMAND, description="How the pool obtains its VMs.")
     reservation: str | None = Field(None, description="Specific reservation to consume (type `reservation`).")
@@ -193,11 +228,25 @@ class Capacity(Model):
     max_run_duration_seconds: int | None = Field(
         None, ge=600, le=604800, description="Flex-start/queued: VMs are reclaimed after this long (max 7 days)."
     )
+    booking: Booking | None = Field(
+        None,
+        description="Book the reservation ahead in calendar mode (type `reservation`): this stack requests it, "
+        "named `reservation` (default: the cluster's and the pool's names), and the pool consumes it from its start.",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> Capacity:
-        if self.type is CapacityType.RESERVATION and self.reservation is None:
-            raise RuleError("reservation", None, "is required when capacity.type is 'reservation'")
+        if self.booking is not None:
+            if self.type is not CapacityType.RESERVATION:
+                raise RuleError(
+                    "booking", self.booking.start, "needs capacity.type 'reservation': the pool consumes what it books"
+                )
+            for key in ("reservationBlock", "reservationProject"):
+                value = getattr(self, to_snake(key))
+                if value is not None:
+                    raise RuleError(key, value, "must be unset with a booking: it books a reservation in this project")
+        elif self.type is CapacityType.RESERVATION and self.reservation is None:
+            raise RuleError("reservation", None, "is required when capacity.type is 'reservation' (or a booking)")
         if self.type is not CapacityType.RESERVATION:
             for key in ("reservation", "reservationBlock", "reservationProject"):
                 value = getattr(self, to_snake(key))
@@ -336,6 +385,17 @@ class GpuPoolConfig(Model):
         problem = capacity_problem(mode, machine)
         if problem:
             raise RuleError("capacity.type", mode.value, problem)
+        if self.capacity.booking is not None:
+            if self.autoscaling is None or self.autoscaling.min_nodes != 0:
+                raise RuleError(
+                    "autoscaling",
+                    self.autoscaling.model_dump(by_alias=True) if self.autoscaling else None,
+                    "a booked pool scales from zero (autoscaling.minNodes: 0, maxNodes: the VMs to book): its nodes "
+                    "can exist only from the booking's start",
+                )
+            problem = booking_problem(machine, self.max_nodes)
+            if problem:
+                raise RuleError("capacity.booking", self.capacity.booking.start, problem)
         problem = pool_size_problem(machine, self.max_nodes)
         if problem:
             key = "autoscaling.maxNodes" if self.autoscaling else "nodeCount"

@@ -67,6 +67,31 @@ def default_compact(capacity: CapacityType, machine: MachineType, max_nodes: int
     return machine.gpus == 8 and max_nodes > 1 and compact_placement_problem(capacity, machine) is None
 
 
+# Calendar-mode future reservations: GPU capacity booked ahead for a period of 1 to 90 days, 1 to
+# 80 VMs a request (https://cloud.google.com/compute/docs/instances/create-future-reservations-calendar-mode),
+# offered for A4 and A3 Ultra (https://cloud.google.com/ai-hypercomputer/docs/consumption-models:
+# calendar mode, "A4 or A3 Ultra", reservation-bound, no quota charged). Compute Engine creates the
+# named reservation at approval, inactive until the start; at the end it deletes the reservation and
+# the VMs on it (API FutureReservation.ReservationMode CALENDAR). The whole period is billed, used or
+# not, at Dynamic Workload Scheduler prices
+# (https://cloud.google.com/ai-hypercomputer/docs/consumption-models#calendar-mode). A submitted
+# request can be cancelled only while its start is more than 30 days away, or within 24 hours of
+# approval with the start at least 4 days away
+# (https://cloud.google.com/compute/docs/instances/delete-future-reservations-calendar-mode).
+BOOKING_MIN_DAYS, BOOKING_MAX_DAYS = 1, 90
+BOOKING_MAX_NODES = 80
+BOOKING_MACHINES = frozenset({"a4-highgpu-8g", "a3-ultragpu-8g"})
+
+
+def booking_problem(machine: MachineType, max_nodes: int) -> str | None:
+    """Why a pool of this machine and size cannot be booked in calendar mode, or None."""
+    if machine.name not in BOOKING_MACHINES:
+        return f"calendar-mode bookings are offered for {' and '.join(sorted(BOOKING_MACHINES))}, not {machine.name}"
+    if not 1 <= max_nodes <= BOOKING_MAX_NODES:
+        return f"a calendar-mode booking holds 1 to {BOOKING_MAX_NODES} VMs, not {max_nodes}"
+    return None
+
+
 def capacity_problem(capacity: CapacityType, machine: MachineType) -> str | None:
     """Why the machine cannot be had in this capacity mode, or None."""
     if machine.reservation_only and capacity is not CapacityType.RESERVATION:

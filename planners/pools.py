@@ -4,6 +4,7 @@ a GKE node pool (`plan_node_pool`), with GKE's rules and the platform's defaults
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from facts.errors import RuleError, require
@@ -12,6 +13,7 @@ from facts.gke import (
     DWS_CAPACITY,
     IMAGE_STREAMING_NODE_IMAGE,
     CapacityType,
+    booking_problem,
     capacity_problem,
     compact_placement_problem,
     pool_size_problem,
@@ -53,6 +55,9 @@ class GpuPoolExport:
     image_streaming: bool = False
     # The image on the nodes' secondary boot disks, as the config names it.
     preloaded_image: str | None = None
+    # Its booked reservation's period (a calendar-mode booking), as RFC 3339 UTC times.
+    booked_from: str | None = None
+    booked_until: str | None = None
 
     @property
     def machine(self) -> MachineType:
@@ -104,6 +109,23 @@ class Autoscaling:
 
 
 @dataclass(frozen=True)
+class Booking:
+    """A calendar-mode future reservation the pool's stack requests (facts.gke.BOOKING_*)."""
+
+    start: datetime
+    days: int
+    draft: bool = False
+
+    @property
+    def end(self) -> datetime:
+        return self.start + timedelta(days=self.days)
+
+
+def rfc3339(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True)
 class NodePoolSpec:
     """A GPU node pool's settings, as the config gives them (None: the platform's default)."""
 
@@ -132,6 +154,8 @@ class NodePoolSpec:
     preloaded_image: str | None = None
     # The disk image that holds it (facts.registries.preload_disk_image).
     preload_disk_image: str | None = None
+    # Its reservation, booked by this stack in calendar mode (`reservation` names it).
+    booking: Booking | None = None
 
     @property
     def facts(self) -> GpuPoolExport:
@@ -150,6 +174,8 @@ class NodePoolSpec:
             self.reservation,
             image_streaming=bool(self.image_streaming),
             preloaded_image=self.preloaded_image,
+            booked_from=rfc3339(self.booking.start) if self.booking else None,
+            booked_until=rfc3339(self.booking.end) if self.booking else None,
         )
 
 
@@ -178,6 +204,8 @@ class NodePoolPlan:
     flex_start: bool
     max_run_duration: str | None
     reservation_affinity: dict[str, Any] | None
+    # The calendar-mode future reservation to request, in the shapes `gcp.compute.FutureReservation` takes.
+    booking: dict[str, Any] | None = None
 
 
 def plan_node_pool(spec: NodePoolSpec, project: str, cluster_name: str) -> NodePoolPlan:
@@ -242,6 +270,18 @@ def plan_node_pool(spec: NodePoolSpec, project: str, cluster_name: str) -> NodeP
     else:
         reservation_affinity = {"consume_reservation_type": "NO_RESERVATION"}
 
+    booking = None
+    if spec.booking is not None:
+        problem = booking_problem(machine, max_nodes)
+        require(problem is None, "capacity.booking", spec.booking.days, problem or "")
+        require(
+            spec.autoscaling is not None and spec.autoscaling.min_nodes == 0,
+            "autoscaling",
+            spec.autoscaling,
+            "a booked pool scales from zero: its nodes can exist only from the booking's start",
+        )
+        booking = _booking(spec, spec.booking, max_nodes, machine)
+
     queued = capacity is CapacityType.QUEUED_PROVISIONING
     autoscaling = spec.autoscaling
     return NodePoolPlan(
@@ -277,7 +317,33 @@ def plan_node_pool(spec: NodePoolSpec, project: str, cluster_name: str) -> NodeP
         flex_start=dws,
         max_run_duration=f"{spec.max_run_duration_seconds}s" if spec.max_run_duration_seconds else None,
         reservation_affinity=reservation_affinity,
+        booking=booking,
     )
+
+
+def _booking(spec: NodePoolSpec, booking: Booking, nodes: int, machine: MachineType) -> dict[str, Any]:
+    """The future reservation of a booked pool: calendar mode, submitted (or a draft), its
+    reservation named so the pool's affinity can name it before it exists, consumed by name only,
+    densely deployed, and deleted with its VMs at its end (auto-delete is required in calendar
+    mode). `pulumi destroy` abandons it: a submitted request is mostly not cancellable
+    (facts.gke.BOOKING_*), and deleting it would fail the destroy."""
+    return {
+        "name": spec.reservation,
+        "zone": spec.zone,
+        "reservation_name": spec.reservation,
+        "reservation_mode": "CALENDAR",
+        "planning_status": "DRAFT" if booking.draft else "SUBMITTED",
+        "time_window": {"start_time": rfc3339(booking.start), "end_time": rfc3339(booking.end)},
+        "specific_sku_properties": {
+            "instance_properties": {"machine_type": machine.name},
+            # The API's int64 travels as a string (pulumi-gcp FutureReservationSpecificSkuPropertiesArgs).
+            "total_count": str(nodes),
+        },
+        "auto_delete_auto_created_reservations": True,
+        "specific_reservation_required": True,
+        "deployment_type": "DENSE",
+        "deletion_policy": "ABANDON",
+    }
 
 
 def _workload_policy(spec: NodePoolSpec, machine: MachineType) -> dict[str, str] | None:

@@ -194,6 +194,12 @@ def _pool_line(pool: GpuPoolExport, region: str) -> PoolLine:
     price = pricing.on_demand_usd_per_hour(pool.machine_type, region)
     if pool.node_labels is not None:
         note, total = "an existing cluster's nodes: not priced", None
+    elif pool.booked_from is not None:
+        note = (
+            f"booked in calendar mode from {pool.booked_from} to {pool.booked_until}: not priced (billed for the "
+            "whole period, used or not, at Dynamic Workload Scheduler prices)"
+        )
+        total = None
     elif pool.capacity_type is not CapacityType.ON_DEMAND:
         note, total = _NOT_ON_DEMAND[pool.capacity_type], None
     elif price is None:

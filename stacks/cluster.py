@@ -36,7 +36,7 @@ from config.loader import ConfigError
 from config.stack import StackConfig
 from facts import resiliency, versions
 from facts.errors import RuleError
-from facts.gcp import default_bucket
+from facts.gcp import default_bucket, scoped_name
 from facts.gke import (
     DWS_CAPACITY,
     IMAGE_STREAMING_API,
@@ -52,7 +52,7 @@ from facts.kubernetes import SYSTEM_POOL, UPSERT_EXISTING_OBJECTS
 from facts.project import project_advice
 from facts.registries import RegistryMirror, preload_build_command, preload_disk_image, resolve
 from planners.networks import network_machine, network_mtu, plan_gpu_networks
-from planners.pools import Autoscaling, NodePoolSpec
+from planners.pools import Autoscaling, Booking, NodePoolSpec
 from stacks.contract import ClusterExports
 
 
@@ -88,7 +88,12 @@ def node_pool_spec(cfg: StackConfig, pool: GpuPoolConfig) -> NodePoolSpec:
         node_count=pool.node_count if pool.autoscaling is None else None,
         autoscaling=Autoscaling(pool.autoscaling.min_nodes, pool.autoscaling.max_nodes) if pool.autoscaling else None,
         compact=pool.compact,
-        reservation=capacity.reservation,
+        reservation=capacity.reservation or (scoped_name(cfg.cluster_name, pool.name) if capacity.booking else None),
+        booking=(
+            Booking(capacity.booking.start_time, capacity.booking.days, capacity.booking.draft)
+            if capacity.booking
+            else None
+        ),
         reservation_block=capacity.reservation_block,
         reservation_project=capacity.reservation_project,
         placement_policy=pool.placement_policy,
