@@ -91,7 +91,7 @@ def nccl_test_jobset(args: FabricCheckArgs, config_map: str) -> dict[str, Any]:
             **PART_OF,
             FABRIC_CHECK_LABEL: test.name,
         },
-        flavor=args.flavor,
+        flavors=[args.flavor],
         nodes=test.nodes,
         max_restarts=0,
         service_account=args.service_account,

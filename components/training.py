@@ -74,6 +74,7 @@ from facts.kueue import MULTIKUEUE_CONTROLLER
 from facts.machines import MachineType, training_pod_requests
 from facts.registries import RegistryMirror, resolve
 from planners import nemo, workload
+from planners.chains import pool_affinity
 from planners.gpudirect import PodNetworking
 from planners.nemo import RunPlan
 from planners.queues import Flavor
@@ -128,7 +129,7 @@ class Volumes:
 class TrainingRunArgs:
     # The run as planned (planners.nemo.plan_run): its files, environment and entry point.
     plan: RunPlan
-    # The pool the run is placed on, as Kueue sees it.
+    # The pool the run is placed on, as Kueue sees it, and the pools it falls back to, in order.
     flavor: Flavor
     namespace: str
     local_queue: str
@@ -149,6 +150,7 @@ class TrainingRunArgs:
     # What the stack's state records of the run, and what `up` does to it.
     submitted: Submitted | None = None
     step: RunStep = RunStep.SUBMIT
+    fallback: Sequence[Flavor] = ()
 
     @property
     def run(self) -> RunSpec:
@@ -164,6 +166,14 @@ class TrainingRunArgs:
 
     def __post_init__(self) -> None:
         require(self.run.pool == self.flavor.pool, "flavor", self.flavor.pool, f"is the run's pool {self.run.pool}")
+        fallback = tuple(f.pool for f in self.fallback)
+        require(fallback == self.run.fallback_pools, "fallback", fallback, f"are {self.run.fallback_pools}")
+        require(
+            all(f.machine == self.flavor.machine for f in self.fallback),
+            "fallback",
+            fallback,
+            f"are {self.flavor.machine.name} pools",
+        )
         require(
             self.plan.machine == self.flavor.machine,
             "plan.machine",
@@ -266,7 +276,7 @@ def gpu_jobset(
     *,
     namespace: str,
     labels: Mapping[str, str],
-    flavor: Flavor,
+    flavors: Sequence[Flavor],
     nodes: int,
     max_restarts: int,
     service_account: str,
@@ -280,8 +290,9 @@ def gpu_jobset(
     managed_by: str | None = None,
     fail_fast: bool = False,
 ) -> dict[str, Any]:
-    """An unnamed JobSet of one pod per node on the flavor's pool, suspended by Kueue's webhook
-    until Kueue admits all of it (REPLACE_JOB), each pod wired for the pool's GPUDirect flavour.
+    """An unnamed JobSet of one pod per node on the first of `flavors` with room (a run's chain,
+    planners.chains; one flavor for any other job), suspended by Kueue's webhook until Kueue admits
+    all of it (REPLACE_JOB), each pod wired for the pool's GPUDirect flavour.
     `imex_channels` names the ResourceClaimTemplate of a ComputeDomain (components.nvlink): each pod claims its IMEX
     channel from it, and its container gets the channel (GKE's A4X guide). `managed_by` hands the
     JobSet to another controller (MultiKueue's: the manager's JobSet controller leaves it alone).
@@ -295,10 +306,14 @@ def gpu_jobset(
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never",
         "serviceAccountName": service_account,
-        # Kueue offers the job only the flavors whose node labels this selector allows, so it
-        # is admitted on its own pool, never on another pool's quota.
-        "nodeSelector": flavor.selector,
-        "tolerations": tolerations(flavor),
+        # Kueue offers the job only the flavors whose node labels this selector (or, for a chain,
+        # this affinity) allows, so it is admitted on its own pools, never on another pool's quota.
+        **(
+            {"nodeSelector": flavors[0].selector}
+            if len(flavors) == 1
+            else {"affinity": pool_affinity([f.pool for f in flavors])}
+        ),
+        "tolerations": tolerations(flavors[0]),
         "terminationGracePeriodSeconds": termination_grace_seconds,
         # An empty list is dropped by the API server (omitempty): written, it would read back
         # as a change after every refresh.
@@ -456,7 +471,7 @@ def run_jobset(args: TrainingRunArgs, config_map: str, files: Mapping[str, str])
     return gpu_jobset(
         namespace=args.namespace,
         labels=labels,
-        flavor=args.flavor,
+        flavors=[args.flavor, *args.fallback],
         nodes=run.nodes,
         max_restarts=run.max_restarts,
         service_account=args.service_account,

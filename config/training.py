@@ -205,6 +205,12 @@ class RunConfig(Model):
     )
     model: str = Field(description="A model of the catalog.")
     pool: str | None = Field(None, description="GPU pool to run on. Default: the first GPU pool (of its team's).")
+    fallback_pools: list[str] = Field(
+        default_factory=list,
+        max_length=63,
+        description="GPU pools to run on when `pool` has no room, in the order of gpuPools: Kueue admits the run on "
+        "the first with room (docs/capacity.md). Each of `pool`'s machine type; a Spot pool needs checkpoints.",
+    )
     team: str | None = Field(
         None, description="The team it runs for (teams[].name): required where the platform has teams, unset otherwise."
     )

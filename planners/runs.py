@@ -103,6 +103,12 @@ class RunSpec:
 
     # The pool's machine type: the recipe published for it, if any, is the run's.
     machine_type: str | None = None
+    # Pools the run may run on when `pool` has no room, in the order Kueue tries them (planners.chains).
+    fallback_pools: tuple[str, ...] = ()
+
+    @property
+    def chain(self) -> tuple[str, ...]:
+        return (self.pool, *self.fallback_pools)
 
     @property
     def spec(self) -> ModelSpec:

@@ -44,6 +44,28 @@ class PoolLine:
 
 
 @dataclass(frozen=True)
+class ChainLink:
+    """One pool of a run's capacity chain (planners.chains): what the run's nodes cost an hour
+    there and the run in all if it lands there (None: not priced), and what is known of the wait."""
+
+    pool: str
+    capacity: str
+    usd_per_hour: float | None
+    usd: float | None
+    wait: str
+
+
+# What is known of the wait for a pool's nodes, by capacity mode.
+_WAIT: Mapping[CapacityType, str] = {
+    CapacityType.ON_DEMAND: "none known: on-demand VMs, where the zone has them",
+    CapacityType.RESERVATION: "none while the reservation has room",
+    CapacityType.SPOT: "none known, and preemptible: Spot VMs may be reclaimed at any time",
+    CapacityType.FLEX_START: "until the Dynamic Workload Scheduler provisions the nodes (no bound published)",
+    CapacityType.QUEUED_PROVISIONING: "until the Dynamic Workload Scheduler provisions all nodes at once",
+}
+
+
+@dataclass(frozen=True)
 class CpuPool:
     """A CPU node pool of the stack (the system pool, the supervisor's)."""
 
@@ -107,6 +129,8 @@ class RunLine:
     first_step_s: float = 0.0
     first_step_terms: tuple[str, ...] = ()
     first_step_usd: float | None = None
+    # Its capacity chain, where it names more than one pool, in the order Kueue tries them.
+    chain: tuple[ChainLink, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -218,7 +242,28 @@ def _pool_line(pool: GpuPoolExport, region: str) -> PoolLine:
     )
 
 
-def _run_line(plan: RunPlan, pool: GpuPoolExport, region: str, mirror: RegistryMirror | None) -> RunLine:
+def _chain(
+    run: RunSpec, hours: float | None, pools: Mapping[str, tuple[GpuPoolExport, str]]
+) -> tuple[ChainLink, ...] | None:
+    if not run.fallback_pools:
+        return None
+    links = []
+    for name in run.chain:
+        pool, region = pools[name]
+        price = pricing.on_demand_usd_per_hour(pool.machine_type, region)
+        per_hour = price * run.nodes if price is not None and pool.capacity_type is CapacityType.ON_DEMAND else None
+        usd = per_hour * hours if per_hour is not None and hours is not None else None
+        links.append(ChainLink(name, pool.capacity_type.value, per_hour, usd, _WAIT[pool.capacity_type]))
+    return tuple(links)
+
+
+def _run_line(
+    plan: RunPlan,
+    pool: GpuPoolExport,
+    region: str,
+    mirror: RegistryMirror | None,
+    pools: Mapping[str, tuple[GpuPoolExport, str]],
+) -> RunLine:
     run, s, known, saving = plan.run, plan.run.settings, plan.step, plan.checkpoints
     wait = saving.wait_s(known.seconds if known else None) if saving else 0.0
     hours = (s.steps * known.seconds + wait) / 3600 if known and wait is not None else None
@@ -251,6 +296,7 @@ def _run_line(plan: RunPlan, pool: GpuPoolExport, region: str, mirror: RegistryM
             f"{t.name}: {'not predicted' if t.seconds is None else f'{t.seconds:.0f} s'} ({t.how})" for t in start.terms
         ),
         first_step_usd=start_usd,
+        chain=_chain(run, hours, pools),
     )
 
 
@@ -366,7 +412,7 @@ def plan_summary(
         region=region,
         zone=zone,
         pools=tuple(pool_lines.values()),
-        runs=tuple(_run_line(plan, *where[plan.run.pool], mirror) for plan in plans),
+        runs=tuple(_run_line(plan, *where[plan.run.pool], mirror, where) for plan in plans),
         price_source=pricing.SOURCE,
         cpu_pools=tuple(_cpu_pool_line(pool, region) for pool in cpu_pools),
         filestore=_filestore_line(filestore, region) if filestore is not None else None,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
@@ -38,6 +38,7 @@ from facts.machines import MachineType
 from facts.project import PROJECT
 from facts.versions import Image
 from planners import nemo, workload
+from planners.chains import check_chain
 from planners.fabric import NcclTestSpec, check_nccl_test
 from planners.gpudirect import PodNetworking, gpudirect_stack, pod_networking
 from planners.multikueue import Worker
@@ -124,6 +125,7 @@ def run_spec(run: RunConfig, platform: PlatformExports) -> RunSpec:
         name=run.name,
         model=run.model,
         pool=pool,
+        fallback_pools=tuple(run.fallback_pools),
         nodes=run.nodes,
         settings=settings,
         machine_type=machine_type,
@@ -323,6 +325,18 @@ def check_runs(
             check_team(run_config.team, run.pool, platform, run.priority)
             check_overrides(run)
             check_run(run, flavors, platform.priority_classes, platform.supervisor, platform.gke)
+            check_chain(
+                run,
+                flavors,
+                [f.pool for f in platform.flavors],
+                {p.name: p.capacity_type for p in cluster.gpu_pools},
+                team=run_config.team,
+                dispatched=bool(platform.workers),
+            )
+            for link in run.fallback_pools:
+                check_run(
+                    replace(run, pool=link), flavors, platform.priority_classes, platform.supervisor, platform.gke
+                )
             machine = flavors[run.pool].machine
             if platform.workers:
                 check_dispatched(run, run_config, platform, secret_env)
@@ -478,6 +492,7 @@ class TrainingLayer(pulumi.ComponentResource):
                     TrainingRunArgs(
                         plan=plans[run.name],
                         flavor=flavors[run.pool],
+                        fallback=tuple(flavors[pool] for pool in run.fallback_pools),
                         namespace=place.namespace,
                         local_queue=place.local_queue,
                         service_account=platform.service_account,

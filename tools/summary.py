@@ -83,6 +83,18 @@ def _teams(summary: Mapping[str, Any]) -> list[str]:
     ]
 
 
+def _chain(run: Mapping[str, Any]) -> str:
+    links = []
+    for link in run["chain"]:
+        if link["usdPerHour"] is None:
+            price = "not priced"
+        else:
+            whole = "duration unknown" if link["usd"] is None else f"{_usd(link['usd'])} for the run"
+            price = f"{_usd(link['usdPerHour'], '/h')} for its nodes, {whole}"
+        links.append(f"{link['pool']} ({link['capacity']}: {price}; wait: {link['wait']})")
+    return f"{run['name']} runs on the first pool of its chain with room, in this order: " + ", then ".join(links) + "."
+
+
 def _checkpoints(run: Mapping[str, Any]) -> str | None:
     if not run["checkpointSaves"]:
         return None
@@ -119,6 +131,9 @@ def _runs(summary: Mapping[str, Any]) -> list[str]:
         )
     for run in summary["runs"]:
         lines += ["", f"Time to {run['name']}'s first step: " + "; ".join(run["firstStepTerms"]) + "."]
+    for run in summary["runs"]:
+        if run.get("chain"):
+            lines += ["", _chain(run)]
     for run in summary["runs"]:
         if line := _checkpoints(run):
             lines += ["", line]

@@ -1,0 +1,96 @@
+"""A run's capacity chain: the pools it may run on, in order (its `pool`, then its
+`fallbackPools`), as Kueue's flavors.
+
+Kueue tries a ClusterQueue's flavors in the order the queue lists them and admits a workload on
+the first whose quota it fits; it assigns a podset only flavors whose node labels match the pods'
+node selector and affinity, and then adds the chosen flavor's labels to the pods' selector
+(kubernetes-sigs/kueue apis/kueue/v1beta2 ResourceFlavorSpec.nodeLabels, ClusterQueueSpec.
+flavorFungibility at v0.19.2). Where a flavor has no room and admitting would mean preempting,
+`whenCanPreempt: TryNextFlavor` (the default) tries the next flavor first. So a run's pods that
+allow every pool of its chain (node affinity over the pools' names) are admitted on the first
+pool of the chain with room, in the queue's order, which is the order of `gpuPools` (the platform
+layer's flavors): a chain follows it.
+
+The same pod spec must be valid on every pool of the chain: one machine type (one GPUDirect stack,
+one image, the same GPU networks) and one kind of placement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from facts.errors import RuleError
+from facts.gke import CapacityType
+from facts.kubernetes import NODE_POOL_LABEL
+from planners.queues import Flavor
+from planners.runs import RunSpec
+
+# Flavors a ClusterQueue's resource group lists at most (v1beta2 ClusterQueue
+# spec.resourceGroups[].flavors maxItems, Kueue v0.19.2).
+KUEUE_MAX_FLAVORS = 64
+
+
+def check_chain(
+    run: RunSpec,
+    flavors: Mapping[str, Flavor],
+    queue_order: Sequence[str],
+    capacity: Mapping[str, CapacityType],
+    *,
+    team: str | None = None,
+    dispatched: bool = False,
+) -> None:
+    """Raise RuleError (key relative to the run) where the run's chain cannot work: an unknown or
+    repeated pool, another machine or placement, an order the queue does not try, Spot without
+    checkpoints, a team's run or a dispatched one (each queues elsewhere)."""
+    chain = run.chain
+    if len(chain) == 1:
+        return
+    if team is not None:
+        raise RuleError("fallbackPools", list(run.fallback_pools), "not with a team yet: a team's run takes its share")
+    if dispatched:
+        raise RuleError(
+            "fallbackPools", list(run.fallback_pools), "not on a MultiKueue manager: its workers' pools are its chain"
+        )
+    if len(chain) > KUEUE_MAX_FLAVORS:
+        raise RuleError("fallbackPools", len(run.fallback_pools), f"a queue tries at most {KUEUE_MAX_FLAVORS} pools")
+    first = flavors[run.pool]
+    for i, pool in enumerate(run.fallback_pools):
+        key = f"fallbackPools[{i}]"
+        if pool not in flavors:
+            raise RuleError(key, pool, f"is not a GPU pool of the platform; known: {', '.join(flavors)}")
+        if pool in chain[: i + 1]:
+            raise RuleError(key, pool, "is already in the run's chain")
+        flavor = flavors[pool]
+        if flavor.selector != {NODE_POOL_LABEL: pool} or first.selector != {NODE_POOL_LABEL: run.pool}:
+            raise RuleError(
+                key, pool, "is an existing cluster's pool, selected by its own labels: chains join GKE pools"
+            )
+        if flavor.machine != first.machine:
+            why = f"is {flavor.machine.name}, and {run.pool} is {first.machine.name}: a chain keeps one machine type"
+            raise RuleError(key, pool, why)
+        if flavor.topology != first.topology:
+            raise RuleError(key, pool, f"is placed {_by(flavor)}, and {run.pool} {_by(first)}: a chain keeps one")
+        if first.machine.nvlink_across_nodes:
+            raise RuleError(key, pool, f"a {first.machine.name} run is one NVLink domain, on one pool")
+        if capacity.get(pool) is CapacityType.SPOT and not run.checkpoint:
+            raise RuleError("checkpoint.enabled", False, f"must be true with a Spot pool ({pool}) in the chain")
+    position = {pool: i for i, pool in enumerate(queue_order)}
+    if [position[p] for p in chain] != sorted(position[p] for p in chain):
+        order = ", ".join(p for p in queue_order if p in chain)
+        raise RuleError(
+            "fallbackPools",
+            list(run.fallback_pools),
+            f"Kueue tries the pools in the order of gpuPools ({order}): list them so, with `pool` first",
+        )
+
+
+def _by(flavor: Flavor) -> str:
+    return "by topology" if flavor.topology else "without topology"
+
+
+def pool_affinity(pools: Sequence[str]) -> dict[str, object]:
+    """Node affinity that allows the pools' nodes only, for a chain of more than one pool."""
+    expression = {"key": NODE_POOL_LABEL, "operator": "In", "values": list(pools)}
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [expression]}
+    ]}}}  # fmt: skip

@@ -1,0 +1,86 @@
+"""A run's capacity chain (planners.chains) with the real Kueue and JobSet: two a3-highgpu pools
+(the first on demand, the second Spot), 2 kwok nodes each. A run that names only the first pool
+waits while another run holds it; a run whose chain names both is admitted at once on the second,
+and Kueue pins its pods there; once the first pool is free, the chain's next run lands on it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from facts.kubernetes import NODE_POOL_LABEL
+from harness.runner import StackRun, run_stack, stack_with
+from integration.controlplane import Api, Lane, has_condition, wait_for
+from integration.lane import running
+from integration.runs import api_path, apply_objects, clear_runs, jobset_run, placed, resized, stack_objects
+
+POOLS = [
+    {"name": "a3-highgpu", "machineType": "a3-highgpu-8g", "nodeCount": 2},
+    {"name": "spare", "machineType": "a3-highgpu-8g", "nodeCount": 2, "capacity": {"type": "spot"}},
+]
+RUNS = [
+    {"name": "holder", "model": "gpt-5b", "nodes": 2, "steps": 50},
+    {"name": "chained", "model": "gpt-5b", "nodes": 2, "steps": 50, "fallbackPools": ["spare"]},
+]
+NAMESPACE = "nemo"
+ADMIT_SECONDS = 60
+
+
+@dataclass
+class ChainLane:
+    run: StackRun
+    lane: Lane
+    api: Api
+    jobsets: dict[str, dict[str, Any]]
+
+    def submit(self, jobset: dict[str, Any]) -> None:
+        self.api.create(api_path(jobset), jobset)
+
+    def pools_of(self, name: str) -> set[str]:
+        """The node pools the JobSet's pods are bound to."""
+        _, pods = jobset_run(self.api, NAMESPACE, name)
+        pools = set()
+        for pod in pods:
+            _, node = self.api.request("GET", f"/api/v1/nodes/{pod['spec']['nodeName']}")
+            pools.add(node["metadata"]["labels"][NODE_POOL_LABEL])
+        return pools
+
+    def admitted(self, name: str) -> bool:
+        workload, _ = jobset_run(self.api, NAMESPACE, name)
+        return workload is not None and has_condition(workload, "Admitted")
+
+
+@pytest.fixture(scope="module")
+def lane() -> Iterator[ChainLane]:
+    run = run_stack("dev", values=stack_with("dev", gpuPools=POOLS, training={"runs": RUNS}))
+    objects = stack_objects(run)
+    jobsets = {m["metadata"]["name"]: m for m in objects if m["kind"] == "JobSet"}
+    with running(run, pods_complete=False) as (lane, started):
+        apply_objects(lane, started.api, [m for m in objects if m["kind"] != "JobSet"])
+        yield ChainLane(run, lane, started.api, jobsets)
+
+
+def test_a_chained_run_is_admitted_on_the_next_pool_while_a_single_pool_run_waits(lane: ChainLane) -> None:
+    clear_runs(lane.lane, lane.api, [NAMESPACE])
+    holder, chained = lane.jobsets["holder"], lane.jobsets["chained"]
+    lane.submit(holder)
+    wait_for("the holder", lambda: placed(lane.api, NAMESPACE, "holder", 2), timeout=180)
+    assert lane.pools_of("holder") == {"a3-highgpu"}
+    # The single-pool behaviour: the same run without a chain waits for the held pool.
+    lane.submit(resized(holder, "single", 2))
+    with lane.lane.phase("the chained run admitted on the second pool"):
+        lane.submit(chained)
+        wait_for("the chained run", lambda: placed(lane.api, NAMESPACE, "chained", 2), timeout=ADMIT_SECONDS)
+    assert lane.pools_of("chained") == {"spare"}
+    assert not lane.admitted("single")
+    print("lane: chains: the chained run admitted on spare while a single-pool run waits for a3-highgpu")
+
+
+def test_the_chain_s_first_pool_is_taken_when_it_has_room(lane: ChainLane) -> None:
+    clear_runs(lane.lane, lane.api, [NAMESPACE])
+    lane.submit(resized(lane.jobsets["chained"], "chained-again", 2))
+    wait_for("the chained run", lambda: placed(lane.api, NAMESPACE, "chained-again", 2), timeout=ADMIT_SECONDS)
+    assert lane.pools_of("chained-again") == {"a3-highgpu"}

@@ -1,0 +1,91 @@
+"""A run's capacity chain (planners.chains): its `pool`, then its `fallbackPools`, tried by Kueue
+in the queue's order; the pods allow every pool of the chain and Kueue pins them to the one it
+admits them on."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from facts.kubernetes import NODE_POOL_LABEL
+from harness.runner import stack_with
+from tests.conftest import issue_for, rejected
+from tools.summary import markdown
+
+POOLS = [
+    {"name": "a3-highgpu", "machineType": "a3-highgpu-8g", "nodeCount": 2},
+    {"name": "spare", "machineType": "a3-highgpu-8g", "nodeCount": 2, "capacity": {"type": "spot"}},
+    {"name": "small", "machineType": "a3-highgpu-4g", "nodeCount": 2},
+]
+
+
+def chained(run: dict[str, Any] | None = None, pools: list[dict[str, Any]] = POOLS) -> dict[str, Any]:
+    runs = [{"name": "demo", "model": "gpt-5b", "nodes": 2, "steps": 50, "fallbackPools": ["spare"], **(run or {})}]
+    return stack_with("dev", gpuPools=pools, training={"runs": runs})
+
+
+def pod_spec(jobset: dict[str, Any]) -> dict[str, Any]:
+    return jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]  # type: ignore[no-any-return]
+
+
+def test_a_chained_run_s_pods_allow_every_pool_of_its_chain_in_order(render: Any) -> None:
+    run = render("dev", values=chained())
+    (jobset,) = map(run.manifest, run.of_type("kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"))
+    spec = pod_spec(jobset)
+    assert "nodeSelector" not in spec
+    (term,) = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert term == {"matchExpressions": [{"key": NODE_POOL_LABEL, "operator": "In", "values": ["a3-highgpu", "spare"]}]}
+
+
+def test_a_run_on_one_pool_keeps_its_node_selector(render: Any) -> None:
+    run = render("dev", values=chained({"fallbackPools": []}))
+    (jobset,) = map(run.manifest, run.of_type("kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"))
+    assert pod_spec(jobset)["nodeSelector"] == {NODE_POOL_LABEL: "a3-highgpu"}
+    assert "affinity" not in pod_spec(jobset)
+
+
+@pytest.mark.parametrize(
+    ("run", "key", "said"),
+    [
+        ({"fallbackPools": ["nowhere"]}, "fallbackPools[0]", "is not a GPU pool of the platform; known: a3-highgpu"),
+        ({"fallbackPools": ["spare", "spare"]}, "fallbackPools[1]", "is already in the run's chain"),
+        ({"fallbackPools": ["a3-highgpu"]}, "fallbackPools[0]", "is already in the run's chain"),
+        ({"fallbackPools": ["small"]}, "fallbackPools[0]", "a chain keeps one machine type"),
+        ({"pool": "spare", "fallbackPools": ["a3-highgpu"]}, "fallbackPools",
+         "Kueue tries the pools in the order of gpuPools (a3-highgpu, spare)"),
+        ({"checkpoint": {"enabled": False}}, "checkpoint.enabled",
+         "must be true with a Spot pool (spare) in the chain"),
+        ({"nodes": 3}, "nodes", "holds at most 2 nodes"),
+    ],
+    ids=["unknown", "repeated", "its-own-pool", "another-machine", "out-of-order", "spot-without-checkpoints",
+         "too-big"],
+)  # fmt: skip
+def test_a_chain_that_cannot_work_is_refused_by_key(run: dict[str, Any], key: str, said: str) -> None:
+    message = issue_for(rejected(chained(run)), f"training.runs[0].{key}")
+    assert said in message, message
+
+
+def test_a_fallback_pool_too_small_for_the_run_is_refused_naming_it() -> None:
+    pools = [POOLS[0] | {"nodeCount": 4}, POOLS[1]]
+    message = issue_for(rejected(chained({"nodes": 4}, pools)), "training.runs[0].nodes")
+    assert "pool spare holds at most 2 nodes" in message
+
+
+def test_the_summary_shows_each_pool_of_the_chain_with_its_price_and_wait(render: Any) -> None:
+    """gpt-5b has no published step time on a3-highgpu-8g: each link is priced per hour only."""
+    run = render("dev", values=chained())
+    (line,) = [r for r in run.exports["summary"]["runs"] if r["name"] == "demo"]
+    first, second = line["chain"]
+    assert (first["pool"], first["capacity"], second["pool"], second["capacity"]) == (
+        "a3-highgpu", "onDemand", "spare", "spot"
+    )  # fmt: skip
+    # 2 nodes at us-central1's on-demand a3-highgpu-8g price (facts.pricing: 9.46006 + 33.60609).
+    assert first["usdPerHour"] == pytest.approx(2 * (9.46006 + 33.60609)) and first["usd"] is None
+    assert second["usdPerHour"] is None and "preemptible" in second["wait"]
+    text = markdown("dev", run.exports["summary"], [])
+    assert (
+        "demo runs on the first pool of its chain with room, in this order: a3-highgpu (onDemand: ~86 USD/h for its "
+        "nodes, duration unknown; wait: none known: on-demand VMs, where the zone has them), then spare (spot: not "
+        "priced; wait: none known, and preemptible: Spot VMs may be reclaimed at any time)."
+    ) in text
