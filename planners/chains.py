@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from facts.errors import RuleError
 from facts.gke import CapacityType
 from facts.kubernetes import NODE_POOL_LABEL
+from planners.pools import GpuPoolExport
 from planners.queues import Flavor
 from planners.runs import RunSpec
 
@@ -40,13 +41,12 @@ def check_chain(
     dispatched: bool = False,
 ) -> None:
     """Raise RuleError (key relative to the run) where the run's chain cannot work: an unknown or
-    repeated pool, another machine or placement, an order the queue does not try, Spot without
-    checkpoints, a team's run or a dispatched one (each queues elsewhere)."""
+    repeated pool (for a team's run, one outside its share), another machine or placement, an
+    order its queue (`queue_order`: the platform's flavors, or its team's) does not try, Spot
+    without checkpoints, or a dispatched run (its workers' pools are its chain)."""
     chain = run.chain
     if len(chain) == 1:
         return
-    if team is not None:
-        raise RuleError("fallbackPools", list(run.fallback_pools), "not with a team yet: a team's run takes its share")
     if dispatched:
         raise RuleError(
             "fallbackPools", list(run.fallback_pools), "not on a MultiKueue manager: its workers' pools are its chain"
@@ -58,6 +58,9 @@ def check_chain(
         key = f"fallbackPools[{i}]"
         if pool not in flavors:
             raise RuleError(key, pool, f"is not a GPU pool of the platform; known: {', '.join(flavors)}")
+        if team is not None and pool not in queue_order:
+            share = ", ".join(queue_order)
+            raise RuleError(key, pool, f"is not a pool of team {team}'s quota ({share}): a team runs on those only")
         if pool in chain[: i + 1]:
             raise RuleError(key, pool, "is already in the run's chain")
         flavor = flavors[pool]
@@ -77,11 +80,25 @@ def check_chain(
     position = {pool: i for i, pool in enumerate(queue_order)}
     if [position[p] for p in chain] != sorted(position[p] for p in chain):
         order = ", ".join(p for p in queue_order if p in chain)
+        where = f"team {team}'s quota" if team is not None else "gpuPools"
         raise RuleError(
             "fallbackPools",
             list(run.fallback_pools),
-            f"Kueue tries the pools in the order of gpuPools ({order}): list them so, with `pool` first",
+            f"Kueue tries the pools in the order of {where} ({order}): list them so, with `pool` first",
         )
+
+
+def chain_advice(run: RunSpec, pools: Mapping[str, GpuPoolExport]) -> tuple[str, ...]:
+    """A booked pool before the end of a chain: Kueue admits on quota, and the pool has its quota
+    before its booking starts, so a run admitted there meanwhile waits for nodes that cannot exist
+    yet instead of trying the pools after it."""
+    return tuple(
+        f"run {run.name}: pool {name} is booked from {pools[name].booked_from}: until then Kueue still admits the "
+        f"run there on the pool's quota, and its pods wait for the booking instead of trying "
+        f"{', '.join(run.chain[i + 1 :])}; list {name} after them in gpuPools to use them meanwhile"
+        for i, name in enumerate(run.chain[:-1])
+        if name in pools and pools[name].booked_from is not None
+    )
 
 
 def _by(flavor: Flavor) -> str:

@@ -38,7 +38,7 @@ from facts.machines import MachineType
 from facts.project import PROJECT
 from facts.versions import Image
 from planners import nemo, workload
-from planners.chains import check_chain
+from planners.chains import chain_advice, check_chain
 from planners.fabric import NcclTestSpec, check_nccl_test
 from planners.gpudirect import PodNetworking, gpudirect_stack, pod_networking
 from planners.multikueue import Worker
@@ -325,10 +325,11 @@ def check_runs(
             check_team(run_config.team, run.pool, platform, run.priority)
             check_overrides(run)
             check_run(run, flavors, platform.priority_classes, platform.supervisor, platform.gke)
+            team = platform.teams_by_name.get(run_config.team) if run_config.team else None
             check_chain(
                 run,
                 flavors,
-                [f.pool for f in platform.flavors],
+                team.pools if team else [f.pool for f in platform.flavors],
                 {p.name: p.capacity_type for p in cluster.gpu_pools},
                 team=run_config.team,
                 dispatched=bool(platform.workers),
@@ -486,6 +487,8 @@ class TrainingLayer(pulumi.ComponentResource):
             advice = preload_advice(run.name, run.image_ref, pool) if pool else None
             if advice:
                 pulumi.log.warn(advice, resource=self)
+            for line in chain_advice(run, pools):
+                pulumi.log.warn(line, resource=self)
             self.runs.append(
                 TrainingRun(
                     f"{name}-{run.name}",

@@ -39,9 +39,9 @@ class ChainLane:
     def submit(self, jobset: dict[str, Any]) -> None:
         self.api.create(api_path(jobset), jobset)
 
-    def pools_of(self, name: str) -> set[str]:
+    def pools_of(self, name: str, namespace: str = NAMESPACE) -> set[str]:
         """The node pools the JobSet's pods are bound to."""
-        _, pods = jobset_run(self.api, NAMESPACE, name)
+        _, pods = jobset_run(self.api, namespace, name)
         pools = set()
         for pod in pods:
             _, node = self.api.request("GET", f"/api/v1/nodes/{pod['spec']['nodeName']}")
@@ -84,3 +84,42 @@ def test_the_chain_s_first_pool_is_taken_when_it_has_room(lane: ChainLane) -> No
     lane.submit(resized(lane.jobsets["chained"], "chained-again", 2))
     wait_for("the chained run", lambda: placed(lane.api, NAMESPACE, "chained-again", 2), timeout=ADMIT_SECONDS)
     assert lane.pools_of("chained-again") == {"a3-highgpu"}
+
+
+TEAM_POOLS = [
+    {"name": "a3-ultra", "machineType": "a3-ultragpu-8g", "nodeCount": 2,
+     "capacity": {"type": "reservation", "reservation": "r1"}},
+    {"name": "spot", "machineType": "a3-ultragpu-8g", "nodeCount": 2, "capacity": {"type": "spot"}},
+]  # fmt: skip
+TEAMS = [
+    {"name": "pretraining", "quota": [{"pool": "a3-ultra", "nodes": 1}, {"pool": "spot", "nodes": 2}]},
+    {"name": "alignment", "quota": [{"pool": "a3-ultra", "nodes": 1}]},
+]
+TEAM_RUNS = [
+    {"name": "holder", "team": "alignment", "model": "llama3-8b", "nodes": 2, "steps": 50},
+    {"name": "chained", "team": "pretraining", "model": "llama3-8b", "nodes": 2, "steps": 50,
+     "fallbackPools": ["spot"]},
+]  # fmt: skip
+
+
+def test_a_team_s_chained_run_lands_on_its_next_pool_when_the_first_is_taken() -> None:
+    """alignment borrows pretraining's idle node of a3-ultra and holds the whole pool; pretraining's
+    chained run cannot fit there, even by borrowing, and is admitted on its share of spot."""
+    values = stack_with("teams", gpuPools=TEAM_POOLS, teams=TEAMS, training={"runs": TEAM_RUNS})
+    run = run_stack("teams", values=values)
+    objects = stack_objects(run)
+    jobsets = {m["metadata"]["namespace"]: m for m in objects if m["kind"] == "JobSet"}
+    with running(run, pods_complete=False) as (lane, started):
+        apply_objects(lane, started.api, [m for m in objects if m["kind"] != "JobSet"])
+        chain = ChainLane(run, lane, started.api, jobsets)
+        holder, chained = jobsets["alignment"], jobsets["pretraining"]
+        chain.submit(holder)
+        wait_for("alignment's run", lambda: placed(started.api, "alignment", _name(holder), 2), timeout=180)
+        chain.submit(chained)
+        wait_for("pretraining's run", lambda: placed(started.api, "pretraining", _name(chained), 2), timeout=180)
+        assert chain.pools_of(_name(chained), "pretraining") == {"spot"}
+        print("lane: chains: a team's chained run admitted on its share of spot while a3-ultra is taken")
+
+
+def _name(jobset: dict[str, Any]) -> str:
+    return str(jobset["metadata"]["name"])

@@ -89,3 +89,53 @@ def test_the_summary_shows_each_pool_of_the_chain_with_its_price_and_wait(render
         "nodes, duration unknown; wait: none known: on-demand VMs, where the zone has them), then spare (spot: not "
         "priced; wait: none known, and preemptible: Spot VMs may be reclaimed at any time)."
     ) in text
+
+
+def test_a_booked_pool_before_the_end_of_a_chain_is_warned_about(render: Any) -> None:
+    """Kueue admits on quota, and a booked pool has its quota before its booking starts."""
+    booked = {
+        "name": "a4",
+        "machineType": "a4-highgpu-8g",
+        "autoscaling": {"minNodes": 0, "maxNodes": 2},
+        "capacity": {"type": "reservation", "booking": {"start": "2026-12-14T00:00:00Z", "days": 7}},
+    }
+    spot = {
+        "name": "spare",
+        "machineType": "a4-highgpu-8g",
+        "nodeCount": 2,
+        "capacity": {"type": "spot"},
+        "placement": "none",
+    }
+    runs = [{"name": "moe", "model": "qwen3-30b-a3b", "nodes": 1, "pool": "a4", "fallbackPools": ["spare"]}]
+    run = render("a4", values=stack_with("a4", gpuPools=[booked, spot], training={"runs": runs}))
+    (warning,) = [w.message for w in run.warnings if "is booked from" in w.message]
+    assert "pool a4 is booked from 2026-12-14T00:00:00Z" in warning and "instead of trying spare" in warning
+
+
+def teams_with_spot(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    pools = [
+        {"name": "a3-ultra", "machineType": "a3-ultragpu-8g", "nodeCount": 8,
+         "capacity": {"type": "reservation", "reservation": "r1"}},
+        {"name": "spot", "machineType": "a3-ultragpu-8g", "nodeCount": 2, "capacity": {"type": "spot"}},
+    ]  # fmt: skip
+    teams = [
+        {"name": "pretraining", "quota": [{"pool": "a3-ultra", "nodes": 2}, {"pool": "spot", "nodes": 2}], "weight": 3},
+        {"name": "alignment", "quota": [{"pool": "a3-ultra", "gpus": 16}]},
+    ]
+    return stack_with("teams", gpuPools=pools, teams=teams, training={"runs": runs})
+
+
+def test_a_team_s_run_chains_the_pools_of_its_share_in_its_queue_s_order(render: Any) -> None:
+    runs = [{"name": "pre", "team": "pretraining", "model": "llama3-8b", "nodes": 2, "fallbackPools": ["spot"]}]
+    run = render("teams", values=teams_with_spot(runs))
+    (jobset,) = map(run.manifest, run.of_type("kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"))
+    (term,) = pod_spec(jobset)["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
+    assert term["matchExpressions"][0]["values"] == ["a3-ultra", "spot"]
+
+
+def test_a_team_s_run_cannot_chain_a_pool_outside_its_share() -> None:
+    runs = [{"name": "abl", "team": "alignment", "model": "llama3-8b", "nodes": 2, "fallbackPools": ["spot"]}]
+    message = issue_for(rejected(teams_with_spot(runs), "teams"), "training.runs[0].fallbackPools[0]")
+    assert "is not a pool of team alignment's quota (a3-ultra)" in message
