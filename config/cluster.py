@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Literal
 
 from pydantic import Field, model_validator
@@ -187,6 +187,25 @@ class SystemPoolConfig(Model):
         return self
 
 
+_UTC_RULE = "must be a UTC time in RFC 3339, such as 2026-12-14T00:00:00Z"
+# How the Pulumi CLI hands over a YAML timestamp written without quotes: Go's time.Time String().
+_GO_UTC = "%Y-%m-%d %H:%M:%S +0000 UTC"
+
+
+def _utc(text: str) -> datetime | None:
+    """A UTC time written in RFC 3339 (`2026-12-14T00:00:00Z`), or as the Pulumi CLI passes an
+    unquoted YAML timestamp; None for anything else."""
+    try:
+        return datetime.strptime(text, _GO_UTC).replace(tzinfo=UTC)
+    except ValueError:
+        pass
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return moment if text.endswith("Z") and moment.utcoffset() == timedelta(0) else None
+
+
 class Booking(Model):
     """GPU capacity booked ahead: a calendar-mode future reservation this stack requests
     (facts.gke.BOOKING_*), which the pool consumes from its start."""
@@ -201,16 +220,15 @@ class Booking(Model):
 
     @property
     def start_time(self) -> datetime:
-        return datetime.fromisoformat(self.start)
+        start = _utc(self.start)
+        if start is None:  # _check refuses it before anything reads it
+            raise RuleError("start", self.start, _UTC_RULE)
+        return start
 
     @model_validator(mode="after")
     def _check(self) -> Booking:
-        try:
-            start = datetime.fromisoformat(self.start)
-        except ValueError:
-            start = None
-        if start is None or not self.start.endswith("Z") or start.utcoffset() != timedelta(0):
-            raise RuleError("start", self.start, "must be a UTC time in RFC 3339, such as 2026-12-14T00:00:00Z")
+        if _utc(self.start) is None:
+            raise RuleError("start", self.start, _UTC_RULE)
         if not BOOKING_MIN_DAYS <= self.days <= BOOKING_MAX_DAYS:
             raise RuleError(
                 "days", self.days, f"a calendar-mode booking lasts {BOOKING_MIN_DAYS} to {BOOKING_MAX_DAYS} days"

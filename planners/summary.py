@@ -207,10 +207,10 @@ def _camel_key(key: str) -> str:
 
 
 _NOT_ON_DEMAND = {
-    CapacityType.SPOT: "Spot: not priced (a fraction of on demand, and preemptible)",
-    CapacityType.RESERVATION: "reservation: not priced (paid under the reservation)",
-    CapacityType.FLEX_START: "flex-start: not priced (Dynamic Workload Scheduler prices)",
-    CapacityType.QUEUED_PROVISIONING: "queued provisioning: not priced (Dynamic Workload Scheduler prices)",
+    CapacityType.SPOT: "Spot VMs: a fraction of on demand, and preemptible",
+    CapacityType.RESERVATION: "paid under the reservation",
+    CapacityType.FLEX_START: "flex-start VMs, at Dynamic Workload Scheduler prices",
+    CapacityType.QUEUED_PROVISIONING: "queued provisioning, at Dynamic Workload Scheduler prices",
 }
 
 
@@ -220,8 +220,8 @@ def _pool_line(pool: GpuPoolExport, region: str) -> PoolLine:
         note, total = "an existing cluster's nodes: not priced", None
     elif pool.booked_from is not None:
         note = (
-            f"booked in calendar mode from {pool.booked_from} to {pool.booked_until}: not priced (billed for the "
-            "whole period, used or not, at Dynamic Workload Scheduler prices)"
+            f"booked in calendar mode from {pool.booked_from} to {pool.booked_until}, billed for the whole period, "
+            "used or not, at Dynamic Workload Scheduler prices"
         )
         total = None
     elif pool.capacity_type is not CapacityType.ON_DEMAND:

@@ -95,3 +95,14 @@ def test_the_summary_states_the_booked_period_and_why_it_is_not_priced(render: A
 def test_a_booking_calendar_mode_cannot_make_is_refused_by_key(pool: dict[str, Any], key: str, said: str) -> None:
     message = issue_for(rejected(a4_with(pool), "a4"), key)
     assert said in message, message
+
+
+def test_an_unquoted_yaml_timestamp_is_read_as_the_pulumi_cli_hands_it_over(render: Any) -> None:
+    """`start: 2026-12-14T00:00:00Z` without quotes is a YAML timestamp, which the Pulumi CLI passes
+    as Go prints a time.Time."""
+    pool = booked_pool(
+        capacity={"type": "reservation", "booking": {"start": "2026-12-14 00:00:00 +0000 UTC", "days": 1}}
+    )
+    run = render("a4", values=a4_with(pool))
+    (booking,) = run.of_type("gcp:compute/futureReservation:FutureReservation")
+    assert booking.inputs["timeWindow"] == {"startTime": START, "endTime": "2026-12-15T00:00:00Z"}
