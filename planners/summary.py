@@ -257,14 +257,10 @@ def _chain(
     return tuple(links)
 
 
-def _run_line(
-    plan: RunPlan,
-    pool: GpuPoolExport,
-    region: str,
-    mirror: RegistryMirror | None,
-    pools: Mapping[str, tuple[GpuPoolExport, str]],
-) -> RunLine:
+def _run_line(plan: RunPlan, pools: Mapping[str, tuple[GpuPoolExport, str]], mirror: RegistryMirror | None) -> RunLine:
+    """`pools`: each pool's export and region, by name (the run's, and its chain's)."""
     run, s, known, saving = plan.run, plan.run.settings, plan.step, plan.checkpoints
+    pool, region = pools[run.pool]
     wait = saving.wait_s(known.seconds if known else None) if saving else 0.0
     hours = (s.steps * known.seconds + wait) / 3600 if known and wait is not None else None
     price = pricing.on_demand_usd_per_hour(pool.machine_type, region)
@@ -412,7 +408,7 @@ def plan_summary(
         region=region,
         zone=zone,
         pools=tuple(pool_lines.values()),
-        runs=tuple(_run_line(plan, *where[plan.run.pool], mirror, where) for plan in plans),
+        runs=tuple(_run_line(plan, where, mirror) for plan in plans),
         price_source=pricing.SOURCE,
         cpu_pools=tuple(_cpu_pool_line(pool, region) for pool in cpu_pools),
         filestore=_filestore_line(filestore, region) if filestore is not None else None,

@@ -29,13 +29,20 @@ def pod_spec(jobset: dict[str, Any]) -> dict[str, Any]:
     return jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]  # type: ignore[no-any-return]
 
 
+def pool_term(spec: dict[str, Any]) -> dict[str, Any]:
+    """The pod spec's one required node-affinity term."""
+    (term,) = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    return term  # type: ignore[no-any-return]
+
+
 def test_a_chained_run_s_pods_allow_every_pool_of_its_chain_in_order(render: Any) -> None:
     run = render("dev", values=chained())
     (jobset,) = map(run.manifest, run.of_type("kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"))
     spec = pod_spec(jobset)
     assert "nodeSelector" not in spec
-    (term,) = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
-    assert term == {"matchExpressions": [{"key": NODE_POOL_LABEL, "operator": "In", "values": ["a3-highgpu", "spare"]}]}
+    assert pool_term(spec) == {
+        "matchExpressions": [{"key": NODE_POOL_LABEL, "operator": "In", "values": ["a3-highgpu", "spare"]}]
+    }
 
 
 def test_a_run_on_one_pool_keeps_its_node_selector(render: Any) -> None:
@@ -129,10 +136,7 @@ def test_a_team_s_run_chains_the_pools_of_its_share_in_its_queue_s_order(render:
     runs = [{"name": "pre", "team": "pretraining", "model": "llama3-8b", "nodes": 2, "fallbackPools": ["spot"]}]
     run = render("teams", values=teams_with_spot(runs))
     (jobset,) = map(run.manifest, run.of_type("kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"))
-    (term,) = pod_spec(jobset)["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
-        "nodeSelectorTerms"
-    ]
-    assert term["matchExpressions"][0]["values"] == ["a3-ultra", "spot"]
+    assert pool_term(pod_spec(jobset))["matchExpressions"][0]["values"] == ["a3-ultra", "spot"]
 
 
 def test_a_team_s_run_cannot_chain_a_pool_outside_its_share() -> None:
