@@ -34,7 +34,9 @@ from facts.kubernetes import (
 )
 from facts.kueue import (
     FAIR_SHARING_STRATEGIES,
+    MULTIKUEUE_IN_ORDER,
     PROVISIONING_CHECK,
+    Dispatch,
     QueueingStrategy,
     ReclaimWithinCohort,
     RequeuingTimestamp,
@@ -134,6 +136,8 @@ class KueueControllerArgs:
     block_admission: bool = True
     # A MultiKueue manager: how long a run stays on a worker it cannot reach (None: not a manager).
     worker_lost_timeout_seconds: int | None = None
+    # A MultiKueue manager: how it offers a run to its workers.
+    dispatch: Dispatch = Dispatch.ALL_AT_ONCE
     # The cluster's remote repositories, which the readiness probe's image comes through.
     mirror: RegistryMirror | None = None
 
@@ -147,6 +151,12 @@ class KueueControllerArgs:
             "must be at least 300",
         )
         require(self.requeue_limit >= 0 and self.nodes >= 0, "nodes", self.nodes, "must not be negative")
+        require(
+            self.dispatch is Dispatch.ALL_AT_ONCE or self.worker_lost_timeout_seconds is not None,
+            "dispatch",
+            self.dispatch,
+            "is a MultiKueue manager's: set worker_lost_timeout_seconds",
+        )
 
 
 def kueue_configuration(args: KueueControllerArgs) -> dict[str, Any]:
@@ -185,12 +195,17 @@ def kueue_configuration(args: KueueControllerArgs) -> dict[str, Any]:
         **(_DEVICE_CLASS_MAPPINGS if args.imex_channels else {}),
         **(_FAIR_SHARING if args.fair_sharing else {}),
         **(_managed_namespaces(args.team_namespaces) if args.team_namespaces else {}),
-        **(
-            {"multiKueue": {"workerLostTimeout": f"{args.worker_lost_timeout_seconds}s"}}
-            if args.worker_lost_timeout_seconds is not None
-            else {}
-        ),
+        **({"multiKueue": _multikueue(args)} if args.worker_lost_timeout_seconds is not None else {}),
     }
+
+
+def _multikueue(args: KueueControllerArgs) -> dict[str, Any]:
+    """A manager's MultiKueue section; in order: the incremental dispatcher one worker a step
+    (facts.kueue). The default dispatcher is left implicit, as before."""
+    section: dict[str, Any] = {"workerLostTimeout": f"{args.worker_lost_timeout_seconds}s"}
+    if args.dispatch is Dispatch.IN_ORDER:
+        section.update(MULTIKUEUE_IN_ORDER)
+    return section
 
 
 # Kueue (KueueDRAIntegration, on by default from 0.18) admits a pod that claims devices only when

@@ -10,7 +10,13 @@ from config.base import Model, check_name, parse_cidr
 from facts import resiliency
 from facts.errors import RuleError
 from facts.gcp import FilestoreTier, bucket_name_problem, filestore_capacity_problem, general_machine_problem
-from facts.kueue import DEFAULT_WORKER_LOST_TIMEOUT_SECONDS, MAX_MULTIKUEUE_CLUSTERS, WithinClusterQueue
+from facts.kueue import (
+    DEFAULT_WORKER_LOST_TIMEOUT_SECONDS,
+    MAX_MULTIKUEUE_CLUSTERS,
+    MULTIKUEUE_DISPATCH_ROUND_SECONDS,
+    Dispatch,
+    WithinClusterQueue,
+)
 from facts.project import qualified_stack_name, stack_reference_problem
 
 _SHARE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,15}$")
@@ -243,6 +249,14 @@ class MultiKueueConfig(Model):
         "(a stack with `multiKueue.worker: true`): runs submitted here are dispatched to a worker that admits "
         "them. One line adds or removes a worker. A manager has no GPU pools of its own.",
     )
+    dispatch: Dispatch = Field(
+        Dispatch.ALL_AT_ONCE,
+        description="How this manager offers a run to its workers. allAtOnce: to every worker at once, and the "
+        "first whose Kueue admits it runs it. inOrder: to one worker at a time in the order of `workers`, adding "
+        f"the next when none has admitted it for {MULTIKUEUE_DISPATCH_ROUND_SECONDS // 60} minutes (Kueue's "
+        "incremental dispatcher, whose round is fixed): runs prefer the first worker's region (its reservation, "
+        "its data) and fall back to the next (docs/regions.md). The last worker may then have a flex-start pool.",
+    )
     egress_ranges: tuple[str, ...] = Field(
         (),
         description="Where this manager's Kueue reaches its workers from, as IPv4 CIDRs (its Cloud NAT's "
@@ -277,6 +291,8 @@ class MultiKueueConfig(Model):
         if self.worker and self.workers:
             why = "a MultiKueue manager cannot be a worker too (Kueue's limitation): use one stack for each role"
             raise RuleError("worker", True, why)
+        if "dispatch" in self.model_fields_set and not self.workers:
+            raise RuleError("dispatch", self.dispatch.value, "is read by a manager only: set workers")
         if "worker_lost_timeout_seconds" in self.model_fields_set and not self.workers:
             raise RuleError(
                 "workerLostTimeoutSeconds", self.worker_lost_timeout_seconds, "is read by a manager only: set workers"

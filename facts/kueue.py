@@ -94,6 +94,35 @@ MAX_MULTIKUEUE_CLUSTERS = 20
 DEFAULT_WORKER_LOST_TIMEOUT_SECONDS = 15 * 60
 
 
+class Dispatch(StrEnum):
+    """How a MultiKueue manager offers a run to its workers (Configuration multiKueue.dispatcherName,
+    apis/config/v1beta2/configuration_types.go at the pinned version)."""
+
+    # To every worker at once; the first whose Kueue admits it keeps it (the default).
+    ALL_AT_ONCE = "allAtOnce"
+    # To the workers a step at a time, in the order of MultiKueueConfig spec.clusters: Kueue's
+    # incremental dispatcher with a step of one worker.
+    IN_ORDER = "inOrder"
+
+
+# The incremental dispatcher (pkg/controller/workloaddispatcher/incrementaldispatcher.go at the
+# pinned version): it nominates `stepSize` more workers when none of those nominated admitted the
+# run within a round of incrementalDispatcherRoundTimeout, a constant; the earlier ones stay
+# nominated. It keeps the order of spec.clusters under MultiKueueIncrementalDispatcherRespectConfigOrder
+# and reads stepSize under MultiKueueIncrementalDispatcherConfig, both beta and on by default from
+# v0.19 (pkg/features/kube_features.go); before, it sorted the workers by name and stepped by 3.
+MULTIKUEUE_DISPATCHERS: dict[Dispatch, str] = {
+    Dispatch.ALL_AT_ONCE: "kueue.x-k8s.io/multikueue-dispatcher-all-at-once",
+    Dispatch.IN_ORDER: "kueue.x-k8s.io/multikueue-dispatcher-incremental",
+}
+MULTIKUEUE_DISPATCH_ROUND_SECONDS = 5 * 60
+# What a manager's Configuration sets under multiKueue to dispatch in order: one worker a step.
+MULTIKUEUE_IN_ORDER = {
+    "dispatcherName": MULTIKUEUE_DISPATCHERS[Dispatch.IN_ORDER],
+    "incrementalDispatcherConfig": {"stepSize": 1},
+}
+
+
 # API group of Kueue's kinds (facts.kubernetes.KUEUE_API is the version the program writes).
 KUEUE_GROUP = "kueue.x-k8s.io"
 # Where a Kueue install keeps its Configuration: the chart's and the release manifests'

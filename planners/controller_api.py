@@ -14,7 +14,7 @@ from typing import Any
 
 from facts.controller_api import CONTROLLER_KINDS, KUEUE_RETIRED_VERSION, ControllerKind
 from facts.kubernetes import GPU_RESOURCE, KUEUE_API, KUEUE_NAMESPACE
-from facts.kueue import KUEUE_CONFIG_MAP, KUEUE_GROUP, XPK_CLUSTER_QUEUE
+from facts.kueue import KUEUE_CONFIG_MAP, KUEUE_GROUP, MULTIKUEUE_IN_ORDER, XPK_CLUSTER_QUEUE
 from facts.project import PROJECT
 from facts.versions import JOBSET_CRD
 from planners.ownership import installer, mark_of
@@ -174,3 +174,20 @@ def shared_kueue_advice(
                         "nodes outside the teams' cohort, so a team's guarantee holds only while it admits nothing"
                     )
     return advice
+
+
+def dispatch_advice(config: Mapping[str, Any] | None) -> list[str]:
+    """A manager that offers runs in order (multiKueue.dispatch: inOrder) on the cluster's own Kueue
+    (`config`: its Configuration, None where unread), which the program does not configure: unless
+    it names the incremental dispatcher with a step of one worker, runs go elsewhere first."""
+    where = f"{KUEUE_NAMESPACE}/{KUEUE_CONFIG_MAP}"
+    wanted = MULTIKUEUE_IN_ORDER
+    if config is None:
+        return [f"the cluster's Kueue Configuration ({where}) could not be read: check that multiKueue sets {wanted}"]
+    section = config.get("multiKueue")
+    if isinstance(section, Mapping) and all(section.get(k) == v for k, v in wanted.items()):
+        return []
+    return [
+        f"multiKueue.dispatch is inOrder, but the cluster's Kueue ({where}) does not set multiKueue {wanted}: "
+        "it offers runs to the workers as it is configured to, not in the order of multiKueue.workers"
+    ]

@@ -27,6 +27,7 @@ from typing import Any
 
 from facts.errors import RuleError
 from facts.gke import CapacityType
+from facts.kueue import Dispatch
 from facts.pricing import INTER_REGION_STORAGE_SOURCE, INTER_REGION_STORAGE_USD_PER_GIB
 from planners.networks import GpuNetworkPlan
 from planners.pools import GpuPoolExport
@@ -94,10 +95,11 @@ def plan_manager(
     jobset_version: str,
     queues: Mapping[str, str],
     egress: Sequence[str] = (),
+    dispatch: Dispatch = Dispatch.ALL_AT_ONCE,
 ) -> ManagerPlan:
     """The manager's workers and flavors; `queues` maps each namespace the manager queues runs in to
-    its LocalQueue, `egress` lists the ranges the manager's Kueue reaches workers from. Raises
-    RuleError naming the worker's key."""
+    its LocalQueue, `egress` lists the ranges the manager's Kueue reaches workers from, `dispatch`
+    how it offers runs to them. Raises RuleError naming the worker's key."""
     advice: list[str] = []
     names: dict[str, str] = {}
     for offer in offers:
@@ -116,7 +118,7 @@ def plan_manager(
                     "namespace and LocalQueue on the worker; give the worker the manager's namespace and teams"
                 )
                 raise RuleError(offer.key, offer.worker.stack, why)
-    _check_flex_start(offers)
+    _check_flex_start(offers, dispatch)
     first = offers[0]
     for offer in offers[1:]:
         for field, value in offer.run_shape.items():
@@ -130,24 +132,27 @@ def plan_manager(
     return ManagerPlan(tuple(o.worker for o in offers), merged_flavors(offers), tuple(advice))
 
 
-def _check_flex_start(offers: Sequence[WorkerOffer]) -> None:
+def _check_flex_start(offers: Sequence[WorkerOffer], dispatch: Dispatch) -> None:
     """MultiKueue keeps the first worker whose copy of a run is Admitted (the default dispatcher
     copies it to every worker: kueue pkg/controller/admissionchecks/multikueue/workload.go, "Get
     the admitting remote"), and a worker's Kueue admits a flex-start pool's run on quota alone,
     before GKE has a VM for it. With another worker to choose, the run could then wait there for
     the pods-ready timeout while that worker has nodes. Queued provisioning adds a
     ProvisioningRequest check, so a worker admits only once GKE has the VMs; neither dispatcher
-    (all-at-once, incremental) waits for nodes."""
+    (all-at-once, incremental) waits for nodes. In order, the last worker is offered a run only
+    once every other has left it unadmitted for a round: flex-start there is the chain's last
+    resort, as a run's own chain may end on one."""
     if len(offers) < 2:
         return
-    for offer in offers:
+    for offer in offers[:-1] if dispatch is Dispatch.IN_ORDER else offers:
         for pool in offer.worker.pools:
             if pool.capacity_type is CapacityType.FLEX_START:
                 why = (
                     f"has the flex-start pool {pool.name}, whose runs its Kueue admits before any VM exists: "
                     "MultiKueue keeps the first worker to admit, so a run could wait there for the pods-ready "
                     "timeout while another worker has nodes. Give the pool capacityType queuedProvisioning in "
-                    "that stack: its ProvisioningRequest check admits a run only once GKE has its VMs"
+                    "that stack: its ProvisioningRequest check admits a run only once GKE has its VMs, or list it "
+                    "last with multiKueue.dispatch: inOrder"
                 )
                 raise RuleError(offer.key, offer.worker.stack, why)
 
@@ -245,4 +250,14 @@ def _bucket_advice(workers: Sequence[Worker]) -> list[str]:
                 "again to another worker (its worker lost) starts from that worker's checkpoints, not its own; "
                 "share one bucket (storage.checkpointBucket.name, create: false on all but one) to resume anywhere"
             )
+    return found
+
+
+def worker_pools(workers: Sequence[Worker]) -> dict[str, tuple[GpuPoolExport, str]]:
+    """Where a MultiKueue manager's runs are priced: each pool of the first worker that has it, in
+    that worker's region (none known for an existing cluster's)."""
+    found: dict[str, tuple[GpuPoolExport, str]] = {}
+    for worker in workers:
+        for pool in worker.pools:
+            found.setdefault(pool.name, (pool, worker.region or ""))
     return found

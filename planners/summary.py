@@ -21,8 +21,10 @@ from typing import Any
 
 from facts import pricing
 from facts.gke import CapacityType
+from facts.kueue import MULTIKUEUE_DISPATCH_ROUND_SECONDS, Dispatch
 from facts.project import PROJECT, is_placeholder
 from facts.registries import RegistryMirror
+from planners.multikueue import Worker, worker_pools
 from planners.nemo import RunPlan
 from planners.pools import GpuPoolExport
 from planners.runs import RunSpec
@@ -53,6 +55,8 @@ class ChainLink:
     usd_per_hour: float | None
     usd: float | None
     wait: str
+    # A MultiKueue manager's run: the worker whose pool it is.
+    worker: str | None = None
 
 
 # What is known of the wait for a pool's nodes, by capacity mode.
@@ -129,8 +133,10 @@ class RunLine:
     first_step_s: float = 0.0
     first_step_terms: tuple[str, ...] = ()
     first_step_usd: float | None = None
-    # Its capacity chain, where it names more than one pool, in the order Kueue tries them.
+    # Its capacity chain, where it names more than one pool, in the order Kueue tries them; a
+    # MultiKueue manager's run: its workers that have its pool, offered it as `dispatch` says.
     chain: tuple[ChainLink, ...] | None = None
+    dispatch: Dispatch | None = None
 
 
 @dataclass(frozen=True)
@@ -257,8 +263,36 @@ def _chain(
     return tuple(links)
 
 
-def _run_line(plan: RunPlan, pools: Mapping[str, tuple[GpuPoolExport, str]], mirror: RegistryMirror | None) -> RunLine:
-    """`pools`: each pool's export and region, by name (the run's, and its chain's)."""
+def _worker_chain(
+    run: RunSpec, hours: float | None, workers: Sequence[Worker], dispatch: Dispatch
+) -> tuple[ChainLink, ...] | None:
+    """A manager's run on each worker that has its pool. In order, Kueue offers it to one more
+    worker each round, whether that worker has the pool or not (facts.kueue)."""
+    links = []
+    for i, worker in enumerate(workers):
+        pool = next((p for p in worker.pools if p.name == run.pool), None)
+        if pool is None:
+            continue
+        price = pricing.on_demand_usd_per_hour(pool.machine_type, worker.region) if worker.region else None
+        per_hour = price * run.nodes if price is not None and pool.capacity_type is CapacityType.ON_DEMAND else None
+        usd = per_hour * hours if per_hour is not None and hours is not None else None
+        wait = _WAIT[pool.capacity_type]
+        if dispatch is Dispatch.IN_ORDER and i:
+            after = i * MULTIKUEUE_DISPATCH_ROUND_SECONDS // 60
+            wait = f"offered {after} min after the first worker, if none has admitted it by then; then {wait}"
+        links.append(ChainLink(pool.name, pool.capacity_type.value, per_hour, usd, wait, worker=worker.name))
+    return tuple(links) if len(links) > 1 else None
+
+
+def _run_line(
+    plan: RunPlan,
+    pools: Mapping[str, tuple[GpuPoolExport, str]],
+    mirror: RegistryMirror | None,
+    workers: Sequence[Worker] = (),
+    dispatch: Dispatch = Dispatch.ALL_AT_ONCE,
+) -> RunLine:
+    """`pools`: each pool's export and region, by name (the run's, and its chain's); `workers`: a
+    MultiKueue manager's, which offers the run to them as `dispatch` says."""
     run, s, known, saving = plan.run, plan.run.settings, plan.step, plan.checkpoints
     pool, region = pools[run.pool]
     wait = saving.wait_s(known.seconds if known else None) if saving else 0.0
@@ -292,7 +326,8 @@ def _run_line(plan: RunPlan, pools: Mapping[str, tuple[GpuPoolExport, str]], mir
             f"{t.name}: {'not predicted' if t.seconds is None else f'{t.seconds:.0f} s'} ({t.how})" for t in start.terms
         ),
         first_step_usd=start_usd,
-        chain=_chain(run, hours, pools),
+        chain=_worker_chain(run, hours, workers, dispatch) if workers else _chain(run, hours, pools),
+        dispatch=dispatch if workers else None,
     )
 
 
@@ -396,25 +431,26 @@ def plan_summary(
     cpu_pools: Sequence[CpuPool] = (),
     filestore: Filestore | None = None,
     teams: Sequence[Team] = (),
-    run_pools: Mapping[str, tuple[GpuPoolExport, str]] | None = None,
+    workers: Sequence[Worker] = (),
+    dispatch: Dispatch = Dispatch.ALL_AT_ONCE,
     mirror: RegistryMirror | None = None,
 ) -> Summary:
-    """`run_pools`: where the runs run when not on `pools` (a MultiKueue manager's: the pool of the
-    first worker that has it, and that worker's region)."""
-    where = run_pools if run_pools is not None else {p.name: (p, region) for p in pools}
+    """`workers`: a MultiKueue manager's, where its runs run instead of on `pools`, offered to them
+    as `dispatch` says; each run is priced on the first worker that has its pool."""
+    where = worker_pools(workers) if workers else {p.name: (p, region) for p in pools}
     pool_lines = {pool.name: _pool_line(pool, region) for pool in pools}
     summary = Summary(
         project=project,
         region=region,
         zone=zone,
         pools=tuple(pool_lines.values()),
-        runs=tuple(_run_line(plan, where, mirror) for plan in plans),
+        runs=tuple(_run_line(plan, where, mirror, workers, dispatch) for plan in plans),
         price_source=pricing.SOURCE,
         cpu_pools=tuple(_cpu_pool_line(pool, region) for pool in cpu_pools),
         filestore=_filestore_line(filestore, region) if filestore is not None else None,
         no_go=_no_go(project, pools),
         teams=tuple(_team_line(team, pool_lines) for team in teams),
-        # A manager's runs are its workers' (run_pools): their spares are the workers' to show.
-        spares=_spare_lines(pools, [plan.run for plan in plans], pool_lines) if run_pools is None else (),
+        # A manager's runs are its workers': their spares are the workers' to show.
+        spares=_spare_lines(pools, [plan.run for plan in plans], pool_lines) if not workers else (),
     )
     return replace(summary, not_priced=_not_priced(summary))

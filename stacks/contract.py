@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from config.base import Model
 from facts.kubernetes import node_pool_selector
-from facts.kueue import WithinClusterQueue
+from facts.kueue import Dispatch, WithinClusterQueue
 from facts.registries import RegistryMirror
 from planners.multikueue import Worker
 from planners.networks import GpuNetworkPlan
@@ -91,6 +91,8 @@ class PlatformExports(Model):
     # A MultiKueue manager's workers (planners.multikueue): its runs are dispatched to one of them,
     # and run there. Empty: the runs run on this cluster.
     workers: tuple[Worker, ...] = ()
+    # How the manager offers a run to `workers` (multiKueue.dispatch).
+    dispatch: Dispatch = Dispatch.ALL_AT_ONCE
 
     @property
     def flavors_by_pool(self) -> dict[str, Flavor]:

@@ -23,6 +23,7 @@ from facts.pulumi_cli import SECRET_STAND_IN
 from planners.controller_api import (
     controller_api_problems,
     crd_names,
+    dispatch_advice,
     installed_by_others,
     shared_kueue_advice,
     stored_version_advice,
@@ -177,3 +178,14 @@ def shared_kueue(cfg: ExistingClusterConfig, platform: PlatformExports, read: Ob
         ours,
         pools,
     )
+
+
+def own_kueue_dispatch(cfg: ExistingClusterConfig, read: ObjectReader) -> list[str]:
+    """A manager in order on the cluster's own Kueue: whether its Configuration dispatches so
+    (planners.controller_api.dispatch_advice)."""
+    config = ObjectRef("v1", "ConfigMap", KUEUE_NAMESPACE, KUEUE_CONFIG_MAP)
+    try:
+        found = read(kubeconfig_of(cfg), [config])
+    except ClusterUnreadable as error:
+        return [f"the cluster's Kueue could not be read to check that it dispatches in order: {error}"]
+    return dispatch_advice(installed_kueue_configuration(found.get(config)))

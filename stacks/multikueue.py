@@ -8,7 +8,6 @@ StackReference once the checks have passed.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +19,6 @@ from facts import versions
 from facts.errors import RuleError
 from facts.project import qualified_stack_name
 from planners.multikueue import ManagerPlan, Worker, WorkerOffer, plan_manager, worker_name
-from planners.pools import GpuPoolExport
 from stacks.contract import ClusterExports, MultiKueueWorkerExports, PlatformExports
 from stacks.upstream import Upstream
 
@@ -97,19 +95,8 @@ def read_workers(cfg: StackConfig) -> ManagedWorkers:
             jobset_version=versions.JOBSET.version,
             queues=manager_queues(cfg),
             egress=cfg.multi_kueue.egress_ranges,
+            dispatch=cfg.multi_kueue.dispatch,
         )
     except RuleError as error:
         raise ConfigError.of([error]) from None
     return ManagedWorkers(plan, platforms[0], tuple(stacks))
-
-
-def worker_pools(workers: Sequence[Worker]) -> dict[str, tuple[GpuPoolExport, str]] | None:
-    """Where a MultiKueue manager's runs are priced: each pool of the first worker that has it, in
-    that worker's region (none known for an existing cluster's); None where there are no workers."""
-    if not workers:
-        return None
-    found: dict[str, tuple[GpuPoolExport, str]] = {}
-    for worker in workers:
-        for pool in worker.pools:
-            found.setdefault(pool.name, (pool, worker.region or ""))
-    return found

@@ -125,6 +125,7 @@ def platform_facts(cfg: StackConfig, cluster: ClusterExports, managed: ManagedWo
                 "preemption": cfg.kueue.preemption,
                 "teams": plan.teams if plan else (),
                 "workers": managed.plan.workers,
+                "dispatch": cfg.multi_kueue.dispatch,
             }
         )
     storage = cfg.storage
@@ -582,6 +583,7 @@ def kueue_controller_args(cfg: StackConfig, cluster: ClusterExports) -> KueueCon
         # pool has topology labels), needs no global block; the timeout still evicts one that hangs.
         block_admission=not cfg.teams,
         worker_lost_timeout_seconds=cfg.multi_kueue.worker_lost_timeout_seconds if cfg.multi_kueue.manager else None,
+        dispatch=cfg.multi_kueue.dispatch,
         mirror=cluster.image_mirror,
     )
 

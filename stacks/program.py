@@ -16,6 +16,7 @@ from config.loader import ConfigError, parse_stack_config, unread_keys, without_
 from config.stack import Layer, StackConfig
 from facts.errors import RuleError
 from facts.kubernetes import stack_identity as identity_of
+from facts.kueue import Dispatch
 from facts.project import MANAGED_BY_LABEL, PROJECT, STACK_LABEL, qualified_stack_name
 from facts.pulumi_cli import SHOWN_ERROR_EXIT_CODE
 from planners.submitted import Submitted
@@ -200,6 +201,8 @@ def deploy(cfg: StackConfig, access: Access) -> dict[str, Any]:
         platform_facts = platform.platform_facts(cfg, cluster_facts, managed)
         if cfg.existing_cluster is not None and not cfg.kueue.install and platform_facts.teams:
             advice += existing.shared_kueue(cfg.existing_cluster, platform_facts, access.read_objects)
+        if cfg.existing_cluster is not None and not cfg.kueue.install and cfg.multi_kueue.dispatch is Dispatch.IN_ORDER:
+            advice += existing.own_kueue_dispatch(cfg.existing_cluster, access.read_objects)
         for line in advice:
             pulumi.log.warn(line)
     elif cfg.deploys(Layer.TRAINING):
@@ -235,7 +238,8 @@ def deploy(cfg: StackConfig, access: Access) -> dict[str, Any]:
             else None
         ),
         teams=platform_facts.teams if platform_facts is not None and cfg.deploys(Layer.PLATFORM) else (),
-        run_pools=multikueue.worker_pools(platform_facts.workers) if platform_facts else None,
+        workers=platform_facts.workers if platform_facts else (),
+        dispatch=platform_facts.dispatch if platform_facts else Dispatch.ALL_AT_ONCE,
         # A manager's runs name their images as published (training.TrainingRunArgs.mirror).
         mirror=None if platform_facts is not None and platform_facts.workers else cluster_facts.image_mirror,
     )

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from facts.kueue import Dispatch
 from harness.mocks import LogWarning
 
 GO = "**Verdict: GO**"
@@ -91,8 +92,16 @@ def _chain(run: Mapping[str, Any]) -> str:
         else:
             whole = "duration unknown" if link["usd"] is None else f"{_usd(link['usd'])} for the run"
             price = f"{_usd(link['usdPerHour'], '/h')} for its nodes, {whole}"
-        links.append(f"{link['pool']} ({link['capacity']}: {price}; wait: {link['wait']})")
-    return f"{run['name']} runs on the first pool of its chain with room, in this order: " + ", then ".join(links) + "."
+        where = link["pool"] if link["worker"] is None else f"{link['pool']} on {link['worker']}"
+        links.append(f"{where} ({link['capacity']}: {price}; wait: {link['wait']})")
+    if run["dispatch"] == Dispatch.ALL_AT_ONCE:
+        lead = f"{run['name']} is offered to every worker at once and runs on the first to admit it: "
+        return lead + "; ".join(links) + "."
+    if run["dispatch"] == Dispatch.IN_ORDER:
+        lead = f"{run['name']} is offered to the workers one at a time, in this order: "
+    else:
+        lead = f"{run['name']} runs on the first pool of its chain with room, in this order: "
+    return lead + ", then ".join(links) + "."
 
 
 def _checkpoints(run: Mapping[str, Any]) -> str | None:

@@ -22,13 +22,15 @@ import yaml
 from components.multikueue import MANAGER_CONFIG, worker_secret
 from facts import versions
 from facts.kubernetes import KUEUE_NAMESPACE, workload_file_key
-from facts.kueue import MULTIKUEUE_CHECK, MULTIKUEUE_CONTROLLER, MULTIKUEUE_KUBECONFIG_KEY
+from facts.kueue import MULTIKUEUE_CHECK, MULTIKUEUE_CONTROLLER, MULTIKUEUE_IN_ORDER, MULTIKUEUE_KUBECONFIG_KEY
 from facts.project import qualified_stack_name
 from harness import updates
-from harness.runner import SECRET_SENTINEL, StackRun, run_stack, stack_with, unmarked
+from harness.runner import SECRET_SENTINEL, StackRun, objects_reader, run_stack, stack_with, unmarked
 from harness.stackfile import SECRET_STAND_IN
 from planners import workload
+from planners.ownership import ObjectRef
 from tests.conftest import Render, issue_for, rejected
+from tools.summary import markdown
 
 WORKERS = ("worker-us", "worker-eu")
 KUEUE = "kubernetes:kueue.x-k8s.io/v1beta2"
@@ -390,3 +392,123 @@ def test_a_flex_start_worker_pool_is_refused_where_another_worker_could_take_the
     assert "has the flex-start pool a3-ultra" in issue_for(error, "multiKueue.workers[0]")
     alone = stack_with("manager", multiKueue={"workers": ["worker-us"]})
     assert run_stack("manager", values=alone, upstream=upstream).of_type(f"{KUEUE}:MultiKueueCluster")
+
+
+# ----------------------------------------------------------------------------- dispatch in order
+
+
+def _in_order(workers: dict[str, dict[str, Any]], order: tuple[str, ...] = WORKERS) -> StackRun:
+    return _manager(workers, multiKueue={"workers": list(order), "dispatch": "inOrder"})
+
+
+def _kueue_configuration(run: StackRun) -> dict[str, Any]:
+    (release,) = [r for r in run.resources if r.type == "kubernetes:helm.sh/v3:Release" and "kueue" in r.name]
+    return dict(yaml.safe_load(run.manifest(release)["values"]["managerConfig"]["controllerManagerConfigYaml"]))
+
+
+def test_in_order_kueue_offers_a_run_to_one_worker_a_round_in_the_workers_order(
+    workers: dict[str, dict[str, Any]],
+) -> None:
+    """The incremental dispatcher (Configuration multiKueue.dispatcherName) nominates stepSize more
+    workers each round, in MultiKueueConfig spec.clusters' order (pkg/controller/workloaddispatcher/
+    incrementaldispatcher.go, v0.19.2); the default leaves the section as it was."""
+    run = _in_order(workers, tuple(reversed(WORKERS)))
+    assert _kueue_configuration(run)["multiKueue"] == {
+        "workerLostTimeout": "900s",
+        "dispatcherName": "kueue.x-k8s.io/multikueue-dispatcher-incremental",
+        "incrementalDispatcherConfig": {"stepSize": 1},
+    }
+    (config,) = _manifests(run, "MultiKueueConfig")
+    assert config["spec"]["clusters"] == list(reversed(WORKERS))
+    assert "dispatcherName" not in _kueue_configuration(_manager(workers))["multiKueue"]
+
+
+def test_switching_to_in_order_reconfigures_kueue_and_replaces_nothing(workers: dict[str, dict[str, Any]]) -> None:
+    """Only the Kueue release's configuration changes; its chart rolls the manager on that file's
+    checksum (charts/kueue/templates/manager/manager.yaml, config-checksum, v0.19.2), and every
+    Kubernetes object, runs included, stays as it is."""
+    before, after = _manager(workers), _in_order(workers)
+    steps = updates.plan(before, after)
+    assert {step.op for _, _, step in steps.values()} == {"same"}
+    old = {r.name: r.inputs for r in before.resources if r.type == "kubernetes:helm.sh/v3:Release"}
+    new = {r.name: r.inputs for r in after.resources if r.type == "kubernetes:helm.sh/v3:Release"}
+    assert old.keys() == new.keys() and [name for name in new if new[name] != old[name]] == ["platform-kueue-release"]
+    assert _kueue_configuration(before) | {"multiKueue": _kueue_configuration(after)["multiKueue"]} == (
+        _kueue_configuration(after)
+    )
+
+
+def test_the_summary_gives_each_worker_s_link_its_offer_time(workers: dict[str, dict[str, Any]]) -> None:
+    """Kueue adds a worker each round whether it has the run's pool or not: a worker without it
+    still delays the ones after it."""
+    (line,) = _in_order(workers).exports["summary"]["runs"]
+    assert line["dispatch"] == "inOrder"
+    first, second = line["chain"]
+    assert (first["worker"], second["worker"]) == WORKERS
+    assert first["wait"] == "until the Dynamic Workload Scheduler provisions all nodes at once"
+    assert second["wait"].startswith("offered 5 min after the first worker, if none has admitted it by then; then ")
+    values = stack_with("worker-eu")
+    other = copy.deepcopy(values["nemo-gke:gpuPools"])
+    other[0]["name"] = "a3-ultra-b"
+    three = {**workers, qualified_stack_name("worker-b"): run_stack("worker-b", values={
+        **values, "nemo-gke:gpuPools": other, "nemo-gke:cluster": {**values["nemo-gke:cluster"], "name": "nemo-b"},
+    }).exports}  # fmt: skip
+    (line,) = _in_order(three, ("worker-b", *WORKERS)).exports["summary"]["runs"]
+    assert [link["worker"] for link in line["chain"]] == list(WORKERS)
+    assert [link["wait"].split(",")[0] for link in line["chain"]] == [
+        "offered 5 min after the first worker",
+        "offered 10 min after the first worker",
+    ]
+    assert "runs on the first to admit it" in _said_summary(_manager(workers))
+    assert "one at a time, in this order: a3-ultra on worker-us" in _said_summary(_in_order(workers))
+
+
+def _said_summary(run: StackRun) -> str:
+    return markdown("manager", run.exports["summary"], run.warnings)
+
+
+def test_a_flex_start_worker_may_close_an_in_order_chain_only() -> None:
+    """In order, the last worker is offered a run only after every other left it unadmitted for a
+    round: flex-start there is the fallback of GKE's "Plan A on-demand, Plan B DWS". Earlier, or
+    all at once, it could take a run another worker has nodes for."""
+    upstream = {}
+    for worker, capacity in (("worker-eu", "onDemand"), ("worker-us", "flexStart")):
+        values = stack_with(worker)
+        pools = copy.deepcopy(values["nemo-gke:gpuPools"])
+        pools[0]["capacity"] = {"type": capacity}
+        upstream[qualified_stack_name(worker)] = run_stack(
+            worker, values={**values, "nemo-gke:gpuPools": pools}
+        ).exports
+    assert _in_order(upstream, ("worker-eu", "worker-us")).of_type(f"{KUEUE}:MultiKueueConfig")
+    for dispatch in ("inOrder", "allAtOnce"):
+        values = stack_with("manager", multiKueue={"workers": list(WORKERS), "dispatch": dispatch})
+        error = rejected(values, "manager", upstream=upstream)
+        assert "or list it last with multiKueue.dispatch: inOrder" in issue_for(error, "multiKueue.workers[0]")
+
+
+def test_dispatch_is_a_manager_s_key_with_its_two_values() -> None:
+    values = stack_with("dev", multiKueue={"dispatch": "inOrder"})
+    assert "manager only" in issue_for(rejected(values), "multiKueue.dispatch")
+    values = stack_with("manager", multiKueue={"workers": list(WORKERS), "dispatch": "firstFree"})
+    assert "allAtOnce" in issue_for(rejected(values, "manager"), "multiKueue.dispatch")
+
+
+def test_an_existing_manager_in_order_is_told_where_its_own_kueue_dispatches_otherwise(
+    workers: dict[str, dict[str, Any]],
+) -> None:
+    """The program does not configure a cluster's own Kueue (kueue.install: false): it reads its
+    Configuration and says where it does not dispatch in order."""
+    config = ObjectRef("v1", "ConfigMap", KUEUE_NAMESPACE, "kueue-manager-config")
+    values = {**_existing_manager(), "nemo-gke:multiKueue": {"workers": list(WORKERS), "dispatch": "inOrder"}}
+
+    def said(configuration: dict[str, Any] | None) -> list[str]:
+        data = {"controller_manager_config.yaml": yaml.safe_dump(configuration)}
+        found = {} if configuration is None else {config: {"data": data}}
+        run = run_stack("hub", values=values, upstream=workers, read_objects=objects_reader(found))
+        return [w.message for w in run.warnings if "multiKueue" in w.message]
+
+    (line,) = said({"multiKueue": {"workerLostTimeout": "900s"}})
+    assert "does not set multiKueue" in line and "not in the order of multiKueue.workers" in line
+    (line,) = said(None)
+    assert "could not be read" in line
+    assert said({"multiKueue": {"workerLostTimeout": "900s", **MULTIKUEUE_IN_ORDER}}) == []
