@@ -4,12 +4,14 @@ of the machine type."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from facts import nvsentinel
 from facts.kubernetes import (
     GPU_RESOURCE,
     HOSTNAME_LABEL,
@@ -147,3 +149,65 @@ def simulated_nodes(lane: Lane, api: Api, run: StackRun, pods_complete: bool = T
 
         wait_for("the simulated nodes", all_ready)
     return len(nodes)
+
+
+# --------------------------------------------------------------------------- NVSentinel's quarantine
+
+# A node's conditions merge by type under a strategic merge patch, as the connector updates them.
+STRATEGIC = "application/strategic-merge-patch+json"
+
+
+def quarantine(api: Api, node: str, check: str, message: str) -> None:
+    """What NVSentinel does to a node on a fatal health event (facts.nvsentinel): the event's
+    condition, then the cordon with its labels and annotations. The node lifecycle controller adds
+    the unschedulable taint, as on any cordoned node."""
+    status = {"status": {"conditions": [nvsentinel.fault_condition(check, message)]}}
+    code, answer = api.request("PATCH", f"/api/v1/nodes/{node}/status", status, STRATEGIC)
+    assert code == 200, answer
+    event = json.dumps({node: [{"checkName": check, "isFatal": True}]})
+    patch = {
+        "metadata": {
+            "labels": {
+                nvsentinel.CORDON_BY_LABEL: nvsentinel.CORDON_BY,
+                nvsentinel.CORDON_REASON_LABEL: check,
+                nvsentinel.STATE_LABEL: nvsentinel.QUARANTINED,
+            },
+            "annotations": {
+                nvsentinel.HEALTH_EVENTS_ANNOTATION: event,
+                nvsentinel.CORDONED_ANNOTATION: nvsentinel.CORDONED,
+            },
+        },
+        "spec": {"unschedulable": True},
+    }
+    code, answer = api.request("PATCH", f"/api/v1/nodes/{node}", patch)
+    assert code == 200, answer
+
+
+def release(api: Api, node: str, check: str) -> None:
+    """What NVSentinel does once every check of the node is healthy again: the condition False, its
+    labels and annotations removed, the node uncordoned."""
+    healthy = nvsentinel.healthy_condition(check)
+    code, answer = api.request(
+        "PATCH", f"/api/v1/nodes/{node}/status", {"status": {"conditions": [healthy]}}, STRATEGIC
+    )
+    assert code == 200, answer
+    labels = (nvsentinel.CORDON_BY_LABEL, nvsentinel.CORDON_REASON_LABEL, nvsentinel.STATE_LABEL)
+    annotations = (nvsentinel.HEALTH_EVENTS_ANNOTATION, nvsentinel.CORDONED_ANNOTATION)
+    patch = {
+        "metadata": {"labels": dict.fromkeys(labels), "annotations": dict.fromkeys(annotations)},
+        "spec": {"unschedulable": None},
+    }
+    code, answer = api.request("PATCH", f"/api/v1/nodes/{node}", patch)
+    assert code == 200, answer
+
+
+def evict(api: Api, namespace: str, pod: str, grace_seconds: int) -> None:
+    """The Eviction API, as NVSentinel's drainer uses it in Immediate mode."""
+    eviction = {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": pod, "namespace": namespace},
+        "deleteOptions": {"gracePeriodSeconds": grace_seconds},
+    }
+    code, answer = api.request("POST", f"/api/v1/namespaces/{namespace}/pods/{pod}/eviction", eviction)
+    assert code == 201, answer

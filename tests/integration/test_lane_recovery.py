@@ -1,22 +1,28 @@
 """Recovery on the lane: a Megatron-Bridge run of the `existing` stack (2 of its pool's 4 kwok nodes;
 the other 2 are spares) admitted by the real Kueue, its JobSet run by the real JobSet and Job
-controllers, and one of its pods failed three ways:
+controllers, and one of its pods failed in each of these ways:
 
 1. a program error (the launcher's exit code PROGRAM_ERROR_EXIT_CODE): the Job's pod failure policy
    fails the Job, the JobSet's ProgramError rule fails the JobSet, no restart;
 2. an infrastructure error (any other exit code): the JobSet restarts, its pods are created again
    and bound, within RECOVERY_SECONDS;
-3. the node of a pod is deleted: the pod is failed and removed by the pod garbage collector (after
-   its quarantine, PODGC_SECONDS at most), the JobSet restarts, and Kueue's topology-aware
-   scheduling replaces the lost node in the run's placement with a spare (TASFailedNodeReplacement,
-   beta and on from Kueue 0.14: pkg/features/kube_features.go at v0.19.2): the pods are bound
-   again, none on the lost node, within half a minute of the collector's;
-4. the node of a pod stops answering (its kubelet, here kwok, no longer renews its lease): the node
+3. NVSentinel quarantines the node of a pod (facts.nvsentinel: the health event's condition, the
+   cordon and its labels and annotations, as NVSentinel writes them; NVSentinel itself cannot run
+   on the lane): the run keeps the node while its pods run there, and once its drainer evicts the
+   pod (and the kubelet stops it), the JobSet restarts and Kueue replaces the node with a spare; a
+   run that needs the quarantined node waits, with no pod bound there, until NVSentinel releases it;
+4. the node of a pod is deleted (after 3, which needs all four nodes): the pod is failed and
+   removed by the pod garbage collector (after its quarantine, PODGC_SECONDS at most), the JobSet
+   restarts, and Kueue's topology-aware scheduling replaces the lost node in the run's placement
+   with a spare (TASFailedNodeReplacement, beta and on from Kueue 0.14:
+   pkg/features/kube_features.go at v0.19.2): the pods are bound again, none on the lost node,
+   within half a minute of the collector's;
+5. the node of a pod stops answering (its kubelet, here kwok, no longer renews its lease): the node
    lifecycle controller marks it NotReady within its grace period (NODE_GRACE_SECONDS) of the last
    heartbeat and taints it unreachable, but the pods' default toleration of that taint lasts
    DEFAULT_TOLERATION_SECONDS, so for that long nothing restarts the run; it recovers once the node
-   is deleted (GKE's auto-repair recreates a NotReady node), as in 3;
-5. the pods of an admitted run never become ready (as when an image never pulls): Kueue's
+   is deleted (GKE's auto-repair recreates a NotReady node), as in 4;
+6. the pods of an admitted run never become ready (as when an image never pulls): Kueue's
    waitForPodsReady, as the platform configures it at its floor (PODS_READY_TIMEOUT_SECONDS), evicts
    the run at the timeout and requeues it after the backoff's base (REQUEUE_BACKOFF_SECONDS), and
    while it is not ready admits no other run (blockAdmission); the run behind it is admitted once
@@ -34,8 +40,10 @@ from typing import Any
 
 import pytest
 
+from facts import nvsentinel
 from facts.kubernetes import JOBSET_API, PROGRAM_ERROR_EXIT_CODE
 from harness.runner import run_stack, stack_with
+from integration import nodes
 from integration.controllers import lane_kueue_config
 from integration.controlplane import KWOK_NODE_ANNOTATION, Api, Lane, has_condition, wait_for
 from integration.lane import running
@@ -166,6 +174,80 @@ def test_an_infrastructure_error_restarts_the_run_within_a_minute(lane: Recovery
     print(f"lane: recovery: an infrastructure error, the run restarted and bound again in {took:.1f} s")
     assert status.get("restarts") == 1 and not has_condition({"status": status}, "Failed")
     assert took < RECOVERY_SECONDS
+
+
+# A fatal health event of NVSentinel's GPU health monitor (an XID), its check named as the
+# condition type it sets (facts.nvsentinel).
+CHECK = "GpuXidError"
+# A process ended by SIGTERM, as the shell reports it (128 + 15).
+SIGTERM_EXIT_CODE = 143
+# How long the quarantined node's run is watched before the drain: with NVSentinel's default
+# drain mode (AllowCompletion) nothing moves it.
+CORDON_WATCH_SECONDS = 20
+# From the drain's eviction until the run is bound again on a spare: its Job fails, the JobSet
+# restarts, and Kueue replaces the node once no pod of the run progresses there.
+DRAIN_RECOVERY_SECONDS = 30
+
+
+def test_a_node_nvsentinel_quarantines_is_left_by_the_run_once_drained(lane: RecoveryLane) -> None:
+    """NVSentinel cordons the node of a running run: Kueue's topology-aware scheduling keeps the
+    node in the run's placement while the run's pods still progress there (pkg/controller/tas/
+    node_controller.go, TASReplaceNodeOnNodeTaints and TASReplaceNodeOnPodTermination, beta and on in
+    v0.19.2), so only the drain moves the run; once its pod is evicted, the JobSet restarts and
+    Kueue replaces the node with a spare."""
+    lane.submit("quarantined")
+    pods = lane.pods("quarantined")
+    before = {p["metadata"]["uid"] for p in pods}
+    node, pod = pods[0]["spec"]["nodeName"], pods[0]["metadata"]["name"]
+    try:
+        nodes.quarantine(lane.api, node, CHECK, "ErrorCode:79 GPU:0 fell off the bus Recommended Action=RESTART_VM;")
+        time.sleep(CORDON_WATCH_SECONDS)
+        assert lane.status("quarantined").get("restarts", 0) == 0
+        assert {p["metadata"]["uid"] for p in lane.pods("quarantined")} == before
+        drained = time.monotonic()
+        nodes.evict(lane.api, NAMESPACE, pod, nvsentinel.EVICTION_GRACE_SECONDS)
+        # The kubelet stops the evicted pod's containers (kwok does not): the launcher ends on SIGTERM.
+        lane.fail(pods[0], SIGTERM_EXIT_CODE)
+        wait_for("the run bound again", lambda: lane.rebound("quarantined", before), timeout=RECOVERY_SECONDS + 60)
+        took = time.monotonic() - drained
+        now = [p["spec"]["nodeName"] for p in lane.pods("quarantined")]
+        print(
+            f"lane: recovery: node {node} quarantined (cordoned as NVSentinel does), the run untouched "
+            f"{CORDON_WATCH_SECONDS} s later; its pod evicted, the run bound again on {now} in {took:.1f} s"
+        )
+        assert node not in now and len(set(now)) == NODES, now
+        assert lane.status("quarantined").get("restarts") == 1
+        assert took < DRAIN_RECOVERY_SECONDS, took
+    finally:
+        nodes.release(lane.api, node, CHECK)
+
+
+def test_a_quarantined_node_takes_no_run_until_nvsentinel_releases_it(lane: RecoveryLane) -> None:
+    """A run that needs every node of the pool waits while one is quarantined, and none of its
+    pods is bound there; once NVSentinel releases the node, the run is admitted and bound."""
+    clear_runs(lane.lane, lane.api, [NAMESPACE])
+    pool = [n["metadata"]["name"] for n in lane.api.request("GET", "/api/v1/nodes")[1]["items"]]
+    gpu_nodes = [n for n in pool if not n.startswith("system")]
+    node = gpu_nodes[0]
+    whole = resized(lane.jobset, "whole-pool", len(gpu_nodes))
+    try:
+        nodes.quarantine(
+            lane.api, node, CHECK, "ErrorCode:48 GPU:3 double-bit ECC error Recommended Action=RESTART_VM;"
+        )
+        lane.api.create(api_path(whole), whole)
+        time.sleep(CORDON_WATCH_SECONDS)
+        assert not placed(lane.api, NAMESPACE, "whole-pool", len(gpu_nodes))
+        assert node not in [p["spec"].get("nodeName") for p in lane.pods("whole-pool")]
+        released = time.monotonic()
+    finally:
+        nodes.release(lane.api, node, CHECK)
+    wait_for("the run bound", lambda: placed(lane.api, NAMESPACE, "whole-pool", len(gpu_nodes)), timeout=120)
+    took = time.monotonic() - released
+    print(
+        f"lane: recovery: a {len(gpu_nodes)}-node run waited while {node} was quarantined, none of its pods there; "
+        f"bound on every node {took:.1f} s after NVSentinel released it"
+    )
+    assert node in [p["spec"]["nodeName"] for p in lane.pods("whole-pool")]
 
 
 def test_a_lost_node_is_replaced_by_a_spare_and_the_run_bound_again(lane: RecoveryLane) -> None:

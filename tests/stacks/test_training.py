@@ -13,7 +13,7 @@ import pytest
 import payload
 from config.loader import ConfigError
 from facts import versions
-from facts.kubernetes import RUN_LABEL
+from facts.kubernetes import RUN_LABEL, Taint
 from facts.machines import machine_type, training_pod_requests
 from facts.models import MODELS, Framework
 from harness.mocks import RecordedResource
@@ -258,6 +258,22 @@ def test_every_pod_has_shared_memory_local_ssd_and_the_three_volumes(render: Any
             tolerations = pod(manifest)["spec"]["tolerations"]
             assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in tolerations
             assert pod(manifest)["metadata"]["annotations"]["gke-gcsfuse/volumes"] == "true"
+
+
+# The taint the node lifecycle controller puts on a cordoned node (k8s.io/api core/v1
+# well_known_taints.go, TaintNodeUnschedulable), as on every node NVSentinel quarantines
+# (facts.nvsentinel): a run's pods that tolerated it would be bound again on the quarantined node
+# (tests/integration/test_lane_recovery.py showed it with a blanket toleration).
+CORDONED = Taint("node.kubernetes.io/unschedulable")
+
+
+@pytest.mark.parametrize("stack", ["dev", "a3mega", "a3ultra", "a4", "a4x", "teams", "existing", "run-llama8b"])
+def test_no_training_pod_tolerates_a_cordoned_node(render: Any, stack: str) -> None:
+    run = render(stack)
+    manifests = [run.manifest(resource) for resource in runs(run)]
+    assert manifests
+    for manifest in manifests:
+        assert not CORDONED.tolerated_by(pod(manifest)["spec"]["tolerations"]), manifest["metadata"]["name"]
 
 
 # --------------------------------------------------------------------------- per variant
