@@ -201,7 +201,7 @@ def kueue_configuration(args: KueueControllerArgs) -> dict[str, Any]:
 
 def _multikueue(args: KueueControllerArgs) -> dict[str, Any]:
     """A manager's MultiKueue section; in order: the incremental dispatcher one worker a step
-    (facts.kueue). The default dispatcher is left implicit, as before."""
+    (facts.kueue). The default dispatcher is left implicit, so stacks that keep it render unchanged."""
     section: dict[str, Any] = {"workerLostTimeout": f"{args.worker_lost_timeout_seconds}s"}
     if args.dispatch is Dispatch.IN_ORDER:
         section.update(MULTIKUEUE_IN_ORDER)

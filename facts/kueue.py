@@ -105,20 +105,25 @@ class Dispatch(StrEnum):
     IN_ORDER = "inOrder"
 
 
-# The incremental dispatcher (pkg/controller/workloaddispatcher/incrementaldispatcher.go at the
-# pinned version): it nominates `stepSize` more workers when none of those nominated admitted the
-# run within a round of incrementalDispatcherRoundTimeout, a constant; the earlier ones stay
-# nominated. It keeps the order of spec.clusters under MultiKueueIncrementalDispatcherRespectConfigOrder
+# The incremental dispatcher (Configuration multiKueue.dispatcherName; the default is all at
+# once), pkg/controller/workloaddispatcher/incrementaldispatcher.go at the pinned version: it
+# nominates `stepSize` more workers when none of those nominated admitted the run within a round of
+# incrementalDispatcherRoundTimeout, a constant; the earlier ones stay nominated. It keeps each
+# round's start in memory only, so a restarted Kueue offers every pending run to its next workers
+# at once. It keeps the order of spec.clusters under MultiKueueIncrementalDispatcherRespectConfigOrder
 # and reads stepSize under MultiKueueIncrementalDispatcherConfig, both beta and on by default from
 # v0.19 (pkg/features/kube_features.go); before, it sorted the workers by name and stepped by 3.
-MULTIKUEUE_DISPATCHERS: dict[Dispatch, str] = {
-    Dispatch.ALL_AT_ONCE: "kueue.x-k8s.io/multikueue-dispatcher-all-at-once",
-    Dispatch.IN_ORDER: "kueue.x-k8s.io/multikueue-dispatcher-incremental",
-}
+MULTIKUEUE_INCREMENTAL_DISPATCHER = "kueue.x-k8s.io/multikueue-dispatcher-incremental"
 MULTIKUEUE_DISPATCH_ROUND_SECONDS = 5 * 60
+# The feature gates in-order dispatch needs (on by default from v0.19; a Configuration's
+# featureGates map, or the --feature-gates flag, may turn them off).
+MULTIKUEUE_IN_ORDER_GATES = (
+    "MultiKueueIncrementalDispatcherRespectConfigOrder",
+    "MultiKueueIncrementalDispatcherConfig",
+)
 # What a manager's Configuration sets under multiKueue to dispatch in order: one worker a step.
 MULTIKUEUE_IN_ORDER = {
-    "dispatcherName": MULTIKUEUE_DISPATCHERS[Dispatch.IN_ORDER],
+    "dispatcherName": MULTIKUEUE_INCREMENTAL_DISPATCHER,
     "incrementalDispatcherConfig": {"stepSize": 1},
 }
 

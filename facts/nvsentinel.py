@@ -16,8 +16,9 @@ module proxy, so it cannot run there (tests/integration/test_lane_recovery.py).
 
 from __future__ import annotations
 
-# Labels on a quarantined node (labelPrefix "k8saas.nvidia.com/"): who cordoned it and why (the
-# rule sets' names), and the node's state in NVSentinel's remediation.
+# Labels on a quarantined node, with the chart's default labelPrefix "k8saas.nvidia.com/" (a
+# setting): who cordoned it and why (the rule sets' names), and the node's state in NVSentinel's
+# remediation.
 CORDON_BY_LABEL = "k8saas.nvidia.com/cordon-by"
 CORDON_BY = "NVSentinel"
 CORDON_REASON_LABEL = "k8saas.nvidia.com/cordon-reason"

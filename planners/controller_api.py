@@ -14,7 +14,7 @@ from typing import Any
 
 from facts.controller_api import CONTROLLER_KINDS, KUEUE_RETIRED_VERSION, ControllerKind
 from facts.kubernetes import GPU_RESOURCE, KUEUE_API, KUEUE_NAMESPACE
-from facts.kueue import KUEUE_CONFIG_MAP, KUEUE_GROUP, MULTIKUEUE_IN_ORDER, XPK_CLUSTER_QUEUE
+from facts.kueue import KUEUE_CONFIG_MAP, KUEUE_GROUP, MULTIKUEUE_IN_ORDER, MULTIKUEUE_IN_ORDER_GATES, XPK_CLUSTER_QUEUE
 from facts.project import PROJECT
 from facts.versions import JOBSET_CRD
 from planners.ownership import installer, mark_of
@@ -185,9 +185,12 @@ def dispatch_advice(config: Mapping[str, Any] | None) -> list[str]:
     if config is None:
         return [f"the cluster's Kueue Configuration ({where}) could not be read: check that multiKueue sets {wanted}"]
     section = config.get("multiKueue")
-    if isinstance(section, Mapping) and all(section.get(k) == v for k, v in wanted.items()):
+    gates = config.get("featureGates")
+    off = [g for g in MULTIKUEUE_IN_ORDER_GATES if isinstance(gates, Mapping) and gates.get(g) is False]
+    if isinstance(section, Mapping) and all(section.get(k) == v for k, v in wanted.items()) and not off:
         return []
+    what = f"turns off the feature gates {', '.join(off)}" if off else f"does not set multiKueue {wanted}"
     return [
-        f"multiKueue.dispatch is inOrder, but the cluster's Kueue ({where}) does not set multiKueue {wanted}: "
-        "it offers runs to the workers as it is configured to, not in the order of multiKueue.workers"
+        f"multiKueue.dispatch is inOrder, but the cluster's Kueue ({where}) {what}: it offers runs to the workers "
+        "as it is configured to, not in the order of multiKueue.workers (a Kueue before 0.19 sorts them by name)"
     ]

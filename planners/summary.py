@@ -248,40 +248,43 @@ def _pool_line(pool: GpuPoolExport, region: str) -> PoolLine:
     )
 
 
+def _link(
+    run: RunSpec, pool: GpuPoolExport, region: str, hours: float | None, *, wait: str, worker: str | None = None
+) -> ChainLink:
+    """The run on `pool` in `region` (empty: not known): its nodes' price an hour on demand, and
+    the whole run's where its duration is known."""
+    price = pricing.on_demand_usd_per_hour(pool.machine_type, region) if region else None
+    per_hour = price * run.nodes if price is not None and pool.capacity_type is CapacityType.ON_DEMAND else None
+    usd = per_hour * hours if per_hour is not None and hours is not None else None
+    return ChainLink(pool.name, pool.capacity_type.value, per_hour, usd, wait, worker=worker)
+
+
 def _chain(
     run: RunSpec, hours: float | None, pools: Mapping[str, tuple[GpuPoolExport, str]]
 ) -> tuple[ChainLink, ...] | None:
     if not run.fallback_pools:
         return None
-    links = []
-    for name in run.chain:
-        pool, region = pools[name]
-        price = pricing.on_demand_usd_per_hour(pool.machine_type, region)
-        per_hour = price * run.nodes if price is not None and pool.capacity_type is CapacityType.ON_DEMAND else None
-        usd = per_hour * hours if per_hour is not None and hours is not None else None
-        links.append(ChainLink(name, pool.capacity_type.value, per_hour, usd, _WAIT[pool.capacity_type]))
-    return tuple(links)
+    return tuple(_link(run, *pools[name], hours, wait=_WAIT[pools[name][0].capacity_type]) for name in run.chain)
 
 
 def _worker_chain(
     run: RunSpec, hours: float | None, workers: Sequence[Worker], dispatch: Dispatch
 ) -> tuple[ChainLink, ...] | None:
     """A manager's run on each worker that has its pool. In order, Kueue offers it to one more
-    worker each round, whether that worker has the pool or not (facts.kueue)."""
+    worker each round, whether that worker has the pool or not (facts.kueue), so a run whose
+    pool only a later worker has waits for the rounds before it too."""
     links = []
     for i, worker in enumerate(workers):
         pool = next((p for p in worker.pools if p.name == run.pool), None)
         if pool is None:
             continue
-        price = pricing.on_demand_usd_per_hour(pool.machine_type, worker.region) if worker.region else None
-        per_hour = price * run.nodes if price is not None and pool.capacity_type is CapacityType.ON_DEMAND else None
-        usd = per_hour * hours if per_hour is not None and hours is not None else None
         wait = _WAIT[pool.capacity_type]
         if dispatch is Dispatch.IN_ORDER and i:
             after = i * MULTIKUEUE_DISPATCH_ROUND_SECONDS // 60
             wait = f"offered {after} min after the first worker, if none has admitted it by then; then {wait}"
-        links.append(ChainLink(pool.name, pool.capacity_type.value, per_hour, usd, wait, worker=worker.name))
-    return tuple(links) if len(links) > 1 else None
+        links.append(_link(run, pool, worker.region or "", hours, wait=wait, worker=worker.name))
+    delayed = dispatch is Dispatch.IN_ORDER and bool(links) and links[0].worker != workers[0].name
+    return tuple(links) if len(links) > 1 or delayed else None
 
 
 def _run_line(

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from facts.kueue import Dispatch
+from facts.kueue import MULTIKUEUE_DISPATCH_ROUND_SECONDS, Dispatch
 from harness.mocks import LogWarning
 
 GO = "**Verdict: GO**"
@@ -98,7 +98,8 @@ def _chain(run: Mapping[str, Any]) -> str:
         lead = f"{run['name']} is offered to every worker at once and runs on the first to admit it: "
         return lead + "; ".join(links) + "."
     if run["dispatch"] == Dispatch.IN_ORDER:
-        lead = f"{run['name']} is offered to the workers one at a time, in this order: "
+        each = MULTIKUEUE_DISPATCH_ROUND_SECONDS // 60
+        lead = f"{run['name']} is offered to the workers in this order, one more each {each} minutes none admits it: "
     else:
         lead = f"{run['name']} runs on the first pool of its chain with room, in this order: "
     return lead + ", then ".join(links) + "."

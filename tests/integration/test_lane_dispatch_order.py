@@ -6,8 +6,8 @@ spec.clusters' order, when none of those nominated has admitted the run within i
 5 minutes, a constant (pkg/controller/workloaddispatcher/incrementaldispatcher.go, v0.19.2). The
 scenarios run in order on the same three clusters:
 1. both workers free: the run is offered to lane-b alone and runs there;
-2. lane-b full (a 4-node run of its own): a 2-node run is offered to lane-b alone, waits there for
-   the round, and is then offered to lane-a too and runs there.
+2. lane-b full (the first run and a 2-node run of its own): a 2-node run is offered to lane-b
+   alone, waits there for the round, and is then offered to lane-a too and runs there.
 Under the default dispatcher both runs are offered to both workers at once."""
 
 from __future__ import annotations

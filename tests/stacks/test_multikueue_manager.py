@@ -459,8 +459,13 @@ def test_the_summary_gives_each_worker_s_link_its_offer_time(workers: dict[str, 
         "offered 5 min after the first worker",
         "offered 10 min after the first worker",
     ]
+    # Only the second worker has the run's pool: one link, still a round late.
+    two = {qualified_stack_name(w): three[qualified_stack_name(w)] for w in ("worker-b", "worker-us")}
+    (line,) = _in_order(two, ("worker-b", "worker-us")).exports["summary"]["runs"]
+    ((link,),) = (line["chain"],)
+    assert link["worker"] == "worker-us" and link["wait"].startswith("offered 5 min after the first worker")
     assert "runs on the first to admit it" in _said_summary(_manager(workers))
-    assert "one at a time, in this order: a3-ultra on worker-us" in _said_summary(_in_order(workers))
+    assert "one more each 5 minutes none admits it: a3-ultra on worker-us" in _said_summary(_in_order(workers))
 
 
 def _said_summary(run: StackRun) -> str:
@@ -512,3 +517,6 @@ def test_an_existing_manager_in_order_is_told_where_its_own_kueue_dispatches_oth
     (line,) = said(None)
     assert "could not be read" in line
     assert said({"multiKueue": {"workerLostTimeout": "900s", **MULTIKUEUE_IN_ORDER}}) == []
+    gate_off = {"featureGates": {"MultiKueueIncrementalDispatcherRespectConfigOrder": False}}
+    (line,) = said({"multiKueue": {"workerLostTimeout": "900s", **MULTIKUEUE_IN_ORDER}, **gate_off})
+    assert "turns off the feature gates MultiKueueIncrementalDispatcherRespectConfigOrder" in line
