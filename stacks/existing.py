@@ -150,6 +150,10 @@ def check_controllers(cfg: ExistingClusterConfig, install: bool, identity: str, 
     return stored_version_advice(crds)
 
 
+# Where a Kueue install keeps its Configuration (facts.kueue), as the stack reads it.
+KUEUE_CONFIGURATION = ObjectRef("v1", "ConfigMap", KUEUE_NAMESPACE, KUEUE_CONFIG_MAP)
+
+
 def installed_kueue_configuration(config_map: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
     """The Configuration a Kueue install reads (its ConfigMap's one file), None where unreadable."""
     text = ((config_map or {}).get("data") or {}).get(KUEUE_CONFIG_FILE)
@@ -163,16 +167,15 @@ def installed_kueue_configuration(config_map: Mapping[str, Any] | None) -> Mappi
 def shared_kueue(cfg: ExistingClusterConfig, platform: PlatformExports, read: ObjectReader) -> list[str]:
     """Teams on the cluster's own Kueue (`kueue.install: false`): what its Configuration and the
     other ClusterQueues mean for their shares (planners.controller_api.shared_kueue_advice)."""
-    config = ObjectRef("v1", "ConfigMap", KUEUE_NAMESPACE, KUEUE_CONFIG_MAP)
     queues, flavors = (ObjectRef(KUEUE_API, kind, None, "") for kind in ("ClusterQueue", "ResourceFlavor"))
     try:
-        found = read(kubeconfig_of(cfg), [config, queues, flavors])
+        found = read(kubeconfig_of(cfg), [KUEUE_CONFIGURATION, queues, flavors])
     except ClusterUnreadable as error:
         return [f"the cluster's Kueue could not be read to check the teams' fair sharing: {error}"]
     ours = {platform.cluster_queue, *(team.cluster_queue for team in platform.teams)}
     pools = {flavor.pool: flavor.selector for flavor in platform.flavors}
     return shared_kueue_advice(
-        installed_kueue_configuration(found.get(config)),
+        installed_kueue_configuration(found.get(KUEUE_CONFIGURATION)),
         (found.get(queues) or {}).get("items", []),
         (found.get(flavors) or {}).get("items", []),
         ours,
@@ -183,9 +186,8 @@ def shared_kueue(cfg: ExistingClusterConfig, platform: PlatformExports, read: Ob
 def own_kueue_dispatch(cfg: ExistingClusterConfig, read: ObjectReader) -> list[str]:
     """A manager in order on the cluster's own Kueue: whether its Configuration dispatches so
     (planners.controller_api.dispatch_advice)."""
-    config = ObjectRef("v1", "ConfigMap", KUEUE_NAMESPACE, KUEUE_CONFIG_MAP)
     try:
-        found = read(kubeconfig_of(cfg), [config])
+        found = read(kubeconfig_of(cfg), [KUEUE_CONFIGURATION])
     except ClusterUnreadable as error:
         return [f"the cluster's Kueue could not be read to check that it dispatches in order: {error}"]
-    return dispatch_advice(installed_kueue_configuration(found.get(config)))
+    return dispatch_advice(installed_kueue_configuration(found.get(KUEUE_CONFIGURATION)))
