@@ -62,6 +62,8 @@ class Accelerator:
     memory_gb: int
     peak_dense_tflops: Mapping[Precision, float]
     sources: Mapping[str, str]
+    # NVLink bandwidth of one GPU in each direction, GB/s (NVIDIA quotes both directions summed).
+    nvlink_gbytes_per_s: float = 0.0
 
     def peak_tflops(self, precision: Precision) -> float:
         try:
@@ -84,7 +86,9 @@ ACCELERATORS: Mapping[str, Accelerator] = {
                 "peak_dense_tflops": f"{_RECIPES_PEAKS}; {_NVIDIA_TENSOR_CORE}",
                 "memory_gb": "https://www.nvidia.com/en-us/data-center/h100/",
                 "compute_capability": _CUDA_GPUS,
+                "nvlink_gbytes_per_s": "https://www.nvidia.com/en-us/data-center/h100/ (NVLink 900 GB/s)",
             },
+            nvlink_gbytes_per_s=450.0,
         ),
         Accelerator(
             "h200",
@@ -96,7 +100,9 @@ ACCELERATORS: Mapping[str, Accelerator] = {
                 "peak_dense_tflops": _RECIPES_PEAKS,
                 "memory_gb": "https://www.nvidia.com/en-us/data-center/h200/",
                 "compute_capability": _CUDA_GPUS,
+                "nvlink_gbytes_per_s": "https://www.nvidia.com/en-us/data-center/h200/ (NVLink 900 GB/s)",
             },
+            nvlink_gbytes_per_s=450.0,
         ),
         Accelerator(
             "b200",
@@ -108,7 +114,9 @@ ACCELERATORS: Mapping[str, Accelerator] = {
                 "peak_dense_tflops": f"{_RECIPES_PEAKS}; https://www.nvidia.com/en-us/data-center/hgx/",
                 "memory_gb": "https://www.nvidia.com/en-us/data-center/hgx/",
                 "compute_capability": _CUDA_GPUS,
+                "nvlink_gbytes_per_s": "https://www.nvidia.com/en-us/data-center/hgx/ (B200: 1.8 TB/s NVLink)",
             },
+            nvlink_gbytes_per_s=900.0,
         ),
         # A4X's GPU: the B200 die pair of a Grace Blackwell superchip, run at a higher power than
         # HGX B200 (so higher peaks); NVIDIA publishes the rack's figures (GB200 NVL72: 360 PFLOPS
@@ -123,7 +131,9 @@ ACCELERATORS: Mapping[str, Accelerator] = {
                 "peak_dense_tflops": f"{_NVL72} (dense = half the sparse figure, per GPU = rack / 72)",
                 "memory_gb": f"{_NVL72} (13.4 TB / 72 GPUs)",
                 "compute_capability": _CUDA_GPUS,
+                "nvlink_gbytes_per_s": f"{_NVL72} (NVLink 1.8 TB/s per GPU)",
             },
+            nvlink_gbytes_per_s=900.0,
         ),
         Accelerator(
             "a100",
@@ -135,7 +145,9 @@ ACCELERATORS: Mapping[str, Accelerator] = {
                 "peak_dense_tflops": f"{_RECIPES_PEAKS}; {_NVIDIA_TENSOR_CORE}",
                 "memory_gb": "https://www.nvidia.com/en-us/data-center/a100/",
                 "compute_capability": _CUDA_GPUS,
+                "nvlink_gbytes_per_s": "https://www.nvidia.com/en-us/data-center/a100/ (NVLink 600 GB/s)",
             },
+            nvlink_gbytes_per_s=300.0,
         ),
     )
 }
@@ -355,6 +367,9 @@ class MachineType:
     local_ssds_automatic: bool = False
     # Compute Engine offers the machine only through reservations (no on-demand, Spot or flex-start VMs).
     reservation_only: bool = False
+    # Line rate of each GPU NIC, Gb/s: what the layout planner's scale-out exchanges run at
+    # (0 without GPU NICs).
+    gpu_nic_gbps: int = 0
     # NCCL settings the machine's recipes export after their GPUDirect stack's init script (which
     # would otherwise set its own): they win over it in the training pods.
     nccl_env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
@@ -510,6 +525,7 @@ def _a3_high(gpus: int, vcpus: int, memory_gib: int, local_ssds: int) -> Machine
             "nvlink_domain_gpus": _HGX,
             "gpudirect_stack": f"{_CTK_GPU_DIRECT} (GPUDirect settings exist only for the 8-GPU shapes)",
             "gpu_nics": _GCE_A3,
+            "gpu_nic_gbps": f"{_GCE_A3} (no GPU NICs)",
             "mtu": _GCE_A3,
             "boot_disk_types": _GCE_A3,
             "node_image_type": _COS,
@@ -543,6 +559,7 @@ def _a3_8g(
         nvlink_domain_gpus=8,
         gpudirect_stack=gpudirect_stack,
         gpu_nics=gpu_nics,
+        gpu_nic_gbps=200,
         extra_gvnics=0,
         mtu=8244,
         boot_disk_types=("pd-ssd", "pd-balanced", "hyperdisk-balanced"),
@@ -561,6 +578,7 @@ def _a3_8g(
             "gpudirect_stack": _GKE_TCPX,
             "node_image_type": _COS,
             "gpu_nics": f"{_GKE_TCPX} (up to 4 secondary NICs on A3 High, 8 on A3 Mega)",
+            "gpu_nic_gbps": f"{_GCE_A3} (A3 High 4 × 200 Gbps, A3 Mega 8 × 200 Gbps GPU NICs)",
             "boot_disk_types": f"{_GCE_A3}; {_CTK}:examples/machine-learning/a3-megagpu-8g/a3mega-slurm-blueprint.yaml",
             "min_gke_version": _CTK_GPU_DIRECT,
             "compact_with_flex_start": _CTK_FLEX_COMPACT,
@@ -595,6 +613,7 @@ def _rdma_8g(
         nvlink_domain_gpus=8,
         gpudirect_stack=RDMA_STACK,
         gpu_nics=8,
+        gpu_nic_gbps=400,
         extra_gvnics=1,
         mtu=8896,
         boot_disk_types=("hyperdisk-balanced",),
@@ -621,6 +640,7 @@ def _rdma_8g(
             "gpudirect_stack": _GKE_RDMA_ENUM,
             "node_image_type": _COS,
             "gpu_nics": f"{gce}; {_CTK_RDMA_VPC}",
+            "gpu_nic_gbps": f"{gce} (8 × 400 Gbps ConnectX-7 RDMA NICs)",
             "mtu": _CTK_RDMA_VPC,
             "boot_disk_types": f"{gce}; {_CTK}:examples/machine-learning/a3-ultragpu-8g/a3ultra-slurm-blueprint.yaml",
             "compact_with_flex_start": _CTK_FLEX_COMPACT,
@@ -650,6 +670,7 @@ A4X = MachineType(
     nvlink_domain_gpus=72,
     gpudirect_stack=RDMA_ARM64_STACK,
     gpu_nics=4,
+    gpu_nic_gbps=400,
     extra_gvnics=1,
     mtu=8896,
     boot_disk_types=("hyperdisk-balanced",),
@@ -689,6 +710,7 @@ A4X = MachineType(
         "nvlink_domain_gpus": f"{_A4X_DOMAIN}; {_CTK_A4X} (1x72)",
         "gpudirect_stack": RDMA_ARM64_STACK.sources["node_plugin"],
         "gpu_nics": f"{_CTK}:examples/gke-a4x/gke-a4x.yaml@0f9034d (4 RDMA subnets); {_CTK_RDMA_VPC}",
+        "gpu_nic_gbps": "https://cloud.google.com/ai-hypercomputer/docs/gpu (A4X: 4 × 400 Gbps ConnectX-7 RDMA NICs)",
         "mtu": _CTK_RDMA_VPC,
         "boot_disk_types": f"{_CTK_A4X} (hyperdisk-balanced); {_GCE_A4X_DOC}",
         "node_image_type": _COS,

@@ -15,6 +15,8 @@ from types import MappingProxyType
 from typing import Any
 
 from facts import versions
+from facts.machines import MACHINE_TYPES, Precision
+from facts.published import FORCED_BALANCE, DgxSystems, PublishedRun, published_run
 from facts.versions import Image
 
 
@@ -609,15 +611,6 @@ _LLAMA3_70B_A4X = dataclasses.replace(
 )
 # NVIDIA's measurement of that configuration on DGX GB200 (NeMo 26.02): 3,613 tokens/s/GPU on 64
 # GPUs, so 256 × 8192 tokens per step take 9.07 s. No A4X recipe publishes its own.
-_LLAMA3_70B_A4X_STEP = StepTime(
-    "a4x-highgpu-4g",
-    nodes=16,
-    global_batch_size=256,
-    fp8=True,
-    seconds=round(256 * 8192 / (3613 * 64), 2),
-    source=f"{_MB}:docs/performance-summary.md@21b02e0 (DGX-GB200, Llama3 70B, MXFP8, 26.02)",
-)
-
 # Qwen3 30B-A3B: 48 layers of 128 experts, 8 per token (Megatron-Bridge's provider of the model).
 _QWEN3_PROVIDER = f"{_MB}:src/megatron/bridge/models/qwen/qwen_provider.py@21b02e0 (Qwen3MoEModelProvider30B_A3B)"
 _QWEN3_CONFIGS = (
@@ -663,7 +656,6 @@ _QWEN3_30B_A4 = dataclasses.replace(
     cuda_graphs=CudaGraphs("transformer_engine", ("moe_router", "moe_preprocess", "attn")),
     left_out_dispatcher=None,
 )
-_PERFORMANCE_SUMMARY = f"{_MB}:docs/performance-summary.md@21b02e0"
 # The HybridEP token dispatcher as Megatron-Bridge turns it on (training/flex_dispatcher_backend.py
 # apply_flex_dispatcher_backend, and the SMs scripts/performance/utils/overrides.py gives it);
 # its NVLink domain comes from the machine (planners.runtimes.bridge.perf_env).
@@ -808,62 +800,52 @@ _GPT_OSS_120B_A4 = dataclasses.replace(
 )
 
 
-# NVIDIA's published throughput rows (docs/performance-summary.md@21b02e0; mock data, tokens
-# balanced over the experts) of the recipes' sizes, by model: the machine of the same GPU, its
-# nodes and GPUs, the global batch, the sequence, tokens per second per GPU, and the row.
-_NVIDIA_ROWS: Mapping[str, tuple[tuple[str, int, int, int, int, int, str], ...]] = {
+# NVIDIA's published rows of the recipes' sizes (facts.published), by model, with the catalog
+# machine of the row's GPU that prices them. No A3 Ultra figure is published for any model: A3
+# Ultra's recipes run the H100 configurations, and an H200 has the H100's compute.
+_H100, _B200, _GB200 = DgxSystems.DGX_H100, DgxSystems.DGX_B200, DgxSystems.DGX_GB200
+_PRICED_ROWS: Mapping[str, tuple[tuple[str, PublishedRun], ...]] = {
     # No 26.02 figure for the model: the 25.11 ones.
     "llama3-8b": (
-        ("a4-highgpu-8g", 1, 8, 128, 8192, 30624, "25.11, DGX-B200, LLAMA3_8B, 8 GPUs, FP8-CS, GBS 128"),
-        (
-            "a3-ultragpu-8g",
-            1,
-            8,
-            128,
-            8192,
-            14451,
-            "25.11, DGX-H100, LLAMA3_8B, 8 GPUs, FP8-CS, GBS 128 (Megatron FSDP)",
-        ),
+        ("a4-highgpu-8g", published_run("llama3-8b", "25.11", _B200)),
+        ("a3-ultragpu-8g", published_run("llama3-8b", "25.11", _H100)),
     ),
     # The A3 Ultra layout (TP4 × PP8 × VP5) in FP8, as NVIDIA measured it on H100.
-    "llama3-70b": (("a3-ultragpu-8g", 8, 64, 256, 8192, 1621, "26.02, DGX-H100, LLAMA3_70B, 64 GPUs, FP8, GBS 256"),),
-    # No A3 Ultra figure is published for any model: A3 Ultra's recipes run the H100 configurations,
-    # and an H200 has the H100's compute. A4X's at half its recipe's global batch.
+    "llama3-70b": (
+        ("a4x-highgpu-4g", published_run("llama3-70b", "26.02", _GB200)),
+        ("a3-ultragpu-8g", published_run("llama3-70b", "26.02", _H100)),
+    ),
+    # A4X's at half its recipe's global batch.
     "qwen3-30b-a3b": (
-        ("a3-ultragpu-8g", 2, 16, 1024, 4096, 5113, "26.02, DGX-H100, Qwen3_30B_a3B, 16 GPUs, FP8, GBS 1024"),
-        ("a4-highgpu-8g", 1, 8, 512, 4096, 9691, "26.02, DGX-B200, Qwen3_30B_a3B, 8 GPUs, MXFP8, GBS 512"),
-        ("a4x-highgpu-4g", 2, 8, 512, 4096, 26084, "26.02, DGX-GB200, Qwen3_30B_a3B, 8 GPUs, MXFP8, GBS 512"),
+        ("a3-ultragpu-8g", published_run("qwen3-30b-a3b", "26.02", _H100)),
+        ("a4-highgpu-8g", published_run("qwen3-30b-a3b", "26.02", _B200)),
+        ("a4x-highgpu-4g", published_run("qwen3-30b-a3b", "26.02", _GB200)),
     ),
     "gpt-oss-120b": (
-        ("a3-ultragpu-8g", 8, 64, 1280, 4096, 5993, "26.02, DGX-H100, GPT OSS 120B, 64 GPUs, BF16, GBS 1280"),
-        ("a4-highgpu-8g", 8, 64, 1280, 4096, 8047, "26.02, DGX-B200, GPT OSS 120B, 64 GPUs, BF16, GBS 1280"),
+        ("a3-ultragpu-8g", published_run("gpt-oss-120b", "26.02", _H100)),
+        ("a4-highgpu-8g", published_run("gpt-oss-120b", "26.02", _B200)),
     ),
     # No H100 figure for the model on NeMo 26.02 (nor 25.11).
-    "deepseek-v3": (
-        ("a4-highgpu-8g", 32, 256, 4096, 4096, 2689, "26.02, DGX-B200, DeepSeekV3, 256 GPUs, MXFP8, GBS 4096"),
-    ),
+    "deepseek-v3": (("a4-highgpu-8g", published_run("deepseek-v3", "26.02", _B200)),),
 }
 
 
-# How NVIDIA measures a mixture of experts: its scripts force the router to spread tokens evenly
-# (set_qwen3_common_configs and siblings: moe_router_force_load_balancing), which a training run,
-# routing as its router learns, does not.
-FORCED_BALANCE = "tokens forced evenly over the experts"
-
-
 def _published_steps(model: str, experts: bool = False) -> tuple[StepTime, ...]:
-    """The model's step times from NVIDIA's rows: batch × sequence / (rate × GPUs)."""
+    """The model's step times from NVIDIA's rows: batch × sequence / (rate × GPUs). NVIDIA
+    measures a mixture of experts with the router forced to spread tokens evenly
+    (set_qwen3_common_configs and siblings: moe_router_force_load_balancing), which a training
+    run, routing as its router learns, does not."""
     return tuple(
         StepTime(
             machine,
-            nodes=nodes,
-            global_batch_size=batch,
-            fp8="FP8" in row,
-            seconds=round(batch * seq / (rate * gpus), 2),
-            source=f"{_PERFORMANCE_SUMMARY} ({row})",
+            nodes=row.gpus // MACHINE_TYPES[machine].gpus,
+            global_batch_size=row.global_batch_size,
+            fp8=row.precision is Precision.FP8,
+            seconds=round(row.step_seconds, 2),
+            source=row.source,
             measured_with=FORCED_BALANCE if experts else None,
         )
-        for machine, nodes, gpus, batch, seq, rate, row in _NVIDIA_ROWS[model]
+        for machine, row in _PRICED_ROWS[model]
     )
 
 
@@ -1018,10 +1000,7 @@ MODELS: Mapping[str, ModelSpec] = {
                 "AI-Hypercomputer/gpu-recipes:training/a4/llama3_70b/nemo-gke/nemo2602/64gpus-fp8mx-gbs256/recipe/"
                 "launcher.sh@1f338bb",
             },
-            step_times=(
-                _LLAMA3_70B_A4X_STEP,
-                *_published_steps("llama3-70b"),
-            ),
+            step_times=_published_steps("llama3-70b"),
             machine_recipes=MappingProxyType({"a4-highgpu-8g": _LLAMA3_70B_A4, "a4x-highgpu-4g": _LLAMA3_70B_A4X}),
         ),
         ModelSpec(

@@ -178,8 +178,8 @@ def check_run(
 ) -> None:
     """Raise RuleError (key relative to the run) if the run cannot work on its pool. `supervisor`:
     whether the platform runs the resiliency supervisor; `gke`: whether the cluster is GKE."""
-    flavor, spec, s = _flavor(run.pool, flavors), run.spec, run.settings
-    machine, arch, pool = flavor.machine, spec.architecture, run.pool
+    flavor, s = _flavor(run.pool, flavors), run.settings
+    machine, pool = flavor.machine, run.pool
     gpus = run.nodes * machine.gpus
     if run.nodes > flavor.nodes:
         raise RuleError("nodes", run.nodes, f"pool {pool} holds at most {flavor.nodes} nodes")
@@ -204,6 +204,30 @@ def check_run(
     cpu, memory = training_pod_requests(machine)
     if run.nodes * cpu > flavor.cpu_millicores or run.nodes * memory > flavor.memory_mib:
         raise RuleError("nodes", run.nodes, f"the run's CPU and memory requests exceed the queue's quota on {pool}")
+    check_layout(run, machine)
+    if run.profile is not None and run.profile.end_step > s.steps:
+        raise RuleError("profile.endStep", run.profile.end_step, f"is after the last step ({s.steps})")
+    if run.topology_mode in ("preferred", "required") and not flavor.topology:
+        raise RuleError("topology.mode", run.topology_mode, f"pool {pool} {flavor.topology_problem}; use 'none'")
+    if run.priority not in priorities:
+        raise RuleError("priority", run.priority, f"is not a priority class of the platform: {', '.join(priorities)}")
+    check_resiliency(run, machine, supervisor, gke)
+    problem = untested_image(run, machine)
+    if problem and run.image is None:
+        tested = [
+            name for name, spec in MODELS.items() if spec.recipe_on(machine.name).image.ref in _validated(machine)
+        ]
+        raise RuleError(
+            "model", run.model, f"{problem}: run {', '.join(tested)} there, or set `image` to take the risk"
+        )
+
+
+def check_layout(run: RunSpec, machine: MachineType) -> None:
+    """Raise RuleError (key relative to the run) if Megatron Core would refuse the run's layout on
+    `run.nodes` nodes of `machine`, or the machine could not run it: the rules every layout the
+    config names, or the layout planner proposes, must meet."""
+    spec, s, arch = run.spec, run.settings, run.spec.architecture
+    gpus = run.nodes * machine.gpus
     if machine.nvlink_domain_gpus % s.tensor_parallel:
         raise RuleError(
             "tensorParallel",
@@ -270,21 +294,6 @@ def check_run(
         )
     if s.fp8 and Precision.FP8 not in machine.accelerator.peak_dense_tflops:
         raise RuleError("fp8", True, f"{machine.accelerator.name} GPUs have no FP8")
-    if run.profile is not None and run.profile.end_step > s.steps:
-        raise RuleError("profile.endStep", run.profile.end_step, f"is after the last step ({s.steps})")
-    if run.topology_mode in ("preferred", "required") and not flavor.topology:
-        raise RuleError("topology.mode", run.topology_mode, f"pool {pool} {flavor.topology_problem}; use 'none'")
-    if run.priority not in priorities:
-        raise RuleError("priority", run.priority, f"is not a priority class of the platform: {', '.join(priorities)}")
-    check_resiliency(run, machine, supervisor, gke)
-    problem = untested_image(run, machine)
-    if problem and run.image is None:
-        tested = [
-            name for name, spec in MODELS.items() if spec.recipe_on(machine.name).image.ref in _validated(machine)
-        ]
-        raise RuleError(
-            "model", run.model, f"{problem}: run {', '.join(tested)} there, or set `image` to take the risk"
-        )
 
 
 def _batch_key(run: RunSpec) -> tuple[str, int]:

@@ -38,6 +38,7 @@ from facts.machines import ACCELERATORS, GPUDIRECT_STACKS, MACHINE_TYPES, Machin
 from facts.models import MODELS, Architecture, Framework, Recipe
 from facts.project import PROJECT
 from harness.runner import ROOT, StackRun, run_stack
+from planners import layout
 from planners.gpudirect import pod_networking
 from planners.networks import plan_gpu_networks
 from planners.runtimes import bridge, nemo1
@@ -452,6 +453,47 @@ def parity_table() -> str:
     return "\n".join(rows) + f"\n\nNVIDIA's configuration: {parity.SOURCE}, built by `tools/nvidia_path.py`."
 
 
+def _percent(value: float) -> str:
+    return f"{value:+.0%}".replace("-", "−")
+
+
+def layout_calibration_table() -> str:
+    """The layout planner's fit, and each published row predicted by a fit without it."""
+    fit = layout.calibration()
+    held_out = layout.leave_one_out()
+    within = sum(abs(h.error) <= layout.LEAVE_ONE_OUT_BOUND for h in held_out)
+    table = _table(
+        ["Row", "Layout", "Measured step", "Predicted, held out", "Error"],
+        (
+            [h.row.citation, layout.Layout.of_published(h.row).describe, f"{h.row.step_seconds:.2f} s",
+             f"{h.predicted_seconds:.2f} s", _percent(h.error)]
+            for h in held_out
+        ),
+    )  # fmt: skip
+    return (
+        f"{table}\n\n{within} of {len(held_out)} rows within {layout.LEAVE_ONE_OUT_BOUND:.0%}. The fit on all "
+        f"{len(fit.rows)}: {fit.dense:.3f} × the dense compute, {fit.expert:.3f} × the experts' compute, "
+        f"{fit.small_experts:.3f} × their small-matrix term, {fit.seconds_per_thousand_sample_layers:.3f} s "
+        f"per thousand sample-layers."
+    )
+
+
+def layout_agreement_table() -> str:
+    """The planner's first choice for each published row's model, GPUs and batch, beside NVIDIA's."""
+    found = layout.agreements()
+    rows = []
+    for a in found:
+        first = a.first.layout.describe if a.first else "none valid"
+        gap = _percent(a.gap) if a.gap is not None else "—"
+        rows.append([a.row.citation, a.nvidia.layout.describe, first, gap, "yes" if a.agrees else "no"])
+    table = _table(
+        ["Row", "NVIDIA's layout", "The planner's first choice", "NVIDIA's predicted slower by", "Agrees"], rows
+    )
+    agreed = sum(a.agrees for a in found)
+    margin = f"{layout.AGREEMENT_MARGIN:.0%}"
+    return f"{table}\n\n{agreed} of {len(found)} agree (the same layout, or NVIDIA's predicted within {margin})."
+
+
 # --------------------------------------------------------------------------- the dev stack
 
 
@@ -510,6 +552,8 @@ BLOCKS = (
     Block("fabric", "docs/catalog.md", fabric_table),
     Block("prices", "docs/catalog.md", prices_table),
     Block("parity", "docs/training.md", parity_table),
+    Block("layout-calibration", "docs/training.md", layout_calibration_table),
+    Block("layout-agreement", "docs/training.md", layout_agreement_table),
 )
 BLOCKS_BY_NAME = {block.name: block for block in BLOCKS}
 

@@ -1,0 +1,697 @@
+"""The layout planner: what a layout of a model needs per GPU and how long its step takes on a
+machine, and the search for the best layout of a model on a number of nodes.
+
+Memory, per GPU of the fullest pipeline stage, from the architecture alone (no fitting):
+- weights, gradients and optimizer state: Megatron Core's distributed optimizer keeps a BF16
+  weight and a BF16 gradient of every parameter on each GPU of its shard (the launcher and NVIDIA's
+  configurations reduce gradients in BF16: grad_reduce_in_fp32=False) and an FP32 master weight
+  and Adam's two FP32 moments spread over the data-parallel GPUs: 4 + 12/d bytes per parameter
+  (NVIDIA/Megatron-LM:docs/source/api-guide/dist_optimizer.md, "bf16 param"); a mixture of
+  experts' weights over the expert-parallel GPUs, their state over the expert data-parallel ones;
+- activations: per layer and micro-batch, the tensors the backward pass reads, in BF16, split
+  by tensor (sequence) and context parallelism, with flash attention (no s × s scores), as
+  Korthikanti et al. count them ("Reducing Activation Recomputation in Large Transformer Models",
+  arXiv:2205.05198, §4: 34·s·b·h/t for a GPT layer) for grouped-query attention, gated MLPs and
+  experts; a fully recomputed layer keeps its input only (ibid. §5);
+- the micro-batches the first stage holds: the pipeline size under 1F1B, the warm-up chunks of
+  the interleaved schedule with a virtual pipeline (megatron-core
+  pipeline_parallel/schedules.py, get_pp_rank_microbatches), and the last stage's logits.
+
+Step time: the model FLOPs per GPU (as NVIDIA counts them, causal attention) at the precision's
+dense peak, in and outside the experts, stretched by the pipeline bubble ((p - 1) / (v × m) of the
+step, Narayanan et al. 2021, arXiv:2104.04473 §2.2) and by recomputation (one more forward pass of
+a recomputed layer); a fixed cost per layer and micro-batch (launches, synchronisation, the
+inefficiency of small matrices); and the experts' token exchange (dispatch and combine, forward
+and backward) at the NVLink or scale-out bandwidth, not overlapped. The three coefficients are
+fitted, non-negative least squares on relative error, on NVIDIA's published rows
+(facts.published): `CALIBRATION` says which; `leave_one_out` checks each row against a fit
+without it. Tensor, context and data-parallel exchanges are overlapped in NVIDIA's configurations
+and the rows cannot tell their cost apart from zero: the model leaves them out.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+from collections.abc import Collection, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from functools import cache
+
+from facts.errors import RuleError
+from facts.machines import MACHINE_TYPES, Accelerator, MachineType, Precision
+from facts.models import Architecture, ModelSpec, model_spec
+from facts.published import PUBLISHED_RUNS, DgxSystem, PublishedRun
+from planners.runs import RunSpec, Tokenizer, check_layout
+
+GB = 1e9
+# Distributed optimizer, BF16 weights and gradients (module docstring).
+REPLICATED_BYTES_PER_PARAMETER = 4
+SHARDED_BYTES_PER_PARAMETER = 12
+# Activations are kept in BF16; the loss reads BF16 logits and an FP32 copy of them.
+ACTIVATION_BYTES = 2
+LOSS_BYTES_PER_LOGIT = 2 + 4
+# Micro-batch sizes the search tries: NVIDIA's rows use 1 to 8.
+MICRO_BATCH_SIZES = (1, 2, 4, 8)
+CONTEXT_PARALLEL_SIZES = (1, 2, 4, 8)
+# Proposals the planner returns by default.
+TOP = 5
+
+
+@dataclass(frozen=True)
+class Fabric:
+    """Where a layout runs, as far as the model sees it."""
+
+    accelerator: Accelerator
+    gpus_per_node: int
+    nvlink_domain_gpus: int
+    # Scale-out bandwidth of one GPU, GB/s, one direction.
+    scale_out_gbytes_per_s: float
+
+    @classmethod
+    def of_machine(cls, machine: MachineType) -> Fabric:
+        return cls(
+            machine.accelerator,
+            machine.gpus,
+            machine.nvlink_domain_gpus,
+            machine.gpu_nics * machine.gpu_nic_gbps / machine.gpus / 8,
+        )
+
+    @classmethod
+    def of_system(cls, system: DgxSystem) -> Fabric:
+        return cls(system.accelerator, system.gpus_per_node, system.nvlink_domain_gpus, system.gpu_nic_gbps / 8)
+
+    @property
+    def hbm_bytes(self) -> float:
+        return self.accelerator.memory_gb * GB
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How a run splits its model and batch over its GPUs."""
+
+    tensor_parallel: int
+    pipeline_parallel: int
+    virtual_pipeline: int | None
+    context_parallel: int
+    expert_parallel: int
+    micro_batch_size: int
+    global_batch_size: int
+    sequence_length: int
+    precision: Precision
+    # Layers of each model chunk whose activations are recomputed in full (Megatron's
+    # recompute_method block, recompute_num_layers).
+    recompute_layers: int = 0
+
+    @property
+    def model_parallel(self) -> int:
+        return self.tensor_parallel * self.pipeline_parallel * self.context_parallel
+
+    @property
+    def chunks(self) -> int:
+        """Model chunks per pipeline stage."""
+        return self.virtual_pipeline or 1
+
+    def data_parallel(self, gpus: int) -> int:
+        return gpus // self.model_parallel
+
+    def micro_batches(self, gpus: int) -> int:
+        """Micro-batches each model replica runs per step."""
+        return self.global_batch_size // (self.micro_batch_size * self.data_parallel(gpus))
+
+    @property
+    def describe(self) -> str:
+        parts = [f"TP{self.tensor_parallel}", f"PP{self.pipeline_parallel}"]
+        if self.virtual_pipeline:
+            parts.append(f"VP{self.virtual_pipeline}")
+        if self.context_parallel > 1:
+            parts.append(f"CP{self.context_parallel}")
+        if self.expert_parallel > 1:
+            parts.append(f"EP{self.expert_parallel}")
+        parts.append(f"MBS{self.micro_batch_size}")
+        if self.recompute_layers:
+            parts.append(f"recompute {self.recompute_layers}")
+        return " ".join(parts)
+
+    @classmethod
+    def of_published(cls, row: PublishedRun) -> Layout:
+        return cls(
+            row.tensor_parallel,
+            row.pipeline_parallel,
+            row.virtual_pipeline,
+            row.context_parallel,
+            row.expert_parallel,
+            row.micro_batch_size,
+            row.global_batch_size,
+            row.sequence_length,
+            row.precision,
+        )
+
+
+def _matrices(arch: Architecture) -> int:
+    return 3 if arch.gated_mlp else 2
+
+
+def _expert_parameters(arch: Architecture) -> int:
+    """Weights of every routed expert of every layer (without the router and shared experts)."""
+    if arch.experts is None:
+        return 0
+    return arch.moe_layers * _matrices(arch) * arch.hidden * arch.experts.count * arch.experts.ffn_hidden
+
+
+@dataclass(frozen=True)
+class Memory:
+    """Bytes one GPU of the fullest stage holds, by kind."""
+
+    states: float
+    activations: float
+    logits: float
+
+    @property
+    def total(self) -> float:
+        return self.states + self.activations + self.logits
+
+
+def _activation_bytes(arch: Architecture, layout: Layout, recomputed_modules: Collection[str]) -> tuple[float, float]:
+    """(a layer's activations, a fully recomputed layer's input) for one micro-batch, bytes, on
+    one GPU, averaged over dense and expert layers. `recomputed_modules`: the recipe's selective
+    recomputation (Megatron Core's recompute_modules), whose outputs are not kept."""
+    h, t = arch.hidden, layout.tensor_parallel
+    tokens = layout.sequence_length * layout.micro_batch_size / layout.context_parallel
+    if (a := arch.latent_attention) and "mla_up_proj" not in recomputed_modules:
+        qkv = arch.heads * (2 * (a.qk_head_dim + a.qk_rope_head_dim) + a.v_head_dim)
+    elif a:
+        qkv = a.q_lora_rank + a.kv_lora_rank + a.qk_rope_head_dim
+    else:
+        qkv = (arch.heads + 2 * arch.kv_heads) * arch.head_dim
+    # Each sub-layer keeps its norm's input and output (the output is recomputed with "layernorm").
+    norm = 1 if "layernorm" in recomputed_modules else 2
+    # Queries, keys and values, and the attention's output.
+    attention = norm * h + qkv + h
+    # The first matrix's output(s) and the activation's output (recomputed for experts with "moe_act").
+    first = 2 if arch.gated_mlp else 1
+    dense = norm * h + (first + 1) * arch.ffn_hidden
+    per_token: float = attention
+    if e := arch.experts:
+        activation = 0 if "moe_act" in recomputed_modules else 1
+        # Each token's copy per chosen expert, the experts' first matrix and activation outputs,
+        # and the shared expert's.
+        moe = norm * h + e.top_k * (h + (first + activation) * e.ffn_hidden) + (first + 1) * e.shared_ffn_hidden
+        per_token += (arch.moe_layers * moe + (arch.layers - arch.moe_layers) * dense) / arch.layers
+    else:
+        per_token += dense
+    layer = tokens * per_token * ACTIVATION_BYTES / t
+    kept_input = tokens * h * ACTIVATION_BYTES / t
+    return layer, kept_input
+
+
+def _layers_in_flight(arch: Architecture, layout: Layout, micro_batches: int) -> float:
+    """Layer activations (in layers × micro-batches) the first pipeline stage holds at its peak."""
+    p, v = layout.pipeline_parallel, layout.chunks
+    chunk_layers = arch.layers / (p * v)
+    if v == 1:
+        return chunk_layers * min(p, micro_batches)
+    # Interleaved 1F1B: 2 (p - 1) warm-up chunks, (v - 1) groups of p more, and the first steady one.
+    return chunk_layers * min(micro_batches * v, 2 * (p - 1) + (v - 1) * p + 1)
+
+
+def memory(arch: Architecture, layout: Layout, gpus: int, recomputed_modules: Collection[str] = ()) -> Memory:
+    """Bytes per GPU of the layout's fullest stage (module docstring)."""
+    t, p, e = layout.tensor_parallel, layout.pipeline_parallel, layout.expert_parallel
+    d = layout.data_parallel(gpus)
+    expert_d = max(gpus // (e * p), 1)
+    experts = _expert_parameters(arch)
+    embedding = arch.vocab_size * arch.hidden
+    # Every stage's share of the layers, and the first's embedding (both ends' with one stage).
+    other = (arch.parameters - experts - 2 * embedding) / p + embedding * (2 if p == 1 else 1)
+    states = other / t * (REPLICATED_BYTES_PER_PARAMETER + SHARDED_BYTES_PER_PARAMETER / d) + experts / (p * e) * (
+        REPLICATED_BYTES_PER_PARAMETER + SHARDED_BYTES_PER_PARAMETER / expert_d
+    )
+    layer, kept = _activation_bytes(arch, layout, recomputed_modules)
+    in_flight = _layers_in_flight(arch, layout, layout.micro_batches(gpus))
+    chunk_layers = arch.layers / (p * layout.chunks)
+    recomputed = min(layout.recompute_layers, chunk_layers) / chunk_layers
+    activations = in_flight * ((1 - recomputed) * layer + recomputed * kept)
+    tokens = layout.sequence_length * layout.micro_batch_size / layout.context_parallel
+    logits = tokens * arch.vocab_size / t * LOSS_BYTES_PER_LOGIT
+    return Memory(states, activations, logits)
+
+
+@dataclass(frozen=True)
+class Terms:
+    """What a step's time is made of, before the fitted coefficients (module docstring)."""
+
+    # Seconds at the precision's dense peak: model FLOPs outside and inside the routed experts,
+    # with the pipeline bubble and recomputation.
+    dense_compute: float
+    expert_compute: float
+    # The experts' seconds again, times SMALL_EXPERT_TOKENS over the tokens one expert takes in a
+    # micro-batch: an expert's matrices are as small as its share of the tokens.
+    small_experts: float
+    # Samples × layers each GPU takes part in per step, in thousands: what tensor and context
+    # parallelism do not divide (their exchanges, norms and launches) costs this much on each GPU.
+    sample_layers: float
+    # Seconds of the experts' token exchange at the nominal bandwidth (not fitted).
+    expert_exchange: float
+
+
+# The expert tokens at which `small_experts` equals the experts' compute.
+SMALL_EXPERT_TOKENS = 1000
+
+
+def terms(arch: Architecture, layout: Layout, gpus: int, fabric: Fabric) -> Terms:
+    t, p, v, c, e = (
+        layout.tensor_parallel,
+        layout.pipeline_parallel,
+        layout.chunks,
+        layout.context_parallel,
+        layout.expert_parallel,
+    )
+    m = layout.micro_batches(gpus)
+    s = layout.sequence_length
+    bubble = 1 + (p - 1) / (v * m)
+    chunk_layers = arch.layers / (p * v)
+    recompute = 1 + min(layout.recompute_layers, chunk_layers) / chunk_layers / 3
+    peak = fabric.accelerator.peak_tflops(layout.precision) * 1e12
+    samples = layout.global_batch_size / gpus
+    total = arch.flops_per_sample(s, causal=True) * samples
+    expert = small = exchange = 0.0
+    # Tokens of one micro-batch on one GPU of the layer (sequence parallelism splits them over TP).
+    tokens = s * layout.micro_batch_size / (c * t)
+    if x := arch.experts:
+        expert = 3 * 2 * _matrices(arch) * arch.hidden * x.ffn_hidden * x.top_k * s * arch.moe_layers * samples
+        # The expert-parallel group's tokens, each routed to top_k of the experts.
+        per_expert = tokens * e * x.top_k / x.count
+        small = expert * SMALL_EXPERT_TOKENS / per_expert
+        if e > 1:
+            # Expert tensor parallelism is 1: an expert-parallel group is e consecutive GPUs.
+            bandwidth = (
+                fabric.accelerator.nvlink_gbytes_per_s
+                if e <= fabric.nvlink_domain_gpus
+                else fabric.scale_out_gbytes_per_s
+            )
+            # Dispatch and combine, forward and backward.
+            per_layer = 4 * tokens * x.top_k * arch.hidden * ACTIVATION_BYTES * (e - 1) / e / (bandwidth * GB)
+            exchange = per_layer * m * arch.moe_layers / p * bubble
+    stretch = bubble * recompute
+    layers = arch.layers + arch.mtp_layers
+    return Terms(
+        dense_compute=(total - expert) / peak * stretch,
+        expert_compute=expert / peak * stretch,
+        small_experts=small / peak * stretch,
+        sample_layers=(m + (p - 1) / v) * layout.micro_batch_size * layers / p / 1000,
+        expert_exchange=exchange,
+    )
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The step-time model's fitted coefficients, and the rows they were fitted on."""
+
+    dense: float
+    expert: float
+    small_experts: float
+    seconds_per_thousand_sample_layers: float
+    rows: tuple[PublishedRun, ...] = dataclasses.field(repr=False)
+
+    def step_seconds(self, t: Terms) -> float:
+        return (
+            self.dense * t.dense_compute
+            + self.expert * t.expert_compute
+            + self.small_experts * t.small_experts
+            + self.seconds_per_thousand_sample_layers * t.sample_layers
+            + t.expert_exchange
+        )
+
+
+def published_architecture(row: PublishedRun) -> Architecture:
+    arch = model_spec(row.model).architecture
+    return dataclasses.replace(arch, mtp_layers=0) if row.without_mtp else arch
+
+
+def _row_terms(row: PublishedRun) -> Terms:
+    return terms(published_architecture(row), Layout.of_published(row), row.gpus, Fabric.of_system(row.system))
+
+
+def _solve(a: list[list[float]], b: list[float]) -> list[float] | None:
+    """Gaussian elimination with partial pivoting; None for a singular system."""
+    n = len(b)
+    m = [[*row, b[i]] for i, row in enumerate(a)]
+    for col in range(n):
+        pivot = max(range(col, n), key=lambda r: abs(m[r][col]))
+        if abs(m[pivot][col]) < 1e-300:
+            return None
+        m[col], m[pivot] = m[pivot], m[col]
+        for r in range(n):
+            if r != col:
+                f = m[r][col] / m[col][col]
+                m[r] = [x - f * y for x, y in zip(m[r], m[col], strict=True)]
+    return [m[i][n] / m[i][i] for i in range(n)]
+
+
+def _dot(a: Sequence[float], b: Sequence[float]) -> float:
+    return sum(x * y for x, y in zip(a, b, strict=True))
+
+
+def _nonnegative_least_squares(x: Sequence[Sequence[float]], y: Sequence[float]) -> list[float]:
+    """argmin ‖x·c − y‖ over c ≥ 0, by trying every set of free coefficients (four here): the
+    optimum is the unconstrained optimum of one such set that comes out non-negative."""
+    k = len(x[0])
+    best: tuple[float, list[float]] = (math.inf, [0.0] * k)
+    for size in range(1, k + 1):
+        for free in itertools.combinations(range(k), size):
+            a = [[sum(r[i] * r[j] for r in x) for j in free] for i in free]
+            b = [sum(r[i] * yi for r, yi in zip(x, y, strict=True)) for i in free]
+            solved = _solve(a, b)
+            if solved is None or min(solved) < 0:
+                continue
+            c = [0.0] * k
+            for i, value in zip(free, solved, strict=True):
+                c[i] = value
+            residual = sum((_dot(c, r) - yi) ** 2 for r, yi in zip(x, y, strict=True))
+            best = min(best, (residual, c), key=lambda pair: pair[0])
+    return best[1]
+
+
+def calibrate(rows: Iterable[PublishedRun]) -> Calibration:
+    """Fit the coefficients on `rows`, each weighted by its step time (relative error)."""
+    rows = tuple(rows)
+    x, y = [], []
+    for row in rows:
+        t = _row_terms(row)
+        measured = row.step_seconds
+        x.append([v / measured for v in (t.dense_compute, t.expert_compute, t.small_experts, t.sample_layers)])
+        y.append(1 - t.expert_exchange / measured)
+    dense, expert, small, sample_layers = _nonnegative_least_squares(x, y)
+    return Calibration(dense, expert, small, sample_layers, rows)
+
+
+# The rows the model is fitted on: every published row of a layout the launcher builds.
+CALIBRATION_ROWS = tuple(r for r in PUBLISHED_RUNS if not r.fsdp)
+
+
+@cache
+def calibration() -> Calibration:
+    return calibrate(CALIBRATION_ROWS)
+
+
+@dataclass(frozen=True)
+class HeldOut:
+    row: PublishedRun
+    predicted_seconds: float
+
+    @property
+    def error(self) -> float:
+        """Predicted over measured, minus one."""
+        return self.predicted_seconds / self.row.step_seconds - 1
+
+
+# A held-out row predicted within this counts as met.
+LEAVE_ONE_OUT_BOUND = 0.15
+
+
+@cache
+def leave_one_out() -> tuple[HeldOut, ...]:
+    """Each calibration row predicted by a fit on all the others."""
+    return tuple(
+        HeldOut(row, calibrate(r for r in CALIBRATION_ROWS if r is not row).step_seconds(_row_terms(row)))
+        for row in CALIBRATION_ROWS
+    )
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """A layout the planner would run, with what it predicts."""
+
+    layout: Layout
+    memory: Memory
+    step_seconds: float
+    # Model TFLOPS per GPU as NVIDIA's tables count them (causal attention).
+    tflops_per_gpu: float
+    # Of the GPU's dense peak at the layout's precision.
+    mfu: float
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a layout is planned for: a model (its architecture and recipe on a catalog machine,
+    whose rules it must meet), a number of nodes, and the fabric that carries it."""
+
+    spec: ModelSpec
+    architecture: Architecture
+    machine: MachineType
+    nodes: int
+    fabric: Fabric
+
+    @property
+    def gpus(self) -> int:
+        return self.nodes * self.machine.gpus
+
+    @property
+    def recomputed_modules(self) -> tuple[str, ...]:
+        return self.spec.recipe_on(self.machine.name).recompute_modules
+
+    def predict(self, layout: Layout) -> Proposal:
+        arch, gpus = self.architecture, self.gpus
+        seconds = calibration().step_seconds(terms(arch, layout, gpus, self.fabric))
+        flops = arch.flops_per_sample(layout.sequence_length, causal=True) * layout.global_batch_size / gpus
+        tflops = flops / seconds / 1e12
+        return Proposal(
+            layout,
+            memory(arch, layout, gpus, self.recomputed_modules),
+            seconds,
+            tflops,
+            tflops / self.fabric.accelerator.peak_tflops(layout.precision),
+        )
+
+    def fitted(self, layout: Layout) -> Layout | None:
+        """The layout with the fewest recomputed layers per chunk that fits the GPUs' memory."""
+        chunk_layers = math.ceil(self.architecture.layers / (layout.pipeline_parallel * layout.chunks))
+        for recompute in range(chunk_layers + 1):
+            candidate = dataclasses.replace(layout, recompute_layers=recompute)
+            used = memory(self.architecture, candidate, self.gpus, self.recomputed_modules).total
+            if used <= self.fabric.hbm_bytes:
+                return candidate
+        return None
+
+    def valid(self, layout: Layout) -> bool:
+        """Whether the config check would accept the layout (planners.runs.check_layout)."""
+        recipe = self.spec.recipe_on(self.machine.name)
+        settings = dataclasses.replace(
+            recipe.settings(
+                global_batch_size=layout.global_batch_size,
+                micro_batch_size=layout.micro_batch_size,
+                tensor_parallel=layout.tensor_parallel,
+                pipeline_parallel=layout.pipeline_parallel,
+                context_parallel=layout.context_parallel,
+                sequence_length=layout.sequence_length,
+                fp8=layout.precision is Precision.FP8,
+                expert_parallel=layout.expert_parallel,
+            ),
+            virtual_pipeline=layout.virtual_pipeline,
+        )
+        run = RunSpec(
+            name="layout",
+            model=self.spec.name,
+            pool="layout",
+            nodes=self.nodes,
+            settings=settings,
+            tokenizer=Tokenizer("megatron", "GPT2BPETokenizer"),
+            priority="layout",
+            machine_type=self.machine.name,
+            given=_LAYOUT_KEYS,
+        )
+        try:
+            check_layout(run, self.machine)
+        except RuleError:
+            return False
+        return True
+
+    def candidates(self, global_batch_size: int, sequence_length: int, precision: Precision) -> Iterator[Layout]:
+        """Layouts of whole numbers of GPUs, layers and micro-batches; `valid` has the last word."""
+        arch, gpus = self.architecture, self.gpus
+        recipe = self.spec.recipe_on(self.machine.name)
+        # The layers Megatron splits over the stages (check_layout), and the recipe's uneven splits.
+        split = arch.layers + (2 if recipe.pipeline_split_counts_embedding_and_loss else 0)
+        stages = {(p, v) for p in _divisors(split) for v in range(1, split // p + 1) if split % (p * v) == 0}
+        stages |= set(recipe.pipeline_layouts)
+        experts = _divisors(arch.experts.count) if arch.experts else [1]
+        tensor = _divisors(self.machine.nvlink_domain_gpus)
+        for t, c, (p, v) in itertools.product(tensor, CONTEXT_PARALLEL_SIZES, sorted(stages)):
+            if gpus % (t * c * p) or (p == 1 and v > 1):
+                continue
+            d = gpus // (t * c * p)
+            for e, mbs in itertools.product(experts, MICRO_BATCH_SIZES):
+                if global_batch_size % (mbs * d) or gpus % (e * p):
+                    continue
+                yield Layout(t, p, v if v > 1 else None, c, e, mbs, global_batch_size, sequence_length, precision)
+
+    def search(self, global_batch_size: int, sequence_length: int, precision: Precision) -> list[Proposal]:
+        """Every valid layout that fits (with the fewest recomputed layers it needs), fastest first."""
+        proposals = []
+        for layout in self.candidates(global_batch_size, sequence_length, precision):
+            if self.valid(layout) and (fitting := self.fitted(layout)) is not None:
+                proposals.append(self.predict(fitting))
+        return sorted(proposals, key=lambda p: (p.step_seconds, p.memory.total, p.layout.model_parallel))
+
+
+_LAYOUT_KEYS = frozenset(
+    {"tensorParallel", "pipelineParallel", "virtualPipeline", "contextParallel", "expertParallel"}
+    | {"globalBatchSize", "microBatchSize", "sequenceLength", "fp8"}
+)
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def published_target(row: PublishedRun) -> Target:
+    """A published row's model on its system, with the rules of the catalog machine of its GPU."""
+    machine = MACHINE_TYPES[row.system.machine_type]
+    return Target(
+        model_spec(row.model),
+        published_architecture(row),
+        machine,
+        row.gpus // machine.gpus,
+        Fabric.of_system(row.system),
+    )
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """The planner's first choice for a published row's model, GPUs and batch, beside NVIDIA's
+    layout as the model predicts it (with the recomputation it needs to fit, if any)."""
+
+    row: PublishedRun
+    first: Proposal | None
+    nvidia: Proposal
+
+    @property
+    def gap(self) -> float | None:
+        """How much slower the model predicts NVIDIA's layout than its first choice."""
+        return None if self.first is None else self.nvidia.step_seconds / self.first.step_seconds - 1
+
+    @property
+    def agrees(self) -> bool:
+        """The first choice is NVIDIA's layout, or NVIDIA's is predicted within 5 % of it."""
+        gap = self.gap
+        return gap is not None and (self.first.layout == self.nvidia.layout or gap <= AGREEMENT_MARGIN)  # type: ignore[union-attr]
+
+
+AGREEMENT_MARGIN = 0.05
+
+
+@cache
+def agreements() -> tuple[Agreement, ...]:
+    """The planner against NVIDIA's choice, for every calibration row."""
+    found = []
+    for row in CALIBRATION_ROWS:
+        target = published_target(row)
+        layout = Layout.of_published(row)
+        nvidia = target.predict(target.fitted(layout) or layout)
+        proposals = target.search(row.global_batch_size, row.sequence_length, row.precision)
+        found.append(Agreement(row, proposals[0] if proposals else None, nvidia))
+    return tuple(found)
+
+
+@dataclass(frozen=True)
+class LayoutRequest:
+    """A model on some nodes of a catalog machine, at a global batch, sequence length and precision."""
+
+    target: Target
+    global_batch_size: int
+    sequence_length: int
+    precision: Precision
+
+    @classmethod
+    def of(
+        cls,
+        model: str,
+        machine_type: str,
+        nodes: int,
+        *,
+        global_batch_size: int | None = None,
+        sequence_length: int | None = None,
+        precision: Precision | None = None,
+    ) -> LayoutRequest:
+        """The request, the model's recipe on the machine filling what is None. RuleError names
+        the option that makes it impossible."""
+        try:
+            spec = model_spec(model)
+        except ValueError as e:
+            raise RuleError("model", model, str(e)) from None
+        machine = MACHINE_TYPES.get(machine_type)
+        if machine is None:
+            raise RuleError("machine", machine_type, f"is not a catalog machine: {', '.join(MACHINE_TYPES)}")
+        if nodes < 1:
+            raise RuleError("nodes", nodes, "must be at least 1")
+        if nodes > 1 and not machine.gpu_nics:
+            raise RuleError("nodes", nodes, f"{machine.name} has no GPU NICs: a run on it takes one node")
+        recipe = spec.recipe_on(machine.name)
+        batch = recipe.global_batch_size if global_batch_size is None else global_batch_size
+        if batch < 1:
+            raise RuleError("globalBatchSize", batch, "must be at least 1")
+        seq = recipe.seq_length if sequence_length is None else sequence_length
+        if not 1 <= seq <= spec.architecture.max_positions:
+            raise RuleError("sequenceLength", seq, f"{spec.name} takes 1 to {spec.architecture.max_positions} tokens")
+        chosen = precision or (Precision.FP8 if recipe.fp8 else Precision.BF16)
+        if chosen not in machine.accelerator.peak_dense_tflops:
+            raise RuleError(
+                "precision", chosen.value, f"{machine.accelerator.name} GPUs have no {chosen.value.upper()}"
+            )
+        return cls(Target(spec, spec.architecture, machine, nodes, Fabric.of_machine(machine)), batch, seq, chosen)
+
+    def search(self, global_batch_size: int | None = None) -> list[Proposal]:
+        return self.target.search(global_batch_size or self.global_batch_size, self.sequence_length, self.precision)
+
+    def plan(self) -> list[Proposal]:
+        """Every layout Megatron Core accepts for the request that fits the GPUs' memory (with the
+        fewest recomputed layers it needs), fastest first. RuleError where none does: for a
+        batch no layout splits, with the nearest batches that some do."""
+        proposals = self.search()
+        if proposals:
+            return proposals
+        target = self.target
+        gpus = f"{target.gpus} {target.machine.accelerator.name.upper()} GPUs"
+        near = self.nearby_batches()
+        if near:
+            raise RuleError(
+                "globalBatchSize",
+                self.global_batch_size,
+                f"no layout of {target.spec.name} splits it over {gpus} and fits; {' or '.join(map(str, near))} would",
+            )
+        raise RuleError("nodes", target.nodes, f"no layout of {target.spec.name} fits {gpus}")
+
+    @property
+    def recipe_layout(self) -> Layout:
+        """The layout of the model's recipe on the machine, at the request's batch and precision."""
+        r = self.target.spec.recipe_on(self.target.machine.name)
+        return Layout(
+            r.tensor_parallel,
+            r.pipeline_parallel,
+            r.virtual_pipeline,
+            r.context_parallel,
+            r.expert_parallel,
+            r.micro_batch_size,
+            self.global_batch_size,
+            self.sequence_length,
+            self.precision,
+            r.recompute_layers or 0,
+        )
+
+    def nearby_batches(self, count: int = 2) -> list[int]:
+        """The global batches nearest the request's (within half to twice it) that some layout
+        of these GPUs fits, nearest first."""
+        b = self.global_batch_size
+        replicas = {
+            self.target.gpus // layout.model_parallel
+            for layout in self.target.candidates(
+                self.target.gpus * max(MICRO_BATCH_SIZES), self.sequence_length, self.precision
+            )
+            if self.target.valid(layout)
+        }
+        near = sorted(
+            {m * d for d in replicas for m in (b // d, b // d + 1) if b / 2 <= m * d <= 2 * b and m * d != b},
+            key=lambda x: (abs(x - b), x),
+        )
+        return [x for x in near if self.search(x)][:count]
