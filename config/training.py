@@ -188,6 +188,17 @@ class TokenizerConfig(Model):
         return self
 
 
+# The keys `layout: auto` leaves to the layout planner.
+PLANNED_LAYOUT_KEYS = (
+    "tensor_parallel",
+    "pipeline_parallel",
+    "virtual_pipeline",
+    "context_parallel",
+    "expert_parallel",
+    "micro_batch_size",
+)
+
+
 class RunConfig(Model):
     """One pretraining run: a suspended JobSet that Kueue admits when the whole run fits."""
 
@@ -227,6 +238,13 @@ class RunConfig(Model):
     )
     sequence_length: int | None = Field(None, ge=128, le=1_048_576, description="Tokens per sequence.")
     fp8: bool | None = Field(None, description="FP8 (hybrid) training. Default: the model's.")
+    layout: Literal["recipe", "auto"] = Field(
+        "recipe",
+        description="`recipe`: the model's recipe on the pool's machine, with the run's own layout keys on top. "
+        "`auto`: the layout planner's fastest layout that fits the run's nodes, batch, sequence and precision "
+        "(docs/training.md, Layouts), chosen when the run is submitted and kept while its revision stands; the "
+        "parallel sizes and microBatchSize are then the planner's to set.",
+    )
     profile: ProfileWindow | None = Field(None, description="Nsight Systems window; off when unset.")
     dataset: DatasetConfig = Field(default_factory=DatasetConfig, description="Training data.")
     tokenizer: TokenizerConfig = Field(default_factory=TokenizerConfig, description="Tokenizer of the data.")
@@ -302,6 +320,15 @@ class RunConfig(Model):
             raise RuleError("image", self.image, "must be a registry/repository:tag or @sha256 reference")
         if self.virtual_pipeline is not None and self.pipeline_parallel == 1:
             raise RuleError("virtualPipeline", self.virtual_pipeline, "needs pipelineParallel above 1")
+        if self.layout == "auto":
+            for name in PLANNED_LAYOUT_KEYS:
+                if (value := getattr(self, name)) is not None:
+                    key = type(self).model_fields[name].alias or name
+                    raise RuleError(
+                        key,
+                        value,
+                        "is the layout planner's to choose with layout: auto; unset it, or set layout: recipe",
+                    )
         for key in self.overrides:
             if not _OVERRIDE_KEY.match(key):
                 raise RuleError(f"overrides.{key}", key, "must be a dotted key such as model.optim.lr")

@@ -196,6 +196,8 @@ class RunSettings:
     # Expert-parallel size: the GPUs a mixture-of-experts layer's experts are spread over (each
     # expert whole on one GPU: the recipes' expert tensor-parallel size is 1).
     expert_parallel: int = 1
+    # Layers of each model chunk recomputed in full (Megatron-Bridge runs only; None: none).
+    recompute_layers: int | None = None
 
     @property
     def model_parallel(self) -> int:
@@ -314,6 +316,7 @@ class Recipe:
         sequence_length: int | None = None,
         fp8: bool | None = None,
         expert_parallel: int | None = None,
+        recompute_layers: int | None = None,
     ) -> RunSettings:
         """The recipe with a run's own values (None: keep the recipe's) on top. The recipe's
         virtual pipeline stays only while the run keeps the recipe's pipeline layout."""
@@ -330,6 +333,7 @@ class Recipe:
             sequence_length=sequence_length or self.seq_length,
             fp8=self.fp8 if fp8 is None else fp8,
             expert_parallel=expert_parallel or self.expert_parallel,
+            recompute_layers=self.recompute_layers if recompute_layers is None else recompute_layers or None,
         )
 
 

@@ -34,13 +34,14 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
+from typing import Any
 
 from facts.errors import RuleError
 from facts.machines import MACHINE_TYPES, Accelerator, MachineType, Precision
-from facts.models import Architecture, ModelSpec, model_spec
+from facts.models import Architecture, Framework, ModelSpec, RunSettings, model_spec
 from facts.published import PUBLISHED_RUNS, DgxSystem, PublishedRun
 from planners.runs import RunSpec, Tokenizer, check_layout
 
@@ -442,6 +443,8 @@ class Target:
     machine: MachineType
     nodes: int
     fabric: Fabric
+    # Whether the run can recompute whole layers: the launcher sets it for Megatron-Bridge only.
+    recompute: bool = True
 
     @property
     def gpus(self) -> int:
@@ -467,7 +470,7 @@ class Target:
     def fitted(self, layout: Layout) -> Layout | None:
         """The layout with the fewest recomputed layers per chunk that fits the GPUs' memory."""
         chunk_layers = math.ceil(self.architecture.layers / (layout.pipeline_parallel * layout.chunks))
-        for recompute in range(chunk_layers + 1):
+        for recompute in range(chunk_layers + 1 if self.recompute else 1):
             candidate = dataclasses.replace(layout, recompute_layers=recompute)
             used = memory(self.architecture, candidate, self.gpus, self.recomputed_modules).total
             if used <= self.fabric.hbm_bytes:
@@ -579,6 +582,9 @@ class Agreement:
 
 
 AGREEMENT_MARGIN = 0.05
+# The recipe's own layout, which NVIDIA tuned on the hardware, is taken over one predicted less
+# than this much faster: the model's error on the published rows is larger.
+RECIPE_PREFERENCE = 0.02
 
 
 @cache
@@ -639,7 +645,9 @@ class LayoutRequest:
             raise RuleError(
                 "precision", chosen.value, f"{machine.accelerator.name} GPUs have no {chosen.value.upper()}"
             )
-        return cls(Target(spec, spec.architecture, machine, nodes, Fabric.of_machine(machine)), batch, seq, chosen)
+        recompute = recipe.framework is Framework.MEGATRON_BRIDGE
+        target = Target(spec, spec.architecture, machine, nodes, Fabric.of_machine(machine), recompute)
+        return cls(target, batch, seq, chosen)
 
     def search(self, global_batch_size: int | None = None) -> list[Proposal]:
         return self.target.search(global_batch_size or self.global_batch_size, self.sequence_length, self.precision)
@@ -661,6 +669,17 @@ class LayoutRequest:
                 f"no layout of {target.spec.name} splits it over {gpus} and fits; {' or '.join(map(str, near))} would",
             )
         raise RuleError("nodes", target.nodes, f"no layout of {target.spec.name} fits {gpus}")
+
+    def choose(self) -> Proposal:
+        """What `layout: auto` runs: the fastest layout that fits, or the recipe's where it fits
+        and is predicted within RECIPE_PREFERENCE of it."""
+        proposals = self.plan()
+        recipe = self.target.fitted(self.recipe_layout) if self.target.valid(self.recipe_layout) else None
+        if recipe is not None:
+            own = self.target.predict(recipe)
+            if own.step_seconds <= proposals[0].step_seconds * (1 + RECIPE_PREFERENCE):
+                return own
+        return proposals[0]
 
     @property
     def recipe_layout(self) -> Layout:
@@ -695,3 +714,51 @@ class LayoutRequest:
             key=lambda x: (abs(x - b), x),
         )
         return [x for x in near if self.search(x)][:count]
+
+
+def planned_settings(
+    model: str, machine: MachineType, nodes: int, settings: RunSettings, kept: Mapping[str, Any] | None = None
+) -> RunSettings:
+    """A run's settings with the layout the planner chooses for it (`layout: auto`): `kept`, the
+    layout its submission recorded (planners.submitted), while that stands; else the fastest
+    that fits its nodes, batch, sequence and precision. RuleError names the run's key."""
+    if kept is not None:
+        return dataclasses.replace(
+            settings,
+            tensor_parallel=kept["tensorParallel"],
+            pipeline_parallel=kept["pipelineParallel"],
+            virtual_pipeline=kept.get("virtualPipeline"),
+            context_parallel=kept["contextParallel"],
+            expert_parallel=kept["expertParallel"],
+            micro_batch_size=kept["microBatchSize"],
+            recompute_layers=kept.get("recomputeLayers"),
+        )
+    if MACHINE_TYPES.get(machine.name) is not machine:
+        raise RuleError("layout", "auto", f"plans the catalog's machines only, and {machine.name} is not one")
+    try:
+        chosen = (
+            LayoutRequest.of(
+                model,
+                machine.name,
+                nodes,
+                global_batch_size=settings.global_batch_size,
+                sequence_length=settings.sequence_length,
+                precision=Precision.FP8 if settings.fp8 else Precision.BF16,
+            )
+            .choose()
+            .layout
+        )
+    except RuleError as error:
+        if error.key == "precision":
+            raise RuleError("fp8", True, str(error)) from None
+        raise
+    return dataclasses.replace(
+        settings,
+        tensor_parallel=chosen.tensor_parallel,
+        pipeline_parallel=chosen.pipeline_parallel,
+        virtual_pipeline=chosen.virtual_pipeline,
+        context_parallel=chosen.context_parallel,
+        expert_parallel=chosen.expert_parallel,
+        micro_batch_size=chosen.micro_batch_size,
+        recompute_layers=chosen.recompute_layers or None,
+    )

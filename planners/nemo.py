@@ -225,6 +225,7 @@ class RunPlan:
                 "virtualPipeline": s.virtual_pipeline,
                 "contextParallel": s.context_parallel,
                 "expertParallel": s.expert_parallel,
+                "recomputeLayers": s.recompute_layers,
             },
             "microBatchSize": s.micro_batch_size,
             "globalBatchSize": s.global_batch_size,

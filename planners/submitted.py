@@ -56,6 +56,9 @@ class Submitted:
     # The state holds the run's JobSet itself (an `up` killed while creating it records the run's
     # TrainingRun, and not the JobSet the API server may have created).
     jobset_recorded: bool = True
+    # The layout its plan recorded (`layout` of the plan output, with its micro-batch size): what
+    # a run that leaves its layout to the planner keeps while its revision stands.
+    layout: Mapping[str, Any] | None = None
 
     @property
     def where(self) -> str:
@@ -73,7 +76,24 @@ def recorded_of(outputs: Mapping[str, Any], jobset_recorded: bool = True) -> Sub
         definition=json.loads(definition) if isinstance(definition, str) else None,
         rendered=outputs.get("rendered") if isinstance(outputs.get("rendered"), str) else None,
         jobset_recorded=jobset_recorded,
+        layout=_recorded_layout(outputs.get("plan")),
     )
+
+
+# The sizes a recorded layout always holds (stack outputs drop the null virtual pipeline and
+# recomputation).
+_LAYOUT_SIZES = ("tensorParallel", "pipelineParallel", "contextParallel", "expertParallel", "microBatchSize")
+
+
+def _recorded_layout(plan: Any) -> Mapping[str, Any] | None:
+    """The plan output's layout with its micro-batch size, as whole numbers (the engine answers
+    numbers as floats: a protobuf Struct's); None where a record lacks one (an earlier nemo-gke's)."""
+    if not isinstance(plan, Mapping) or not isinstance(plan.get("layout"), Mapping):
+        return None
+    recorded = {**plan["layout"], "microBatchSize": plan.get("microBatchSize")}
+    if not all(isinstance(recorded.get(key), (int, float)) for key in _LAYOUT_SIZES):
+        return None
+    return {key: int(value) if isinstance(value, (int, float)) else value for key, value in recorded.items()}
 
 
 def live_of(jobset: Mapping[str, Any]) -> Submitted:

@@ -37,7 +37,7 @@ from facts.kueue import WithinClusterQueue
 from facts.machines import MachineType
 from facts.project import PROJECT
 from facts.versions import Image
-from planners import nemo, workload
+from planners import layout, nemo, workload
 from planners.chains import chain_advice, check_chain
 from planners.fabric import NcclTestSpec, check_nccl_test
 from planners.gpudirect import PodNetworking, gpudirect_stack, pod_networking
@@ -113,14 +113,18 @@ def _tokenizer(cfg: TokenizerConfig) -> Tokenizer:
     return Tokenizer(library=cfg.library, type=cfg.type, model=cfg.model)
 
 
-def run_spec(run: RunConfig, platform: PlatformExports) -> RunSpec:
+def run_spec(run: RunConfig, platform: PlatformExports, submitted: Submitted | None = None) -> RunSpec:
     """A run of the config, on the platform's default pool and priority unless it names its own.
-    A supervised run defaults to the image that holds the resiliency launcher."""
+    A supervised run defaults to the image that holds the resiliency launcher. A run that leaves
+    its layout to the planner keeps the one `submitted` (what the state records of it) holds while
+    its revision stands."""
     r = run.resiliency
     pool = run.pool or default_pool(run.team, platform)
     flavor = platform.flavors_by_pool.get(pool)
     machine_type = flavor.machine.name if flavor else None
     settings = run.settings_on(machine_type)
+    if run.layout == "auto" and flavor is not None:
+        settings = layout.planned_settings(run.model, flavor.machine, run.nodes, settings, _kept_layout(run, submitted))
     return RunSpec(
         name=run.name,
         model=run.model,
@@ -158,6 +162,22 @@ def run_spec(run: RunConfig, platform: PlatformExports) -> RunSpec:
         revision=run.revision,
         definition=encoded(run.definition()),
     )
+
+
+# The keys a planned layout depends on: while the stack file keeps them and the revision, the run
+# keeps the layout it was submitted with.
+_LAYOUT_INPUTS = ("model", "pool", "nodes", "globalBatchSize", "sequenceLength", "fp8", "layout")
+
+
+def _kept_layout(run: RunConfig, submitted: Submitted | None) -> Mapping[str, Any] | None:
+    """The layout a run that leaves it to the planner was submitted with, while it stands (a
+    changed input at the same revision is refused later, by planners.submitted)."""
+    if submitted is None or submitted.revision != run.revision or submitted.definition is None:
+        return None
+    now = run.definition()
+    if any(submitted.definition.get(key) != now.get(key) for key in _LAYOUT_INPUTS):
+        return None
+    return submitted.layout
 
 
 def _default_priority(team: str | None, platform: PlatformExports) -> str:
@@ -320,8 +340,8 @@ def check_runs(
                 "wait its whole timeout behind the run it gates; set kueue.preemption to LowerPriority"
             )
             errors.append(RuleError(f"training.runs[{i}].fabricCheck", run_config.fabric_check, why))
-        run = run_spec(run_config, platform)
         try:
+            run = run_spec(run_config, platform, submitted.get(run_config.name))
             check_team(run_config.team, run.pool, platform, run.priority)
             check_overrides(run)
             check_run(run, flavors, platform.priority_classes, platform.supervisor, platform.gke)

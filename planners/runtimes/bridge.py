@@ -110,7 +110,7 @@ def settings(run: RunSpec, paths: RunPaths, machine: MachineType) -> dict[str, A
         "tpOverlapConfig": tp_overlap(run, machine),
         # On with the tuned configuration, or with Transformer Engine's where the recipe says so.
         "tpOverlap": tp_overlap(run, machine) is not None or recipe.tp_comm_overlap,
-        "recomputeLayers": recipe.recompute_layers,
+        "recomputeLayers": s.recompute_layers,
         "recomputeModules": list(recipe.recompute_modules),
         "cudaGraphs": (
             {"impl": recipe.cuda_graphs.impl, "scope": list(recipe.cuda_graphs.scope)} if recipe.cuda_graphs else None

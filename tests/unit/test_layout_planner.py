@@ -318,3 +318,28 @@ def test_a_malformed_flag_exits_2(flag: list[str], capsys: pytest.CaptureFixture
         layout_tool.main([*argv, *flag])
     assert exited.value.code == 2
     assert "Traceback" not in capsys.readouterr().err
+
+
+def test_an_auto_layout_carries_its_recomputation_into_the_run() -> None:
+    """DeepSeek-V3 on 32 A4 nodes at global batch 4096: the chosen layout recomputes layers, and
+    the run's settings, which the Megatron-Bridge launcher reads (recomputeLayers), say how many."""
+    machine = MACHINE_TYPES["a4-highgpu-8g"]
+    recipe = model_spec("deepseek-v3").recipe_on(machine.name)
+    settings = recipe.settings(global_batch_size=4096)
+    chosen = LayoutRequest.of("deepseek-v3", machine.name, 32, global_batch_size=4096).choose().layout
+    planned = layout.planned_settings("deepseek-v3", machine, 32, settings)
+    assert chosen.recompute_layers > 0
+    assert planned.recompute_layers == chosen.recompute_layers
+    assert (planned.tensor_parallel, planned.pipeline_parallel, planned.expert_parallel) == (
+        chosen.tensor_parallel,
+        chosen.pipeline_parallel,
+        chosen.expert_parallel,
+    )
+
+
+def test_a_run_without_recomputation_in_its_runtime_is_planned_without() -> None:
+    """The launcher sets recomputed layers for Megatron-Bridge only: a NeMo 2 run's layout fits
+    as it is."""
+    request = LayoutRequest.of("llama3.1-70b", "a3-megagpu-8g", 8)
+    assert not request.target.recompute
+    assert all(p.layout.recompute_layers == 0 for p in request.plan())
