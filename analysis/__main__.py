@@ -32,6 +32,7 @@ from analysis.metrics import (
     non_finite,
     sequence_length_for,
 )
+from analysis.plan import RunPlan, against, read_plan
 from analysis.startup import AttemptStartup, attempt_starts, read_step_records, startup
 from facts.machines import ACCELERATORS, Precision
 from facts.models import MODELS
@@ -141,7 +142,15 @@ def _parser() -> argparse.ArgumentParser:
         "--log", type=Path, required=True, metavar="FILE", help="DLLogger JSON lines or a NeMo text log"
     )
     _add_window(metrics)
-    _add_throughput(metrics, required=True)
+    _add_throughput(metrics, required=False)
+    metrics.add_argument(
+        "--plan",
+        type=Path,
+        metavar="FILE",
+        help="the stack's outputs (pulumi stack output --json, or a render's outputs.json) or a run's plan: the "
+        "throughput options' values and the step times the run is held to, predicted and published",
+    )
+    metrics.add_argument("--run", metavar="NAME", help="the run of --plan's outputs (default: their only one)")
     metrics.add_argument("--json", action="store_true", help="print one JSON object")
 
     plot = commands.add_parser("plot", help="loss and step time against step, as a PNG")
@@ -330,13 +339,55 @@ def _json(report: dict[str, Any]) -> str:
         raise AnalysisError("a figure is not a finite number; nothing printed") from None
 
 
+_THROUGHPUT = {"gpus": "--gpus", "global_batch_size": "--global-batch-size", "accelerator": "--accelerator",
+               "precision": "--precision"}  # fmt: skip
+
+
+def _from_plan(args: argparse.Namespace) -> RunPlan | None:
+    """The run's plan, whose values fill the throughput options left out (an option given must
+    agree with it), and later the model where the log records none. Without a plan, all four
+    options."""
+    if args.plan is None:
+        if args.run is not None:
+            raise AnalysisError("--run names a run of --plan's outputs: give --plan too")
+        missing = [flag for name, flag in _THROUGHPUT.items() if getattr(args, name) is None]
+        if missing:
+            raise AnalysisError(f"metrics needs {', '.join(missing)} (or --plan FILE, the run's plan)")
+        return None
+    plan = read_plan(args.plan, args.run)
+    values = {"gpus": plan.gpus, "global_batch_size": plan.global_batch_size, "accelerator": plan.accelerator,
+              "precision": plan.precision.value}  # fmt: skip
+    for name, value in values.items():
+        given = getattr(args, name)
+        if given is not None and given != value:
+            raise AnalysisError(f"{_THROUGHPUT[name]} {given} disagrees with the plan's {value} ({plan.path})")
+        setattr(args, name, value)
+    return plan
+
+
 def _metrics(args: argparse.Namespace) -> tuple[str, list[str], int]:
     window = _window(args)
+    plan = _from_plan(args)
     log = read_log(args.log, window)
+    # The plan's model where the log records no shape of its own.
+    if plan and log.parameters is None and args.model is None and args.model_flops_per_sample is None:
+        args.model = plan.model if plan.model in MODELS else None
     notes = _log_notes(log, window, "averaged")
     result = _run_metrics(args, log, window, notes)
+    references = against(plan, result.step_time_s) if plan else []
     code = EXIT_FAIL if log.loss_failure else 0
-    return (_json(result.as_json()) if args.json else _metrics_table(log, result)), notes, code
+    if args.json:
+        report = result.as_json()
+        if plan is not None:
+            report["against"] = {r.what: r.as_json() for r in references}
+        return _json(report), notes, code
+    table = _metrics_table(log, result)
+    if plan is not None:
+        lines = [f"{'against':<12} {r.sentence()}" for r in references] or [
+            f"{'against':<12} nothing: the plan holds no predicted or published step time"
+        ]
+        table = "\n".join([table, *lines])
+    return table, notes, code
 
 
 _MODEL_OPTIONS = ("model", "model_flops_per_sample", "seq_length", "vocab_size")

@@ -762,3 +762,32 @@ def planned_settings(
         micro_batch_size=chosen.micro_batch_size,
         recompute_layers=chosen.recompute_layers or None,
     )
+
+
+def predicted_step_seconds(run: RunSpec, machine: MachineType) -> float | None:
+    """The model's step time for a run's own layout on its machine; None on a machine outside
+    the catalog, whose fabric the model does not know, or for a layout that does not split the
+    run's GPUs and batch (check_layout refuses it)."""
+    if MACHINE_TYPES.get(machine.name) is not machine:
+        return None
+    s = run.settings
+    layout = Layout(
+        s.tensor_parallel,
+        s.pipeline_parallel,
+        s.virtual_pipeline,
+        s.context_parallel,
+        s.expert_parallel,
+        s.micro_batch_size,
+        s.global_batch_size,
+        s.sequence_length,
+        Precision.FP8 if s.fp8 else Precision.BF16,
+        s.recompute_layers or 0,
+    )
+    gpus = run.nodes * machine.gpus
+    if gpus % layout.model_parallel or layout.global_batch_size % (
+        layout.micro_batch_size * layout.data_parallel(gpus)
+    ):
+        return None
+    spec = run.spec
+    target = Target(spec, spec.architecture, machine, run.nodes, Fabric.of_machine(machine))
+    return target.predict(layout).step_seconds

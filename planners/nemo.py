@@ -21,6 +21,7 @@ from facts.kubernetes import (
 )
 from facts.machines import MachineType
 from facts.models import StepTime
+from planners import layout
 from planners.checkpoints import CheckpointCost, checkpoint_advice, checkpoint_cost
 from planners.gpudirect import PodNetworking
 from planners.runs import RunSpec, published_step, run_advice
@@ -206,6 +207,9 @@ class RunPlan:
     step: StepTime | None
     checkpoints: CheckpointCost | None
     advice: tuple[str, ...]
+    # The layout planner's step time for the run's layout (planners.layout; None: a machine
+    # outside the catalog): what `python -m analysis metrics --plan` holds the run to.
+    predicted_step_seconds: float | None = None
 
     def to_plain(self) -> dict[str, Any]:
         """What a user reads of the plan (the stack output `training.runs.<run>.plan`)."""
@@ -233,6 +237,9 @@ class RunPlan:
             "precision": f"fp8 ({run.recipe.fp8_scaling.value} scaling)" if s.fp8 else "bf16",
             "steps": s.steps,
             "publishedStepTimeS": self.step.seconds if self.step else None,
+            "predictedStepTimeS": (
+                round(self.predicted_step_seconds, 3) if self.predicted_step_seconds is not None else None
+            ),
             "checkpoint": (
                 {
                     "intervalSteps": run.checkpoint_interval_steps,
@@ -269,4 +276,5 @@ def plan_run(run: RunSpec, machine: MachineType, networking: PodNetworking, path
         step=step,
         checkpoints=saving,
         advice=(*run_advice(run, machine), *checkpoint_advice(run, saving, step.seconds if step else None)),
+        predicted_step_seconds=layout.predicted_step_seconds(run, machine),
     )

@@ -133,6 +133,9 @@ class RunLine:
     first_step_s: float = 0.0
     first_step_terms: tuple[str, ...] = ()
     first_step_usd: float | None = None
+    # The step time is the layout planner's prediction (planners.layout): none is published at
+    # the run's layout.
+    step_time_predicted: bool = False
     # Its capacity chain, where it names more than one pool, in the order Kueue tries them; a
     # MultiKueue manager's run: its workers that have its pool, offered it as `dispatch` says.
     chain: tuple[ChainLink, ...] | None = None
@@ -298,8 +301,10 @@ def _run_line(
     MultiKueue manager's, which offers the run to them as `dispatch` says."""
     run, s, known, saving = plan.run, plan.run.settings, plan.step, plan.checkpoints
     pool, region = pools[run.pool]
-    wait = saving.wait_s(known.seconds if known else None) if saving else 0.0
-    hours = (s.steps * known.seconds + wait) / 3600 if known and wait is not None else None
+    # The published step at the run's layout, else the planner's prediction for it.
+    seconds = known.seconds if known else plan.predicted_step_seconds
+    wait = saving.wait_s(seconds) if saving else 0.0
+    hours = (s.steps * seconds + wait) / 3600 if seconds is not None and wait is not None else None
     price = pricing.on_demand_usd_per_hour(pool.machine_type, region)
     on_demand = pool.capacity_type is CapacityType.ON_DEMAND
     image = run.image_ref
@@ -315,7 +320,7 @@ def _run_line(
         gpus=run.nodes * pool.machine.gpus,
         steps=s.steps,
         max_restarts=run.max_restarts,
-        step_time_s=known.seconds if known else None,
+        step_time_s=seconds,
         step_time_source=known.source if known else None,
         step_time_measured_with=known.measured_with if known else None,
         checkpoint_saves=saving.saves if saving else 0,
@@ -331,6 +336,7 @@ def _run_line(
         first_step_usd=start_usd,
         chain=_worker_chain(run, hours, workers, dispatch) if workers else _chain(run, hours, pools),
         dispatch=dispatch if workers else None,
+        step_time_predicted=known is None and seconds is not None,
     )
 
 

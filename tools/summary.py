@@ -129,6 +129,8 @@ def _runs(summary: Mapping[str, Any]) -> list[str]:
     ]
     for run in summary["runs"]:
         step = f"{run['stepTimeS']:.1f} s" if run["stepTimeS"] is not None else "unknown"
+        if run.get("stepTimePredicted"):
+            step += " (predicted)"
         cost = "unknown" if run["hours"] is None else _usd(run["usd"])
         # The terms without a public figure are left out: a lower bound.
         first = f"≥ {run['firstStepS'] / 60:.1f} min"
@@ -157,11 +159,22 @@ def _runs(summary: Mapping[str, Any]) -> list[str]:
                 f"{run['name']}'s published step time was measured with {run['stepTimeMeasuredWith']}, a "
                 "benchmark-only setting the run does not use: its steps, duration and cost may be higher.",
             ]
+    unknown = [run["name"] for run in summary["runs"] if run["stepTimeS"] is None]
+    if any(run.get("stepTimePredicted") for run in summary["runs"]):
+        lines += [
+            "",
+            "A step time marked predicted is the layout planner's for the run's layout, none being published "
+            "(docs/training.md, Layouts: dense models' published rows held out come within 15 %, mixture-of-experts "
+            "ones by up to half); hold the run to it with `python -m analysis metrics --plan`.",
+        ]
+    if unknown:
+        lines += [
+            "",
+            f"{', '.join(unknown)} {'has' if len(unknown) == 1 else 'have'} no expected duration: no step time is "
+            "published or predicted for a machine outside the catalog; measure one with `python -m analysis metrics`.",
+        ]
     return [
         *lines,
-        "",
-        "A run without a published step time at its layout has no expected duration: measure one "
-        "with `python -m analysis metrics`.",
         "",
         "Restarts: how often a failure other than a program error (a lost node, an NCCL error, a crashed rank) "
         "restarts the whole run, from its newest checkpoint, before it fails (docs/recovery.md); 0 fails it at once.",

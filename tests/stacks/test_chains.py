@@ -80,7 +80,8 @@ def test_a_fallback_pool_too_small_for_the_run_is_refused_naming_it() -> None:
 
 
 def test_the_summary_shows_each_pool_of_the_chain_with_its_price_and_wait(render: Any) -> None:
-    """gpt-5b has no published step time on a3-highgpu-8g: each link is priced per hour only."""
+    """gpt-5b has no published step time on a3-highgpu-8g: the on-demand link prices the run at
+    the layout planner's prediction, the Spot link per hour only where a Spot price is known."""
     run = render("dev", values=chained())
     (line,) = [r for r in run.exports["summary"]["runs"] if r["name"] == "demo"]
     first, second = line["chain"]
@@ -88,12 +89,13 @@ def test_the_summary_shows_each_pool_of_the_chain_with_its_price_and_wait(render
         "a3-highgpu", "onDemand", "spare", "spot"
     )  # fmt: skip
     # 2 nodes at us-central1's on-demand a3-highgpu-8g price (facts.pricing: 9.46006 + 33.60609).
-    assert first["usdPerHour"] == pytest.approx(2 * (9.46006 + 33.60609)) and first["usd"] is None
+    assert first["usdPerHour"] == pytest.approx(2 * (9.46006 + 33.60609))
+    assert first["usd"] == pytest.approx(first["usdPerHour"] * line["hours"])
     assert second["usdPerHour"] is None and "preemptible" in second["wait"]
     text = markdown("dev", run.exports["summary"], [])
     assert (
         "demo runs on the first pool of its chain with room, in this order: a3-highgpu (onDemand: ~86 USD/h for its "
-        "nodes, duration unknown; wait: none known: on-demand VMs, where the zone has them), then spare (spot: not "
+        "nodes, ~32 USD for the run; wait: none known: on-demand VMs, where the zone has them), then spare (spot: not "
         "priced; wait: none known, and preemptible: Spot VMs may be reclaimed at any time)."
     ) in text
 

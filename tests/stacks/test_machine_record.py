@@ -113,7 +113,8 @@ def test_a_machine_added_as_data_is_priced_only_where_a_price_is_known(x9: Machi
     assert (pool["machineType"], pool["gpus"], pool["usdPerHour"]) == (x9.name, 16, None)
     assert f"pool x9: no price for {x9.name} in us-central1 in the table" in summary["notPriced"]
     (run,) = summary["runs"]
-    assert (run["gpus"], run["stepTimeS"], run["usd"]) == (8, None, None)
+    # Its step is predicted (the record is in the catalog), its cost not priced.
+    assert (run["gpus"], run["stepTimePredicted"], run["usd"]) == (8, True, None)
 
 
 def test_tensor_parallelism_is_bounded_by_the_nvlink_domain_not_a_name(x9: MachineType) -> None:

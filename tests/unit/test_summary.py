@@ -92,10 +92,20 @@ def test_a_run_with_a_published_step_time_gets_a_duration_and_a_cost() -> None:
     [{"nodes": 16}, {"image": "nvcr.io/nvidia/nemo:24.07"}],
     ids=["another-layout", "an-explicit-image"],
 )
-def test_no_duration_without_a_published_step_time_at_that_exact_layout(changes: dict[str, object]) -> None:
-    summary = plan_summary("p", "us-central1", "z", [pool("mega", "a3-megagpu-8g", 32)], planned(gpt3_run(**changes)))
+def test_without_a_published_step_time_at_that_exact_layout_the_prediction_prices_the_run(
+    changes: dict[str, object],
+) -> None:
+    """Another layout, or the run's own image: NVIDIA's row does not apply, and the layout
+    planner's prediction for the run's layout gives its duration and cost, marked predicted."""
+    (plan,) = planned(gpt3_run(**changes))
+    summary = plan_summary("p", "us-central1", "z", [pool("mega", "a3-megagpu-8g", 32)], [plan])
     (run,) = summary.runs
-    assert run.hours is None and run.usd is None and run.step_time_s is None
+    assert plan.step is None and plan.predicted_step_seconds is not None
+    assert run.step_time_predicted and run.step_time_s == plan.predicted_step_seconds
+    assert run.step_time_source is None
+    assert run.hours is not None and run.hours >= 100 * plan.predicted_step_seconds / 3600
+    assert run.usd is not None
+    assert summary.as_output()["runs"][0]["stepTimePredicted"] is True
 
 
 def test_a_reserved_pool_s_run_has_a_duration_but_no_price() -> None:
@@ -159,7 +169,12 @@ def test_what_has_no_price_is_listed_never_guessed() -> None:
 
 
 def test_a_run_without_a_duration_is_listed_as_not_priced() -> None:
-    summary = plan_summary("p", "us-central1", "z", [pool("mega", "a3-megagpu-8g", 32)], planned(gpt3_run(nodes=16)))
+    """Neither published nor predicted (a machine outside the catalog): no duration, no cost."""
+    (plan,) = planned(gpt3_run(nodes=16))
+    unpredicted = dataclasses.replace(plan, predicted_step_seconds=None)
+    summary = plan_summary("p", "us-central1", "z", [pool("mega", "a3-megagpu-8g", 32)], [unpredicted])
+    (run,) = summary.runs
+    assert run.hours is None and run.usd is None and not run.step_time_predicted
     assert "run r: no published step time at its layout, so no duration" in summary.not_priced
 
 

@@ -17,6 +17,7 @@ import pytest
 from analysis import samples
 from analysis.__main__ import main
 from facts.machines import ACCELERATORS, Precision
+from harness.runner import run_stack
 from tests.unit.analysis.logs_for_tests import ROOT
 from tools.docs_commands import doc_commands, shown_pattern
 
@@ -148,6 +149,11 @@ def test_each_command_of_the_docs_runs_as_written(
     shutil.copytree(LOGS, tmp_path / "examples" / "logs")
     monkeypatch.chdir(tmp_path)
     program, argv = command.argv[:3], command.argv[3:]
+    if "--plan" in argv:
+        # The render the docs run first (`python -m tools.render --stack <stack>`) writes the outputs.
+        outputs = Path(argv[argv.index("--plan") + 1])
+        outputs.parent.mkdir(parents=True)
+        outputs.write_text(json.dumps(run_stack(outputs.parent.name).exports))
     entry = {"python -m analysis": main, "python -m analysis.samples": samples.main}[" ".join(program)]
     try:
         code = entry(argv)
