@@ -86,6 +86,12 @@ class Fabric:
     def hbm_bytes(self) -> float:
         return self.accelerator.memory_gb * GB
 
+    def carries_experts(self, expert_parallel: int) -> bool:
+        """Whether the model knows the bandwidth of an expert-parallel group of this size: inside
+        an NVLink domain, or across nodes with GPU NICs (a machine without them reaches other
+        nodes over its gVNIC, whose share per GPU no source gives)."""
+        return expert_parallel <= self.nvlink_domain_gpus or self.scale_out_gbytes_per_s > 0
+
 
 @dataclass(frozen=True)
 class Layout:
@@ -525,7 +531,7 @@ class Target:
                 continue
             d = gpus // (t * c * p)
             for e, mbs in itertools.product(experts, MICRO_BATCH_SIZES):
-                if global_batch_size % (mbs * d) or gpus % (e * p):
+                if global_batch_size % (mbs * d) or gpus % (e * p) or not self.fabric.carries_experts(e):
                     continue
                 yield Layout(t, p, v if v > 1 else None, c, e, mbs, global_batch_size, sequence_length, precision)
 
@@ -631,8 +637,6 @@ class LayoutRequest:
             raise RuleError("machine", machine_type, f"is not a catalog machine: {', '.join(MACHINE_TYPES)}")
         if nodes < 1:
             raise RuleError("nodes", nodes, "must be at least 1")
-        if nodes > 1 and not machine.gpu_nics:
-            raise RuleError("nodes", nodes, f"{machine.name} has no GPU NICs: a run on it takes one node")
         recipe = spec.recipe_on(machine.name)
         batch = recipe.global_batch_size if global_batch_size is None else global_batch_size
         if batch < 1:

@@ -267,7 +267,6 @@ def test_a_batch_no_layout_splits_is_refused_with_the_nearest_that_work() -> Non
         (("no-such-model", "a4-highgpu-8g", 1), "model"),
         (("llama3-8b", "a9-megagpu-1g", 1), "machine"),
         (("llama3-8b", "a4-highgpu-8g", 0), "nodes"),
-        (("llama3-8b", "a3-highgpu-1g", 2), "nodes"),
         (("llama3-8b", "a3-highgpu-1g", 1), "nodes"),
     ],
 )
@@ -343,3 +342,10 @@ def test_a_run_without_recomputation_in_its_runtime_is_planned_without() -> None
     request = LayoutRequest.of("llama3.1-70b", "a3-megagpu-8g", 8)
     assert not request.target.recompute
     assert all(p.layout.recompute_layers == 0 for p in request.plan())
+
+
+def test_a_machine_without_gpu_nics_keeps_its_experts_inside_a_node() -> None:
+    """a3-highgpu-4g reaches other nodes over its gVNIC, whose bandwidth per GPU no source gives:
+    its layouts are planned across nodes, but no expert-parallel group spans them."""
+    proposals = LayoutRequest.of("qwen3-30b-a3b", "a3-highgpu-4g", 4, global_batch_size=512).plan()
+    assert proposals and all(p.layout.expert_parallel <= 4 for p in proposals)
