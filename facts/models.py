@@ -816,7 +816,7 @@ _PRICED_ROWS: Mapping[str, tuple[tuple[str, PublishedRun], ...]] = {
     ),
     # The A3 Ultra layout (TP4 × PP8 × VP5) in FP8, as NVIDIA measured it on H100.
     "llama3-70b": (
-        ("a4x-highgpu-4g", published_run("llama3-70b", "26.02", _GB200)),
+        ("a4x-highgpu-4g", published_run("llama3-70b", "26.02", _GB200, "MXFP8")),
         ("a3-ultragpu-8g", published_run("llama3-70b", "26.02", _H100)),
     ),
     # A4X's at half its recipe's global batch.

@@ -5,7 +5,8 @@ catalog prices runs of the recipes' sizes with some of them (facts.models), and 
 
 The rows are those of the catalog's container, NeMo 26.02 (facts.versions.NEMO_2602), and of the
 release before it, 25.11, which NVIDIA's page listed together. Left out: B300 and GB300 rows (no
-catalog machine has those GPUs) and NVFP4 rows (the launcher trains in BF16 or FP8). Every
+catalog machine has those GPUs) and NVFP4 rows (the launcher trains in BF16 or FP8). Rows run with
+Megatron-FSDP are kept, flagged: the catalog prices one, and the planner's fit leaves them out. Every
 mixture-of-experts row was measured with tokens forced evenly over the experts (the tables' note),
 none with checkpoints, all on NVIDIA's DGX systems below.
 """
@@ -158,6 +159,7 @@ def _rows(release: str, *rows: tuple) -> tuple[PublishedRun, ...]:  # type: igno
 PUBLISHED_RUNS: tuple[PublishedRun, ...] = _rows(
     "26.02",
     ("llama3-70b", _GB200, 64, "MXFP8", 256, 1, 8192, 2, 4, 1, 5, None, 3613),
+    ("llama3-70b", _GB200, 64, "FP8", 256, 2, 8192, 1, 1, 1, None, None, 4040, True),
     ("llama3-70b", _H100, 64, "FP8", 256, 1, 8192, 4, 8, 1, 5, None, 1621),
     ("llama3.1-405b", _GB200, 256, "FP8", 1536, 1, 8192, 4, 16, 1, 4, None, 793),
     ("llama3.1-405b", _GB200, 256, "MXFP8", 1536, 1, 8192, 4, 16, 1, 8, None, 786),
@@ -175,6 +177,7 @@ PUBLISHED_RUNS: tuple[PublishedRun, ...] = _rows(
     ("llama3-8b", _GB200, 8, "FP8-CS", 128, 2, 8192, 1, 1, 1, None, 1, 31508),
     ("llama3-8b", _B200, 8, "FP8-CS", 128, 2, 8192, 1, 1, 1, None, 1, 30624),
     ("llama3-8b", _H100, 8, "FP8-CS", 128, 1, 8192, 1, 1, 1, None, 1, 14451, True),
+    ("llama3-70b", _GB200, 64, "FP8-CS", 256, 2, 8192, 1, 1, 1, 1, 1, 4312, True),
     ("llama3-70b", _H100, 64, "FP8-CS", 128, 1, 8192, 4, 8, 1, 5, 1, 1602),
     ("llama3.1-405b", _GB200, 256, "FP8-CS", 1536, 1, 8192, 4, 16, 1, 4, 1, 813),
     ("llama3.1-405b", _B200, 128, "FP8-CS", 64, 1, 8192, 4, 8, 2, 8, 1, 661),

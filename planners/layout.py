@@ -1,32 +1,33 @@
 """The layout planner: what a layout of a model needs per GPU and how long its step takes on a
 machine, and the search for the best layout of a model on a number of nodes.
 
-Memory, per GPU of the fullest pipeline stage, from the architecture alone (no fitting):
-- weights, gradients and optimizer state: Megatron Core's distributed optimizer keeps a BF16
-  weight and a BF16 gradient of every parameter on each GPU of its shard (the launcher and NVIDIA's
-  configurations reduce gradients in BF16: grad_reduce_in_fp32=False) and an FP32 master weight
-  and Adam's two FP32 moments spread over the data-parallel GPUs: 4 + 12/d bytes per parameter
-  (NVIDIA/Megatron-LM:docs/source/api-guide/dist_optimizer.md, "bf16 param"); a mixture of
-  experts' weights over the expert-parallel GPUs, their state over the expert data-parallel ones;
-- activations: per layer and micro-batch, the tensors the backward pass reads, in BF16, split
-  by tensor (sequence) and context parallelism, with flash attention (no s × s scores), as
-  Korthikanti et al. count them ("Reducing Activation Recomputation in Large Transformer Models",
+Memory, per GPU of the fuller end of the pipeline, from the architecture alone (no fitting):
+- weights, gradients and optimizer state: Megatron Core's distributed optimizer, BF16 weights and
+  gradient buffers (the launcher and NVIDIA's configurations reduce gradients in BF16), 4 + 16/d
+  bytes a parameter, or 4 + 10/d through the precision-aware optimizer of Megatron-Bridge's BF16
+  runs (REPLICATED_BYTES_PER_PARAMETER and the sharded constants, sourced there), d the data ×
+  context-parallel GPUs; a mixture of experts' weights over the expert-parallel GPUs, their state
+  over the expert data-parallel ones;
+- activations: per layer and micro-batch, the tensors the backward pass reads, split by tensor
+  (sequence) and context parallelism, with flash attention (no s × s scores), as Korthikanti et
+  al. count them ("Reducing Activation Recomputation in Large Transformer Models",
   arXiv:2205.05198, §4: 34·s·b·h/t for a GPT layer) for grouped-query attention, gated MLPs and
-  experts; a fully recomputed layer keeps its input only (ibid. §5);
-- the micro-batches the first stage holds: the pipeline size under 1F1B, the warm-up chunks of
-  the interleaved schedule with a virtual pipeline (megatron-core
-  pipeline_parallel/schedules.py, get_pp_rank_microbatches), and the last stage's logits.
+  experts, in BF16 but a linear layer's FP8 input; a fully recomputed layer keeps its input only
+  (ibid. §5);
+- the micro-batches each end of the pipeline holds: under 1F1B the pipeline size on the first
+  stage and one on the last, under the interleaved schedule its warm-up chunks (megatron-core
+  pipeline_parallel/schedules.py), and on the last stage the logits.
 
 Step time: the model FLOPs per GPU (as NVIDIA counts them, causal attention) at the precision's
 dense peak, in and outside the experts, stretched by the pipeline bubble ((p - 1) / (v × m) of the
 step, Narayanan et al. 2021, arXiv:2104.04473 §2.2) and by recomputation (one more forward pass of
-a recomputed layer); a fixed cost per layer and micro-batch (launches, synchronisation, the
-inefficiency of small matrices); and the experts' token exchange (dispatch and combine, forward
-and backward) at the NVLink or scale-out bandwidth, not overlapped. The three coefficients are
-fitted, non-negative least squares on relative error, on NVIDIA's published rows
-(facts.published): `CALIBRATION` says which; `leave_one_out` checks each row against a fit
-without it. Tensor, context and data-parallel exchanges are overlapped in NVIDIA's configurations
-and the rows cannot tell their cost apart from zero: the model leaves them out.
+a recomputed layer); a term for experts whose share of the tokens is small; a cost per sample and
+layer that tensor and context parallelism do not divide; and the experts' token exchange
+(dispatch and combine, forward and backward) at the NVLink or scale-out bandwidth, not overlapped.
+The four coefficients are fitted, non-negative least squares on relative error, on NVIDIA's
+published rows (facts.published): `calibration()` says which; `leave_one_out` checks each row
+against a fit without it. Tensor, context and data-parallel exchanges are overlapped in NVIDIA's
+configurations and the rows cannot tell their cost apart from zero: the model leaves them out.
 """
 
 from __future__ import annotations
@@ -46,11 +47,21 @@ from facts.published import PUBLISHED_RUNS, DgxSystem, PublishedRun
 from planners.runs import RunSpec, Tokenizer, check_layout
 
 GB = 1e9
-# Distributed optimizer, BF16 weights and gradients (module docstring).
+# Megatron Core's distributed optimizer with BF16 weights and gradient buffers: 2 + 2 bytes a
+# parameter on every GPU of its shard, and spread over the data × context-parallel GPUs an FP32
+# gradient, master weight and two Adam moments (4 + 16/d: NVIDIA/Megatron-LM
+# docs/source/api-guide/dist_optimizer.md, "fp16/bf16 param, fp16/bf16 grads"; megatron-core 0.16
+# optimizer/distrib_optimizer.py copies the gradient shard to FP32). The precision-aware optimizer
+# (Megatron-Bridge's BF16 runs: planners.runtimes.bridge) reads the BF16 gradient as it is and keeps
+# the master weight as its 16-bit remainder beside the BF16 one (store_param_remainders, on by
+# default): 2 + 4 + 4.
 REPLICATED_BYTES_PER_PARAMETER = 4
-SHARDED_BYTES_PER_PARAMETER = 12
-# Activations are kept in BF16; the loss reads BF16 logits and an FP32 copy of them.
+SHARDED_BYTES_PER_PARAMETER = 16
+SHARDED_BYTES_PRECISION_AWARE = 10
+# Activations are kept in BF16, a linear layer's FP8 input in one byte; the loss reads BF16 logits
+# and an FP32 copy of them.
 ACTIVATION_BYTES = 2
+FP8_ACTIVATION_BYTES = 1
 LOSS_BYTES_PER_LOGIT = 2 + 4
 # Micro-batch sizes the search tries: NVIDIA's rows use 1 to 8.
 MICRO_BATCH_SIZES = (1, 2, 4, 8)
@@ -86,11 +97,27 @@ class Fabric:
     def hbm_bytes(self) -> float:
         return self.accelerator.memory_gb * GB
 
-    def carries_experts(self, expert_parallel: int) -> bool:
-        """Whether the model knows the bandwidth of an expert-parallel group of this size: inside
-        an NVLink domain, or across nodes with GPU NICs (a machine without them reaches other
-        nodes over its gVNIC, whose share per GPU no source gives)."""
-        return expert_parallel <= self.nvlink_domain_gpus or self.scale_out_gbytes_per_s > 0
+    def nvlink_block(self, gpus: int) -> int:
+        """GPUs of a run placed in one NVLink domain as one block of consecutive ranks: a node on
+        an HGX board; on GB200 NVL72 the most nodes up to a domain's 18 that divide the run's, as
+        NVIDIA's GB200 runs are segmented (Megatron-Bridge scripts/performance/utils/executors.py
+        @v0.3.0, --segment) and A4X recipes sliced (16-node slices per sub-block)."""
+        per_domain = max(self.nvlink_domain_gpus // self.gpus_per_node, 1)
+        nodes = max(gpus // self.gpus_per_node, 1)
+        block = max(k for k in range(1, min(per_domain, nodes) + 1) if nodes % k == 0)
+        return block * self.gpus_per_node
+
+    def experts_on_nvlink(self, expert_parallel: int, gpus: int) -> bool:
+        """An expert-parallel group is e consecutive ranks (expert tensor parallelism 1, rank
+        order tp-cp-ep-dp-pp: megatron-core parallel_state.py): on NVLink where e divides the
+        run's NVLink block."""
+        return self.nvlink_block(gpus) % expert_parallel == 0
+
+    def carries_experts(self, expert_parallel: int, gpus: int) -> bool:
+        """Whether the model knows the bandwidth of an expert-parallel group of this size: on
+        NVLink, or across nodes with GPU NICs (a machine without them reaches other nodes over its
+        gVNIC, whose share per GPU no source gives)."""
+        return self.experts_on_nvlink(expert_parallel, gpus) or self.scale_out_gbytes_per_s > 0
 
 
 @dataclass(frozen=True)
@@ -182,66 +209,103 @@ class Memory:
 def _activation_bytes(arch: Architecture, layout: Layout, recomputed_modules: Collection[str]) -> tuple[float, float]:
     """(a layer's activations, a fully recomputed layer's input) for one micro-batch, bytes, on
     one GPU, averaged over dense and expert layers. `recomputed_modules`: the recipe's selective
-    recomputation (Megatron Core's recompute_modules), whose outputs are not kept."""
+    recomputation (Megatron Core's recompute_modules), whose outputs are not kept. In FP8 the
+    input a linear layer keeps for its backward pass is the FP8 copy it multiplied with, one byte
+    (Transformer Engine's Linear and LayerNormLinear save the quantized input)."""
     h, t = arch.hidden, layout.tensor_parallel
     tokens = layout.sequence_length * layout.micro_batch_size / layout.context_parallel
+    half = ACTIVATION_BYTES
+    # A linear layer's input: FP8 where the layer computes in FP8.
+    linear_in = FP8_ACTIVATION_BYTES if layout.precision is Precision.FP8 else ACTIVATION_BYTES
     if (a := arch.latent_attention) and "mla_up_proj" not in recomputed_modules:
         qkv = arch.heads * (2 * (a.qk_head_dim + a.qk_rope_head_dim) + a.v_head_dim)
     elif a:
         qkv = a.q_lora_rank + a.kv_lora_rank + a.qk_rope_head_dim
     else:
         qkv = (arch.heads + 2 * arch.kv_heads) * arch.head_dim
-    # Each sub-layer keeps its norm's input and output (the output is recomputed with "layernorm").
-    norm = 1 if "layernorm" in recomputed_modules else 2
-    # Queries, keys and values, and the attention's output.
-    attention = norm * h + qkv + h
-    # The first matrix's output(s) and the activation's output (recomputed for experts with "moe_act").
+    # Each sub-layer keeps its norm's input, and its output as the next linear layer's input
+    # (recomputed with "layernorm").
+    norm_out = 0 if "layernorm" in recomputed_modules else linear_in
+    # Queries, keys and values for flash attention, and its output as the projection's input.
+    attention = h * (half + norm_out) + qkv * half + h * linear_in
+    # The first matrix's output(s), and the activation's output as the second matrix's input
+    # (recomputed for experts with "moe_act").
     first = 2 if arch.gated_mlp else 1
-    dense = norm * h + (first + 1) * arch.ffn_hidden
+    dense = h * (half + norm_out) + arch.ffn_hidden * (first * half + linear_in)
     per_token: float = attention
     if e := arch.experts:
-        activation = 0 if "moe_act" in recomputed_modules else 1
-        # Each token's copy per chosen expert, the experts' first matrix and activation outputs,
-        # and the shared expert's.
-        moe = norm * h + e.top_k * (h + (first + activation) * e.ffn_hidden) + (first + 1) * e.shared_ffn_hidden
+        activation = 0 if "moe_act" in recomputed_modules else linear_in
+        # The router's input (BF16), each token's copy per chosen expert as its first matrix's
+        # input, the experts' first matrix and activation outputs, and the shared expert's.
+        moe = (
+            h * (half + norm_out)
+            + e.top_k * (h * linear_in + e.ffn_hidden * (first * half + activation))
+            + e.shared_ffn_hidden * (first * half + linear_in)
+        )
         per_token += (arch.moe_layers * moe + (arch.layers - arch.moe_layers) * dense) / arch.layers
     else:
         per_token += dense
-    layer = tokens * per_token * ACTIVATION_BYTES / t
+    layer = tokens * per_token / t
     kept_input = tokens * h * ACTIVATION_BYTES / t
     return layer, kept_input
 
 
-def _layers_in_flight(arch: Architecture, layout: Layout, micro_batches: int) -> float:
-    """Layer activations (in layers × micro-batches) the first pipeline stage holds at its peak."""
+def _chunks_in_flight(layout: Layout, micro_batches: int, rank: int) -> int:
+    """Model chunks (each a micro-batch through one chunk's layers) pipeline rank `rank` holds at
+    its peak: p − rank under 1F1B; 2(p − rank − 1) warm-up chunks, (v − 1) groups of p more and the
+    first steady one under the interleaved schedule (megatron-core 0.16
+    pipeline_parallel/schedules.py, group size p)."""
     p, v = layout.pipeline_parallel, layout.chunks
-    chunk_layers = arch.layers / (p * v)
     if v == 1:
-        return chunk_layers * min(p, micro_batches)
-    # Interleaved 1F1B: 2 (p - 1) warm-up chunks, (v - 1) groups of p more, and the first steady one.
-    return chunk_layers * min(micro_batches * v, 2 * (p - 1) + (v - 1) * p + 1)
+        return min(p - rank, micro_batches)
+    return min(micro_batches * v, 2 * (p - rank - 1) + (v - 1) * p + 1)
 
 
-def memory(arch: Architecture, layout: Layout, gpus: int, recomputed_modules: Collection[str] = ()) -> Memory:
-    """Bytes per GPU of the layout's fullest stage (module docstring)."""
+def _layers_in_flight(arch: Architecture, layout: Layout, micro_batches: int, rank: int = 0) -> float:
+    """Layer activations (in layers × micro-batches) pipeline rank `rank` holds at its peak."""
+    chunk_layers = arch.layers / (layout.pipeline_parallel * layout.chunks)
+    return chunk_layers * _chunks_in_flight(layout, micro_batches, rank)
+
+
+def memory(
+    arch: Architecture,
+    layout: Layout,
+    gpus: int,
+    recomputed_modules: Collection[str] = (),
+    precision_aware: bool = False,
+) -> Memory:
+    """Bytes per GPU of the layout's fuller end of the pipeline: the first stage, which holds the
+    most micro-batches, or the last, which holds fewer and the logits (module docstring).
+    `precision_aware`: a BF16 run keeps its optimizer state through the precision-aware optimizer."""
     t, p, e = layout.tensor_parallel, layout.pipeline_parallel, layout.expert_parallel
-    d = layout.data_parallel(gpus)
+    # The optimizer shards a parameter over its data- and context-parallel replicas
+    # (megatron-core distributed_data_parallel.py, the intra-distributed-optimizer group).
+    d = layout.data_parallel(gpus) * layout.context_parallel
     expert_d = max(gpus // (e * p), 1)
+    sharded = (
+        SHARDED_BYTES_PRECISION_AWARE
+        if precision_aware and layout.precision is Precision.BF16
+        else SHARDED_BYTES_PER_PARAMETER
+    )
     experts = _expert_parameters(arch)
     embedding = arch.vocab_size * arch.hidden
-    # Every stage's share of the layers, and the first's embedding (both ends' with one stage).
+    # Every stage's share of the layers, and one end's embedding (both ends' with one stage).
     other = (arch.parameters - experts - 2 * embedding) / p + embedding * (2 if p == 1 else 1)
-    states = other / t * (REPLICATED_BYTES_PER_PARAMETER + SHARDED_BYTES_PER_PARAMETER / d) + experts / (p * e) * (
-        REPLICATED_BYTES_PER_PARAMETER + SHARDED_BYTES_PER_PARAMETER / expert_d
+    states = other / t * (REPLICATED_BYTES_PER_PARAMETER + sharded / d) + experts / (p * e) * (
+        REPLICATED_BYTES_PER_PARAMETER + sharded / expert_d
     )
     layer, kept = _activation_bytes(arch, layout, recomputed_modules)
-    in_flight = _layers_in_flight(arch, layout, layout.micro_batches(gpus))
     chunk_layers = arch.layers / (p * layout.chunks)
     recomputed = min(layout.recompute_layers, chunk_layers) / chunk_layers
-    activations = in_flight * ((1 - recomputed) * layer + recomputed * kept)
+    per_layer = (1 - recomputed) * layer + recomputed * kept
+    m = layout.micro_batches(gpus)
     tokens = layout.sequence_length * layout.micro_batch_size / layout.context_parallel
     logits = tokens * arch.vocab_size / t * LOSS_BYTES_PER_LOGIT
-    return Memory(states, activations, logits)
+    first = _layers_in_flight(arch, layout, m) * per_layer
+    last = _layers_in_flight(arch, layout, m, p - 1) * per_layer
+    if p > 1 and last + logits < first:
+        return Memory(states, first, 0.0)
+    return Memory(states, last, logits)
 
 
 @dataclass(frozen=True)
@@ -291,10 +355,9 @@ def terms(arch: Architecture, layout: Layout, gpus: int, fabric: Fabric) -> Term
         per_expert = tokens * e * x.top_k / x.count
         small = expert * SMALL_EXPERT_TOKENS / per_expert
         if e > 1:
-            # Expert tensor parallelism is 1: an expert-parallel group is e consecutive GPUs.
             bandwidth = (
                 fabric.accelerator.nvlink_gbytes_per_s
-                if e <= fabric.nvlink_domain_gpus
+                if fabric.experts_on_nvlink(e, gpus)
                 else fabric.scale_out_gbytes_per_s
             )
             # Dispatch and combine, forward and backward.
@@ -449,8 +512,9 @@ class Target:
     machine: MachineType
     nodes: int
     fabric: Fabric
-    # Whether the run can recompute whole layers: the launcher sets it for Megatron-Bridge only.
-    recompute: bool = True
+    # Megatron-Bridge runs: the launcher sets recomputed layers, and BF16 runs keep their optimizer
+    # state through the precision-aware optimizer (planners.runtimes.bridge). NVIDIA's rows ran it.
+    bridge: bool = True
 
     @property
     def gpus(self) -> int:
@@ -467,7 +531,7 @@ class Target:
         tflops = flops / seconds / 1e12
         return Proposal(
             layout,
-            memory(arch, layout, gpus, self.recomputed_modules),
+            memory(arch, layout, gpus, self.recomputed_modules, self.bridge),
             seconds,
             tflops,
             tflops / self.fabric.accelerator.peak_tflops(layout.precision),
@@ -476,9 +540,9 @@ class Target:
     def fitted(self, layout: Layout) -> Layout | None:
         """The layout with the fewest recomputed layers per chunk that fits the GPUs' memory."""
         chunk_layers = math.ceil(self.architecture.layers / (layout.pipeline_parallel * layout.chunks))
-        for recompute in range(chunk_layers + 1 if self.recompute else 1):
+        for recompute in range(chunk_layers + 1 if self.bridge else 1):
             candidate = dataclasses.replace(layout, recompute_layers=recompute)
-            used = memory(self.architecture, candidate, self.gpus, self.recomputed_modules).total
+            used = memory(self.architecture, candidate, self.gpus, self.recomputed_modules, self.bridge).total
             if used <= self.fabric.hbm_bytes:
                 return candidate
         return None
@@ -531,7 +595,7 @@ class Target:
                 continue
             d = gpus // (t * c * p)
             for e, mbs in itertools.product(experts, MICRO_BATCH_SIZES):
-                if global_batch_size % (mbs * d) or gpus % (e * p) or not self.fabric.carries_experts(e):
+                if global_batch_size % (mbs * d) or gpus % (e * p) or not self.fabric.carries_experts(e, gpus):
                     continue
                 yield Layout(t, p, v if v > 1 else None, c, e, mbs, global_batch_size, sequence_length, precision)
 
@@ -649,8 +713,8 @@ class LayoutRequest:
             raise RuleError(
                 "precision", chosen.value, f"{machine.accelerator.name} GPUs have no {chosen.value.upper()}"
             )
-        recompute = recipe.framework is Framework.MEGATRON_BRIDGE
-        target = Target(spec, spec.architecture, machine, nodes, Fabric.of_machine(machine), recompute)
+        bridge = recipe.framework is Framework.MEGATRON_BRIDGE
+        target = Target(spec, spec.architecture, machine, nodes, Fabric.of_machine(machine), bridge)
         return cls(target, batch, seq, chosen)
 
     def search(self, global_batch_size: int | None = None) -> list[Proposal]:
