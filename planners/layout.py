@@ -168,6 +168,22 @@ class Layout:
         return " ".join(parts)
 
     @classmethod
+    def of_settings(cls, s: RunSettings) -> Layout:
+        """A run's layout (its RunSettings)."""
+        return cls(
+            s.tensor_parallel,
+            s.pipeline_parallel,
+            s.virtual_pipeline,
+            s.context_parallel,
+            s.expert_parallel,
+            s.micro_batch_size,
+            s.global_batch_size,
+            s.sequence_length,
+            Precision.FP8 if s.fp8 else Precision.BF16,
+            s.recompute_layers or 0,
+        )
+
+    @classmethod
     def of_published(cls, row: PublishedRun) -> Layout:
         return cls(
             row.tensor_parallel,
@@ -838,24 +854,18 @@ def predicted_step_seconds(run: RunSpec, machine: MachineType) -> float | None:
     run's GPUs and batch (check_layout refuses it)."""
     if MACHINE_TYPES.get(machine.name) is not machine:
         return None
-    s = run.settings
-    layout = Layout(
-        s.tensor_parallel,
-        s.pipeline_parallel,
-        s.virtual_pipeline,
-        s.context_parallel,
-        s.expert_parallel,
-        s.micro_batch_size,
-        s.global_batch_size,
-        s.sequence_length,
-        Precision.FP8 if s.fp8 else Precision.BF16,
-        s.recompute_layers or 0,
-    )
-    gpus = run.nodes * machine.gpus
+    layout = Layout.of_settings(run.settings)
+    gpus, fabric = run.nodes * machine.gpus, Fabric.of_machine(machine)
     if gpus % layout.model_parallel or layout.global_batch_size % (
         layout.micro_batch_size * layout.data_parallel(gpus)
     ):
         return None
+    if not fabric.carries_experts(layout.expert_parallel, gpus):
+        return None
     spec = run.spec
-    target = Target(spec, spec.architecture, machine, run.nodes, Fabric.of_machine(machine))
-    return target.predict(layout).step_seconds
+    return Target(spec, spec.architecture, machine, run.nodes, fabric).predict(layout).step_seconds
+
+
+def planned_layout(run: RunSpec) -> str:
+    """A run's layout as the planner writes one (Layout.describe)."""
+    return Layout.of_settings(run.settings).describe

@@ -105,6 +105,8 @@ class RunSpec:
     machine_type: str | None = None
     # Pools the run may run on when `pool` has no room, in the order Kueue tries them (planners.chains).
     fallback_pools: tuple[str, ...] = ()
+    # The layout planner chose `settings`' layout (`layout: auto`: planners.layout).
+    planned_layout: bool = False
 
     @property
     def chain(self) -> tuple[str, ...]:

@@ -24,6 +24,7 @@ from facts.gke import CapacityType
 from facts.kueue import MULTIKUEUE_DISPATCH_ROUND_SECONDS, Dispatch
 from facts.project import PROJECT, is_placeholder
 from facts.registries import RegistryMirror
+from planners.layout import planned_layout
 from planners.multikueue import Worker, worker_pools
 from planners.nemo import RunPlan
 from planners.pools import GpuPoolExport
@@ -136,6 +137,9 @@ class RunLine:
     # The step time is the layout planner's prediction (planners.layout): none is published at
     # the run's layout.
     step_time_predicted: bool = False
+    # The layout the planner chose for a run that leaves it to it (`layout: auto`), as the
+    # planner writes a layout: `TP2 PP8 VP10 MBS1`.
+    planned_layout: str | None = None
     # Its capacity chain, where it names more than one pool, in the order Kueue tries them; a
     # MultiKueue manager's run: its workers that have its pool, offered it as `dispatch` says.
     chain: tuple[ChainLink, ...] | None = None
@@ -337,6 +341,7 @@ def _run_line(
         chain=_worker_chain(run, hours, workers, dispatch) if workers else _chain(run, hours, pools),
         dispatch=dispatch if workers else None,
         step_time_predicted=known is None and seconds is not None,
+        planned_layout=planned_layout(run) if run.planned_layout else None,
     )
 
 

@@ -130,6 +130,7 @@ def run_spec(run: RunConfig, platform: PlatformExports, submitted: Submitted | N
         model=run.model,
         pool=pool,
         fallback_pools=tuple(run.fallback_pools),
+        planned_layout=run.layout == "auto",
         nodes=run.nodes,
         settings=settings,
         machine_type=machine_type,

@@ -144,6 +144,14 @@ def _runs(summary: Mapping[str, Any]) -> list[str]:
     for run in summary["runs"]:
         lines += ["", f"Time to {run['name']}'s first step: " + "; ".join(run["firstStepTerms"]) + "."]
     for run in summary["runs"]:
+        if run.get("plannedLayout"):
+            lines += [
+                "",
+                f"{run['name']}'s layout is the layout planner's ({run['plannedLayout']}): the fastest it predicts "
+                "for the run's nodes, batch and precision, or the recipe's where that is as fast; kept while the "
+                "run's revision stands.",
+            ]
+    for run in summary["runs"]:
         if run.get("chain"):
             lines += ["", _chain(run)]
     for run in summary["runs"]:

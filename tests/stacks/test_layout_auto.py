@@ -56,6 +56,18 @@ def test_an_auto_run_renders_the_planners_choice_twice_alike(render: Render) -> 
     assert jobsets[0] == jobsets[1]
 
 
+def test_the_go_no_go_names_the_planners_layout() -> None:
+    from tools.summary import markdown  # noqa: PLC0415
+
+    run = run_stack("dev", values=_dev_with(layout="auto", globalBatchSize=1024))
+    (line,) = run.exports["summary"]["runs"]
+    chosen = LayoutRequest.of("gpt-5b", "a3-highgpu-8g", 2, global_batch_size=1024).choose()
+    assert line["plannedLayout"] == chosen.layout.describe
+    text = markdown("dev", run.exports["summary"], [])
+    assert f"gpt5b-demo's layout is the layout planner's ({chosen.layout.describe})" in text
+    assert run_stack("dev").exports["summary"]["runs"][0]["plannedLayout"] is None
+
+
 def test_the_recipes_layout_is_kept_where_nothing_is_predicted_clearly_faster() -> None:
     """gpt-5b's recipe (TP1 PP1, micro-batch 4) on 16 H100 ties with the fastest: NVIDIA's tuning wins."""
     chosen = LayoutRequest.of("gpt-5b", "a3-highgpu-8g", 2).choose()

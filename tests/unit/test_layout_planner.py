@@ -25,6 +25,7 @@ from planners.layout import (
     memory,
     published_target,
 )
+from planners.runs import RunSpec, Tokenizer
 from tools import layout as layout_tool
 
 H100 = Fabric.of_system(DGX_SYSTEMS[DgxSystems.DGX_H100])
@@ -380,3 +381,17 @@ def test_a_machine_without_gpu_nics_keeps_its_experts_inside_a_node() -> None:
     its layouts are planned across nodes, but no expert-parallel group spans them."""
     proposals = LayoutRequest.of("qwen3-30b-a3b", "a3-highgpu-4g", 4, global_batch_size=512).plan()
     assert proposals and all(p.layout.expert_parallel <= 4 for p in proposals)
+
+
+def test_no_step_is_predicted_for_experts_spread_over_a_gvnic() -> None:
+    """A run on a machine without GPU NICs whose expert-parallel group spans nodes: the model
+    knows no bandwidth for that exchange, so the plan predicts nothing rather than divide by 0."""
+    machine = MACHINE_TYPES["a3-highgpu-4g"]
+    spec = model_spec("qwen3-30b-a3b")
+    settings = spec.recipe_on(machine.name).settings(
+        global_batch_size=512, tensor_parallel=1, pipeline_parallel=1, expert_parallel=8, micro_batch_size=1
+    )
+    run = RunSpec("r", spec.name, "p", 2, settings, Tokenizer("megatron", "GPT2BPETokenizer"), "x")
+    assert layout.predicted_step_seconds(run, machine) is None
+    inside = dataclasses.replace(run, settings=dataclasses.replace(settings, expert_parallel=4))
+    assert layout.predicted_step_seconds(inside, machine) is not None
