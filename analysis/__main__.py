@@ -359,6 +359,8 @@ def _from_plan(args: argparse.Namespace) -> RunPlan | None:
               "precision": plan.precision.value}  # fmt: skip
     for name, value in values.items():
         given = getattr(args, name)
+        if isinstance(given, str):
+            given = given.lower()
         if given is not None and given != value:
             raise AnalysisError(f"{_THROUGHPUT[name]} {given} disagrees with the plan's {value} ({plan.path})")
         setattr(args, name, value)
@@ -369,9 +371,11 @@ def _metrics(args: argparse.Namespace) -> tuple[str, list[str], int]:
     window = _window(args)
     plan = _from_plan(args)
     log = read_log(args.log, window)
-    # The plan's model where the log records no shape of its own.
+    # The plan's model and sequence where the log records no shape of its own.
     if plan and log.parameters is None and args.model is None and args.model_flops_per_sample is None:
         args.model = plan.model if plan.model in MODELS else None
+        if args.model is not None and args.seq_length is None:
+            args.seq_length = plan.sequence_length
     notes = _log_notes(log, window, "averaged")
     result = _run_metrics(args, log, window, notes)
     references = against(plan, result.step_time_s) if plan else []

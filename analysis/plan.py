@@ -7,11 +7,13 @@ layout (`predictedStepTimeS`) and NVIDIA's published step at exactly that layout
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from analysis.errors import AnalysisError
+from analysis.metrics import MAX_STEP_TIME_S
 from facts.machines import MACHINE_TYPES, Precision
 
 
@@ -28,19 +30,24 @@ class RunPlan:
     published_step_s: float | None
 
 
+# A reference step time outside these bounds is no step of a training run (analysis.metrics
+# bounds a measured one by MAX_STEP_TIME_S too).
+MIN_REFERENCE_STEP_S = 1e-3
+
+
 def _number(plan: dict[str, Any], key: str, path: Path, *, whole: bool = True, optional: bool = False) -> Any:
+    """A whole number, or a step time in seconds; integral floats count as whole (the engine
+    answers numbers as floats)."""
     value = plan.get(key)
     if value is None and optional:
         return None
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or (whole and isinstance(value, float))
-        or value <= 0
-    ):
-        kind = "a positive whole number" if whole else "a positive number"
-        raise AnalysisError(f"--plan {path}: `{key}` must be {kind}, got {json.dumps(value)}")
-    return value
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        if whole and float(value).is_integer() and value > 0:
+            return int(value)
+        if not whole and MIN_REFERENCE_STEP_S <= value <= MAX_STEP_TIME_S:
+            return float(value)
+    kind = "a positive whole number" if whole else f"a step time from {MIN_REFERENCE_STEP_S:g} to {MAX_STEP_TIME_S:g} s"
+    raise AnalysisError(f"--plan {path}: `{key}` must be {kind}, got {json.dumps(value)}")
 
 
 def _plan_in(document: Any, path: Path, run: str | None) -> dict[str, Any]:
@@ -72,6 +79,8 @@ def read_plan(path: Path, run: str | None = None) -> RunPlan:
         raise AnalysisError(f"--plan {path}: {e.strerror or e}") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise AnalysisError(f"--plan {path}: not JSON ({e})") from None
+    except RecursionError:
+        raise AnalysisError(f"--plan {path}: JSON nested too deeply for a stack's outputs") from None
     plan = _plan_in(document, path, run)
     machine = MACHINE_TYPES.get(str(plan.get("machine")))
     if machine is None:

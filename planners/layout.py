@@ -564,7 +564,10 @@ class Target:
         return None
 
     def valid(self, layout: Layout) -> bool:
-        """Whether the config check would accept the layout (planners.runs.check_layout)."""
+        """Whether the config check would accept the layout (planners.runs.check_layout), and the
+        model knows the bandwidth of its expert exchange (Fabric.carries_experts)."""
+        if not self.fabric.carries_experts(layout.expert_parallel, self.gpus):
+            return False
         recipe = self.spec.recipe_on(self.machine.name)
         settings = dataclasses.replace(
             recipe.settings(
@@ -611,7 +614,7 @@ class Target:
                 continue
             d = gpus // (t * c * p)
             for e, mbs in itertools.product(experts, MICRO_BATCH_SIZES):
-                if global_batch_size % (mbs * d) or gpus % (e * p) or not self.fabric.carries_experts(e, gpus):
+                if global_batch_size % (mbs * d) or gpus % (e * p):
                     continue
                 yield Layout(t, p, v if v > 1 else None, c, e, mbs, global_batch_size, sequence_length, precision)
 

@@ -44,6 +44,17 @@ def shown(definition: Definition, secret_env: bool) -> Definition:
 
 
 @dataclass(frozen=True)
+class PlannedFor:
+    """What a layout is planned for: the machine, nodes, global batch, sequence and precision."""
+
+    machine: str
+    nodes: int
+    global_batch_size: int
+    sequence_length: int
+    fp8: bool
+
+
+@dataclass(frozen=True)
 class Submitted:
     """What a submitted run was submitted with. A run an earlier nemo-gke submitted records no
     revision until this version's first `up`, and never what it rendered (None)."""
@@ -56,9 +67,11 @@ class Submitted:
     # The state holds the run's JobSet itself (an `up` killed while creating it records the run's
     # TrainingRun, and not the JobSet the API server may have created).
     jobset_recorded: bool = True
-    # The layout its plan recorded (`layout` of the plan output, with its micro-batch size): what
-    # a run that leaves its layout to the planner keeps while its revision stands.
+    # The layout its plan recorded (`layout` of the plan output, with its micro-batch size), and
+    # what it was planned for (PlannedFor): what a run that leaves its layout to the planner keeps
+    # while its revision and those stand.
     layout: Mapping[str, Any] | None = None
+    planned_for: PlannedFor | None = None
 
     @property
     def where(self) -> str:
@@ -77,6 +90,7 @@ def recorded_of(outputs: Mapping[str, Any], jobset_recorded: bool = True) -> Sub
         rendered=outputs.get("rendered") if isinstance(outputs.get("rendered"), str) else None,
         jobset_recorded=jobset_recorded,
         layout=_recorded_layout(outputs.get("plan")),
+        planned_for=_planned_for(outputs.get("plan")),
     )
 
 
@@ -94,6 +108,25 @@ def _recorded_layout(plan: Any) -> Mapping[str, Any] | None:
     if not all(isinstance(recorded.get(key), (int, float)) for key in _LAYOUT_SIZES):
         return None
     return {key: int(value) if isinstance(value, (int, float)) else value for key, value in recorded.items()}
+
+
+def _planned_for(plan: Any) -> PlannedFor | None:
+    """What the recorded plan was planned for; None where a record lacks it."""
+    if not isinstance(plan, Mapping):
+        return None
+    numbers = [_whole(plan.get(key)) for key in ("nodes", "globalBatchSize", "sequenceLength")]
+    machine, precision = plan.get("machine"), plan.get("precision")
+    if None in numbers or not isinstance(machine, str) or not isinstance(precision, str):
+        return None
+    nodes, batch, sequence = (n or 0 for n in numbers)
+    return PlannedFor(machine, nodes, batch, sequence, precision.startswith("fp8"))
+
+
+def _whole(value: Any) -> int | None:
+    """A recorded whole number (an int, or the float the engine answers it as); None otherwise."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not float(value).is_integer():
+        return None
+    return int(value)
 
 
 def live_of(jobset: Mapping[str, Any]) -> Submitted:

@@ -393,7 +393,7 @@ def _not_priced(summary: Summary) -> tuple[str, ...]:
         lines.append(f"Filestore: {summary.filestore.pricing}")
     for run in summary.runs:
         if run.hours is None:
-            lines.append(f"run {run.name}: no published step time at its layout, so no duration")
+            lines.append(f"run {run.name}: no published or predicted step time, so no duration")
         elif run.usd is None:
             lines.append(f"run {run.name}: its pool {run.pool} is not priced")
     return (*lines, *pricing.NEVER_PRICED)

@@ -35,6 +35,7 @@ from facts.kubernetes import (
 )
 from facts.kueue import WithinClusterQueue
 from facts.machines import MachineType
+from facts.models import RunSettings
 from facts.project import PROJECT
 from facts.versions import Image
 from planners import layout, nemo, workload
@@ -55,7 +56,7 @@ from planners.runs import (
 )
 from planners.runtimes import check_overrides
 from planners.startup import preload_advice
-from planners.submitted import RunStep, Submitted, check_unrecorded, encoded, step_of
+from planners.submitted import PlannedFor, RunStep, Submitted, check_unrecorded, encoded, step_of
 from stacks.cluster import ClusterOutputs
 from stacks.contract import ClusterExports, PlatformExports
 from stacks.platform import PlatformOutputs
@@ -124,7 +125,8 @@ def run_spec(run: RunConfig, platform: PlatformExports, submitted: Submitted | N
     machine_type = flavor.machine.name if flavor else None
     settings = run.settings_on(machine_type)
     if run.layout == "auto" and flavor is not None:
-        settings = layout.planned_settings(run.model, flavor.machine, run.nodes, settings, _kept_layout(run, submitted))
+        kept = _kept_layout(run, submitted, flavor.machine.name, settings)
+        settings = layout.planned_settings(run.model, flavor.machine, run.nodes, settings, kept)
     return RunSpec(
         name=run.name,
         model=run.model,
@@ -165,20 +167,17 @@ def run_spec(run: RunConfig, platform: PlatformExports, submitted: Submitted | N
     )
 
 
-# The keys a planned layout depends on: while the stack file keeps them and the revision, the run
-# keeps the layout it was submitted with.
-_LAYOUT_INPUTS = ("model", "pool", "nodes", "globalBatchSize", "sequenceLength", "fp8", "layout")
-
-
-def _kept_layout(run: RunConfig, submitted: Submitted | None) -> Mapping[str, Any] | None:
-    """The layout a run that leaves it to the planner was submitted with, while it stands (a
-    changed input at the same revision is refused later, by planners.submitted)."""
-    if submitted is None or submitted.revision != run.revision or submitted.definition is None:
+def _kept_layout(
+    run: RunConfig, submitted: Submitted | None, machine: str, settings: RunSettings
+) -> Mapping[str, Any] | None:
+    """The layout a run that leaves it to the planner was submitted with, while its revision and
+    what the layout was planned for (the machine, nodes, batch, sequence and precision, as its
+    plan recorded them) stand. Else it is planned again: a changed key at the same revision is
+    then refused by planners.submitted, and a raised revision takes the new plan."""
+    if submitted is None or submitted.revision != run.revision or submitted.layout is None:
         return None
-    now = run.definition()
-    if any(submitted.definition.get(key) != now.get(key) for key in _LAYOUT_INPUTS):
-        return None
-    return submitted.layout
+    now = PlannedFor(machine, run.nodes, settings.global_batch_size, settings.sequence_length, settings.fp8)
+    return submitted.layout if submitted.planned_for == now else None
 
 
 def _default_priority(team: str | None, platform: PlatformExports) -> str:

@@ -179,7 +179,8 @@ def _runs(summary: Mapping[str, Any]) -> list[str]:
         lines += [
             "",
             f"{', '.join(unknown)} {'has' if len(unknown) == 1 else 'have'} no expected duration: no step time is "
-            "published or predicted for a machine outside the catalog; measure one with `python -m analysis metrics`.",
+            "published at the layout, and the layout planner predicts none (a machine outside the catalog, or experts "
+            "spread over nodes without GPU NICs); measure one with `python -m analysis metrics`.",
         ]
     return [
         *lines,

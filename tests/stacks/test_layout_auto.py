@@ -118,3 +118,28 @@ def test_a_model_no_layout_of_the_pool_fits_is_refused_by_nodes() -> None:
     16 bytes / 16 GPUs, five times an H100 (the batch case: tests/unit/test_layout_planner.py)."""
     error = rejected(_dev_with(layout="auto", model="llama3.1-405b"))
     assert "no layout of llama3.1-405b fits 16 H100 GPUs" in issue_for(error, "training.runs[0].nodes")
+
+
+def test_a_layout_is_kept_only_for_what_it_was_planned_for() -> None:
+    """The record's machine, nodes, batch, sequence and precision must all still hold: a run whose
+    default pool now has another machine is planned again (and its JobSet kept as submitted)."""
+    from config.training import RunConfig  # noqa: PLC0415
+    from facts.models import model_spec  # noqa: PLC0415
+    from planners.submitted import PlannedFor, Submitted  # noqa: PLC0415
+    from stacks.training import _kept_layout  # noqa: PLC0415
+
+    run = RunConfig.model_validate({"name": "r", "model": "llama3-70b", "nodes": 4, "layout": "auto"})
+    settings = model_spec("llama3-70b").recipe_on("a3-megagpu-8g").settings()
+    planned = PlannedFor("a3-megagpu-8g", 4, settings.global_batch_size, settings.sequence_length, settings.fp8)
+    layout = {
+        "tensorParallel": 4,
+        "pipelineParallel": 8,
+        "contextParallel": 1,
+        "expertParallel": 1,
+        "microBatchSize": 1,
+    }
+    submitted = Submitted("r", revision=1, layout=layout, planned_for=planned)
+    assert _kept_layout(run, submitted, "a3-megagpu-8g", settings) == layout
+    assert _kept_layout(run, submitted, "a3-highgpu-4g", settings) is None
+    assert _kept_layout(run, dataclasses.replace(submitted, revision=2), "a3-megagpu-8g", settings) is None
+    assert _kept_layout(run, dataclasses.replace(submitted, planned_for=None), "a3-megagpu-8g", settings) is None

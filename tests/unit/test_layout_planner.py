@@ -395,3 +395,10 @@ def test_no_step_is_predicted_for_experts_spread_over_a_gvnic() -> None:
     assert layout.predicted_step_seconds(run, machine) is None
     inside = dataclasses.replace(run, settings=dataclasses.replace(settings, expert_parallel=4))
     assert layout.predicted_step_seconds(inside, machine) is not None
+
+
+def test_the_recipes_layout_is_chosen_only_where_its_exchange_is_known() -> None:
+    """Qwen3 30B-A3B's recipe (EP8) on 4 a3-highgpu-4g nodes spreads its experts over the gVNIC:
+    `layout: auto` keeps its expert groups inside a node instead of failing."""
+    chosen = LayoutRequest.of("qwen3-30b-a3b", "a3-highgpu-4g", 4).choose()
+    assert chosen.layout.expert_parallel <= 4 and chosen.step_seconds > 0

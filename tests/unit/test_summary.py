@@ -175,7 +175,7 @@ def test_a_run_without_a_duration_is_listed_as_not_priced() -> None:
     summary = plan_summary("p", "us-central1", "z", [pool("mega", "a3-megagpu-8g", 32)], [unpredicted])
     (run,) = summary.runs
     assert run.hours is None and run.usd is None and not run.step_time_predicted
-    assert "run r: no published step time at its layout, so no duration" in summary.not_priced
+    assert "run r: no published or predicted step time, so no duration" in summary.not_priced
 
 
 @pytest.mark.parametrize(

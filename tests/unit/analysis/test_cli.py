@@ -722,7 +722,10 @@ def test_a_plan_without_references_says_so(tmp_path: Path, capsys: pytest.Captur
         ({}, ["--gpus", "128"], "--gpus 128 disagrees with the plan's 256"),
         ({"machine": "a9-nothing"}, [], '`machine` "a9-nothing" is not a catalog machine'),
         ({"gpus": 0}, [], "`gpus` must be a positive whole number, got 0"),
-        ({"predictedStepTimeS": "fast"}, [], '`predictedStepTimeS` must be a positive number, got "fast"'),
+        ({"predictedStepTimeS": "fast"}, [], "`predictedStepTimeS` must be a step time from 0.001 to"),
+        ({"predictedStepTimeS": float("inf")}, [], "`predictedStepTimeS` must be a step time"),
+        ({"publishedStepTimeS": float("nan")}, [], "`publishedStepTimeS` must be a step time"),
+        ({"predictedStepTimeS": 1e-320}, [], "`predictedStepTimeS` must be a step time"),
         ({"precision": "int4"}, [], "`precision` must be bf16 or fp8"),
     ],
 )
@@ -733,6 +736,24 @@ def test_a_bad_plan_is_one_error_line(
     assert main(["metrics", "--log", str(log), "--plan", str(_plan(tmp_path, **changes)), *extra]) == 2
     err = capsys.readouterr().err
     assert words in err and err.count("\n") == 1, err
+
+
+def test_a_plan_given_as_the_engine_writes_it_and_a_gpu_in_capitals_are_accepted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Stack outputs hold numbers as floats; the accelerator's name is taken in any case."""
+    plan = _plan(tmp_path, gpus=256.0, globalBatchSize=2048.0)
+    log = str(valid_gpt_log(tmp_path))
+    assert main(["metrics", "--log", log, "--plan", str(plan), "--accelerator", "H100"]) == 0
+    assert "the run is 20.0% faster" in capsys.readouterr().out
+
+
+def test_a_plan_nested_beyond_reason_is_one_error_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    assert main(["metrics", "--log", str(valid_gpt_log(tmp_path)), "--plan", str(deep)]) == 2
+    err = capsys.readouterr().err
+    assert "nested too deeply" in err and err.count("\n") == 1
 
 
 def test_without_a_plan_every_throughput_option_is_needed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -774,3 +795,22 @@ def test_a_stacks_outputs_name_the_run_whose_plan_is_read(tmp_path: Path, capsys
     capsys.readouterr()
     assert main(["metrics", "--log", log, "--run", "a", *RUN]) == 2
     assert "--run names a run of --plan's outputs" in capsys.readouterr().err
+
+
+def test_a_log_without_a_shape_takes_the_plans_model_and_sequence(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A NeMo 2 text log records no model: the plan's model at the plan's sequence length, not
+    the model's default, gives the FLOPs."""
+    log = tmp_path / "nemo2.log"
+    log.write_text("\n".join(nemo2_line(step, 40, "4.000") for step in range(40)))
+    changes = {"model": "llama3-8b", "machine": "a4-highgpu-8g", "gpus": 8, "globalBatchSize": 32,
+               "precision": "bf16"}  # fmt: skip
+    for sequence in (2048, 8192):
+        plan = _plan(tmp_path, sequenceLength=sequence, **changes)
+        assert main(["metrics", "--log", str(log), "--plan", str(plan), "--json"]) == 0
+        result = json.loads(capsys.readouterr().out)
+        assert result["seq_length"] == sequence
+        assert result["model_flops_per_sample"] == pytest.approx(
+            MODELS["llama3-8b"].architecture.flops_per_sample(sequence)
+        )
