@@ -20,7 +20,7 @@ from facts import pricing
 from facts.errors import RuleError
 from facts.machines import MACHINE_TYPES, Precision
 from facts.models import MODELS
-from planners.layout import LEAVE_ONE_OUT_BOUND, TOP, Layout, LayoutRequest, Proposal, calibration, leave_one_out
+from planners.layout import LEAVE_ONE_OUT_BOUND, TOP, LayoutRequest, Proposal, calibration, leave_one_out
 
 DEFAULT_REGION = "us-central1"
 PROG = "python -m tools.layout"
@@ -77,14 +77,15 @@ def _row(rank: int | str, p: Proposal, hbm_gb: int, cost: str) -> str:
 def report(args: argparse.Namespace) -> list[str]:
     """The proposals as lines of Markdown; RuleError for a request no layout meets."""
     precision = Precision(args.precision) if args.precision else None
-    proposals = LayoutRequest.of(
+    request = LayoutRequest.of(
         args.model,
         args.machine,
         args.nodes,
         global_batch_size=args.global_batch_size,
         sequence_length=args.sequence_length,
         precision=precision,
-    ).plan()
+    )
+    proposals = request.plan()
     spec, machine = MODELS[args.model], MACHINE_TYPES[args.machine]
     first = proposals[0].layout
     gpus = args.nodes * machine.gpus
@@ -101,25 +102,7 @@ def report(args: argparse.Namespace) -> list[str]:
         _row(rank, p, hbm, _cost(p, machine.name, args.nodes, args.region))
         for rank, p in enumerate(proposals[: args.top], 1)
     ]
-    recipe = spec.recipe_on(machine.name)
-    recipe_layout = (
-        recipe.tensor_parallel,
-        recipe.pipeline_parallel,
-        recipe.virtual_pipeline,
-        recipe.context_parallel,
-        recipe.expert_parallel,
-        recipe.micro_batch_size,
-    )
-    recipe_rank = next(
-        ((rank, p) for rank, p in enumerate(proposals, 1) if _split(p.layout) == recipe_layout),
-        None,
-    )
-    if recipe_rank is None:
-        lines.append("\nThe recipe's own layout does not fit these GPUs, or this batch, as it is.")
-    else:
-        rank, p = recipe_rank
-        slower = p.step_seconds / proposals[0].step_seconds - 1
-        lines.append(f"\nThe recipe's layout ({p.layout.describe}) ranks {rank}, predicted {slower:.1%} slower.")
+    lines.append("\n" + _recipe_line(request, proposals))
     held_out = leave_one_out()
     within = sum(abs(h.error) <= LEAVE_ONE_OUT_BOUND for h in held_out)
     lines.append(
@@ -129,16 +112,18 @@ def report(args: argparse.Namespace) -> list[str]:
     return lines
 
 
-def _split(layout: Layout) -> tuple[int, int, int | None, int, int, int]:
-    """How a layout splits the model and the batch, recomputation aside."""
-    return (
-        layout.tensor_parallel,
-        layout.pipeline_parallel,
-        layout.virtual_pipeline,
-        layout.context_parallel,
-        layout.expert_parallel,
-        layout.micro_batch_size,
-    )
+def _recipe_line(request: LayoutRequest, proposals: list[Proposal]) -> str:
+    """Where the model's recipe on the machine stands among the proposals, or why it is not one."""
+    recipe, target = request.recipe_layout, request.target
+    if not target.valid(recipe):
+        return f"The recipe's layout ({recipe.describe}) is not one of these GPUs at this batch and sequence."
+    fitting = target.fitted(recipe)
+    if fitting is None:
+        return f"The recipe's layout ({recipe.describe}) does not fit these GPUs, even with recomputation."
+    own = target.predict(fitting)
+    rank = 1 + sum(p.step_seconds < own.step_seconds for p in proposals)
+    slower = own.step_seconds / proposals[0].step_seconds - 1
+    return f"The recipe's layout ({fitting.describe}) ranks {rank}, predicted {slower:.1%} slower."
 
 
 def main(argv: Sequence[str] | None = None) -> int:

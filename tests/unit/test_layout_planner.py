@@ -402,3 +402,18 @@ def test_the_recipes_layout_is_chosen_only_where_its_exchange_is_known() -> None
     `layout: auto` keeps its expert groups inside a node instead of failing."""
     chosen = LayoutRequest.of("qwen3-30b-a3b", "a3-highgpu-4g", 4).choose()
     assert chosen.layout.expert_parallel <= 4 and chosen.step_seconds > 0
+
+
+@pytest.mark.parametrize(
+    ("argv", "line"),
+    [
+        (["qwen3-30b-a3b", "--machine", "a4-highgpu-8g", "--nodes", "12"], "is not one of these GPUs at this batch"),
+        (["llama3-70b", "--machine", "a3-ultragpu-8g", "--nodes", "8"], "The recipe's layout (TP4 PP8 VP5 MBS1) ranks"),
+    ],
+)
+def test_the_command_says_where_the_recipe_stands(
+    argv: list[str], line: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """96 GPUs leave Qwen3's recipe (one node's EP8 at global batch 512) no whole split."""
+    assert layout_tool.main([*argv, "--top", "1"]) == 0
+    assert line in capsys.readouterr().out
