@@ -35,6 +35,7 @@ from planners import workload
 from planners.runs import RunSpec, Tokenizer
 from planners.runtimes import bridge
 from tools import parity
+from tools.cli import at_least
 
 ROOT = Path(__file__).resolve().parent.parent
 LAUNCHER = ROOT / "payload" / bridge.SCRIPT
@@ -146,10 +147,10 @@ def published(machine: MachineType) -> dict[str, Any] | None:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m tools.gpu_train", description=__doc__.split("\n\n")[0])
     parser.add_argument("--python", required=True, help="interpreter with torch (CUDA), megatron-bridge, megatron-core")
-    parser.add_argument("--steps", type=_at_least(FIRST_STEP_AVERAGED + 5), default=30, help="training steps")
-    parser.add_argument("--layers", type=_at_least(1), default=4, help="transformer layers of Llama 3 8B's 32 kept")
-    parser.add_argument("--seq-length", type=_at_least(128), default=4096, help="tokens per sample")
-    parser.add_argument("--global-batch-size", type=_at_least(1), default=8, help="samples per step")
+    parser.add_argument("--steps", type=at_least(FIRST_STEP_AVERAGED + 5), default=30, help="training steps")
+    parser.add_argument("--layers", type=at_least(1), default=4, help="transformer layers of Llama 3 8B's 32 kept")
+    parser.add_argument("--seq-length", type=at_least(128), default=4096, help="tokens per sample")
+    parser.add_argument("--global-batch-size", type=at_least(1), default=8, help="samples per step")
     parser.add_argument("--out", type=Path, default=ROOT / "build" / "gpu-train", help="folder for its files")
     parser.add_argument(
         "--against-nvidia",
@@ -157,19 +158,6 @@ def _parser() -> argparse.ArgumentParser:
         help="also train NVIDIA's configuration of the same slice and compare step times (make gpu-parity)",
     )
     return parser
-
-
-def _at_least(least: int) -> Any:
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-        if value < least:
-            raise argparse.ArgumentTypeError(f"{value} is below {least}")
-        return value
-
-    return parse
 
 
 def main(argv: list[str] | None = None) -> int:

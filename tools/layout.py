@@ -21,31 +21,22 @@ from facts.errors import RuleError
 from facts.machines import MACHINE_TYPES, Precision
 from facts.models import MODELS
 from planners.layout import LEAVE_ONE_OUT_BOUND, TOP, LayoutRequest, Proposal, calibration, leave_one_out
+from tools.cli import at_least
 
 DEFAULT_REGION = "us-central1"
 PROG = "python -m tools.layout"
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is not a positive whole number")
-    return value
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
     parser.add_argument("model", help=f"a catalog model: {', '.join(MODELS)}")
     parser.add_argument("--machine", required=True, help="a catalog machine type (a4-highgpu-8g, ...)")
-    parser.add_argument("--nodes", required=True, type=_positive, help="nodes of the machine")
-    parser.add_argument("--global-batch-size", type=_positive, help="samples per step (default: the recipe's)")
-    parser.add_argument("--sequence-length", type=_positive, help="tokens per sample (default: the recipe's)")
+    parser.add_argument("--nodes", required=True, type=at_least(1), help="nodes of the machine")
+    parser.add_argument("--global-batch-size", type=at_least(1), help="samples per step (default: the recipe's)")
+    parser.add_argument("--sequence-length", type=at_least(1), help="tokens per sample (default: the recipe's)")
     parser.add_argument("--precision", choices=[p.value for p in Precision], help="default: the recipe's")
     parser.add_argument("--region", default=DEFAULT_REGION, help=f"prices from (default {DEFAULT_REGION})")
-    parser.add_argument("--top", type=_positive, default=TOP, help=f"layouts to print (default {TOP})")
+    parser.add_argument("--top", type=at_least(1), default=TOP, help=f"layouts to print (default {TOP})")
     return parser
 
 
