@@ -183,6 +183,20 @@ class Layout:
             s.recompute_layers or 0,
         )
 
+    def onto(self, settings: RunSettings) -> RunSettings:
+        """`settings` with this layout's parallel sizes, micro-batch and recomputation (the
+        inverse of of_settings for what a layout decides)."""
+        return dataclasses.replace(
+            settings,
+            tensor_parallel=self.tensor_parallel,
+            pipeline_parallel=self.pipeline_parallel,
+            virtual_pipeline=self.virtual_pipeline,
+            context_parallel=self.context_parallel,
+            expert_parallel=self.expert_parallel,
+            micro_batch_size=self.micro_batch_size,
+            recompute_layers=self.recompute_layers or None,
+        )
+
     @classmethod
     def of_published(cls, row: PublishedRun) -> Layout:
         return cls(
@@ -211,7 +225,7 @@ def _expert_parameters(arch: Architecture) -> int:
 
 @dataclass(frozen=True)
 class Memory:
-    """Bytes one GPU of the fullest stage holds, by kind."""
+    """Bytes one GPU of the fuller end of the pipeline holds, by kind."""
 
     states: float
     activations: float
@@ -532,6 +546,12 @@ class Target:
     # state through the precision-aware optimizer (planners.runtimes.bridge). NVIDIA's rows ran it.
     bridge: bool = True
 
+    @classmethod
+    def on_machine(cls, spec: ModelSpec, machine: MachineType, nodes: int) -> Target:
+        """The model as the launcher runs it on nodes of a catalog machine."""
+        bridge = spec.recipe_on(machine.name).framework is Framework.MEGATRON_BRIDGE
+        return cls(spec, spec.architecture, machine, nodes, Fabric.of_machine(machine), bridge)
+
     @property
     def gpus(self) -> int:
         return self.nodes * self.machine.gpus
@@ -666,8 +686,10 @@ class Agreement:
     @property
     def agrees(self) -> bool:
         """The first choice is NVIDIA's layout, or NVIDIA's is predicted within 5 % of it."""
-        gap = self.gap
-        return gap is not None and (self.first.layout == self.nvidia.layout or gap <= AGREEMENT_MARGIN)  # type: ignore[union-attr]
+        if self.first is None:
+            return False
+        gap = self.nvidia.step_seconds / self.first.step_seconds - 1
+        return self.first.layout == self.nvidia.layout or gap <= AGREEMENT_MARGIN
 
 
 AGREEMENT_MARGIN = 0.05
@@ -732,9 +754,7 @@ class LayoutRequest:
             raise RuleError(
                 "precision", chosen.value, f"{machine.accelerator.name} GPUs have no {chosen.value.upper()}"
             )
-        bridge = recipe.framework is Framework.MEGATRON_BRIDGE
-        target = Target(spec, spec.architecture, machine, nodes, Fabric.of_machine(machine), bridge)
-        return cls(target, batch, seq, chosen)
+        return cls(Target.on_machine(spec, machine, nodes), batch, seq, chosen)
 
     def search(self, global_batch_size: int | None = None) -> list[Proposal]:
         return self.target.search(global_batch_size or self.global_batch_size, self.sequence_length, self.precision)
@@ -771,18 +791,13 @@ class LayoutRequest:
     @property
     def recipe_layout(self) -> Layout:
         """The layout of the model's recipe on the machine, at the request's batch and precision."""
-        r = self.target.spec.recipe_on(self.target.machine.name)
-        return Layout(
-            r.tensor_parallel,
-            r.pipeline_parallel,
-            r.virtual_pipeline,
-            r.context_parallel,
-            r.expert_parallel,
-            r.micro_batch_size,
-            self.global_batch_size,
-            self.sequence_length,
-            self.precision,
-            r.recompute_layers or 0,
+        recipe = self.target.spec.recipe_on(self.target.machine.name)
+        return Layout.of_settings(
+            recipe.settings(
+                global_batch_size=self.global_batch_size,
+                sequence_length=self.sequence_length,
+                fp8=self.precision is Precision.FP8,
+            )
         )
 
     def nearby_batches(self, count: int = 2) -> list[int]:
@@ -811,15 +826,15 @@ def planned_settings(
     that fits its nodes, batch, sequence and precision. RuleError names the run's key."""
     if kept is not None:
         return dataclasses.replace(
-            settings,
+            Layout.of_settings(settings),
             tensor_parallel=kept["tensorParallel"],
             pipeline_parallel=kept["pipelineParallel"],
             virtual_pipeline=kept.get("virtualPipeline"),
             context_parallel=kept["contextParallel"],
             expert_parallel=kept["expertParallel"],
             micro_batch_size=kept["microBatchSize"],
-            recompute_layers=kept.get("recomputeLayers"),
-        )
+            recompute_layers=kept.get("recomputeLayers") or 0,
+        ).onto(settings)
     if MACHINE_TYPES.get(machine.name) is not machine:
         raise RuleError("layout", "auto", f"plans the catalog's machines only, and {machine.name} is not one")
     try:
@@ -839,34 +854,17 @@ def planned_settings(
         if error.key == "precision":
             raise RuleError("fp8", True, str(error)) from None
         raise
-    return dataclasses.replace(
-        settings,
-        tensor_parallel=chosen.tensor_parallel,
-        pipeline_parallel=chosen.pipeline_parallel,
-        virtual_pipeline=chosen.virtual_pipeline,
-        context_parallel=chosen.context_parallel,
-        expert_parallel=chosen.expert_parallel,
-        micro_batch_size=chosen.micro_batch_size,
-        recompute_layers=chosen.recompute_layers or None,
-    )
+    return chosen.onto(settings)
 
 
 def predicted_step_seconds(run: RunSpec, machine: MachineType) -> float | None:
     """The model's step time for a run's own layout on its machine; None on a machine outside
-    the catalog, whose fabric the model does not know, or for a layout that does not split the
-    run's GPUs and batch (check_layout refuses it)."""
+    the catalog, whose fabric the model does not know, or for a layout Target.valid refuses (one
+    check_layout refuses, or whose expert exchange the model has no bandwidth for)."""
     if MACHINE_TYPES.get(machine.name) is not machine:
         return None
-    layout = Layout.of_settings(run.settings)
-    gpus, fabric = run.nodes * machine.gpus, Fabric.of_machine(machine)
-    if gpus % layout.model_parallel or layout.global_batch_size % (
-        layout.micro_batch_size * layout.data_parallel(gpus)
-    ):
-        return None
-    if not fabric.carries_experts(layout.expert_parallel, gpus):
-        return None
-    spec = run.spec
-    return Target(spec, spec.architecture, machine, run.nodes, fabric).predict(layout).step_seconds
+    target, layout = Target.on_machine(run.spec, machine, run.nodes), Layout.of_settings(run.settings)
+    return target.predict(layout).step_seconds if target.valid(layout) else None
 
 
 def planned_layout(run: RunSpec) -> str:
