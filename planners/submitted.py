@@ -104,10 +104,12 @@ def _recorded_layout(plan: Any) -> Mapping[str, Any] | None:
     numbers as floats: a protobuf Struct's); None where a record lacks one (an earlier nemo-gke's)."""
     if not isinstance(plan, Mapping) or not isinstance(plan.get("layout"), Mapping):
         return None
-    recorded = {**plan["layout"], "microBatchSize": plan.get("microBatchSize")}
-    if not all(isinstance(recorded.get(key), (int, float)) for key in _LAYOUT_SIZES):
+    recorded = {
+        key: _whole(value) for key, value in {**plan["layout"], "microBatchSize": plan.get("microBatchSize")}.items()
+    }
+    if any(recorded.get(key) is None for key in _LAYOUT_SIZES):
         return None
-    return {key: int(value) if isinstance(value, (int, float)) else value for key, value in recorded.items()}
+    return recorded
 
 
 def _planned_for(plan: Any) -> PlannedFor | None:
