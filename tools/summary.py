@@ -173,7 +173,7 @@ def _runs(summary: Mapping[str, Any]) -> list[str]:
             "",
             "A step time marked predicted is the layout planner's for the run's layout, none being published "
             "(docs/training.md, Layouts: dense models' published rows held out come within 15 %, mixture-of-experts "
-            "ones by up to half); hold the run to it with `python -m analysis metrics --plan`.",
+            "ones are often much further off); hold the run to it with `python -m analysis metrics --plan`.",
         ]
     if unknown:
         lines += [
