@@ -111,7 +111,8 @@ runtime-check: install
 
 ## The launcher trains for real on this machine's GPU (needs one NVIDIA GPU): a four-layer Llama 3 8B
 ## on generated data for 30 steps, without Transformer Engine, in .venv-runtime; then reads the run's
-## DLLogger log with `python -m analysis metrics` beside NVIDIA's figure. Files in build/gpu-train/.
+## DLLogger log with `python -m analysis metrics` beside NVIDIA's figure, and fails when the layout
+## planner's memory per GPU is more than 10 % from the allocator's peak. Files in build/gpu-train/.
 ## Checked before the 2.2 GB runtime environment is installed: the NVIDIA driver sees a GPU.
 gpu-train: install
 	@nvidia-smi -L >/dev/null 2>&1 || { echo "gpu-train: make gpu-train needs an NVIDIA GPU: nvidia-smi -L finds none (nothing was downloaded)" >&2; exit 2; }

@@ -236,12 +236,20 @@ class Memory:
         return self.states + self.activations + self.logits
 
 
-def _activation_bytes(arch: Architecture, layout: Layout, recomputed_modules: Collection[str]) -> tuple[float, float]:
+def _activation_bytes(
+    arch: Architecture, layout: Layout, recomputed_modules: Collection[str], fused_kernels: bool = True
+) -> tuple[float, float]:
     """(a layer's activations, a fully recomputed layer's input) for one micro-batch, bytes, on
     one GPU, averaged over dense and expert layers. `recomputed_modules`: the recipe's selective
     recomputation (Megatron Core's recompute_modules), whose outputs are not kept. In FP8 the
     input a linear layer keeps for its backward pass is the FP8 copy it multiplied with, one byte
-    (Transformer Engine's Linear and LayerNormLinear save the quantized input)."""
+    (Transformer Engine's Linear and LayerNormLinear save the quantized input). `fused_kernels`
+    false: Megatron Core's local layers without Transformer Engine or fusions (make gpu-train;
+    megatron-core 0.16 transformer/dot_product_attention.py, fusions/fused_softmax.py,
+    transformer/mlp.py), which keep each head's softmax output, s × s scores, as the s²
+    term of Korthikanti et al. §4 (no dropout mask: the recipes' attention dropout is 0), keys
+    and values repeated for every query head, and a gated activation's output beside the product
+    the second matrix keeps."""
     h, t = arch.hidden, layout.tensor_parallel
     tokens = layout.sequence_length * layout.micro_batch_size / layout.context_parallel
     half = ACTIVATION_BYTES
@@ -251,17 +259,23 @@ def _activation_bytes(arch: Architecture, layout: Layout, recomputed_modules: Co
         qkv = arch.heads * (2 * (a.qk_head_dim + a.qk_rope_head_dim) + a.v_head_dim)
     elif a:
         qkv = a.q_lora_rank + a.kv_lora_rank + a.qk_rope_head_dim
-    else:
+    elif fused_kernels:
         qkv = (arch.heads + 2 * arch.kv_heads) * arch.head_dim
+    else:
+        qkv = 3 * arch.heads * arch.head_dim
     # Each sub-layer keeps its norm's input, and its output as the next linear layer's input
     # (recomputed with "layernorm").
     norm_out = 0 if "layernorm" in recomputed_modules else linear_in
     # Queries, keys and values for flash attention, and its output as the projection's input.
     attention = h * (half + norm_out) + qkv * half + h * linear_in
+    if not fused_kernels:
+        attention += arch.heads * layout.sequence_length * half
     # The first matrix's output(s), and the activation's output as the second matrix's input
     # (recomputed for experts with "moe_act").
     first = 2 if arch.gated_mlp else 1
-    dense = h * (half + norm_out) + arch.ffn_hidden * (first * half + linear_in)
+    # Unfused, a gated activation keeps its output (the product's input) beside the product.
+    gate = half if arch.gated_mlp and not fused_kernels else 0
+    dense = h * (half + norm_out) + arch.ffn_hidden * (first * half + gate + linear_in)
     per_token: float = attention
     if e := arch.experts:
         activation = 0 if "moe_act" in recomputed_modules else linear_in
@@ -269,8 +283,8 @@ def _activation_bytes(arch: Architecture, layout: Layout, recomputed_modules: Co
         # input, the experts' first matrix and activation outputs, and the shared expert's.
         moe = (
             h * (half + norm_out)
-            + e.top_k * (h * linear_in + e.ffn_hidden * (first * half + activation))
-            + e.shared_ffn_hidden * (first * half + linear_in)
+            + e.top_k * (h * linear_in + e.ffn_hidden * (first * half + gate + activation))
+            + e.shared_ffn_hidden * (first * half + gate + linear_in)
         )
         per_token += (arch.moe_layers * moe + (arch.layers - arch.moe_layers) * dense) / arch.layers
     else:
@@ -303,10 +317,14 @@ def memory(
     gpus: int,
     recomputed_modules: Collection[str] = (),
     precision_aware: bool = False,
+    *,
+    fused_kernels: bool = True,
 ) -> Memory:
     """Bytes per GPU of the layout's fuller end of the pipeline: the first stage, which holds the
     most micro-batches, or the last, which holds fewer and the logits (module docstring).
-    `precision_aware`: a BF16 run keeps its optimizer state through the precision-aware optimizer."""
+    `precision_aware`: a BF16 run keeps its optimizer state through the precision-aware optimizer.
+    `fused_kernels` false: Megatron Core's local layers, as make gpu-train trains them
+    (_activation_bytes)."""
     t, p, e = layout.tensor_parallel, layout.pipeline_parallel, layout.expert_parallel
     # The optimizer shards a parameter over its data- and context-parallel replicas
     # (megatron-core distributed_data_parallel.py, the intra-distributed-optimizer group).
@@ -324,15 +342,18 @@ def memory(
     states = other / t * (REPLICATED_BYTES_PER_PARAMETER + sharded / d) + experts / (p * e) * (
         REPLICATED_BYTES_PER_PARAMETER + sharded / expert_d
     )
-    layer, kept = _activation_bytes(arch, layout, recomputed_modules)
+    layer, kept = _activation_bytes(arch, layout, recomputed_modules, fused_kernels)
     chunk_layers = arch.layers / (p * layout.chunks)
     recomputed = min(layout.recompute_layers, chunk_layers) / chunk_layers
     per_layer = (1 - recomputed) * layer + recomputed * kept
     m = layout.micro_batches(gpus)
     tokens = layout.sequence_length * layout.micro_batch_size / layout.context_parallel
     logits = tokens * arch.vocab_size / t * LOSS_BYTES_PER_LOGIT
-    first = _layers_in_flight(arch, layout, m) * per_layer
-    last = _layers_in_flight(arch, layout, m, p - 1) * per_layer
+    # Megatron Core's local attention computes every layer's scores into one buffer it keeps
+    # (dot_product_attention.py, the global memory buffer "mpu"): a micro-batch's heads × s × s.
+    buffer = 0 if fused_kernels else tokens * arch.heads / t * layout.sequence_length * ACTIVATION_BYTES
+    first = _layers_in_flight(arch, layout, m) * per_layer + buffer
+    last = _layers_in_flight(arch, layout, m, p - 1) * per_layer + buffer
     if p > 1 and last + logits < first:
         return Memory(states, first, 0.0)
     return Memory(states, last, logits)

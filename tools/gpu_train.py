@@ -10,9 +10,10 @@ program's planner ships for it (planners.runtimes.bridge.settings) and runs
 payload/megatron_bridge_pretrain.py under torchrun through tools/gpu_worker.py, on Megatron Core
 without Transformer Engine (what that replaces: gpu_worker.TE_FREE). Then reads the run's DLLogger
 log with `python -m analysis metrics` and prints its step time, TFLOPS per GPU and MFU beside the
-figure NVIDIA publishes for the recipe's model on the machine type. Writes the settings, the log
+figure NVIDIA publishes for the recipe's model on the machine type, and the layout planner's memory
+per GPU beside the allocator's peak (MEMORY_TOLERANCE). Writes the settings, the log
 and the report (report.json) under `--out`. Exit code 1 when the run or its report fails, 2 on
-a bad flag or with no GPU.
+a bad flag or with no GPU; 1 also when the memory prediction misses.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from analysis.__main__ import main as analysis_main
 from facts.machines import MACHINE_TYPES, MachineType, Precision
 from facts.models import MODELS
 from planners import workload
+from planners.layout import GB, Layout, Memory, memory
 from planners.runs import RunSpec, Tokenizer
 from planners.runtimes import bridge
 from tools import parity
@@ -47,6 +49,13 @@ FIRST_STEP_AVERAGED = 10
 # 35 §4), and the variable tools/gpu_worker.py reads NVIDIA's reference from.
 PARITY_TOLERANCE = 0.03
 NVIDIA_REFERENCE = "NEMO_NVIDIA_REFERENCE"
+# How far the layout planner's memory per GPU may be from the allocator's peak (issue 39), and
+# the variable tools/gpu_worker.py writes the allocator's figures to (the worker runs in the
+# runtime environment and is not imported here).
+MEMORY_TOLERANCE = 0.10
+MEMORY_FILE = "NEMO_GPU_MEMORY"
+# gpu_worker.TE_FREE turns the precision-aware optimizer off (it needs Transformer Engine).
+PRECISION_AWARE = False
 
 
 class Refused(Exception):
@@ -91,6 +100,8 @@ def one_gpu_run(machine: MachineType, *, steps: int, layers: int, seq_length: in
         context_parallel=1,
         sequence_length=seq_length,
         fp8=False,
+        # A few layers need no recomputation (the recipe's count is of its 32).
+        recompute_layers=None,
     )
     return RunSpec(
         f"{MODEL}-{layers}-layers-one-gpu",
@@ -111,8 +122,8 @@ def one_gpu_settings(run: RunSpec, machine: MachineType, out: Path) -> dict[str,
     paths = workload.run_paths(run, str(out / "experiments"), str(out / "checkpoints"), str(out / "data"), gke=False)
     settings = bridge.settings(run, paths, machine)
     settings["worldSize"] = 1
-    # A few layers need no recomputation (the recipe's count is of its 32).
-    settings["recomputeLayers"], settings["recomputeModules"] = None, []
+    # Nor selective recomputation, which the recipe keeps apart from the run's settings.
+    settings["recomputeModules"] = []
     settings["dlloggerFile"] = str(out / "dllogger.json")
     return settings
 
@@ -121,6 +132,42 @@ def flops_per_sample(layers: int, seq_length: int) -> float:
     """Model FLOPs of one sample of the fitted model (the catalog architecture, `layers` deep)."""
     architecture = dataclasses.replace(MODELS[MODEL].architecture, layers=layers)
     return architecture.flops_per_sample(seq_length)
+
+
+def predicted_memory(run: RunSpec, layers: int) -> Memory:
+    """What the layout planner says a GPU of the fitted run holds at most: one GPU, BF16, Megatron
+    Core's local layers without fusions, and the optimizer gpu_worker.TE_FREE leaves."""
+    architecture = dataclasses.replace(MODELS[MODEL].architecture, layers=layers)
+    return memory(architecture, Layout.of_settings(run.settings), 1, (), PRECISION_AWARE, fused_kernels=False)
+
+
+def measured_memory(steps: list[dict[str, Any]]) -> dict[str, float]:
+    """The allocator's figures of the run (gpu_worker.measure_memory), GB: its peak over every
+    step, forward and backward or the optimizer's step, and what stays allocated after a step
+    (weights, gradients and optimizer state)."""
+    peaks = [max(s.get("forward_backward_peak", 0), s["optimizer_peak"]) for s in steps]
+    return {
+        "peak_gb": max(peaks) / GB,
+        "peak_step": steps[peaks.index(max(peaks))]["step"],
+        "forward_backward_peak_gb": max(s.get("forward_backward_peak", 0) for s in steps) / GB,
+        "optimizer_peak_gb": max(s["optimizer_peak"] for s in steps) / GB,
+        "allocated_after_step_gb": steps[-1]["allocated_at_end"] / GB,
+    }
+
+
+def compare_memory(predicted: Memory, measured: dict[str, float]) -> dict[str, Any]:
+    """The prediction beside the allocator's peak, and whether it is within MEMORY_TOLERANCE."""
+    total = predicted.total / GB
+    error = total / measured["peak_gb"] - 1
+    return {
+        "predicted_gb": total,
+        "predicted_states_gb": predicted.states / GB,
+        "predicted_activations_gb": predicted.activations / GB,
+        "predicted_logits_gb": predicted.logits / GB,
+        **measured,
+        "error": error,
+        "within": abs(error) <= MEMORY_TOLERANCE,
+    }
 
 
 def published(machine: MachineType) -> dict[str, Any] | None:
@@ -193,6 +240,22 @@ def train(args: argparse.Namespace, gpu: str, machine: MachineType) -> int:
     ours = _train_and_read(args, machine, settings, out, None)
     if ours is None:
         return 1
+    status = 0
+    if steps := _memory_steps(out / "memory.json"):
+        compared = compare_memory(predicted_memory(run, args.layers), measured_memory(steps))
+        verdict = "within" if compared["within"] else "OUTSIDE"
+        print(
+            f"gpu-train: memory per GPU predicted {compared['predicted_gb']:.1f} GB (states "
+            f"{compared['predicted_states_gb']:.1f}, activations {compared['predicted_activations_gb']:.1f}, "
+            f"logits {compared['predicted_logits_gb']:.1f}), the allocator's peak {compared['peak_gb']:.1f} GB "
+            f"(after a step {compared['allocated_after_step_gb']:.1f}): {compared['error']:+.1%}, "
+            f"{verdict} {MEMORY_TOLERANCE:.0%}"
+        )
+        ours["memory"] = compared
+        status = 0 if compared["within"] else 1
+    else:
+        print("gpu-train: the worker wrote no memory figures", file=sys.stderr)
+        status = 1
     reference = published(machine)
     if reference:
         print(
@@ -202,7 +265,6 @@ def train(args: argparse.Namespace, gpu: str, machine: MachineType) -> int:
             f"(causal attention) ({reference['source']})"
         )
     report: dict[str, Any] = {"gpu": gpu, "machine": machine.name, "run": ours, "published": reference}
-    status = 0
     if args.against_nvidia:
         nvidia = _train_and_read(args, machine, settings, out, parity.reference(run, machine))
         if nvidia is None:
@@ -214,7 +276,7 @@ def train(args: argparse.Namespace, gpu: str, machine: MachineType) -> int:
             f"{nvidia['step_time_s']:.4f} s: ratio {ratio:.3f}, {verdict} {PARITY_TOLERANCE:.0%}"
         )
         report |= {"nvidia": nvidia, "ratio": ratio}
-        status = 0 if verdict == "within" else 1
+        status = status or (0 if verdict == "within" else 1)
     (out / "report.json").write_text(json.dumps(report, indent=1))
     return status
 
@@ -235,7 +297,14 @@ def _train_and_read(
     settings_file = out / f"settings{suffix}.json"
     settings_file.write_text(json.dumps({**settings, "dlloggerFile": str(log)}, indent=1))
     python_path = os.pathsep.join(filter(None, (str(LAUNCHER.parent), os.environ.get("PYTHONPATH"))))
-    env = {**os.environ, "NEMO_RUN_SETTINGS": str(settings_file), "PYTHONPATH": python_path}
+    memory_file = out / f"memory{suffix}.json"
+    memory_file.unlink(missing_ok=True)
+    env = {
+        **os.environ,
+        "NEMO_RUN_SETTINGS": str(settings_file),
+        "PYTHONPATH": python_path,
+        MEMORY_FILE: str(memory_file),
+    }
     if nvidia:
         env[NVIDIA_REFERENCE] = json.dumps(nvidia)
     command = [args.python, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "1"]
@@ -272,6 +341,14 @@ def _train_and_read(
         analysis_main([*metrics_args, "--json"])
     read: dict[str, Any] = json.loads(figures.getvalue())
     return read
+
+
+def _memory_steps(path: Path) -> list[dict[str, Any]]:
+    try:
+        steps = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return []
+    return steps if isinstance(steps, list) else []
 
 
 if __name__ == "__main__":

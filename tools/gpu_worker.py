@@ -15,7 +15,8 @@ absent here (its wheel compiles against CUDA and is far larger than a check can 
   stand-in for the real package; the Llama provider, the training loop and Megatron Core do not;
 - the launcher's own `config` builds the run's ConfigContainer, and `without_transformer_engine`
   replaces what only Transformer Engine provides (TE_FREE) by Megatron Core's own modules;
-- the launcher's `main` trains with `pretrain` and its DLLogger step log, unchanged.
+- the launcher's `main` trains with `pretrain` and its DLLogger step log, unchanged; with
+  $NEMO_GPU_MEMORY set, each step's memory is read from torch's allocator too (measure_memory).
 With $NEMO_NVIDIA_REFERENCE set (make gpu-parity), NVIDIA's configuration of the same slice
 (tools/nvidia_path.py) is trained instead, by the same loop, replacements and step log.
 """
@@ -58,6 +59,8 @@ UNUSED_BY_THIS_RUN = ("nvidia_resiliency_ext", "modelopt")
 # Where tools/gpu_train.py names NVIDIA's configuration to train instead of the launcher's
 # (tools/parity.py reference, as JSON).
 NVIDIA_REFERENCE = "NEMO_NVIDIA_REFERENCE"
+# Where tools/gpu_train.py wants the allocator's figures of each step written (JSON).
+MEMORY_FILE = "NEMO_GPU_MEMORY"
 # Bridge modules that import transformer_engine at module level (peft/lora_layers.py, lora.py).
 TE_AT_IMPORT = ("megatron.bridge.peft.lora_layers", "megatron.bridge.peft.lora")
 
@@ -129,6 +132,38 @@ def nvidia_config(settings, reference, set_field):
     return cfg
 
 
+def measure_memory(launcher, path):
+    """The launcher's step log, measuring each step through torch's caching allocator too: the
+    peak of its forward and backward passes (up to the optimizer's step, a pre-hook on every torch
+    optimizer), the peak of the optimizer's step and what stays allocated at the step's end;
+    written to `path` after every step."""
+    import torch  # noqa: PLC0415 - the runtime environment's, with CUDA
+    from torch.optim.optimizer import register_optimizer_step_pre_hook  # noqa: PLC0415
+
+    steps, current = [], {}
+
+    def before_optimizer_step(optimizer, args, kwargs):
+        current["forward_backward_peak"] = torch.cuda.max_memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+
+    register_optimizer_step_pre_hook(before_optimizer_step)
+
+    class MeasuredStepLog(launcher.StepLog):
+        def on_train_step_start(self, context):
+            current.clear()
+            torch.cuda.reset_peak_memory_stats()
+            super().on_train_step_start(context)
+
+        def on_train_step_end(self, context):
+            super().on_train_step_end(context)
+            current["optimizer_peak"] = torch.cuda.max_memory_allocated()
+            current["allocated_at_end"] = torch.cuda.memory_allocated()
+            steps.append({"step": context.state.train_state.step, **current})
+            Path(path).write_text(json.dumps(steps))
+
+    launcher.StepLog = MeasuredStepLog
+
+
 def main(launcher_path):
     # Not stood in for where the real package is installed (the GPU image has triton and
     # tensorboard); megatron.energon only feeds vision-language data modules.
@@ -146,6 +181,8 @@ def main(launcher_path):
             return nvidia_config(settings, json.loads(reference), launcher._set)
 
     launcher.config = lambda settings: without_transformer_engine(build(settings), launcher._set)
+    if memory_file := os.environ.get(MEMORY_FILE):
+        measure_memory(launcher, memory_file)
     return launcher.main([])
 
 

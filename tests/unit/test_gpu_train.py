@@ -166,7 +166,9 @@ def test_modelopt_stand_in_reports_no_distillation() -> None:
 
 # A stand-in runtime interpreter for the whole of `make gpu-parity` but the GPU: it answers the
 # device probe with an H200, and "trains" by writing the run's DLLogger log, a step of $1 s for the
-# launcher's configuration and of $2 s for NVIDIA's (named by $NEMO_NVIDIA_REFERENCE).
+# launcher's configuration and of $2 s for NVIDIA's (named by $NEMO_NVIDIA_REFERENCE), and the
+# allocator's figures gpu_worker.measure_memory writes: a peak of `peak` bytes in the forward and
+# backward passes of step 3, `peak` × 0.9 in the optimizer's steps, 30 GB left after each step.
 _FAKE_TRAINING = r"""
 if [ "$1" = "-c" ]; then echo 'NVIDIA H200'; exit 0; fi
 exec {python} - "$@" <<'PY'
@@ -179,8 +181,25 @@ with open(settings["dlloggerFile"], "w") as log:
     for step in range(settings["train"]["train_iters"]):
         data = {{"train_step_timing in s": seconds, "global_step": float(step)}}
         log.write("DLLL " + json.dumps({{"type": "LOG", "step": step, "data": data}}) + "\n")
+steps = [
+    {{"step": step + 1, "forward_backward_peak": {peak} if step == 2 else 1e9, "optimizer_peak": {peak} * 0.9,
+     "allocated_at_end": 30e9}}
+    for step in range(settings["train"]["train_iters"])
+]
+with open(os.environ["{memory_file}"], "w") as memory:
+    json.dump(steps, memory)
 PY
 """
+
+
+def _fake_training(ours: float = 1.0, nvidia: float = 1.0, peak: float | None = None) -> str:
+    """The stand-in's script; `peak` defaults to the planner's prediction for the default slice."""
+    if peak is None:
+        run = gpu_train.one_gpu_run(H200, steps=30, layers=4, seq_length=4096, global_batch_size=8)
+        peak = gpu_train.predicted_memory(run, 4).total
+    return _FAKE_TRAINING.format(
+        python=sys.executable, ours=ours, nvidia=nvidia, peak=peak, memory_file=gpu_train.MEMORY_FILE
+    )
 
 
 @pytest.mark.parametrize(("nvidia", "code"), [(0.98, 0), (0.95, 1)], ids=["within-3-percent", "slower"])
@@ -189,7 +208,7 @@ def test_against_nvidia_reports_the_ratio_and_fails_beyond_three_percent(
 ) -> None:
     """Everything of the side-by-side but the GPU: both configurations of the same slice are
     trained (here: their logs written), read back, and their step times compared."""
-    script = _FAKE_TRAINING.format(python=sys.executable, ours=1.0, nvidia=nvidia)
+    script = _fake_training(ours=1.0, nvidia=nvidia)
     out = tmp_path / "out"
     argv = ["--python", _interpreter(tmp_path, script), "--out", str(out), "--against-nvidia"]
     assert gpu_train.main(argv) == code
@@ -203,3 +222,56 @@ def test_against_nvidia_reports_the_ratio_and_fails_beyond_three_percent(
 
 def test_the_worker_reads_nvidias_reference_where_gpu_train_writes_it() -> None:
     assert gpu_worker.NVIDIA_REFERENCE == gpu_train.NVIDIA_REFERENCE
+
+
+def test_the_worker_writes_memory_where_gpu_train_reads_it_with_the_optimizer_it_predicts() -> None:
+    assert gpu_worker.MEMORY_FILE == gpu_train.MEMORY_FILE
+    assert gpu_worker.TE_FREE["optimizer.use_precision_aware_optimizer"] is gpu_train.PRECISION_AWARE
+
+
+def test_memory_of_the_slice_worked_by_hand() -> None:
+    """The default slice (4 of Llama 3 8B's layers, sequence 4096, micro-batch 1, one GPU, BF16,
+    Megatron Core's local layers): 1 923 121 152 parameters (embedding and output 2 × 128256 ×
+    4096, four layers of 4096 × (4096 + 2 × 1024 + 4096) + 3 × 4096 × 14336 + 2 × 4096) at 4 + 16
+    bytes; a layer keeps per token its two norms' inputs and outputs (4 × 4096 × 2 B), queries,
+    keys and values for 32 heads (3 × 4096 × 2 B), the projection's input (4096 × 2 B), 32 heads
+    of 4096 softmax scores (32 × 4096 × 2 B), the gated MLP's two halves, activation and product
+    (4 × 14336 × 2 B); beside them the one buffer of 32 × 4096 × 4096 scores the local attention
+    computes into; the logits 128256 × (2 + 4) bytes a token."""
+    run = gpu_train.one_gpu_run(H200, steps=30, layers=4, seq_length=4096, global_batch_size=8)
+    predicted = gpu_train.predicted_memory(run, 4)
+    parameters = 2 * 128256 * 4096 + 4 * (4096 * (4096 + 2 * 1024 + 4096) + 3 * 4096 * 14336 + 2 * 4096)
+    assert parameters == 1_923_121_152
+    assert predicted.states == pytest.approx(parameters * 20)
+    per_token = (4 + 3 + 1 + 32) * 4096 * 2 + 4 * 14336 * 2
+    scores_buffer = 32 * 4096 * 4096 * 2
+    assert predicted.activations == pytest.approx(4 * 4096 * per_token + scores_buffer)
+    assert predicted.logits == pytest.approx(4096 * 128256 * 6)
+
+
+@pytest.mark.parametrize(("peak_over_predicted", "code"), [(1.05, 0), (1.2, 1), (0.85, 1)])
+def test_memory_is_held_to_the_allocators_peak(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], peak_over_predicted: float, code: int
+) -> None:
+    """The run's peak (here of step 3's forward and backward passes) against the planner's
+    prediction: within 10 % passes, beyond fails the run's check."""
+    run = gpu_train.one_gpu_run(H200, steps=30, layers=4, seq_length=4096, global_batch_size=8)
+    predicted = gpu_train.predicted_memory(run, 4).total
+    out = tmp_path / "out"
+    script = _fake_training(peak=predicted * peak_over_predicted)
+    assert gpu_train.main(["--python", _interpreter(tmp_path, script), "--out", str(out)]) == code
+    memory = json.loads((out / "report.json").read_text())["run"]["memory"]
+    assert memory["peak_gb"] == pytest.approx(predicted * peak_over_predicted / 1e9)
+    assert memory["peak_step"] == 3
+    assert memory["allocated_after_step_gb"] == pytest.approx(30.0)
+    assert memory["error"] == pytest.approx(1 / peak_over_predicted - 1)
+    verdict = "within" if code == 0 else "OUTSIDE"
+    assert re.search(
+        rf"memory per GPU predicted {predicted / 1e9:.1f} GB .*: .*, {verdict} 10%", capsys.readouterr().out
+    )
+
+
+def test_a_run_without_memory_figures_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    script = _fake_training().replace(f'os.environ["{gpu_train.MEMORY_FILE}"]', '"/dev/null"')
+    assert gpu_train.main(["--python", _interpreter(tmp_path, script), "--out", str(tmp_path / "out")]) == 1
+    assert "the worker wrote no memory figures" in capsys.readouterr().err
