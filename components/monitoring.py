@@ -13,7 +13,7 @@ import pulumi_gcp as gcp
 
 from facts.errors import require
 from facts.monitoring import PROMQL_DURATION_STEP_S, PROMQL_EVALUATION_STEP_S
-from planners.monitoring import AlertCondition
+from planners.monitoring import RUN_LABEL, STEP_BUCKETS, AlertCondition, LogMetric
 
 
 @dataclass(frozen=True)
@@ -22,6 +22,8 @@ class GpuMonitoringArgs:
     # The Dashboards API JSON (planners.monitoring.gpu_dashboard); None: no dashboard.
     dashboard: Mapping[str, Any] | None
     alerts: Sequence[AlertCondition] = ()
+    # Log-based metrics the dashboard and the alerts read (planners.monitoring.step_metrics).
+    log_metrics: Sequence[LogMetric] = ()
     # Existing notification channels, and an address to create an email channel for.
     notification_channels: Sequence[str] = ()
     email: str | None = None
@@ -70,6 +72,25 @@ class GpuMonitoring(pulumi.ComponentResource):
                 opts=child,
             )
             self.dashboard_id = dashboard.id
+        for metric in args.log_metrics:
+            gcp.logging.Metric(
+                f"{name}-{metric.key}",
+                project=args.project,
+                name=metric.name,
+                description=metric.display_name,
+                filter=metric.filter,
+                metric_descriptor={
+                    "metric_kind": "DELTA",
+                    "value_type": "DISTRIBUTION",
+                    "unit": metric.unit,
+                    "display_name": metric.display_name,
+                    "labels": [{"key": RUN_LABEL, "value_type": "STRING", "description": "The run's name."}],
+                },
+                value_extractor=metric.value_extractor,
+                label_extractors=dict(metric.label_extractors),
+                bucket_options={"exponential_buckets": dict(STEP_BUCKETS)},
+                opts=child,
+            )
         channels: list[pulumi.Input[str]] = list(args.notification_channels)
         if args.alerts and args.email is not None:
             channels.append(

@@ -204,11 +204,23 @@ _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 
 
 class AlertsConfig(Model):
-    enabled: bool = Field(False, description="Alert on GPU XID errors and on GPU nodes of fixed-size pools missing.")
+    enabled: bool = Field(
+        False,
+        description="Alert on GPU XID errors, on GPU nodes of fixed-size pools missing and on runs slower than their "
+        "plan.",
+    )
     notification_channels: tuple[str, ...] = Field(
         (), description="Existing channels, as projects/<project>/notificationChannels/<id>."
     )
     email: str | None = Field(None, description="Also create an email channel to this address.")
+    step_time_margin: float = Field(
+        0.2,
+        gt=0,
+        le=5,
+        description="Alert when a run's mean step time stays more than this fraction above the step time its plan "
+        "expects (NVIDIA's published step at its layout, else the layout planner's prediction) for 15 minutes: "
+        "0.2 is 20 % slower. The dashboard draws the same line.",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> AlertsConfig:
@@ -226,7 +238,9 @@ class AlertsConfig(Model):
 
 class MonitoringConfig(Model):
     dashboard: bool = Field(
-        True, description="A Cloud Monitoring dashboard of the GPUs (DCGM metrics) and the training restarts."
+        True,
+        description="A Cloud Monitoring dashboard of the GPUs (DCGM metrics), the training restarts and the runs' "
+        "step times against their plans.",
     )
     alerts: AlertsConfig = Field(default_factory=AlertsConfig, description="Alert policies, off by default.")
 

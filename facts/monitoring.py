@@ -88,3 +88,28 @@ PROMQL_EVALUATION_STEP_S = 30
 # incidents will close" (projects.alertPolicies#AlertStrategy; pulumi-gcp AlertPolicyAlertStrategyArgs).
 # Without it an incident whose series went away (a node deleted) stays open.
 AUTO_CLOSE_S = 1800
+
+# A run's step record: after each step past its warm-up, the Megatron-Bridge launcher's last rank
+# prints one JSON object on one line of the training container's stdout
+# (payload/megatron_bridge_pretrain.py, step_record), which GKE's logging agent stores as the log
+# entry's jsonPayload (https://cloud.google.com/logging/docs/structured-logging, "Built-in logging
+# agents"). STEP_RECORD is its `record` field; the others are the run's name, the step, its
+# seconds and the seconds the run's plan expects of a step (absent where the plan has none).
+STEP_RECORD = "nemo-gke.io/step"
+RECORD_FIELD = "record"
+RUN_FIELD = "run"
+STEP_FIELD = "step"
+SECONDS_FIELD = "stepTimeS"
+EXPECTED_FIELD = "expectedStepTimeS"
+# Steps of a process before it reports: compilation, CUDA graph capture and the first
+# collectives' setup make a start's first steps slower than the run's pace (the default window of
+# `python -m analysis metrics` starts after as many).
+FIRST_STEPS_UNREPORTED = 10
+# Log-based metrics (logging.googleapis.com/user/<name>, https://cloud.google.com/logging/docs/
+# logs-based-metrics; pulumi-gcp logging.Metric): a DISTRIBUTION of a value extracted from each
+# matching entry, DELTA, with labels extracted from it. In PromQL their names follow
+# https://cloud.google.com/monitoring/promql/promql-mapping: the first "/" becomes ":", every
+# other character outside [A-Za-z0-9_] "_", and a distribution is read through its _sum and
+# _count series; a resource label (k8s_container's namespace_name) is a plain label.
+LOG_METRIC_PREFIX = "logging.googleapis.com/user/"
+NAMESPACE_LABEL = "namespace_name"

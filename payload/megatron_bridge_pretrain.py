@@ -215,13 +215,24 @@ def performance_settings(cfg, settings):
         cfg.model.cuda_graph_scope = cuda_graphs["scope"]
 
 
+def step_record(record, step, seconds):
+    """The line the platform's log-based metrics read for a step: one JSON object on one line of
+    stdout, with the run's fixed fields and the names $NEMO_RUN_SETTINGS gives the step and its
+    seconds (`stepRecord`)."""
+    return json.dumps({**record["fields"], record["stepField"]: step, record["secondsField"]: round(seconds, 4)})
+
+
 class StepLog(Callback):
     """Each training step's time and loss as DLLogger records (`train_step_timing in s`,
-    `reduced_train_loss`), written by the last rank, which holds the loss."""
+    `reduced_train_loss`), written by the last rank, which holds the loss; and, with a step
+    record (settings `stepRecord`), the step's time on stdout once this process has run its
+    warm-up steps."""
 
-    def __init__(self, path):
+    def __init__(self, path, record=None):
         self.path = path
+        self.record = record
         self.started = None
+        self.steps = 0
 
     def on_train_start(self, context):
         if torch.distributed.get_rank() == torch.distributed.get_world_size() - 1:
@@ -237,12 +248,16 @@ class StepLog(Callback):
         loss = (context.loss_dict or {}).get("lm loss")
         loss = float(loss) if loss is not None else None
         torch.cuda.synchronize()
-        data = {"train_step_timing in s": time.monotonic() - self.started}
+        seconds = time.monotonic() - self.started
+        data = {"train_step_timing in s": seconds}
         data["global_step"] = float(context.state.train_state.step)
         if loss is not None:
             data["reduced_train_loss"] = loss
         dllogger.log(step=context.state.train_state.step, data=data)
         dllogger.flush()
+        self.steps += 1
+        if self.record and self.steps > self.record["warmupSteps"]:
+            print(step_record(self.record, context.state.train_state.step, seconds), flush=True)
 
 
 def first_steps_of_pretrain(cfg):
@@ -288,7 +303,8 @@ def main(argv):
     from megatron.bridge.training.gpt_step import forward_step  # noqa: PLC0415 - needs the GPU stack
     from megatron.bridge.training.pretrain import pretrain  # noqa: PLC0415
 
-    pretrain(config=config(settings), forward_step_func=forward_step, callbacks=[StepLog(settings["dlloggerFile"])])
+    step_log = StepLog(settings["dlloggerFile"], settings.get("stepRecord"))
+    pretrain(config=config(settings), forward_step_func=forward_step, callbacks=[step_log])
     return 0
 
 

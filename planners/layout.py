@@ -42,9 +42,9 @@ from typing import Any
 
 from facts.errors import RuleError
 from facts.machines import MACHINE_TYPES, Accelerator, MachineType, Precision
-from facts.models import Architecture, Framework, ModelSpec, RunSettings, model_spec
+from facts.models import Architecture, Framework, ModelSpec, RunSettings, StepTime, model_spec
 from facts.published import PUBLISHED_RUNS, DgxSystem, PublishedRun
-from planners.runs import RunSpec, Tokenizer, check_layout
+from planners.runs import RunSpec, Tokenizer, check_layout, published_step
 
 GB = 1e9
 # Megatron Core's distributed optimizer with BF16 weights and gradient buffers: 2 + 2 bytes a
@@ -886,6 +886,18 @@ def predicted_step_seconds(run: RunSpec, machine: MachineType) -> float | None:
         return None
     target, layout = Target.on_machine(run.spec, machine, run.nodes), Layout.of_settings(run.settings)
     return target.predict(layout).step_seconds if target.valid(layout) else None
+
+
+def held_to(published: StepTime | None, predicted: float | None) -> float | None:
+    """The step time a run is held to (priced at, and alerted on): NVIDIA's published step at
+    exactly its layout on its machine, else the planner's prediction for its layout (None:
+    neither)."""
+    return published.seconds if published else predicted
+
+
+def expected_step_seconds(run: RunSpec, machine: MachineType) -> float | None:
+    """held_to for the run on its machine."""
+    return held_to(published_step(run, machine.name), predicted_step_seconds(run, machine))
 
 
 def planned_layout(run: RunSpec) -> str:

@@ -3,8 +3,11 @@ them (facts.monitoring). Pure: tests read the layout and the conditions directly
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from facts.kubernetes import TRAINING_CONTAINER
@@ -12,12 +15,20 @@ from facts.monitoring import (
     AUTO_CLOSE_S,
     CLUSTER_LABEL,
     DCGM,
+    EXPECTED_FIELD,
     HOSTNAME_LABEL,
     K8S_CONTAINER,
+    LOG_METRIC_PREFIX,
     MODEL_LABEL,
     MOSAIC_COLUMNS,
+    NAMESPACE_LABEL,
     PROMETHEUS_TARGET,
+    RECORD_FIELD,
     RESTART_COUNT,
+    RUN_FIELD,
+    SECONDS_FIELD,
+    STEP_FIELD,
+    STEP_RECORD,
     XID_FIELD,
 )
 from planners.pools import GpuPoolExport
@@ -85,9 +96,47 @@ def _chart(
     }
 
 
-def gpu_dashboard(cluster: str, namespace: str, pools: Sequence[GpuPoolExport]) -> dict[str, Any]:
+def _promql_chart(title: str, queries: Sequence[str], *, unit: str, threshold: float | None = None) -> dict[str, Any]:
+    chart: dict[str, Any] = {
+        "dataSets": [
+            {
+                "timeSeriesQuery": {"prometheusQuery": query, "unitOverride": unit},
+                "plotType": "LINE",
+                "targetAxis": "Y1",
+            }
+            for query in queries
+        ],
+        "chartOptions": {"mode": "COLOR"},
+        "yAxis": {"scale": "LINEAR"},
+    }
+    if threshold is not None:
+        chart["thresholds"] = [{"value": threshold, "targetAxis": "Y1"}]
+    return {"title": title, "xyChart": chart}
+
+
+def step_charts(steps: StepMetrics, margin: float) -> list[dict[str, Any]]:
+    """Each run's measured step time beside the one its plan expects (series "measured" and
+    "expected"), and their ratio with the slow-run alert's threshold."""
+    series = [
+        f'label_replace({metric.mean()}, "series", "{what}", "", "")'
+        for what, metric in (("measured", steps.measured), ("expected", steps.expected))
+    ]
+    return [
+        _promql_chart("Step time per run, measured and as planned", series, unit="s"),
+        _promql_chart("Step time over the plan's, per run", [steps.slowdown()], unit="1", threshold=1 + margin),
+    ]
+
+
+def gpu_dashboard(
+    cluster: str,
+    namespace: str,
+    pools: Sequence[GpuPoolExport],
+    steps: StepMetrics | None = None,
+    margin: float = 0.0,
+) -> dict[str, Any]:
     """One dashboard per environment: each DCGM signal per GPU model and per node, then the
-    training containers' restarts."""
+    training containers' restarts, then (`steps`) the runs' step times against their plans and
+    the slow-run threshold 1 + `margin`."""
     models = ", ".join(sorted({p.machine.accelerator.name for p in pools}))
     widgets: list[dict[str, Any]] = [
         {
@@ -126,6 +175,8 @@ def gpu_dashboard(cluster: str, namespace: str, pools: Sequence[GpuPoolExport]) 
             unit="1",
         )
     )
+    if steps is not None:
+        widgets.extend(step_charts(steps, margin))
     tiles = [
         # The text spans the width; charts go two per row below it.
         _tile(0, 0, MOSAIC_COLUMNS, _TEXT_HEIGHT, widgets[0]),
@@ -203,3 +254,137 @@ def gpu_alerts(cluster: str, pools: Sequence[GpuPoolExport]) -> list[AlertCondit
             )
         )
     return alerts
+
+
+# The step records' metrics: a DISTRIBUTION needs buckets (bucketOptions), though only its mean is
+# read: from 0.1 s by 25 %, 40 of them reach 750 s.
+STEP_BUCKETS = MappingProxyType({"num_finite_buckets": 40, "growth_factor": 1.25, "scale": 0.1})
+# The metric label of a record's run.
+RUN_LABEL = "run"
+# A run's step time is its mean over this window, and a run slower than its plan alerts once it
+# has been so for this long: longer than a checkpoint's save or a restart's warm-up.
+STEP_WINDOW = "10m"
+SLOW_RUN_DURATION_S = 900
+
+
+def promql_name(metric_type: str) -> str:
+    """A Cloud Monitoring metric type as PromQL names it: the first "/" a ":", every other
+    character outside [A-Za-z0-9_] a "_" (https://cloud.google.com/monitoring/promql/promql-mapping)."""
+    domain, _, path = metric_type.partition("/")
+    return f"{_promql_safe(domain)}:{_promql_safe(path)}"
+
+
+def _promql_safe(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_]", "_", text)
+
+
+@dataclass(frozen=True)
+class LogMetric:
+    """A log-based DISTRIBUTION metric (facts.monitoring) of one field of a cluster's step records,
+    per run."""
+
+    # The resource's name beside its component's, and the metric's own name.
+    key: str
+    name: str
+    display_name: str
+    filter: str
+    value_field: str
+    unit: str = "s"
+
+    @property
+    def metric_type(self) -> str:
+        return LOG_METRIC_PREFIX + self.name
+
+    @property
+    def promql_name(self) -> str:
+        return promql_name(self.metric_type)
+
+    @property
+    def value_extractor(self) -> str:
+        return f"EXTRACT(jsonPayload.{self.value_field})"
+
+    @property
+    def label_extractors(self) -> Mapping[str, str]:
+        return MappingProxyType({RUN_LABEL: f"EXTRACT(jsonPayload.{RUN_FIELD})"})
+
+    def mean(self, window: str = STEP_WINDOW) -> str:
+        """Its mean per run over `window`, in PromQL."""
+        by = f"sum by ({NAMESPACE_LABEL}, {RUN_LABEL})"
+        return f"{by} (rate({self.promql_name}_sum[{window}])) / {by} (rate({self.promql_name}_count[{window}]))"
+
+
+@dataclass(frozen=True)
+class StepMetrics:
+    """The measured step times of a cluster's runs, and the step times their plans expect."""
+
+    measured: LogMetric
+    expected: LogMetric
+
+    @property
+    def metrics(self) -> tuple[LogMetric, LogMetric]:
+        return self.measured, self.expected
+
+    def slowdown(self) -> str:
+        """Each run's mean step over the one its plan expects, in PromQL."""
+        return f"({self.measured.mean()}) / ({self.expected.mean()})"
+
+
+def step_metrics(cluster: str) -> StepMetrics:
+    """The log-based metrics of the step records of the cluster's training containers. Their
+    names hold the cluster's, since a project's log-based metrics share one namespace."""
+    records = (
+        f'resource.type="{K8S_CONTAINER}" resource.labels.cluster_name="{cluster}" '
+        f'resource.labels.container_name="{TRAINING_CONTAINER}" jsonPayload.{RECORD_FIELD}="{STEP_RECORD}"'
+    )
+    return StepMetrics(
+        measured=LogMetric(
+            "step-time", f"nemo-gke/{cluster}/step-time", f"Training step time, {cluster}", records, SECONDS_FIELD
+        ),
+        expected=LogMetric(
+            "expected-step-time",
+            f"nemo-gke/{cluster}/expected-step-time",
+            f"Training step time the plan expects, {cluster}",
+            # A run whose plan expects no step time reports none.
+            f"{records} jsonPayload.{EXPECTED_FIELD}:*",
+            EXPECTED_FIELD,
+        ),
+    )
+
+
+def step_record_problems(line: str, run: str) -> list[str]:
+    """What keeps the step metrics from reading a line a run printed as its step record: the
+    filter's record field, the run label's field, and the numbers they extract."""
+    try:
+        entry = json.loads(line)
+    except ValueError:
+        return [f"not one JSON object: {line!r}"]
+    if not isinstance(entry, dict):
+        return [f"not one JSON object: {line!r}"]
+    problems = []
+    if entry.get(RECORD_FIELD) != STEP_RECORD:
+        problems.append(f"{RECORD_FIELD} is {entry.get(RECORD_FIELD)!r}, not {STEP_RECORD!r}")
+    if entry.get(RUN_FIELD) != run:
+        problems.append(f"{RUN_FIELD} is {entry.get(RUN_FIELD)!r}, not {run!r}")
+    if not isinstance(entry.get(STEP_FIELD), int):
+        problems.append(f"{STEP_FIELD} is {entry.get(STEP_FIELD)!r}, not a whole number")
+    # The expected step is absent where the run's plan has none.
+    for name in (SECONDS_FIELD, *((EXPECTED_FIELD,) if EXPECTED_FIELD in entry else ())):
+        value = entry.get(name)
+        if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+            problems.append(f"{name} is {value!r}, not a positive number of seconds")
+    return problems
+
+
+def slow_run_alert(cluster: str, steps: StepMetrics, margin: float) -> AlertCondition:
+    """A run whose mean step stays more than `margin` above the one its plan expects."""
+    return AlertCondition(
+        name="run-slower-than-planned",
+        display_name=f"{cluster}: a run is slower than its plan",
+        documentation=f"A run's mean step time over {STEP_WINDOW} stayed more than {margin:.0%} above the "
+        f"step time its plan expects for {SLOW_RUN_DURATION_S // 60} minutes (NVIDIA's published step at its "
+        "layout, else the layout planner's prediction: the stack output `training.runs.<run>.plan`). "
+        "A straggler, a slow link or a wrong setting: compare the run with "
+        "`python -m analysis metrics --plan` and look for a slow node on the GPU dashboard.",
+        query=f"{steps.slowdown()} > {1 + margin:g}",
+        duration_s=SLOW_RUN_DURATION_S,
+    )

@@ -211,6 +211,11 @@ class RunPlan:
     # outside the catalog): what `python -m analysis metrics --plan` holds the run to.
     predicted_step_seconds: float | None = None
 
+    @property
+    def expected_step_seconds(self) -> float | None:
+        """What the go/no-go prices a step at and the slow-run alert holds it to."""
+        return layout.held_to(self.step, self.predicted_step_seconds)
+
     def to_plain(self) -> dict[str, Any]:
         """What a user reads of the plan (the stack output `training.runs.<run>.plan`)."""
         run, s, saving = self.run, self.run.settings, self.checkpoints

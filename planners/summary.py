@@ -305,8 +305,7 @@ def _run_line(
     MultiKueue manager's, which offers the run to them as `dispatch` says."""
     run, s, known, saving = plan.run, plan.run.settings, plan.step, plan.checkpoints
     pool, region = pools[run.pool]
-    # The published step at the run's layout, else the planner's prediction for it.
-    seconds = known.seconds if known else plan.predicted_step_seconds
+    seconds = plan.expected_step_seconds
     wait = saving.wait_s(seconds) if saving else 0.0
     hours = (s.steps * seconds + wait) / 3600 if seconds is not None and wait is not None else None
     price = pricing.on_demand_usd_per_hour(pool.machine_type, region)

@@ -55,7 +55,7 @@ from facts.kubernetes import DEFAULT_PRIORITY, FABRIC_CHECK_PRIORITY, PRIORITY_V
 from facts.kueue import MULTIKUEUE_CHECK
 from facts.podsecurity import PodAllowance, needs_of, pod_specs, union
 from planners import gpudirect
-from planners.monitoring import gpu_alerts, gpu_dashboard
+from planners.monitoring import gpu_alerts, gpu_dashboard, slow_run_alert, step_metrics
 from planners.queues import Flavor, plan_flavors
 from planners.teams import ShareRequest, TeamRequest, TeamsPlan, plan_teams
 from stacks.cluster import ClusterOutputs
@@ -533,15 +533,21 @@ class PlatformLayer(pulumi.ComponentResource):
         if args.workers is not None:
             return  # a manager runs no GPU pod: nothing to monitor or to show in TensorBoard
         if cluster.facts.gke and (cfg.monitoring.dashboard or alerts.enabled):
-            pools = cluster.facts.gpu_pools
+            pools, cluster_name = cluster.facts.gpu_pools, cluster.facts.name
+            steps = step_metrics(cluster_name)
             monitoring = GpuMonitoring(
                 f"{name}-monitoring",
                 GpuMonitoringArgs(
                     project=cluster.facts.project,
-                    dashboard=gpu_dashboard(cluster.facts.name, facts.namespace, pools)
+                    dashboard=gpu_dashboard(cluster_name, facts.namespace, pools, steps, alerts.step_time_margin)
                     if cfg.monitoring.dashboard
                     else None,
-                    alerts=gpu_alerts(cluster.facts.name, pools) if alerts.enabled else (),
+                    alerts=(
+                        [*gpu_alerts(cluster_name, pools), slow_run_alert(cluster_name, steps, alerts.step_time_margin)]
+                        if alerts.enabled
+                        else ()
+                    ),
+                    log_metrics=steps.metrics,
                     notification_channels=alerts.notification_channels,
                     email=alerts.email,
                     labels=labels,

@@ -11,9 +11,11 @@ launcher builds the ConfigContainer with the library's own classes and runs its 
 for the run's world size. Each catalog case is also built the way Megatron-Bridge's performance
 scripts build it (tools/nvidia_path.py) and compared with the launcher's field by field, and its
 environment with theirs variable by variable; a difference tools/parity.py does not list fails it.
-No GPU and no training step; GPU-only packages the library imports at module level are stood in
-for (tools/runtime_stub.py). Then it shows the check can fail: a copy of the launcher with one
-field renamed must be refused, and one without its CommOverlapConfig must differ from NVIDIA's in
+The line the launcher prints as a step's record must be one the platform's log-based metrics read
+(planners.monitoring.step_record_problems). No GPU and no training step; GPU-only packages the
+library imports at module level are stood in for (tools/runtime_stub.py). Then it shows the check
+can fail: a copy of the launcher with one field renamed must be refused, one whose step record
+lacks the run's fields too, and one without its CommOverlapConfig must differ from NVIDIA's in
 unlisted fields. Exit code 1 on any failure.
 """
 
@@ -39,6 +41,7 @@ from facts.machines import MACHINE_TYPES, MachineType
 from facts.models import MODELS, Framework, RunSettings
 from harness.runner import ROOT, run_stack, stack_names
 from planners import workload
+from planners.monitoring import step_record_problems
 from planners.runs import ProfileWindow, RunSpec, Tokenizer
 from planners.runtimes import bridge
 from tools import gpu_train, parity
@@ -52,6 +55,9 @@ RENAMED = ("train_iters=steps,", "train_iter=steps,")
 # the catalog case named OVERLAP_CASE (the one the review found without the overlap).
 NO_OVERLAP = ('if settings["commOverlapSetup"] or settings["tpOverlap"]', "if False")
 OVERLAP_CASE = "llama3-70b on a4-highgpu-8g"
+# The launcher's step record, and one without the run's fixed fields: the log-based metrics would
+# read nothing of it (planners.monitoring.step_record_problems).
+NO_RECORD = ('{**record["fields"], ', "{")
 # How many of the broken launcher's differences the check prints.
 SHOWN = 6
 
@@ -272,6 +278,9 @@ for path in sys.argv[3:]:
         result["ok"] = True
     except Exception as error:
         result |= {"ok": False, "error": f"{type(error).__name__}: {error}"}
+    # The line its last rank prints after a step past its warm-up (step 11, 1.25 s).
+    if settings.get("stepRecord"):
+        result["stepRecord"] = launcher["step_record"](settings["stepRecord"], 11, 1.25)
     # The launcher's own check, as launch.sh runs it: its exit code.
     os.environ["NEMO_RUN_SETTINGS"] = path + ".settings"
     with open(os.environ["NEMO_RUN_SETTINGS"], "w") as f:
@@ -314,14 +323,18 @@ def check(python: str, launcher: Path, cases: list[Case], folder: Path) -> list[
         lines = [line for line in done.stderr.splitlines() if line.strip()] or [f"exit {done.returncode}"]
         return [Verdict(lines[-1], {})] * len(cases)
     return [
-        Verdict(_error(result), {**result.get("differences", {}), **case.env_differences})
+        Verdict(_error(result, case), {**result.get("differences", {}), **case.env_differences})
         for case, result in zip(cases, results, strict=True)
     ]
 
 
-def _error(result: dict[str, Any]) -> str | None:
+def _error(result: dict[str, Any], case: Case) -> str | None:
     exit_code = result["exit"]
     if result["ok"]:
+        if "stepRecord" not in result:
+            return "the launcher's settings carry no step record"
+        if problems := step_record_problems(result["stepRecord"], case.settings["runName"]):
+            return "the launcher's step record: " + "; ".join(problems)
         return None if exit_code == 0 else f"the launcher's --check exits {exit_code!r} on a valid configuration"
     if exit_code != PROGRAM_ERROR_EXIT_CODE:
         return f"the launcher's --check exits {exit_code!r}, not {PROGRAM_ERROR_EXIT_CODE}, on: {result['error']}"
@@ -341,14 +354,67 @@ def _shown(value: Any) -> str:
     return "unset" if value is None else str(value)
 
 
+# Run by the runtime environment's interpreter: the launcher's step log through the hooks the
+# library calls, for `warmupSteps` + 2 steps on one CPU rank (gloo; no GPU, so the step's CUDA
+# synchronisation is a no-op here), each step 10 ms, printing what the launcher printed.
+_STEP_LOG = """
+import contextlib, io, json, os, runpy, sys, time, types
+sys.path.insert(0, sys.argv[1])
+import runtime_stub
+runtime_stub.install()
+launcher = runpy.run_path(sys.argv[2], run_name="launcher")
+import torch
+torch.distributed.init_process_group("gloo", rank=0, world_size=1, store=torch.distributed.HashStore())
+torch.cuda.synchronize = lambda: None
+record = json.loads(sys.argv[3])
+log = launcher["StepLog"](sys.argv[4], record)
+train_state = types.SimpleNamespace(step=0)
+context = types.SimpleNamespace(state=types.SimpleNamespace(train_state=train_state), loss_dict={"lm loss": 2.5})
+printed = io.StringIO()
+with contextlib.redirect_stdout(printed):
+    log.on_train_start(context)
+    for step in range(record["warmupSteps"] + 2):
+        train_state.step = step
+        log.on_train_step_start(context)
+        time.sleep(0.01)
+        log.on_train_step_end(context)
+sys.stdout.write(printed.getvalue())
+"""
+
+
+def _step_log_reports(python: str, folder: Path, case: Case) -> str | None:
+    """The launcher's step log prints a record the step metrics read after each step past the
+    warm-up, and none before: None, or what it printed instead."""
+    record = case.settings["stepRecord"]
+    command = [python, "-c", _STEP_LOG, str(STUB.parent), str(LAUNCHER), json.dumps(record), str(folder / "steps.json")]
+    env = {**os.environ, "PYTHONPATH": str(LAUNCHER.parent), "CUDA_VISIBLE_DEVICES": ""}
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        lines = [line for line in done.stderr.splitlines() if line.strip()] or [f"exit {done.returncode}"]
+        return f"the launcher's step log failed: {lines[-1]}"
+    printed = done.stdout.splitlines()
+    warmup = record["warmupSteps"]
+    steps = [json.loads(line).get(record["stepField"]) for line in printed if line.startswith("{")]
+    if steps != [warmup, warmup + 1]:
+        return (
+            f"after {warmup + 2} steps the launcher's step log printed {printed!r}, "
+            f"not the records of steps {warmup} and {warmup + 1}"
+        )
+    for line in printed:
+        if problems := step_record_problems(line, case.settings["runName"]):
+            return "the launcher's step record: " + "; ".join(problems)
+    print(f"  the launcher's step log reports steps {warmup} and {warmup + 1}, past its warm-up: {printed[-1]}")
+    return None
+
+
 def _can_fail(python: str, folder: Path, cases: list[Case]) -> str | None:
     """The check fails a launcher with one field renamed, and a launcher that leaves the
     communication overlap's configuration out differs from NVIDIA's in unlisted fields. None, or
     why the check could not fail."""
     text = LAUNCHER.read_text()
-    for edit in (RENAMED, NO_OVERLAP):
+    for edit, name in ((RENAMED, "RENAMED"), (NO_OVERLAP, "NO_OVERLAP"), (NO_RECORD, "NO_RECORD")):
         if edit[0] not in text:
-            return f"the launcher no longer has {edit[0]!r}: update {'RENAMED' if edit is RENAMED else 'NO_OVERLAP'}"
+            return f"the launcher no longer has {edit[0]!r}: update {name}"
     broken = folder / "broken" / LAUNCHER.name
     broken.parent.mkdir()
     broken.write_text(text.replace(*RENAMED))
@@ -359,6 +425,11 @@ def _can_fail(python: str, folder: Path, cases: list[Case]) -> str | None:
     if "--check exits" in refused.error:
         return refused.error
     print(f"  a launcher with {RENAMED[0]!r} renamed is refused: {refused.error}")
+    broken.write_text(text.replace(*NO_RECORD))
+    (unread,) = check(python, broken, [valid], folder)
+    if unread.error is None or "step record" not in unread.error:
+        return f"a launcher whose step record lacks the run's fields passed: {unread.error}"
+    print(f"  a launcher whose step record lacks the run's fields is refused: {unread.error}")
     broken.write_text(text.replace(*NO_OVERLAP))
     compared = next(case for case in cases if case.name.startswith(OVERLAP_CASE))
     (without,) = check(python, broken, [compared], folder)
@@ -420,6 +491,10 @@ def main(argv: list[str] | None = None) -> int:
         stale = parity.unused({case.name: verdict.differences for case, verdict in zip(cases, verdicts, strict=True)})
         for difference in stale:
             print(f"runtime check: no case differs in {difference.fields}: remove it from DIFFERENCES", file=sys.stderr)
+        unreported = _step_log_reports(args.python, Path(folder), shipped[0])
+        if unreported:
+            print(f"runtime check: {unreported}", file=sys.stderr)
+            return 1
         cannot_fail = _can_fail(args.python, Path(folder), cases)
         if cannot_fail:
             print(f"runtime check: {cannot_fail}", file=sys.stderr)

@@ -10,6 +10,16 @@ from typing import Any
 import payload
 from facts.machines import MachineType
 from facts.models import BRIDGE_EXECUTOR_ENV, MXFP8_MIN_COMPUTE_CAPABILITY, Fp8Scaling, Framework
+from facts.monitoring import (
+    EXPECTED_FIELD,
+    FIRST_STEPS_UNREPORTED,
+    RECORD_FIELD,
+    RUN_FIELD,
+    SECONDS_FIELD,
+    STEP_FIELD,
+    STEP_RECORD,
+)
+from planners import layout
 from planners.runs import RunSpec
 from planners.workload import (
     LAYOUT_FIELDS,
@@ -140,7 +150,23 @@ def settings(run: RunSpec, paths: RunPaths, machine: MachineType) -> dict[str, A
             else None
         ),
         "dlloggerFile": paths.dllogger_file,
+        "stepRecord": step_record(run, machine),
         "overrides": dict(run.overrides),
+    }
+
+
+def step_record(run: RunSpec, machine: MachineType) -> dict[str, Any]:
+    """What the launcher's last rank prints after each step past its warm-up, for the platform's
+    log-based metrics (facts.monitoring): the fixed fields, and the names it gives the step and
+    its seconds."""
+    fields: dict[str, Any] = {RECORD_FIELD: STEP_RECORD, RUN_FIELD: run.name}
+    if (expected := layout.expected_step_seconds(run, machine)) is not None:
+        fields[EXPECTED_FIELD] = round(expected, 3)
+    return {
+        "fields": fields,
+        "stepField": STEP_FIELD,
+        "secondsField": SECONDS_FIELD,
+        "warmupSteps": FIRST_STEPS_UNREPORTED,
     }
 
 

@@ -9,18 +9,27 @@ from typing import Any
 
 import pytest
 
+from facts.kubernetes import TRAINING_CONTAINER
 from facts.monitoring import (
     ALIGNERS,
     CLUSTER_LABEL,
     DCGM,
+    EXPECTED_FIELD,
+    FIRST_STEPS_UNREPORTED,
     MOSAIC_COLUMNS,
     PROMQL_DURATION_STEP_S,
     PROMQL_EVALUATION_STEP_S,
+    RECORD_FIELD,
     REDUCERS,
     RESTART_COUNT,
+    RUN_FIELD,
+    SECONDS_FIELD,
+    STEP_FIELD,
+    STEP_RECORD,
     XID_FIELD,
 )
 from harness.runner import StackRun, stack_with
+from planners.workload import RUN_SETTINGS
 from tests.conftest import issue_for, rejected
 
 DASHBOARD = "gcp:monitoring/dashboard:Dashboard"
@@ -40,13 +49,25 @@ def dashboard(run: StackRun) -> dict[str, Any]:
     return json.loads(resource.inputs["dashboardJson"])
 
 
+def data_sets(layout: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        data_set["timeSeriesQuery"]
+        for tile in layout["mosaicLayout"]["tiles"]
+        for data_set in tile["widget"].get("xyChart", {}).get("dataSets", [])
+    ]
+
+
 def filters_of(layout: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    found = []
-    for tile in layout["mosaicLayout"]["tiles"]:
-        for data_set in tile["widget"].get("xyChart", {}).get("dataSets", []):
-            query = data_set["timeSeriesQuery"]["timeSeriesFilter"]
-            found.append((query["filter"], query["aggregation"]))
-    return found
+    """The Monitoring filters of the charts that have one (the others are PromQL)."""
+    return [
+        (query["timeSeriesFilter"]["filter"], query["timeSeriesFilter"]["aggregation"])
+        for query in data_sets(layout)
+        if "timeSeriesFilter" in query
+    ]
+
+
+def promql_of(layout: dict[str, Any]) -> list[str]:
+    return [query["prometheusQuery"] for query in data_sets(layout) if "prometheusQuery" in query]
 
 
 def check_filter(filter_: str, group_by: list[str]) -> None:
@@ -146,7 +167,7 @@ def test_alerts_fire_on_xid_errors_and_on_missing_gpus_of_fixed_pools(render: An
     (channel,) = run.of_type(CHANNEL)
     assert channel.inputs["labels"] == {"email_address": "oncall@example.com"}
     policies = policies_of(run)
-    assert set(policies) == {"GPU XID error", "GPU nodes missing"}
+    assert set(policies) == {"GPU XID error", "GPU nodes missing", "a run is slower than its plan"}
     assert XID_FIELD in promql(policies["GPU XID error"])["query"]
     lost = promql(policies["GPU nodes missing"])
     assert "< 576" in lost["query"] and lost["duration"] == "600s"
@@ -185,9 +206,10 @@ def test_the_promql_conditions_are_what_the_alerting_api_takes(render: Any, stac
         assert int(query["duration"].rstrip("s")) % PROMQL_DURATION_STEP_S == 0
         assert int(query["evaluationInterval"].rstrip("s")) % PROMQL_EVALUATION_STEP_S == 0
         selectors = re.findall(r"\b(DCGM_FI_[A-Z_]+)(\{[^}]*\})?", query["query"])
-        assert selectors, query["query"]
         for name, labels in selectors:
             assert name in DCGM and labels == f'{{{CLUSTER_LABEL}="{cluster}"}}', (name, labels)
+        # Otherwise it reads only this cluster's log-based metrics, which the stack creates.
+        assert selectors or log_metric_series(query["query"]) <= rendered_log_metrics(run), query["query"]
 
 
 def test_the_xid_alert_closes_once_no_new_xid_arrives(render: Any) -> None:
@@ -217,9 +239,12 @@ def test_losing_every_gpu_node_fires(render: Any) -> None:
 
 
 def test_pools_that_scale_get_no_missing_gpu_alert(render: Any) -> None:
-    """Flex-start pools scale from zero on purpose: only the XID alert."""
+    """Flex-start pools scale from zero on purpose: no missing-GPU alert."""
     run = render("a3ultra-flex", values=with_alerts("a3ultra-flex", email="oncall@example.com"))
-    assert [p.inputs["displayName"] for p in run.of_type(ALERT)] == ["nemo-flex: GPU XID error"]
+    assert sorted(p.inputs["displayName"] for p in run.of_type(ALERT)) == [
+        "nemo-flex: GPU XID error",
+        "nemo-flex: a run is slower than its plan",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -233,3 +258,105 @@ def test_pools_that_scale_get_no_missing_gpu_alert(render: Any) -> None:
 def test_bad_alert_settings_are_refused(alerts: dict[str, Any], key: str, words: str) -> None:
     message = issue_for(rejected(with_alerts("dev", **alerts)), key)
     assert words in message
+
+
+LOG_METRIC = "gcp:logging/metric:Metric"
+
+
+def log_metric_series(query: str) -> set[str]:
+    """The log-based metrics a PromQL query reads, by their PromQL names (through _sum and _count)."""
+    series = set(re.findall(r"\b(logging_googleapis_com:user_[A-Za-z0-9_]+?)_(?:sum|count)\b", query))
+    assert series, query
+    return series
+
+
+def rendered_log_metrics(run: StackRun) -> set[str]:
+    """PromQL names of the stack's log-based metrics, by the naming rule Google states
+    (https://cloud.google.com/monitoring/promql/promql-mapping), worked here apart from
+    planners.monitoring.promql_name."""
+    return {
+        "logging_googleapis_com:user_" + re.sub(r"[^A-Za-z0-9_]", "_", m.inputs["name"])
+        for m in run.of_type(LOG_METRIC)
+    }
+
+
+def test_the_step_metrics_read_the_launchers_step_records(render: Any) -> None:
+    """Two log-based metrics per GKE cluster: each run's step seconds and the seconds its plan
+    expects, from the JSON line the Megatron-Bridge launcher prints (its jsonPayload), of this
+    cluster's training containers, per run; DISTRIBUTION with buckets, as the Logging API needs."""
+    run = render("a4")
+    cluster = run.exports["cluster"]["name"]
+    metrics = {m.inputs["name"]: m.inputs for m in run.of_type(LOG_METRIC)}
+    assert set(metrics) == {f"nemo-gke/{cluster}/step-time", f"nemo-gke/{cluster}/expected-step-time"}
+    fields = {"step-time": SECONDS_FIELD, "expected-step-time": EXPECTED_FIELD}
+    for name, metric in metrics.items():
+        assert f'resource.labels.cluster_name="{cluster}"' in metric["filter"]
+        assert f'resource.labels.container_name="{TRAINING_CONTAINER}"' in metric["filter"]
+        assert f'jsonPayload.{RECORD_FIELD}="{STEP_RECORD}"' in metric["filter"]
+        assert metric["valueExtractor"] == f"EXTRACT(jsonPayload.{fields[name.rsplit('/', 1)[1]]})"
+        assert metric["labelExtractors"] == {"run": f"EXTRACT(jsonPayload.{RUN_FIELD})"}
+        descriptor = metric["metricDescriptor"]
+        assert (descriptor["metricKind"], descriptor["valueType"], descriptor["unit"]) == ("DELTA", "DISTRIBUTION", "s")
+        assert [label["key"] for label in descriptor["labels"]] == list(metric["labelExtractors"])
+        assert metric["bucketOptions"]["exponentialBuckets"]["numFiniteBuckets"] > 0
+    # A run whose plan expects nothing reports no expected step.
+    assert f"jsonPayload.{EXPECTED_FIELD}:*" in metrics[f"nemo-gke/{cluster}/expected-step-time"]["filter"]
+
+
+def test_each_run_reports_the_step_its_plan_expects(render: Any) -> None:
+    """The launcher's step record carries the run's name and the step time the go/no-go prices it
+    at: NVIDIA's published step at its layout, else the layout planner's prediction."""
+    run = render("a4")
+    plans = run.exports["training"]["runs"]
+    checked = 0
+    for config_map in run.of_type("kubernetes:core/v1:ConfigMap"):
+        data = run.manifest(config_map).get("data", {})
+        if RUN_SETTINGS not in data or "stepRecord" not in (settings := json.loads(data[RUN_SETTINGS])):
+            continue
+        record, plan = settings["stepRecord"], plans[settings["runName"]]["plan"]
+        expected = plan["publishedStepTimeS"] or plan["predictedStepTimeS"]
+        assert record["fields"] == {
+            RECORD_FIELD: STEP_RECORD,
+            RUN_FIELD: settings["runName"],
+            EXPECTED_FIELD: pytest.approx(expected, abs=1e-3),
+        }
+        assert (record["stepField"], record["secondsField"]) == (STEP_FIELD, SECONDS_FIELD)
+        assert record["warmupSteps"] == FIRST_STEPS_UNREPORTED
+        checked += 1
+    assert checked, "the a4 stack runs Megatron-Bridge"
+
+
+@pytest.mark.parametrize(("margin", "threshold"), [(None, "1.2"), (0.5, "1.5")])
+def test_a_run_slower_than_its_plan_alerts_past_the_margin(render: Any, margin: float | None, threshold: str) -> None:
+    """The alert compares each run's mean step with the one its plan expects, matched by namespace
+    and run, and fires above 1 + margin for 15 minutes; the dashboard draws both and the line."""
+    alerts = {"email": "oncall@example.com", **({"stepTimeMargin": margin} if margin is not None else {})}
+    run = render("a4", values=with_alerts("a4", **alerts))
+    query = promql(policies_of(run)["a run is slower than its plan"])
+    measured, expected = sorted(log_metric_series(query["query"]), key=lambda name: "expected" in name)
+    assert re.fullmatch(
+        rf"\(sum by \(namespace_name, run\) \(rate\({measured}_sum\[10m\]\)\) / "
+        rf"sum by \(namespace_name, run\) \(rate\({measured}_count\[10m\]\)\)\) / "
+        rf"\(sum by \(namespace_name, run\) \(rate\({expected}_sum\[10m\]\)\) / "
+        rf"sum by \(namespace_name, run\) \(rate\({expected}_count\[10m\]\)\)\) > {re.escape(threshold)}",
+        query["query"],
+    ), query["query"]
+    assert query["duration"] == "900s"
+    layout = dashboard(run)
+    charts = [q for q in promql_of(layout) if log_metric_series(q) <= rendered_log_metrics(run)]
+    assert len(charts) == 3, promql_of(layout)
+    thresholds = [
+        t["value"]
+        for tile in layout["mosaicLayout"]["tiles"]
+        for t in tile["widget"].get("xyChart", {}).get("thresholds", [])
+    ]
+    assert thresholds == [float(threshold)]
+
+
+@pytest.mark.parametrize("margin", [0, -0.1, 5.5, "fast"])
+def test_a_margin_that_is_no_fraction_above_zero_is_refused(margin: Any) -> None:
+    message = issue_for(
+        rejected(with_alerts("dev", email="oncall@example.com", stepTimeMargin=margin)),
+        "monitoring.alerts.stepTimeMargin",
+    )
+    assert "stepTimeMargin" in message
