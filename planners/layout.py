@@ -58,6 +58,8 @@ GB = 1e9
 REPLICATED_BYTES_PER_PARAMETER = 4
 SHARDED_BYTES_PER_PARAMETER = 16
 SHARDED_BYTES_PRECISION_AWARE = 10
+# Of the sharded bytes, the FP32 gradient.
+FP32_GRADIENT_BYTES = 4
 # Activations are kept in BF16, a linear layer's FP8 input in one byte; the loss reads BF16 logits
 # and an FP32 copy of them.
 ACTIVATION_BYTES = 2
@@ -225,15 +227,33 @@ def _expert_parameters(arch: Architecture) -> int:
 
 @dataclass(frozen=True)
 class Memory:
-    """Bytes one GPU of the fuller end of the pipeline holds, by kind."""
+    """Bytes one GPU of the fuller end of the pipeline holds, by kind: weights, gradients and
+    optimizer state, of which the FP32 gradients exist only from the optimizer's step to the next
+    step's start (`fp32_gradients`); buffers held for the whole run; the activations at the end
+    of the forward passes; and then either the loss's logits or, in the backward pass that
+    follows, a transient no kernel of the fused path has (the local attention's score gradients)."""
 
     states: float
     activations: float
     logits: float
+    fp32_gradients: float = 0.0
+    buffers: float = 0.0
+    backward_transient: float = 0.0
 
     @property
     def total(self) -> float:
-        return self.states + self.activations + self.logits
+        """What the GPU must hold at its fullest, counting the FP32 gradients throughout."""
+        return self.states + self.buffers + self.activations + max(self.logits, self.backward_transient)
+
+    @property
+    def forward_backward(self) -> float:
+        """The peak of the forward and backward passes, before the optimizer's step."""
+        return self.total - self.fp32_gradients
+
+    @property
+    def held(self) -> float:
+        """What stays allocated after a step."""
+        return self.states + self.buffers
 
 
 def _activation_bytes(
@@ -246,10 +266,14 @@ def _activation_bytes(
     (Transformer Engine's Linear and LayerNormLinear save the quantized input). `fused_kernels`
     false: Megatron Core's local layers without Transformer Engine or fusions (make gpu-train;
     megatron-core 0.16 transformer/dot_product_attention.py, fusions/fused_softmax.py,
-    transformer/mlp.py), which keep each head's softmax output, s × s scores, as the s²
-    term of Korthikanti et al. §4 (no dropout mask: the recipes' attention dropout is 0), keys
-    and values repeated for every query head, and a gated activation's output beside the product
-    the second matrix keeps."""
+    transformer/mlp.py, transformer/utils.py), which keep each head's softmax output, s × s
+    scores, as the s² term of Korthikanti et al. §4 (no dropout mask: the recipes' attention
+    dropout is 0) and the layer's own s × s causal mask (get_default_causal_mask, made anew for
+    each layer, one byte an element, whole on every GPU); queries and keys after the rotary
+    embedding, and values repeated for every query head, or, with as many key-value heads as
+    query heads, the fused projection's whole output, which the values are a view of; and a gated
+    activation's output and its linear half (`x_linear + glu_linear_offset`, a new tensor) beside
+    the product the second matrix keeps."""
     h, t = arch.hidden, layout.tensor_parallel
     tokens = layout.sequence_length * layout.micro_batch_size / layout.context_parallel
     half = ACTIVATION_BYTES
@@ -261,8 +285,10 @@ def _activation_bytes(
         qkv = a.q_lora_rank + a.kv_lora_rank + a.qk_rope_head_dim
     elif fused_kernels:
         qkv = (arch.heads + 2 * arch.kv_heads) * arch.head_dim
-    else:
+    elif arch.kv_heads < arch.heads:
         qkv = 3 * arch.heads * arch.head_dim
+    else:
+        qkv = (2 * arch.heads + arch.heads + 2 * arch.kv_heads) * arch.head_dim
     # Each sub-layer keeps its norm's input, and its output as the next linear layer's input
     # (recomputed with "layernorm").
     norm_out = 0 if "layernorm" in recomputed_modules else linear_in
@@ -273,8 +299,8 @@ def _activation_bytes(
     # The first matrix's output(s), and the activation's output as the second matrix's input
     # (recomputed for experts with "moe_act").
     first = 2 if arch.gated_mlp else 1
-    # Unfused, a gated activation keeps its output (the product's input) beside the product.
-    gate = half if arch.gated_mlp and not fused_kernels else 0
+    # Unfused, a gated activation keeps its output and its linear half beside the product.
+    gate = 2 * half if arch.gated_mlp and not fused_kernels else 0
     dense = h * (half + norm_out) + arch.ffn_hidden * (first * half + gate + linear_in)
     per_token: float = attention
     if e := arch.experts:
@@ -290,6 +316,8 @@ def _activation_bytes(
     else:
         per_token += dense
     layer = tokens * per_token / t
+    if not fused_kernels:
+        layer += layout.sequence_length**2 * layout.micro_batch_size
     kept_input = tokens * h * ACTIVATION_BYTES / t
     return layer, kept_input
 
@@ -342,6 +370,13 @@ def memory(
     states = other / t * (REPLICATED_BYTES_PER_PARAMETER + sharded / d) + experts / (p * e) * (
         REPLICATED_BYTES_PER_PARAMETER + sharded / expert_d
     )
+    # The FP32 copy of a gradient shard the distributed optimizer makes for its step (none
+    # through the precision-aware optimizer, which reads the BF16 gradient).
+    fp32_gradients = (
+        0.0
+        if sharded == SHARDED_BYTES_PRECISION_AWARE
+        else FP32_GRADIENT_BYTES * (other / t / d + experts / (p * e) / expert_d)
+    )
     layer, kept = _activation_bytes(arch, layout, recomputed_modules, fused_kernels)
     chunk_layers = arch.layers / (p * layout.chunks)
     recomputed = min(layout.recompute_layers, chunk_layers) / chunk_layers
@@ -349,14 +384,17 @@ def memory(
     m = layout.micro_batches(gpus)
     tokens = layout.sequence_length * layout.micro_batch_size / layout.context_parallel
     logits = tokens * arch.vocab_size / t * LOSS_BYTES_PER_LOGIT
-    # Megatron Core's local attention computes every layer's scores into one buffer it keeps
-    # (dot_product_attention.py, the global memory buffer "mpu"): a micro-batch's heads × s × s.
-    buffer = 0 if fused_kernels else tokens * arch.heads / t * layout.sequence_length * ACTIVATION_BYTES
-    first = _layers_in_flight(arch, layout, m) * per_layer + buffer
-    last = _layers_in_flight(arch, layout, m, p - 1) * per_layer + buffer
-    if p > 1 and last + logits < first:
-        return Memory(states, first, 0.0)
-    return Memory(states, last, logits)
+    # A micro-batch's scores, heads × s × s: Megatron Core's local attention allocates a buffer of
+    # that size once (dot_product_attention.py, the global memory buffer "mpu", handed to an
+    # out-of-place baddbmm), and the backward pass of a layer's softmax holds the gradients of its
+    # output and of its input at once.
+    scores = 0 if fused_kernels else tokens * arch.heads / t * layout.sequence_length * ACTIVATION_BYTES
+    first = _layers_in_flight(arch, layout, m) * per_layer
+    last = _layers_in_flight(arch, layout, m, p - 1) * per_layer
+    parts = {"fp32_gradients": fp32_gradients, "buffers": scores, "backward_transient": 2 * scores}
+    if p > 1 and max(logits, 2 * scores) + last < max(0, 2 * scores) + first:
+        return Memory(states, first, 0.0, **parts)
+    return Memory(states, last, logits, **parts)
 
 
 @dataclass(frozen=True)
