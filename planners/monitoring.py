@@ -308,9 +308,13 @@ class LogMetric:
         return MappingProxyType({RUN_LABEL: f"EXTRACT(jsonPayload.{RUN_FIELD})"})
 
     def mean(self, window: str = STEP_WINDOW) -> str:
-        """Its mean per run over `window`, in PromQL."""
+        """Its mean per run over `window`, in PromQL. A log-based metric may be written against
+        several monitored resource types, and PromQL must then name one (promql-mapping,
+        "Specifying a monitored resource type")."""
         by = f"sum by ({NAMESPACE_LABEL}, {RUN_LABEL})"
-        return f"{by} (rate({self.promql_name}_sum[{window}])) / {by} (rate({self.promql_name}_count[{window}]))"
+        resource = f'{{monitored_resource="{K8S_CONTAINER}"}}'
+        series = f"{self.promql_name}_sum{resource}", f"{self.promql_name}_count{resource}"
+        return f"{by} (rate({series[0]}[{window}])) / {by} (rate({series[1]}[{window}]))"
 
 
 @dataclass(frozen=True)

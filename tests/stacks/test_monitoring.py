@@ -334,11 +334,12 @@ def test_a_run_slower_than_its_plan_alerts_past_the_margin(render: Any, margin: 
     run = render("a4", values=with_alerts("a4", **alerts))
     query = promql(policies_of(run)["a run is slower than its plan"])
     measured, expected = sorted(log_metric_series(query["query"]), key=lambda name: "expected" in name)
+    k8s = re.escape('{monitored_resource="k8s_container"}')
     assert re.fullmatch(
-        rf"\(sum by \(namespace_name, run\) \(rate\({measured}_sum\[10m\]\)\) / "
-        rf"sum by \(namespace_name, run\) \(rate\({measured}_count\[10m\]\)\)\) / "
-        rf"\(sum by \(namespace_name, run\) \(rate\({expected}_sum\[10m\]\)\) / "
-        rf"sum by \(namespace_name, run\) \(rate\({expected}_count\[10m\]\)\)\) > {re.escape(threshold)}",
+        rf"\(sum by \(namespace_name, run\) \(rate\({measured}_sum{k8s}\[10m\]\)\) / "
+        rf"sum by \(namespace_name, run\) \(rate\({measured}_count{k8s}\[10m\]\)\)\) / "
+        rf"\(sum by \(namespace_name, run\) \(rate\({expected}_sum{k8s}\[10m\]\)\) / "
+        rf"sum by \(namespace_name, run\) \(rate\({expected}_count{k8s}\[10m\]\)\)\) > {re.escape(threshold)}",
         query["query"],
     ), query["query"]
     assert query["duration"] == "900s"

@@ -88,6 +88,6 @@ def test_the_slow_run_alert_matches_runs_by_namespace_and_name() -> None:
     assert alert.query.endswith(" > 1.25")
     assert alert.query.count("sum by (namespace_name, run) ") == 4
     for metric in steps.metrics:
-        assert f"rate({metric.promql_name}_sum[10m])" in alert.query
-        assert f"rate({metric.promql_name}_count[10m])" in alert.query
+        for series in ("sum", "count"):
+            assert f'rate({metric.promql_name}_{series}{{monitored_resource="k8s_container"}}[10m])' in alert.query
     assert "25%" in alert.documentation
