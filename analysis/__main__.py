@@ -1,4 +1,4 @@
-"""`python -m analysis {metrics,plot,goodput,nccl}`: the command line.
+"""`python -m analysis {metrics,plot,goodput,nccl,stragglers}`: the command line.
 
 Exit codes: 0 done; 1 FAIL, its report printed (`nccl`: wrong data or a bandwidth below the
 pass mark; `metrics` and `plot`: a run whose loss turned NaN or infinite); 2 bad input (usage
@@ -34,6 +34,8 @@ from analysis.metrics import (
 )
 from analysis.plan import RunPlan, against, read_plan
 from analysis.startup import AttemptStartup, attempt_starts, read_step_records, startup
+from analysis.stragglers import find_stragglers, read_reports
+from analysis.stragglers import report_table as stragglers_table
 from facts.machines import ACCELERATORS, Precision
 from facts.models import MODELS
 from facts.nccl import BENCHMARKS, PUBLISHED
@@ -205,6 +207,17 @@ def _parser() -> argparse.ArgumentParser:
         "else the file name, when it is a fabric check's <collective>.log",
     )
     nccl.add_argument("--json", action="store_true", help="print one JSON object")
+
+    stragglers = commands.add_parser(
+        "stragglers", help="slow ranks and their nodes from Megatron Core's straggler reports (stragglers: true)"
+    )
+    stragglers.add_argument(
+        "--log", type=Path, required=True, metavar="FILE", help="rank 0's output: the run's logs/node-0.log"
+    )
+    stragglers.add_argument(
+        "--gpus-per-node", type=_positive_int, default=8, metavar="N", help="GPUs per node (default 8)"
+    )
+    stragglers.add_argument("--json", action="store_true", help="print one JSON object")
     return parser
 
 
@@ -484,7 +497,12 @@ def _nccl(args: argparse.Namespace) -> tuple[str, list[str], int]:
     return output, [], EXIT_FAIL if verdict.failures else 0
 
 
-_COMMANDS = {"metrics": _metrics, "plot": _plot, "goodput": _goodput, "nccl": _nccl}
+def _stragglers(args: argparse.Namespace) -> tuple[str, list[str], int]:
+    found = find_stragglers(read_reports(args.log), args.gpus_per_node)
+    return (_json(found.as_json()) if args.json else stragglers_table(found)), [], 0
+
+
+_COMMANDS = {"metrics": _metrics, "plot": _plot, "goodput": _goodput, "nccl": _nccl, "stragglers": _stragglers}
 
 
 # The first bytes of every PNG file (PNG specification, 5.2 "PNG signature").

@@ -13,13 +13,18 @@ analytics command of the docs runs on a fresh clone:
   7760 s of kept work, a goodput of 83.44 %;
 - `all_gather.log`: a fabric check's nccl-tests output (its file name: scripts/nccl_test.sh)
   on 2 × a3-ultragpu-8g over the rdma flavour's published sizes, each message taking
-  `NCCL_LATENCY_US` plus its size at `NCCL_ALGBW_GBPS`.
+  `NCCL_LATENCY_US` plus its size at `NCCL_ALGBW_GBPS`;
+- `node-0.log`: rank 0's output of the run with `stragglers: true`, one Megatron Core straggler
+  report per step for `STRAGGLER_REPORTS` steps: rank `STRAGGLER_RANK` (node 1) is the slowest in
+  15 of the 20, by `STRAGGLER_SPREAD`; in the other 5 another rank is, by 2 %.
 
 The writers follow the formats' own sources, not analysis/'s readers: DLLogger's
 JSONStreamBackend (NVIDIA/dllogger:dllogger/logger.py@07ec82a) and nccl-tests' output
 (NVIDIA/nccl-tests src/util.cu@a0b82b2: writeDeviceReport, writeResultHeader,
-writeBenchmarkLinePreamble and Body, getFloatStr, writeResultFooter). The tests write their
-own logs with them too.
+writeBenchmarkLinePreamble and Body, getFloatStr, writeResultFooter) and Megatron Core's
+straggler report (megatron-core 0.16 megatron/core/utils.py, StragglerDetector.report and
+_ValueWithRank.__str__, through Python's default logging format). The tests write their own logs
+with them too.
 """
 
 from __future__ import annotations
@@ -275,6 +280,51 @@ def _nccl() -> str:
     return "\n".join(run.lines()) + "\n"
 
 
+# ---------------------------------------------------------------------------- stragglers
+
+STRAGGLER_RANK = 13
+STRAGGLER_SPREAD = 0.12
+STRAGGLER_REPORTS = 20
+# Rank 0's forward and backward time per iteration, ms.
+_FASTEST_MS = 18600.0
+
+
+def straggler_line(when: datetime, fast: tuple[float, int], slow: tuple[float, int]) -> str:
+    """One report as Megatron Core logs it (time per iteration in ms, power, temperature,
+    utilisation, clock, data time and throughput, each `<value><unit>/<rank>`)."""
+    fields = [
+        ("MnRtt", f"{fast[0]:.2f}ms/{fast[1]}"),
+        ("MxRtt", f"{slow[0]:.2f}ms/{slow[1]}"),
+        ("MnPwr", "612.00W/4"),
+        ("MxPwr", "688.00W/9"),
+        ("MnTmp", "51.00C/2"),
+        ("MxTmp", "63.00C/11"),
+        ("MnUtl", "97.00%/6"),
+        ("MxUtl", "100.00%/1"),
+        ("MnClk", "1755.00MHz/7"),
+        ("MxClk", "1980.00MHz/0"),
+        ("MnDRtt", "0.41ms/5"),
+        ("MxDRtt", "0.97ms/12"),
+        ("MnEtpt", f"{387.1 * fast[0] / slow[0]:.2f}TF/{slow[1]}"),
+        ("MxEtpt", f"387.10TF/{fast[1]}"),
+    ]
+    stamp = when.strftime("%Y-%m-%d %H:%M:%S")
+    return f"INFO:megatron.core.utils:[{stamp}] | " + " | ".join(f"{name}/Rnk: {value}" for name, value in fields)
+
+
+def _stragglers() -> str:
+    lines = []
+    for step in range(STRAGGLER_REPORTS):
+        when = _START + timedelta(seconds=round(STEP_TIME_S * step))
+        fast = (_FASTEST_MS, step % 8)
+        if step % 4:
+            slow = (round(_FASTEST_MS * (1 + STRAGGLER_SPREAD), 2), STRAGGLER_RANK)
+        else:
+            slow = (round(_FASTEST_MS * 1.02, 2), 8 + step % 5)
+        lines.append(straggler_line(when, fast, slow))
+    return "\n".join(lines) + "\n"
+
+
 _README = """\
 Sample logs with known answers, for the commands of the analytics docs. Generated, never
 edited: `python -m analysis.samples --write examples/logs` (analysis/samples.py says what
@@ -290,6 +340,7 @@ def sample_files() -> dict[str, str]:
         "diverged.json": _dllogger(DIVERGED_AT),
         "events.jsonl": _events(),
         f"{NCCL_PUBLISHED.collective}.log": _nccl(),
+        "node-0.log": _stragglers(),
     }
 
 

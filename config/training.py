@@ -246,6 +246,12 @@ class RunConfig(Model):
         "parallel sizes and microBatchSize are then the planner's to set.",
     )
     profile: ProfileWindow | None = Field(None, description="Nsight Systems window; off when unset.")
+    stragglers: bool = Field(
+        False,
+        description="Megatron-Bridge runs: Megatron Core's straggler detector reports the fastest and slowest rank "
+        "after every step in rank 0's output (`straggler.log_straggler`), which `python -m analysis stragglers` "
+        "reads (docs/analytics.md). Off by default: each report gathers every rank's timings to rank 0.",
+    )
     dataset: DatasetConfig = Field(default_factory=DatasetConfig, description="Training data.")
     tokenizer: TokenizerConfig = Field(default_factory=TokenizerConfig, description="Tokenizer of the data.")
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig, description="Checkpointing and resume.")

@@ -33,6 +33,7 @@ from megatron.bridge.training.config import (
     LoggerConfig,
     ProfilingConfig,
     RNGConfig,
+    StragglerDetectionConfig,
     TokenizerConfig,
     TrainingConfig,
 )
@@ -149,6 +150,8 @@ def config(settings):
         ),
         rng=RNGConfig(seed=1234),
         profiling=ProfilingConfig(**profiling) if profiling else ProfilingConfig(),
+        # Megatron Core's straggler reports in rank 0's output (`stragglers: true`).
+        straggler=StragglerDetectionConfig(**settings["straggler"]) if settings.get("straggler") else None,
         # Where the recipe carries one (all but GPT-OSS's): its setup (in runtime_config_update)
         # derives the pipeline's P2P overlap, the gradient buckets and the aligned parameter gather
         # from the layout (training/comm_overlap.py); the tensor-parallel overlap where the catalog

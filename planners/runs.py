@@ -83,6 +83,8 @@ class RunSpec:
     checkpoint_interval_steps: int = 100
     resume: bool = True
     profile: ProfileWindow | None = None
+    # Megatron Core's straggler reports (Megatron-Bridge runs only).
+    stragglers: bool = False
     max_restarts: int = 0
     resiliency: Resiliency = Resiliency()
     topology_mode: str | None = None
@@ -207,6 +209,13 @@ def check_run(
     if run.nodes * cpu > flavor.cpu_millicores or run.nodes * memory > flavor.memory_mib:
         raise RuleError("nodes", run.nodes, f"the run's CPU and memory requests exceed the queue's quota on {pool}")
     check_layout(run, machine)
+    if run.stragglers and run.recipe.framework is not Framework.MEGATRON_BRIDGE:
+        raise RuleError(
+            "stragglers",
+            True,
+            f"reports come from Megatron-Bridge's straggler detector; {run.model}'s runtime is "
+            f"{run.recipe.framework.label}",
+        )
     if run.profile is not None and run.profile.end_step > s.steps:
         raise RuleError("profile.endStep", run.profile.end_step, f"is after the last step ({s.steps})")
     if run.topology_mode in ("preferred", "required") and not flavor.topology:

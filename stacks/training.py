@@ -144,6 +144,7 @@ def run_spec(run: RunConfig, platform: PlatformExports, submitted: Submitted | N
         checkpoint_interval_steps=run.checkpoint.interval_for(settings.steps),
         resume=run.checkpoint.resume,
         profile=ProfileWindow(run.profile.start_step, run.profile.end_step) if run.profile else None,
+        stragglers=run.stragglers,
         max_restarts=max_restarts(run.max_restarts, run.checkpoint.enabled, run.checkpoint.resume, r.supervisor),
         resiliency=Resiliency(
             supervisor=r.supervisor,

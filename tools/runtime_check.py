@@ -138,19 +138,27 @@ def catalog_cases() -> list[Case]:
         fewest, replicated = (smallest_run(model, machine, data_parallel) for data_parallel in (1, 2))
         for run in (fewest,) if replicated.nodes == fewest.nodes else (fewest, replicated):
             cases.append(_case(f"{model} on {machine.name} ({run.nodes} nodes)", run, machine, compared=True))
-    # Every optional setting at once: real data with its tokenizer folder, a profile window.
+    # Every optional setting at once: real data with its tokenizer folder, a profile window,
+    # straggler reports.
     machine = MACHINE_TYPES["a3-ultragpu-8g"]
     run = dataclasses.replace(
         smallest_run("llama3-8b", machine),
         dataset_prefix="datasets/wiki/wiki_text_document",
         tokenizer=Tokenizer("huggingface", "meta-llama/Meta-Llama-3-8B", "tokenizers/llama3"),
         profile=ProfileWindow(10, 12),
+        stragglers=True,
         # Saves in the training loop, not only after it.
         checkpoint_interval_steps=10,
         # One the mixed-precision recipe would otherwise set back (grad_reduce_in_fp32).
         overrides={"ddp.grad_reduce_in_fp32": True, "train.eval_iters": 0},
     )
-    cases.append(_case("llama3-8b with real data, a profile, checkpoints every 10 steps and overrides", run, machine))
+    cases.append(
+        _case(
+            "llama3-8b with real data, a profile, straggler reports, checkpoints every 10 steps and overrides",
+            run,
+            machine,
+        )
+    )
     # An override the expert all-to-all overlap's configuration would otherwise set back.
     run = dataclasses.replace(smallest_run("qwen3-30b-a3b", machine), overrides={"ddp.overlap_grad_reduce": False})
     cases.append(_case("qwen3-30b-a3b with an override of an overlapped field", run, machine))
@@ -254,6 +262,8 @@ for path in sys.argv[3:]:
             import gpu_worker
             cfg, replaced = gpu_worker.without_transformer_engine(cfg, launcher["_set"]), gpu_worker.TE_FREE
         first_steps(cfg)
+        if settings.get("straggler"):
+            assert cfg.straggler is not None and cfg.straggler.log_straggler, "straggler reports not configured"
         # NVIDIA's configuration for the same model, GPU, precision and layout, completed the same
         # way: every field that differs, as (the launcher's, NVIDIA's).
         if case["reference"]:

@@ -33,6 +33,8 @@ from planners.workload import (
 )
 
 SCRIPT = "megatron_bridge_pretrain.py"
+# How many of the lowest-throughput ranks a straggler report lists beside the slowest.
+STRAGGLER_RANKS = 8
 # Its mode that builds and validates the run's configuration and exits (payload's main()).
 PREFLIGHT_FLAG = "--check"
 # The ConfigContainer fields `settings` sets from a run's keys (Runtime.keyed_overrides).
@@ -151,6 +153,14 @@ def settings(run: RunSpec, paths: RunPaths, machine: MachineType) -> dict[str, A
         ),
         "dlloggerFile": paths.dllogger_file,
         "stepRecord": step_record(run, machine),
+        # Megatron Core's StragglerDetector through Megatron-Bridge's StragglerDetectionConfig
+        # (training/config.py@v0.3.0): rank 0 logs the fastest and slowest rank at every log
+        # interval (one step), and the STRAGGLER_RANKS of lowest throughput.
+        "straggler": (
+            {"log_straggler": True, "straggler_minmax_count": min(STRAGGLER_RANKS, run.nodes * machine.gpus)}
+            if run.stragglers
+            else None
+        ),
         "overrides": dict(run.overrides),
     }
 

@@ -696,3 +696,29 @@ def test_a_run_only_stack_explains_an_upstream_stack_it_cannot_use(outputs: dict
     assert isinstance(failure.value.error, ConfigError)
     assert expected in issue_for(failure.value.error, "upstreamStack")
     assert failure.value.resources == []
+
+
+# --------------------------------------------------------------------------- straggler reports
+
+
+def _with_first_run(stack: str, **keys: Any) -> dict[str, Any]:
+    training = copy.deepcopy(load_stack_values(stack)["nemo-gke:training"])
+    training["runs"][0].update(keys)
+    return stack_with(stack, training=training)
+
+
+def test_straggler_reports_are_off_unless_a_run_asks(render: Any) -> None:
+    """Megatron Core's StragglerDetector gathers every rank's timings to rank 0 at each report:
+    only a run with `stragglers: true` pays for it, with the lowest-throughput ranks listed."""
+    run_name = load_stack_values("a4")["nemo-gke:training"]["runs"][0]["name"]
+    default = json.loads(workload_files(render("a4"), run_name)[workload.RUN_SETTINGS])
+    assert default["straggler"] is None
+    asked = render("a4", values=_with_first_run("a4", stragglers=True))
+    settings = json.loads(workload_files(asked, run_name)[workload.RUN_SETTINGS])
+    assert settings["straggler"] == {"log_straggler": True, "straggler_minmax_count": 8}
+
+
+def test_straggler_reports_of_a_runtime_without_them_are_refused_by_key() -> None:
+    """a3ultra's first run is Llama 3.1 405B on NeMo 2, whose launcher has no straggler detector."""
+    error = rejected(_with_first_run("a3ultra", stragglers=True), stack="a3ultra")
+    assert "NeMo 2" in issue_for(error, "training.runs[0].stragglers")
