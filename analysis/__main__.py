@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from analysis.badput import badput, badput_table
 from analysis.errors import AnalysisError
 from analysis.goodput import GoodputReport, compute_goodput, read_event_log
 from analysis.logs import LOSS, StepRange, TrainingLog, read_log
@@ -462,10 +463,16 @@ def _goodput(args: argparse.Namespace) -> tuple[str, list[str], int]:
         )
     if args.log is None:
         return (_json(report.as_json()) if args.json else _goodput_table(report)), notes, 0
-    attempts = startup(attempt_starts(log.events, report.run), read_step_records(args.log))
+    records = read_step_records(args.log)
+    attempts = startup(attempt_starts(log.events, report.run), records)
+    lost = badput(log.events, records, report)
     if args.json:
-        return _json({**report.as_json(), "startup": [a.as_json() for a in attempts]}), notes, 0
-    return f"{_goodput_table(report)}\n\n{_startup_table(attempts)}", notes, 0
+        return (
+            _json({**report.as_json(), "startup": [a.as_json() for a in attempts], "badput": lost.as_json()}),
+            notes,
+            0,
+        )
+    return f"{_goodput_table(report)}\n\n{_startup_table(attempts)}\n\n{badput_table(lost)}", notes, 0
 
 
 def _startup_table(attempts: list[AttemptStartup]) -> str:

@@ -1,0 +1,131 @@
+"""Badput by cause: where the time of a run went that produced no kept progress
+(`python -m analysis goodput --events ... --log ...`).
+
+The goodput events give each attempt's start (its first `job_started`), the checkpoint it resumed
+from (`checkpoint_loaded`), the checkpoints it saved and its last event; the DLLogger log gives
+the steps it trained and when each ended (analysis.startup). Per attempt:
+
+    waiting        its start − the previous attempt's last event (none for the first): Kueue's
+                   re-admission, a lost node's replacement, the image pull and the pod start,
+                   all before the launcher writes `job_started`
+    to first step  its first step record − its start − one reference step: NCCL and the
+                   library's initialisation, the checkpoint's loading and compilation (the
+                   launcher writes `checkpoint_loaded` as it starts, so loading is not apart)
+    lost           the steps it trained past the checkpoint the next attempt resumed from (the
+                   last attempt: past the run's newest save), at the reference step time
+    other          the run's badput (goodput's runtime − effective time) less the three causes of
+                   every attempt: checkpoint saves, steps slower than the reference, warm-up;
+                   negative where the kept steps ran faster than the reference step time
+
+Steps are counted as their records number them, as checkpoints number theirs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from analysis.goodput import Event, GoodputEvent, GoodputReport
+from analysis.startup import StepRecord, attempt_starts
+
+
+@dataclass(frozen=True)
+class AttemptBadput:
+    attempt: int
+    waiting_s: float | None
+    to_first_step_s: float | None
+    lost_steps: int | None
+    lost_s: float | None
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "attempt": self.attempt,
+            "waiting_s": self.waiting_s,
+            "to_first_step_s": self.to_first_step_s,
+            "lost_steps": self.lost_steps,
+            "lost_s": self.lost_s,
+        }
+
+
+@dataclass(frozen=True)
+class Badput:
+    attempts: tuple[AttemptBadput, ...]
+    total_s: float
+    other_s: float
+
+    def by_cause(self) -> dict[str, float]:
+        def total(values: Sequence[float | None]) -> float:
+            return sum(v for v in values if v is not None)
+
+        return {
+            "waiting": total([a.waiting_s for a in self.attempts]),
+            "to first step": total([a.to_first_step_s for a in self.attempts]),
+            "lost progress": total([a.lost_s for a in self.attempts]),
+            "other": self.other_s,
+        }
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "total_s": self.total_s,
+            "by_cause_s": self.by_cause(),
+            "attempts": [a.as_json() for a in self.attempts],
+        }
+
+
+def badput(events: Sequence[GoodputEvent], records: Sequence[StepRecord], report: GoodputReport) -> Badput:
+    ordered = sorted((e for e in events if e.run == report.run), key=lambda e: e.time)
+    starts = attempt_starts(ordered, report.run)
+    step_s = report.reference_step_time_s
+    spans = [(start, starts[i + 1] if i + 1 < len(starts) else None) for i, start in enumerate(starts)]
+
+    def within(time: datetime, start: datetime, end: datetime | None) -> bool:
+        return time >= start and (end is None or time < end)
+
+    loaded = [
+        next((e.step for e in ordered if e.event is Event.CHECKPOINT_LOADED and within(e.time, s, end)), None)
+        for s, end in spans
+    ]
+    newest_save = max(
+        (e.step for e in ordered if e.event is Event.CHECKPOINT_SAVED and e.step is not None), default=None
+    )
+    attempts = []
+    for index, (start, end) in enumerate(spans):
+        mine = sorted((r for r in records if within(r.time, start, end)), key=lambda r: r.time)
+        before = [e.time for e in ordered if e.time < start]
+        waiting = (start - max(before)).total_seconds() if index > 0 and before else None
+        first = (mine[0].time - start).total_seconds() - step_s if mine else None
+        kept = loaded[index + 1] if index + 1 < len(spans) else newest_save
+        lost = max(0, max(r.step for r in mine) - kept) if mine and kept is not None else None
+        attempts.append(
+            AttemptBadput(
+                attempt=index,
+                waiting_s=waiting,
+                to_first_step_s=max(first, 0.0) if first is not None else None,
+                lost_steps=lost,
+                lost_s=lost * step_s if lost is not None else None,
+            )
+        )
+    total = report.total_runtime_s - report.effective_time_s
+    found = Badput(tuple(attempts), total, 0.0)
+    return Badput(found.attempts, total, total - sum(found.by_cause().values()))
+
+
+def badput_table(found: Badput) -> str:
+    def share(seconds: float) -> str:
+        return f"{seconds / found.total_s:.1%}" if found.total_s > 0 else "-"
+
+    lines = [f"badput       {found.total_s:.0f} s: runtime less the effective computation time"]
+    for cause, seconds in found.by_cause().items():
+        lines.append(f"  {cause:<14} {seconds:>9.0f} s  {share(seconds):>6}")
+    lines.append("attempt  waiting (s)  to first step (s)  lost steps  lost (s)")
+
+    def cell(value: float | int | None, width: int) -> str:
+        return f"{value:>{width}.0f}" if value is not None else f"{'-':>{width}}"
+
+    for a in found.attempts:
+        lines.append(
+            f"{a.attempt:<8} {cell(a.waiting_s, 11)}  {cell(a.to_first_step_s, 17)}  "
+            f"{cell(a.lost_steps, 10)}  {cell(a.lost_s, 8)}"
+        )
+    return "\n".join(lines)
