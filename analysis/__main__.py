@@ -216,7 +216,11 @@ def _parser() -> argparse.ArgumentParser:
         "--log", type=Path, required=True, metavar="FILE", help="rank 0's output: the run's logs/node-0.log"
     )
     stragglers.add_argument(
-        "--gpus-per-node", type=_positive_int, default=8, metavar="N", help="GPUs per node (default 8)"
+        "--gpus-per-node",
+        type=_positive_int,
+        required=True,
+        metavar="N",
+        help="GPUs per node of the run's machine (8 on A3 and A4, 4 on A4X)",
     )
     stragglers.add_argument("--json", action="store_true", help="print one JSON object")
     return parser

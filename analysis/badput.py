@@ -12,12 +12,16 @@ the steps it trained and when each ended (analysis.startup). Per attempt:
                    library's initialisation, the checkpoint's loading and compilation (the
                    launcher writes `checkpoint_loaded` as it starts, so loading is not apart)
     lost           the steps it trained past the checkpoint the next attempt resumed from (the
-                   last attempt: past the run's newest save), at the reference step time
+                   last attempt: past the run's newest save, or its own start without one), at
+                   the reference step time
     other          the run's badput (goodput's runtime − effective time) less the three causes of
                    every attempt: checkpoint saves, steps slower than the reference, warm-up;
                    negative where the kept steps ran faster than the reference step time
 
-Steps are counted as their records number them, as checkpoints number theirs.
+A step record carries the step's index, from 0, before Megatron-Bridge counts it
+(`train_state.step`, which the launcher's step log reads in `on_train_step_end`,
+megatron/bridge/training/train.py@v0.3.0), and a checkpoint the steps done (saved after the
+count): a record of step k means k + 1 steps done.
 """
 
 from __future__ import annotations
@@ -92,11 +96,17 @@ def badput(events: Sequence[GoodputEvent], records: Sequence[StepRecord], report
     attempts = []
     for index, (start, end) in enumerate(spans):
         mine = sorted((r for r in records if within(r.time, start, end)), key=lambda r: r.time)
-        before = [e.time for e in ordered if e.time < start]
+        # The previous attempt's last sign of life: an event, or a step it logged (a node 0 that
+        # died writes no job_terminated).
+        before = [e.time for e in ordered if e.time < start] + [r.time for r in records if r.time < start]
         waiting = (start - max(before)).total_seconds() if index > 0 and before else None
         first = (mine[0].time - start).total_seconds() - step_s if mine else None
-        kept = loaded[index + 1] if index + 1 < len(spans) else newest_save
-        lost = max(0, max(r.step for r in mine) - kept) if mine and kept is not None else None
+        if index + 1 < len(spans):
+            kept = loaded[index + 1]
+        else:
+            kept = newest_save if newest_save is not None else loaded[index]
+        done = max(r.step for r in mine) + 1 if mine else None
+        lost = max(0, done - kept) if done is not None and kept is not None else None
         attempts.append(
             AttemptBadput(
                 attempt=index,

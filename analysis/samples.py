@@ -295,8 +295,9 @@ def straggler_line(when: datetime, fast: tuple[float, int], slow: tuple[float, i
     fields = [
         ("MnRtt", f"{fast[0]:.2f}ms/{fast[1]}"),
         ("MxRtt", f"{slow[0]:.2f}ms/{slow[1]}"),
-        ("MnPwr", "612.00W/4"),
-        ("MxPwr", "688.00W/9"),
+        # Megatron Core reports power in milliwatts (torch.cuda.power_draw) with a "W".
+        ("MnPwr", "612000.00W/4"),
+        ("MxPwr", "688000.00W/9"),
         ("MnTmp", "51.00C/2"),
         ("MxTmp", "63.00C/11"),
         ("MnUtl", "97.00%/6"),

@@ -101,13 +101,18 @@ def _timestamp(path: Path, number: int, value: object) -> datetime:
 
 
 def attempt_starts(events: Sequence[GoodputEvent], run: str) -> list[datetime]:
-    """The start of each attempt: the first `job_started` after anything but a `job_started`."""
+    """The start of each attempt: the first `job_started` after anything but a `job_started`, and
+    not of the attempt (its `attempt` number) that started last: several pods write one each,
+    and another event may come between them."""
     ordered = sorted((e for e in events if e.run == run), key=lambda e: e.time)
     starts = []
     previous: Event | None = None
+    started: int | None = None
     for event in ordered:
-        if event.event is Event.JOB_STARTED and previous is not Event.JOB_STARTED:
+        same = event.attempt is not None and event.attempt == started
+        if event.event is Event.JOB_STARTED and previous is not Event.JOB_STARTED and not same:
             starts.append(event.time)
+            started = event.attempt
         previous = event.event
     return starts
 

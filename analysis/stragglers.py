@@ -2,19 +2,25 @@
 
 With Megatron-Bridge's `straggler.log_straggler` on (a run's `stragglers: true`), Megatron Core's
 StragglerDetector gathers every rank's timings at each log interval and rank 0 logs one line
-(megatron-core 0.16 megatron/core/utils.py, StragglerDetector.report):
+(megatron-core 0.16 megatron/core/utils.py, StragglerDetector.report; `_ValueWithRank` prints
+`<value with two decimals><unit>/<rank>`):
 
-    ... | MnRtt/Rnk: 1203.51ms/0 | MxRtt/Rnk: 1350.02ms/13 | ... | MnEtpt/Rnk: 301.2TF/13 | ...
+    ... | MnRtt/Rnk: 1203.51ms/0 | MxRtt/Rnk: 1350.02ms/13 | ... | MnEtpt/Rnk: 301.20TF/13 | ...
 
-the fastest and the slowest rank's time per iteration in its forward and backward passes, each
-with its rank. In synchronous training every rank waits for the slowest at the next collective,
-so a report's (slowest − fastest) / slowest is the share of the fastest rank's time spent
-waiting: what the slowest rank costs the run at most, in that interval.
+the fastest and the slowest rank's time per iteration in its forward passes (Megatron-Bridge's
+gpt_step.py times the model's forward call; the detector's own throughput figure scales it by
+three for the backward pass), each with its rank. In synchronous training every rank waits for
+the slowest at the next collective, so a report's (slowest − fastest) / slowest is the share of
+the fastest rank's forward time spent waiting; taken for the whole step, it assumes the backward
+pass lags by as much.
 
 A rank is named a straggler when it is the slowest in at least STRAGGLER_SHARE of the reports and
 its time then exceeds the fastest's by more than SPREAD on average. Its node is its rank over the
-GPUs per node (torchrun numbers the ranks node by node, and payload/launch.sh gives each pod its
-completion index as node rank: node N is pod index N and logs/node-N.log).
+GPUs per node where torchrun numbers the ranks (payload/launch.sh's default launcher: static
+rendezvous, each pod's completion index its node rank, so node N is pod index N and
+logs/node-N.log); under the resiliency launchers' dynamic rendezvous the nodes may be numbered
+otherwise. The slowest rank may also be slow by its place, not its hardware: the last pipeline
+stage computes the output layer and the loss, and a mixture of experts routes unevenly.
 """
 
 from __future__ import annotations
@@ -26,10 +32,12 @@ from pathlib import Path
 from typing import Any
 
 from analysis.errors import AnalysisError
+from analysis.streams import Lines
 
 # One report's fastest and slowest rank (MnRtt/MxRtt: milliseconds per iteration / rank).
 _REPORT = re.compile(
-    r"MnRtt/Rnk: (?P<fast>[0-9.]+)ms/(?P<fast_rank>\d+) \| MxRtt/Rnk: (?P<slow>[0-9.]+)ms/(?P<slow_rank>\d+)"
+    r"MnRtt/Rnk: (?P<fast>\d{1,12}\.\d\d)ms/(?P<fast_rank>\d{1,7}) \| "
+    r"MxRtt/Rnk: (?P<slow>\d{1,12}\.\d\d)ms/(?P<slow_rank>\d{1,7})"
 )
 # A rank that is the slowest this often, and then this much slower than the fastest, is named.
 STRAGGLER_SHARE = 0.5
@@ -90,16 +98,20 @@ class StragglerReport:
 
 def read_reports(path: Path) -> list[Report]:
     """Every straggler report in a log (rank 0's output, logs/node-0.log), in order."""
-    try:
-        text = path.read_text(errors="replace")
-    except OSError as error:
-        raise AnalysisError(f"--log {path}: {error.strerror}") from None
     reports = []
-    for match in _REPORT.finditer(text):
-        report = Report(float(match["fast"]), int(match["fast_rank"]), float(match["slow"]), int(match["slow_rank"]))
-        if not 0 < report.fast_ms <= report.slow_ms:
-            raise AnalysisError(f"--log {path}: a straggler report with times {report.fast_ms} and {report.slow_ms} ms")
-        reports.append(report)
+    with Lines(path, "rank 0's output with straggler reports", lambda line: "MnRtt/Rnk" in line) as lines:
+        for number, line in lines:
+            match = _REPORT.search(line)
+            if match is None:
+                continue
+            report = Report(
+                float(match["fast"]), int(match["fast_rank"]), float(match["slow"]), int(match["slow_rank"])
+            )
+            if not 0 < report.fast_ms <= report.slow_ms:
+                raise AnalysisError(
+                    f"{path}:{number}: a straggler report with times {report.fast_ms} and {report.slow_ms} ms"
+                )
+            reports.append(report)
     if not reports:
         raise AnalysisError(
             f"--log {path}: no straggler report (MnRtt/Rnk ... MxRtt/Rnk): the run needs `stragglers: true`, and "
@@ -143,6 +155,6 @@ def report_table(found: StragglerReport) -> str:
         lines.append(
             f"straggler    rank {s.rank} on node {s.node} (pod index {s.node}, logs/node-{s.node}.log): the slowest "
             f"in {s.slowest_in} of {found.reports} reports, {s.spread:.1%} slower than the fastest then; "
-            f"costs the run up to {s.cost:.1%} of its time"
+            f"costs the run up to {s.cost:.1%} of its time (its forward passes', taken for the step)"
         )
     return "\n".join(lines)

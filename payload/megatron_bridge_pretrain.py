@@ -276,6 +276,11 @@ def first_steps_of_pretrain(cfg):
     )
 
     runtime_config_update(cfg)
+    if cfg.straggler is not None and cfg.straggler.log_straggler:
+        # The straggler detector reads each GPU's temperature, power, use and clock through
+        # torch.cuda, which needs NVML's Python bindings (nvidia-ml-py); without them every rank
+        # fails at its first report.
+        import pynvml  # noqa: F401, PLC0415
     train = cfg.train
     init_num_microbatches_calculator(
         0,

@@ -55,6 +55,7 @@ from planners.runs import (
     max_restarts,
 )
 from planners.runtimes import check_overrides
+from planners.runtimes.bridge import check_stragglers
 from planners.startup import preload_advice
 from planners.submitted import PlannedFor, RunStep, Submitted, check_unrecorded, encoded, step_of
 from stacks.cluster import ClusterOutputs
@@ -346,6 +347,7 @@ def check_runs(
             check_team(run_config.team, run.pool, platform, run.priority)
             check_overrides(run)
             check_run(run, flavors, platform.priority_classes, platform.supervisor, platform.gke)
+            check_stragglers(run)
             team = platform.teams_by_name.get(run_config.team) if run_config.team else None
             check_chain(
                 run,

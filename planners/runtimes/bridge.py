@@ -8,6 +8,7 @@ from types import MappingProxyType
 from typing import Any
 
 import payload
+from facts.errors import RuleError
 from facts.machines import MachineType
 from facts.models import BRIDGE_EXECUTOR_ENV, MXFP8_MIN_COMPUTE_CAPABILITY, Fp8Scaling, Framework
 from facts.monitoring import (
@@ -211,6 +212,28 @@ def recipe_fields(run: RunSpec, machine: MachineType) -> dict[str, Any]:
     if layout:
         fields["model.pipeline_model_parallel_layout"] = layout
     return fields
+
+
+def check_stragglers(run: RunSpec) -> None:
+    """RuleError (key relative to the run) where Megatron Core's straggler detector cannot time
+    the run's steps. It times the model's forward call (Megatron-Bridge training/gpt_step.py@v0.3.0):
+    a step that replays a full-iteration CUDA graph never makes that call, and the detector's
+    report then divides by the zero it timed (megatron-core 0.16 utils.py, StragglerDetector.report),
+    on every rank; with the experts' all-to-all overlapped, the call only builds the schedule's
+    plan, so its times say nothing of the ranks' speed."""
+    if not run.stragglers:
+        return
+    graphs = run.recipe.cuda_graphs
+    if graphs is not None and "full_iteration" in graphs.scope:
+        why = (
+            f"{run.model}'s recipe on this machine replays whole steps as a CUDA graph, which the detector cannot time"
+        )
+        raise RuleError("stragglers", True, why)
+    if moe_a2a_overlap(run):
+        why = (
+            f"{run.model}'s recipe overlaps the experts' all-to-all, where the detector times only the step's planning"
+        )
+        raise RuleError("stragglers", True, why)
 
 
 def moe_a2a_overlap(run: RunSpec) -> bool:

@@ -12,6 +12,7 @@ import types
 import pytest
 
 from facts import versions
+from facts.errors import RuleError
 from facts.machines import MACHINE_TYPES
 from facts.models import BRIDGE_EXECUTOR_ENV, MODELS, Fp8Scaling, Framework, model_spec
 from planners import nemo, runtimes, workload
@@ -600,3 +601,27 @@ def test_llama3_70b_on_blackwell_overlaps_its_tensor_parallel_communication(mach
         bridge.settings(run, workload.run_paths(run, "/e", "/c", "/d"), MACHINE_TYPES[machine])["tpOverlapConfig"]
         == wanted
     )
+
+
+@pytest.mark.parametrize(
+    ("machine", "model", "why"),
+    [
+        # Llama 3 8B on A4 replays whole steps as a graph (Megatron Core's local full_iteration scope).
+        ("a4-highgpu-8g", "llama3-8b", "replays whole steps as a CUDA graph"),
+        # Qwen3 on A3 Ultra overlaps the experts' all-to-all.
+        ("a3-ultragpu-8g", "qwen3-30b-a3b", "overlaps the experts' all-to-all"),
+    ],
+)
+def test_straggler_reports_are_refused_where_the_detector_cannot_time_a_step(
+    machine: str, model: str, why: str
+) -> None:
+    """Megatron Core's straggler detector times the model's forward call (Megatron-Bridge
+    training/gpt_step.py@v0.3.0): a replayed full-iteration graph makes no such call and the
+    report divides by zero; with the all-to-all overlap the call only plans the step."""
+    run = dataclasses.replace(run_on(machine, model, nodes=4), stragglers=True)
+    with pytest.raises(RuleError) as refused:
+        bridge.check_stragglers(run)
+    assert refused.value.key == "stragglers" and why in str(refused.value)
+    assert bridge.check_stragglers(dataclasses.replace(run, stragglers=False)) is None
+    # Llama 3 70B on A3 Ultra does neither: its reports are taken.
+    assert bridge.check_stragglers(dataclasses.replace(run_on("a3-ultragpu-8g", "llama3-70b"), stragglers=True)) is None
