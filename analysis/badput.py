@@ -26,12 +26,12 @@ count): a record of step k means k + 1 steps done.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
 
 from analysis.goodput import Event, GoodputEvent, GoodputReport
-from analysis.startup import StepRecord, attempt_starts
+from analysis.startup import StepRecord, attempt_starts, by_attempt
 
 
 @dataclass(frozen=True)
@@ -42,38 +42,30 @@ class AttemptBadput:
     lost_steps: int | None
     lost_s: float | None
 
-    def as_json(self) -> dict[str, object]:
-        return {
-            "attempt": self.attempt,
-            "waiting_s": self.waiting_s,
-            "to_first_step_s": self.to_first_step_s,
-            "lost_steps": self.lost_steps,
-            "lost_s": self.lost_s,
-        }
-
 
 @dataclass(frozen=True)
 class Badput:
     attempts: tuple[AttemptBadput, ...]
     total_s: float
-    other_s: float
 
     def by_cause(self) -> dict[str, float]:
+        """Seconds by cause; `other` is what the attempts' causes leave of the total."""
+
         def total(values: Sequence[float | None]) -> float:
             return sum(v for v in values if v is not None)
 
-        return {
+        causes = {
             "waiting": total([a.waiting_s for a in self.attempts]),
             "to first step": total([a.to_first_step_s for a in self.attempts]),
             "lost progress": total([a.lost_s for a in self.attempts]),
-            "other": self.other_s,
         }
+        return {**causes, "other": self.total_s - sum(causes.values())}
 
     def as_json(self) -> dict[str, object]:
         return {
             "total_s": self.total_s,
             "by_cause_s": self.by_cause(),
-            "attempts": [a.as_json() for a in self.attempts],
+            "attempts": [dataclasses.asdict(a) for a in self.attempts],
         }
 
 
@@ -81,27 +73,21 @@ def badput(events: Sequence[GoodputEvent], records: Sequence[StepRecord], report
     ordered = sorted((e for e in events if e.run == report.run), key=lambda e: e.time)
     starts = attempt_starts(ordered, report.run)
     step_s = report.reference_step_time_s
-    spans = [(start, starts[i + 1] if i + 1 < len(starts) else None) for i, start in enumerate(starts)]
-
-    def within(time: datetime, start: datetime, end: datetime | None) -> bool:
-        return time >= start and (end is None or time < end)
-
+    # The step each attempt resumed from: its first checkpoint_loaded.
     loaded = [
-        next((e.step for e in ordered if e.event is Event.CHECKPOINT_LOADED and within(e.time, s, end)), None)
-        for s, end in spans
+        next((e.step for e in mine if e.event is Event.CHECKPOINT_LOADED), None) for mine in by_attempt(starts, ordered)
     ]
     newest_save = max(
         (e.step for e in ordered if e.event is Event.CHECKPOINT_SAVED and e.step is not None), default=None
     )
     attempts = []
-    for index, (start, end) in enumerate(spans):
-        mine = sorted((r for r in records if within(r.time, start, end)), key=lambda r: r.time)
+    for index, (start, mine) in enumerate(zip(starts, by_attempt(starts, records), strict=True)):
         # The previous attempt's last sign of life: an event, or a step it logged (a node 0 that
         # died writes no job_terminated).
         before = [e.time for e in ordered if e.time < start] + [r.time for r in records if r.time < start]
         waiting = (start - max(before)).total_seconds() if index > 0 and before else None
         first = (mine[0].time - start).total_seconds() - step_s if mine else None
-        if index + 1 < len(spans):
+        if index + 1 < len(starts):
             kept = loaded[index + 1]
         else:
             kept = newest_save if newest_save is not None else loaded[index]
@@ -116,9 +102,7 @@ def badput(events: Sequence[GoodputEvent], records: Sequence[StepRecord], report
                 lost_s=lost * step_s if lost is not None else None,
             )
         )
-    total = report.total_runtime_s - report.effective_time_s
-    found = Badput(tuple(attempts), total, 0.0)
-    return Badput(found.attempts, total, total - sum(found.by_cause().values()))
+    return Badput(tuple(attempts), report.total_runtime_s - report.effective_time_s)
 
 
 def badput_table(found: Badput) -> str:

@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Protocol, TypeVar
 
 from analysis.errors import AnalysisError
 from analysis.goodput import Event, GoodputEvent
@@ -117,16 +118,32 @@ def attempt_starts(events: Sequence[GoodputEvent], run: str) -> list[datetime]:
     return starts
 
 
+class _Timed(Protocol):
+    @property
+    def time(self) -> datetime: ...
+
+
+_T = TypeVar("_T", bound=_Timed)
+
+
+def by_attempt(starts: Sequence[datetime], records: Sequence[_T]) -> list[list[_T]]:
+    """Each attempt's records (step records or events), in time order: those from its start until
+    the next attempt's."""
+    ordered = sorted(records, key=lambda r: r.time)
+    ends = [*starts[1:], None]
+    return [
+        [r for r in ordered if r.time >= start and (end is None or r.time < end)]
+        for start, end in zip(starts, ends, strict=True)
+    ]
+
+
 def startup(starts: Sequence[datetime], records: Sequence[StepRecord]) -> list[AttemptStartup]:
     if not starts:
         raise AnalysisError("the events hold no job_started: no attempt to measure from")
-    ordered = sorted(records, key=lambda r: r.time)
-    found = []
-    for index, started in enumerate(starts):
-        end = starts[index + 1] if index + 1 < len(starts) else None
-        mine = [r for r in ordered if r.time >= started and (end is None or r.time < end)]
-        found.append(_attempt(index, started, mine))
-    return found
+    return [
+        _attempt(index, started, mine)
+        for index, (started, mine) in enumerate(zip(starts, by_attempt(starts, records), strict=True))
+    ]
 
 
 def _attempt(index: int, started: datetime, records: Sequence[StepRecord]) -> AttemptStartup:

@@ -358,25 +358,19 @@ def memory(
     # (megatron-core distributed_data_parallel.py, the intra-distributed-optimizer group).
     d = layout.data_parallel(gpus) * layout.context_parallel
     expert_d = max(gpus // (e * p), 1)
-    sharded = (
-        SHARDED_BYTES_PRECISION_AWARE
-        if precision_aware and layout.precision is Precision.BF16
-        else SHARDED_BYTES_PER_PARAMETER
-    )
+    aware = precision_aware and layout.precision is Precision.BF16
+    sharded = SHARDED_BYTES_PRECISION_AWARE if aware else SHARDED_BYTES_PER_PARAMETER
     experts = _expert_parameters(arch)
     embedding = arch.vocab_size * arch.hidden
     # Every stage's share of the layers, and one end's embedding (both ends' with one stage).
     other = (arch.parameters - experts - 2 * embedding) / p + embedding * (2 if p == 1 else 1)
-    states = other / t * (REPLICATED_BYTES_PER_PARAMETER + sharded / d) + experts / (p * e) * (
-        REPLICATED_BYTES_PER_PARAMETER + sharded / expert_d
-    )
+    # Parameters a GPU holds, and its shard of them over their data-parallel GPUs.
+    replicated = other / t + experts / (p * e)
+    shard = other / t / d + experts / (p * e) / expert_d
+    states = replicated * REPLICATED_BYTES_PER_PARAMETER + shard * sharded
     # The FP32 copy of a gradient shard the distributed optimizer makes for its step (none
     # through the precision-aware optimizer, which reads the BF16 gradient).
-    fp32_gradients = (
-        0.0
-        if sharded == SHARDED_BYTES_PRECISION_AWARE
-        else FP32_GRADIENT_BYTES * (other / t / d + experts / (p * e) / expert_d)
-    )
+    fp32_gradients = 0.0 if aware else FP32_GRADIENT_BYTES * shard
     layer, kept = _activation_bytes(arch, layout, recomputed_modules, fused_kernels)
     chunk_layers = arch.layers / (p * layout.chunks)
     recomputed = min(layout.recompute_layers, chunk_layers) / chunk_layers
@@ -392,7 +386,7 @@ def memory(
     first = _layers_in_flight(arch, layout, m) * per_layer
     last = _layers_in_flight(arch, layout, m, p - 1) * per_layer
     parts = {"fp32_gradients": fp32_gradients, "buffers": scores, "backward_transient": 2 * scores}
-    if p > 1 and max(logits, 2 * scores) + last < max(0, 2 * scores) + first:
+    if p > 1 and max(logits, 2 * scores) + last < 2 * scores + first:
         return Memory(states, first, 0.0, **parts)
     return Memory(states, last, logits, **parts)
 

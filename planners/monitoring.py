@@ -66,44 +66,13 @@ def dcgm_filter(field: str, cluster: str) -> str:
     )
 
 
-def _chart(
-    title: str, filter_: str, *, aligner: str, reducer: str, group_by: Sequence[str], unit: str
+def _xy_chart(
+    title: str, queries: Sequence[dict[str, Any]], *, unit: str, threshold: float | None = None
 ) -> dict[str, Any]:
-    return {
-        "title": title,
-        "xyChart": {
-            "dataSets": [
-                {
-                    "timeSeriesQuery": {
-                        "timeSeriesFilter": {
-                            "filter": filter_,
-                            "aggregation": {
-                                "alignmentPeriod": ALIGNMENT,
-                                "perSeriesAligner": aligner,
-                                "crossSeriesReducer": reducer,
-                                "groupByFields": list(group_by),
-                            },
-                        },
-                        "unitOverride": unit,
-                    },
-                    "plotType": "LINE",
-                    "targetAxis": "Y1",
-                }
-            ],
-            "chartOptions": {"mode": "COLOR"},
-            "yAxis": {"scale": "LINEAR"},
-        },
-    }
-
-
-def _promql_chart(title: str, queries: Sequence[str], *, unit: str, threshold: float | None = None) -> dict[str, Any]:
+    """A line chart of one data set per query (a TimeSeriesQuery's source: a filter or PromQL)."""
     chart: dict[str, Any] = {
         "dataSets": [
-            {
-                "timeSeriesQuery": {"prometheusQuery": query, "unitOverride": unit},
-                "plotType": "LINE",
-                "targetAxis": "Y1",
-            }
+            {"timeSeriesQuery": {**query, "unitOverride": unit}, "plotType": "LINE", "targetAxis": "Y1"}
             for query in queries
         ],
         "chartOptions": {"mode": "COLOR"},
@@ -114,6 +83,18 @@ def _promql_chart(title: str, queries: Sequence[str], *, unit: str, threshold: f
     return {"title": title, "xyChart": chart}
 
 
+def _chart(
+    title: str, filter_: str, *, aligner: str, reducer: str, group_by: Sequence[str], unit: str
+) -> dict[str, Any]:
+    aggregation = {
+        "alignmentPeriod": ALIGNMENT,
+        "perSeriesAligner": aligner,
+        "crossSeriesReducer": reducer,
+        "groupByFields": list(group_by),
+    }
+    return _xy_chart(title, [{"timeSeriesFilter": {"filter": filter_, "aggregation": aggregation}}], unit=unit)
+
+
 def step_charts(steps: StepMetrics, margin: float) -> list[dict[str, Any]]:
     """Each run's measured step time beside the one its plan expects (series "measured" and
     "expected"), and their ratio with the slow-run alert's threshold."""
@@ -122,8 +103,13 @@ def step_charts(steps: StepMetrics, margin: float) -> list[dict[str, Any]]:
         for what, metric in (("measured", steps.measured), ("expected", steps.expected))
     ]
     return [
-        _promql_chart("Step time per run, measured and as planned", series, unit="s"),
-        _promql_chart("Step time over the plan's, per run", [steps.slowdown()], unit="1", threshold=1 + margin),
+        _xy_chart("Step time per run, measured and as planned", [{"prometheusQuery": q} for q in series], unit="s"),
+        _xy_chart(
+            "Step time over the plan's, per run",
+            [{"prometheusQuery": steps.slowdown()}],
+            unit="1",
+            threshold=1 + margin,
+        ),
     ]
 
 
@@ -131,11 +117,11 @@ def gpu_dashboard(
     cluster: str,
     namespace: str,
     pools: Sequence[GpuPoolExport],
-    steps: StepMetrics | None = None,
-    margin: float = 0.0,
+    steps: StepMetrics,
+    margin: float,
 ) -> dict[str, Any]:
     """One dashboard per environment: each DCGM signal per GPU model and per node, then the
-    training containers' restarts, then (`steps`) the runs' step times against their plans and
+    training containers' restarts, then the runs' step times against their plans (`steps`) and
     the slow-run threshold 1 + `margin`."""
     models = ", ".join(sorted({p.machine.accelerator.name for p in pools}))
     widgets: list[dict[str, Any]] = [
@@ -175,8 +161,7 @@ def gpu_dashboard(
             unit="1",
         )
     )
-    if steps is not None:
-        widgets.extend(step_charts(steps, margin))
+    widgets.extend(step_charts(steps, margin))
     tiles = [
         # The text spans the width; charts go two per row below it.
         _tile(0, 0, MOSAIC_COLUMNS, _TEXT_HEIGHT, widgets[0]),
