@@ -20,6 +20,7 @@ from components.training import REPLACE_JOB, field_env, gpu_container, gpu_jobse
 from facts.errors import require
 from facts.kubernetes import FABRIC_CHECK_LABEL, PART_OF, PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL, versioned_name
 from facts.nccl import NCCL_TEST_LAUNCH
+from facts.nvsentinel import preflight_annotations
 from planners import nemo, workload
 from planners.fabric import NCCL_TEST_SCRIPT, NcclTestSpec, nccl_test_env, nccl_test_image
 from planners.gpudirect import PodNetworking
@@ -46,6 +47,9 @@ class FabricCheckArgs:
     # A run requires the check: `pulumi up` waits until it completed.
     awaited: bool
     after: Sequence[pulumi.Resource] = ()
+    # NVSentinel's preflight checks of the node at the start of each pod (the platform's
+    # nvsentinel.preflight); empty: none.
+    node_checks: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         require(self.test.pool == self.flavor.pool, "flavor", self.flavor.pool, f"is the check's pool {self.test.pool}")
@@ -99,7 +103,7 @@ def nccl_test_jobset(args: FabricCheckArgs, config_map: str) -> dict[str, Any]:
         container=container,
         volumes=volumes,
         pod_labels={FABRIC_CHECK_LABEL: test.name},
-        annotations={},
+        annotations=preflight_annotations(args.node_checks),
         imex_channels=channel_template(check_compute_domain(args)),
     )
 

@@ -13,8 +13,8 @@ Isolation comes from what Kubernetes and Cloud Storage already enforce:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
@@ -276,6 +276,8 @@ class TeamSpaceArgs:
     # (planners.gpudirect.machine_needs): the namespace's level and the policy's pod rules. None
     # on a manager: no pod of a run runs there.
     pods: PodAllowance | None
+    # The namespace's labels beyond the platform's own (facts.nvsentinel's preflight).
+    labels: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         require_no_problem(dns_label_problem(self.team.namespace), "team.namespace", self.team.namespace)
@@ -310,6 +312,7 @@ class TeamSpace(pulumi.ComponentResource):
                 namespace=team.namespace,
                 service_accounts=(args.training_account, args.data_prep_account) if args.storage else (),
                 pod_security=(args.pods or PodAllowance()).level,
+                labels=args.labels,
             ),
             opts=child,
         )

@@ -72,6 +72,7 @@ from facts.kubernetes import (
 )
 from facts.kueue import MULTIKUEUE_CONTROLLER
 from facts.machines import MachineType, training_pod_requests
+from facts.nvsentinel import preflight_annotations
 from facts.registries import RegistryMirror, resolve
 from planners import nemo, workload
 from planners.chains import pool_affinity
@@ -483,6 +484,7 @@ def run_jobset(args: TrainingRunArgs, config_map: str, files: Mapping[str, str])
             **fuse_annotations(args.volumes),
             **topology_annotation(run, args.flavor),
             **workload_annotations(args, files),
+            **preflight_annotations(args.plan.node_checks),
         },
         # The resiliency recipe's: the supervisor replaces a failed node's pods at once.
         termination_grace_seconds=(

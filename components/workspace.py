@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_gcp as gcp
@@ -29,6 +29,8 @@ class TrainingWorkspaceArgs:
     # The namespace exists on the cluster (config.existing): read, never created or deleted, its
     # labels the cluster owner's.
     namespace_exists: bool = False
+    # Labels of the namespace beyond the platform's own (facts.nvsentinel's preflight).
+    labels: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for key, name in (("namespace", self.namespace), *(("service_accounts", a) for a in self.service_accounts)):
@@ -56,7 +58,10 @@ class TrainingWorkspace(pulumi.ComponentResource):
             if args.namespace_exists
             else k8s.core.v1.Namespace(
                 f"{name}-namespace",
-                metadata={"name": args.namespace, "labels": {**PART_OF, ENFORCE_LABEL: args.pod_security.value}},
+                metadata={
+                    "name": args.namespace,
+                    "labels": {**PART_OF, ENFORCE_LABEL: args.pod_security.value, **args.labels},
+                },
                 opts=pulumi.ResourceOptions(parent=self),
             )
         )

@@ -7,7 +7,7 @@ import re
 from pydantic import Field, model_validator
 
 from config.base import Model, check_name, parse_cidr
-from facts import resiliency
+from facts import nvsentinel, resiliency
 from facts.errors import RuleError
 from facts.gcp import FilestoreTier, bucket_name_problem, filestore_capacity_problem, general_machine_problem
 from facts.kueue import (
@@ -243,6 +243,49 @@ class MonitoringConfig(Model):
         "step times against their plans.",
     )
     alerts: AlertsConfig = Field(default_factory=AlertsConfig, description="Alert policies, off by default.")
+
+
+class PreflightConfig(Model):
+    enabled: bool = Field(
+        False,
+        description="Run NVSentinel's preflight checks at every start of a training pod: the training namespaces "
+        f"get the label {nvsentinel.PREFLIGHT_NAMESPACE_LABEL}={nvsentinel.PREFLIGHT_ENABLED}, on which the "
+        "cluster's NVSentinel (installed with its preflight) injects the checks as init containers; a failed check "
+        "cordons the node and the run restarts without it (docs/recovery.md).",
+    )
+    checks: tuple[str, ...] = Field(
+        nvsentinel.PREFLIGHT_CHECKS,
+        description="The checks every GPU pod of the platform names (NVSentinel's "
+        f"{nvsentinel.PREFLIGHT_CHECKS_ANNOTATION} annotation), from {', '.join(nvsentinel.PREFLIGHT_CHECKS)}: "
+        "DCGM diagnostics of the pod's GPUs (about 2 minutes at NVSentinel's default level) and an all-reduce "
+        "across the node's GPUs.",
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> PreflightConfig:
+        for i, check in enumerate(self.checks):
+            if check == nvsentinel.PREFLIGHT_NCCL_ALLREDUCE:
+                why = (
+                    "finds its gang through Kubernetes' Workload API or a PodGroup, and a run's JobSet has neither: "
+                    "a run's fabricCheck tests the network across its nodes instead"
+                )
+                raise RuleError(f"checks[{i}]", check, why)
+            if check not in nvsentinel.PREFLIGHT_CHECKS:
+                raise RuleError(f"checks[{i}]", check, f"is not one of {', '.join(nvsentinel.PREFLIGHT_CHECKS)}")
+            if self.checks.index(check) != i:
+                raise RuleError(f"checks[{i}]", check, f"is also checks[{self.checks.index(check)}]")
+        if self.enabled and not self.checks:
+            raise RuleError("checks", [], "names at least one check; to run none, set enabled to false")
+        return self
+
+
+class NvSentinelConfig(Model):
+    """What the platform asks of the cluster's NVIDIA NVSentinel, which it does not install
+    (docs/recovery.md)."""
+
+    preflight: PreflightConfig = Field(
+        default_factory=PreflightConfig, description="NVSentinel's preflight checks on every start of a run's pods."
+    )
 
 
 class MultiKueueConfig(Model):

@@ -16,6 +16,7 @@ from config.platform import (
     KueueConfig,
     MonitoringConfig,
     MultiKueueConfig,
+    NvSentinelConfig,
     ResiliencyConfig,
     StorageConfig,
     TensorBoardConfig,
@@ -77,6 +78,7 @@ _KEY_READERS: dict[str, tuple[Layer, ...]] = {
     "existingCluster": (Layer.PLATFORM,),
     "teams": (Layer.PLATFORM,),
     "multiKueue": (Layer.PLATFORM,),
+    "nvsentinel": (Layer.PLATFORM,),
     "resiliency": (Layer.CLUSTER, Layer.PLATFORM),
     "training": (Layer.TRAINING,),
 }
@@ -86,7 +88,7 @@ _GKE_ONLY_KEYS = frozenset(
     {"project", "region", "zone", "production", "labels", "storage", "gpudirect", "monitoring", "resiliency"}
 )
 # Keys of what training pods use: a MultiKueue manager, whose workers run the pods, refuses them.
-_WORKER_KEYS = frozenset({"storage", "gpudirect", "tensorboard", "resiliency", "monitoring"})
+_WORKER_KEYS = frozenset({"storage", "gpudirect", "tensorboard", "resiliency", "monitoring", "nvsentinel"})
 _INSTEAD = {
     "storage": ": its claims come from existingCluster.storageClass and existingCluster.claims",
     "resiliency": ": the resiliency supervisor is GKE's",
@@ -160,6 +162,10 @@ class StackConfig(Model):
     multi_kueue: MultiKueueConfig = Field(
         default_factory=MultiKueueConfig,
         description="MultiKueue (docs/regions.md): this cluster as a worker of a manager's Kueue, or as the manager.",
+    )
+    nvsentinel: NvSentinelConfig = Field(
+        default_factory=NvSentinelConfig,
+        description="What the platform asks of the cluster's NVIDIA NVSentinel (platform layer; docs/recovery.md).",
     )
     training: TrainingConfig = Field(default_factory=TrainingConfig, description="Runs and data preparation.")
 

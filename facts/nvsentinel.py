@@ -45,3 +45,41 @@ def healthy_condition(check: str) -> dict[str, str]:
 # this grace period: evictionTimeoutInSeconds), AllowCompletion (waits for the pods to finish: the
 # default for every namespace) and DeleteAfterTimeout (deletes them 60 minutes after the event).
 EVICTION_GRACE_SECONDS = 60
+
+# NVSentinel's preflight (docs/configuration/preflight.md@231a207e, docs/designs/
+# 026-preflight-checks.md@b26bb7d9, 034-preflight-check-selection.md): a mutating webhook that
+# appends its checks as init containers to every GPU pod created in a namespace with this label
+# (the chart's default namespaceSelector). Each check reports a failure to NVSentinel as a health
+# event, which NVSentinel's default "Preflight check fatal error" rule set answers with a cordon
+# (charts/fault-quarantine/values.yaml@1197f6a8), and exits non-zero.
+PREFLIGHT_NAMESPACE_LABEL = "nvsentinel.nvidia.com/preflight"
+PREFLIGHT_ENABLED = "enabled"
+# The pod annotation naming the checks to inject, comma-separated; the webhook refuses a pod that
+# names a check its chart does not configure, or one twice.
+PREFLIGHT_CHECKS_ANNOTATION = "nvsentinel.nvidia.com/preflight-checks"
+# Every check's init container is named so.
+PREFLIGHT_CHECK_PREFIX = "preflight-"
+# A failed check exits 1 once it has sent its health events (preflight-checks/dcgm-diag/dcgm_diag/
+# __main__.py@14e04d01), so NVSentinel has the node's event before the pod fails.
+PREFLIGHT_CHECK_FAILED = 1
+# DCGM diagnostics of the pod's GPUs through the node's hostengine, at the chart's `dcgm.diagLevel`
+# (default 2: "approx 2 min", docs/configuration/preflight.md), and an all-reduce across the node's
+# GPUs (nccl-tests' all_reduce_perf up to 256 MB, held to a bus bandwidth of 150 GB/s by default).
+PREFLIGHT_DCGM_DIAG = "preflight-dcgm-diag"
+PREFLIGHT_DCGM_DIAG_SECONDS = 120
+PREFLIGHT_NCCL_LOOPBACK = "preflight-nccl-loopback"
+PREFLIGHT_CHECKS = (PREFLIGHT_DCGM_DIAG, PREFLIGHT_NCCL_LOOPBACK)
+# The gang-wide all-reduce finds its peers through Kubernetes' Workload API (alpha in 1.35) or a
+# scheduler's PodGroup (preflight.md, "Gang discovery"): a JobSet that Kueue admits has neither.
+PREFLIGHT_NCCL_ALLREDUCE = "preflight-nccl-allreduce"
+
+
+def preflight_namespace_labels(checks: tuple[str, ...]) -> dict[str, str]:
+    """A training namespace's labels for NVSentinel's preflight: none where no check runs."""
+    return {PREFLIGHT_NAMESPACE_LABEL: PREFLIGHT_ENABLED} if checks else {}
+
+
+def preflight_annotations(checks: tuple[str, ...]) -> dict[str, str]:
+    """A GPU pod's annotations naming its checks: none where no check runs (the pod is then in
+    no labelled namespace)."""
+    return {PREFLIGHT_CHECKS_ANNOTATION: ",".join(checks)} if checks else {}

@@ -210,6 +210,9 @@ class RunPlan:
     # The layout planner's step time for the run's layout (planners.layout; None: a machine
     # outside the catalog): what `python -m analysis metrics --plan` holds the run to.
     predicted_step_seconds: float | None = None
+    # NVSentinel's preflight checks of the node at every start of the run's pods (the platform's
+    # nvsentinel.preflight); empty: none.
+    node_checks: tuple[str, ...] = ()
 
     @property
     def expected_step_seconds(self) -> float | None:
@@ -259,12 +262,19 @@ class RunPlan:
             "maxRestarts": run.max_restarts,
             "entrypoint": " ".join((self.entrypoint[0], *self.entrypoint[1])),
             "checksConfigurationFirst": self.preflight,
+            "nodeChecksAtStart": list(self.node_checks),
         }
 
 
-def plan_run(run: RunSpec, machine: MachineType, networking: PodNetworking, paths: RunPaths) -> RunPlan:
+def plan_run(
+    run: RunSpec,
+    machine: MachineType,
+    networking: PodNetworking,
+    paths: RunPaths,
+    node_checks: tuple[str, ...] = (),
+) -> RunPlan:
     """The run's plan; RuleError (key relative to the run) where its `env` replaces what the
-    platform sets without leave (check_env)."""
+    platform sets without leave (check_env). `node_checks`: the platform's preflight checks."""
     env = platform_env(run, machine, networking, paths)
     check_env(run, env)
     runtime = runtime_of(run.recipe)
@@ -282,4 +292,5 @@ def plan_run(run: RunSpec, machine: MachineType, networking: PodNetworking, path
         checkpoints=saving,
         advice=(*run_advice(run, machine), *checkpoint_advice(run, saving, step.seconds if step else None)),
         predicted_step_seconds=layout.predicted_step_seconds(run, machine),
+        node_checks=node_checks,
     )

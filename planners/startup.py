@@ -9,6 +9,9 @@ same span afterwards (analysis.startup).
                Artifact Registry, STREAMED_START_S whatever the image's size; pulled whole, that
                plus the image's size over PULL_GB_PER_S (a NeMo image; another image's size is not
                known)
+    preflight  NVSentinel's checks of the node (the platform's nvsentinel.preflight), on every start:
+               DCGM diagnostics at NVSentinel's default level, about 2 minutes by its documentation;
+               its NCCL loopback has no public figure
     pod start and NCCL initialisation: not predicted (no public figure at these scales)
     first step the published log's first step, for the run it was measured on only (another model
                or machine warms up differently)
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from facts import nvsentinel
 from facts.registries import RegistryMirror, in_artifact_registry, parse_reference, resolve
 from planners.pools import GpuPoolExport
 
@@ -66,8 +70,26 @@ def image_term(image: str, pool: GpuPoolExport, mirror: RegistryMirror | None) -
     return Term("image", None, "pulled whole; the image's size is not known")
 
 
-def first_step(image: str, model: str, nodes: int, pool: GpuPoolExport, mirror: RegistryMirror | None) -> FirstStep:
-    """The predicted time from a run's submission to the end of its first step, term by term."""
+def preflight_term(checks: tuple[str, ...]) -> Term:
+    """NVSentinel's preflight checks, run before the pod's containers at every start."""
+    dcgm = nvsentinel.PREFLIGHT_DCGM_DIAG in checks
+    seconds = float(nvsentinel.PREFLIGHT_DCGM_DIAG_SECONDS) if dcgm else None
+    how = [f"{nvsentinel.PREFLIGHT_DCGM_DIAG}: about 2 min at NVSentinel's default level 2"] if dcgm else []
+    how += [f"{c}: no public figure" for c in checks if c != nvsentinel.PREFLIGHT_DCGM_DIAG]
+    return Term("preflight", seconds, f"NVSentinel's, on every start; {'; '.join(how)}")
+
+
+def first_step(
+    image: str,
+    model: str,
+    nodes: int,
+    pool: GpuPoolExport,
+    mirror: RegistryMirror | None,
+    *,
+    node_checks: tuple[str, ...] = (),
+) -> FirstStep:
+    """The predicted time from a run's submission to the end of its first step, term by term;
+    `node_checks`: NVSentinel's preflight checks of each start (the run's plan)."""
     if pool.min_nodes >= nodes:
         node_term = Term("nodes", 0.0, "the pool keeps the run's nodes up")
     else:
@@ -80,6 +102,7 @@ def first_step(image: str, model: str, nodes: int, pool: GpuPoolExport, mirror: 
         (
             node_term,
             image_term(image, pool, mirror),
+            *((preflight_term(node_checks),) if node_checks else ()),
             Term("pod start and NCCL", None, "no public figure at this scale"),
             step,
         )

@@ -311,7 +311,7 @@ def _run_line(
     price = pricing.on_demand_usd_per_hour(pool.machine_type, region)
     on_demand = pool.capacity_type is CapacityType.ON_DEMAND
     image = run.image_ref
-    start = first_step(image, run.model, run.nodes, pool, mirror)
+    start = first_step(image, run.model, run.nodes, pool, mirror, node_checks=plan.node_checks)
     start_usd = start.known_seconds / 3600 * run.nodes * price if price is not None and on_demand else None
     return RunLine(
         name=run.name,

@@ -23,6 +23,10 @@ Kueue 0.19.2 says why a workload waits in its conditions, in words this module r
   pkg/workload/evict/evict.go);
 - a ClusterQueue's status.flavorsReservation: per flavor and resource, what its workloads hold
   and how much of that is borrowed.
+
+NVIDIA NVSentinel, where the cluster runs it, marks a node it quarantines with its labels and the
+failing check's condition, and its preflight checks run as init containers named `preflight-*`
+(facts.nvsentinel); the kubelet reports a failed init container in the pod's initContainerStatuses.
 """
 
 from __future__ import annotations
@@ -34,7 +38,8 @@ from datetime import datetime
 from enum import IntEnum
 from typing import Any
 
-from facts.kubernetes import FABRIC_CHECK_LABEL, GPU_RESOURCE, QUEUE_NAME_LABEL
+from facts import nvsentinel
+from facts.kubernetes import FABRIC_CHECK_LABEL, GPU_RESOURCE, NODE_POOL_LABEL, QUEUE_NAME_LABEL
 from facts.kueue import MULTIKUEUE_CHECK, PROVISIONING_CHECK
 
 _UNUSED = re.compile(r"insufficient unused quota for (\S+) in flavor (\S+), (\S+) more needed")
@@ -73,6 +78,9 @@ class RunObjects:
     # The namespace's fabric-check JobSets (a gated run is created only once its check passed).
     fabric_checks: Sequence[Mapping[str, Any]]
     now: datetime
+    # The nodes NVSentinel holds quarantined (its cordon label); empty where none, or where the
+    # reader may not list nodes.
+    quarantined: Sequence[Mapping[str, Any]] = ()
 
 
 @dataclass(frozen=True)
@@ -296,17 +304,100 @@ def _not_dispatched(workload: Mapping[str, Any], check: Mapping[str, Any]) -> st
     return f"waiting for MultiKueue to dispatch it ({check.get('state')}): {check.get('message') or 'no worker yet'}"
 
 
+def _quarantine(node: Mapping[str, Any]) -> str:
+    """Why and since when NVSentinel holds the node: its failing checks' conditions, else the
+    reason it labelled."""
+    labels = node["metadata"].get("labels") or {}
+    failing = [
+        c
+        for c in (node.get("status") or {}).get("conditions") or ()
+        if c.get("status") == "True" and str(c.get("reason", "")).endswith("IsNotHealthy")
+    ]
+    what = "; ".join(f"{c['type']}: {c.get('message', '').strip()}".rstrip(": ") for c in failing)
+    since = min((str(c["lastTransitionTime"]) for c in failing if c.get("lastTransitionTime")), default=None)
+    return (
+        f"quarantined by NVSentinel{f' since {since}' if since else ''} "
+        f"({what or labels.get(nvsentinel.CORDON_REASON_LABEL, 'no reason given')})"
+    )
+
+
+def _run_pools(workload: Mapping[str, Any] | None) -> set[str] | None:
+    """The pools the run's pods may run on (a pool's selector, or its chain's affinity); None: not
+    said, so any."""
+    pools: set[str] = set()
+    for pod_set in (workload or {}).get("spec", {}).get("podSets") or ():
+        spec = (pod_set.get("template") or {}).get("spec") or {}
+        pool = (spec.get("nodeSelector") or {}).get(NODE_POOL_LABEL)
+        if pool:
+            pools.add(pool)
+        affinity = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        ) or {}
+        for term in affinity.get("nodeSelectorTerms") or ():
+            for expression in term.get("matchExpressions") or ():
+                if expression.get("key") == NODE_POOL_LABEL and expression.get("operator") == "In":
+                    pools.update(expression.get("values") or ())
+    return pools or None
+
+
+def _quarantine_sentences(objects: RunObjects, waiting: bool) -> list[str]:
+    """A pod of the run on a quarantined node; and, while the run waits for nodes, the
+    quarantined nodes of its pools."""
+    held = {n["metadata"]["name"]: n for n in objects.quarantined}
+    sentences = [
+        f"pod {pod['metadata']['name']} runs on node {node}, {_quarantine(held[node])}: the run restarts without "
+        "it once NVSentinel's drainer evicts the pod (docs/recovery.md)"
+        for pod in objects.pods
+        if (node := (pod.get("spec") or {}).get("nodeName")) in held
+    ]
+    if waiting:
+        pools = _run_pools(objects.workload)
+        placed = {(p.get("spec") or {}).get("nodeName") for p in objects.pods}
+        for name, node in sorted(held.items()):
+            pool = (node["metadata"].get("labels") or {}).get(NODE_POOL_LABEL)
+            if name not in placed and (pools is None or pool in pools):
+                sentences.append(
+                    f"node {name} is {_quarantine(node)}: no pod of the run is placed there until NVSentinel "
+                    "releases it"
+                )
+    return sentences
+
+
+def _init_failures(pod: Mapping[str, Any]) -> list[str]:
+    """The pod's init containers that exited with an error (now, or before a restart of theirs)."""
+    found = []
+    node = (pod.get("spec") or {}).get("nodeName") or "its node"
+    for status in (pod.get("status") or {}).get("initContainerStatuses") or ():
+        ended = (status.get("state") or {}).get("terminated") or (status.get("lastState") or {}).get("terminated")
+        if not ended or not ended.get("exitCode"):
+            continue
+        name, code = status.get("name", "?"), ended["exitCode"]
+        detail = f": {ended['message'].strip()}" if ended.get("message") else ""
+        if str(name).startswith(nvsentinel.PREFLIGHT_CHECK_PREFIX):
+            found.append(
+                f"pod {pod['metadata']['name']}: NVSentinel's preflight check {name} failed on node {node} "
+                f"(exit code {code}){detail}; NVSentinel cordons the node, and the JobSet restarts the run without "
+                "it (a restart of its budget)"
+            )
+        else:
+            found.append(
+                f"pod {pod['metadata']['name']}: init container {name} failed on node {node} (exit code {code}){detail}"
+            )
+    return found
+
+
 def _pod_sentences(objects: RunObjects, wanted: int) -> list[str]:
+    failed_init = {p["metadata"]["name"]: _init_failures(p) for p in objects.pods}
     unscheduled = [p for p in objects.pods if _false_condition(p, "PodScheduled")]
     creating: dict[str, list[Mapping[str, Any]]] = {}
     for pod in objects.pods:
-        if _condition(pod, "Ready") or pod in unscheduled:
+        if _condition(pod, "Ready") or pod in unscheduled or failed_init[pod["metadata"]["name"]]:
             continue
         statuses = (pod.get("status") or {}).get("containerStatuses") or ()
         reasons = [s.get("state", {}).get("waiting", {}).get("reason") for s in statuses]
         reason = next((r for r in reasons if r), "ContainerCreating")
         creating.setdefault(reason, []).append(pod)
-    sentences = []
+    sentences = [sentence for found in failed_init.values() for sentence in found]
     if unscheduled:
         why = _false_condition(unscheduled[0], "PodScheduled") or {}
         capacity = "scale-up" in str(why.get("message", "")) or why.get("reason") == "Unschedulable"
@@ -373,13 +464,14 @@ def diagnose(objects: RunObjects) -> Verdict:
         )  # fmt: skip
     if _condition(workload, "Admitted"):
         sentences = _pod_sentences(objects, wanted)
+        held = _quarantine_sentences(objects, waiting=bool(sentences))
         if not sentences:
-            return Verdict(
-                Exit.RUNNING, (f"running: admitted in ClusterQueue {_queue_of(workload)}, {wanted} pods ready",)
-            )
-        return Verdict(Exit.WAITING, tuple(sentences))
+            running = f"running: admitted in ClusterQueue {_queue_of(workload)}, {wanted} pods ready"
+            return Verdict(Exit.RUNNING, (running, *held))
+        return Verdict(Exit.WAITING, (*sentences, *held))
     sentences = [s for s in (_preempted(objects, workload), _evicted(workload), *_admission_checks(workload)) if s]
     sentences += _pending_reasons(objects, workload)
+    sentences += _quarantine_sentences(objects, waiting=True)
     position = _queue_position(objects, workload)
     if position:
         sentences.append(position)

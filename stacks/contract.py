@@ -93,6 +93,9 @@ class PlatformExports(Model):
     workers: tuple[Worker, ...] = ()
     # How the manager offers a run to `workers` (multiKueue.dispatch).
     dispatch: Dispatch = Dispatch.ALL_AT_ONCE
+    # NVSentinel's preflight checks every GPU pod of the platform names (nvsentinel.preflight), in
+    # namespaces labelled for them. Empty: none.
+    preflight_checks: tuple[str, ...] = ()
 
     @property
     def flavors_by_pool(self) -> dict[str, Flavor]:

@@ -28,6 +28,7 @@ WORKER_KUBECONFIG = "multiKueueKubeconfig"
 RUN_SHAPE = (
     "serviceAccount", "dataPrepServiceAccount", "sharedClaim", "sharedMount", "experimentsDir", "dataClaim",
     "dataMount", "checkpointClaim", "checkpointMount", "supervisor", "gke", "cloudStorageFuse", "priorityClasses",
+    "preflightChecks",
 )  # fmt: skip
 
 

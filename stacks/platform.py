@@ -53,6 +53,7 @@ from facts.errors import RuleError
 from facts.gcp import REGIONAL_FILESTORE_TIERS, default_bucket
 from facts.kubernetes import DEFAULT_PRIORITY, FABRIC_CHECK_PRIORITY, PRIORITY_VALUES, node_pool_selector
 from facts.kueue import MULTIKUEUE_CHECK
+from facts.nvsentinel import PREFLIGHT_ENABLED, PREFLIGHT_NAMESPACE_LABEL, preflight_namespace_labels
 from facts.podsecurity import PodAllowance, needs_of, pod_specs, union
 from planners import gpudirect
 from planners.monitoring import gpu_alerts, gpu_dashboard, slow_run_alert, step_metrics
@@ -160,6 +161,7 @@ def platform_facts(cfg: StackConfig, cluster: ClusterExports, managed: ManagedWo
         cloud_storage_fuse=cluster.gke or _existing(cfg).claims.cloud_storage_fuse,
         preemption=cfg.kueue.preemption,
         teams=plan.teams if plan else (),
+        preflight_checks=cfg.nvsentinel.preflight.checks if cfg.nvsentinel.preflight.enabled else (),
     )
 
 
@@ -290,10 +292,18 @@ class PlatformLayer(pulumi.ComponentResource):
                 service_accounts=() if manager else (facts.service_account, facts.data_prep_service_account),
                 pod_security=pods.level,
                 namespace_exists=not gke and _existing(cfg).namespace_exists,
+                labels=preflight_namespace_labels(facts.preflight_checks),
             ),
             opts=child,
         )
         self.run_dependencies = list(workspace.accounts)
+        if facts.preflight_checks and not gke and _existing(cfg).namespace_exists:
+            pulumi.log.warn(
+                f"nvsentinel.preflight: namespace {facts.namespace} is the cluster's own, and this program leaves its "
+                f"labels alone: label it {PREFLIGHT_NAMESPACE_LABEL}={PREFLIGHT_ENABLED} for NVSentinel to check the "
+                "nodes of its pods",
+                resource=self,
+            )
         # A manager's teams have no storage: their runs run on the workers.
         team_storage: TeamBuckets | TeamClaimsOnClass | None = None
         if gke and not manager:
@@ -327,6 +337,7 @@ class PlatformLayer(pulumi.ComponentResource):
                     claim_names=(facts.shared_claim, facts.data_claim, facts.checkpoint_claim),
                     storage=team_storage,
                     pods=None if manager else pool_pod_needs(team.pools, facts, cluster.facts),
+                    labels=preflight_namespace_labels(facts.preflight_checks),
                 ),
                 opts=child,
             )

@@ -366,7 +366,7 @@ def check_runs(
                 check_dispatched(run, run_config, platform, secret_env)
             networking = run_networking(run, machine, run_site(cluster, platform, run.pool))
             paths = run_paths(run, platform, place_of(run_config.team, platform))
-            plans[run.name] = nemo.plan_run(run, machine, networking, paths)
+            plans[run.name] = nemo.plan_run(run, machine, networking, paths, platform.preflight_checks)
             definition = json.loads(run.definition)
             steps[run.name] = step_of(run.name, run.revision, definition, submitted.get(run.name), secret_env)
             if run.name in unrecorded:
@@ -497,6 +497,7 @@ class TrainingLayer(pulumi.ComponentResource):
                         results_dir=f"{place.experiments_dir}/{test.name}/nccl",
                         awaited=test.name in required,
                         after=after,
+                        node_checks=platform.preflight_checks,
                     ),
                     opts=child,
                 )

@@ -1,7 +1,8 @@
 """Why is my run waiting: `python -m tools.waiting RUN [-n NAMESPACE] [--kubeconfig PATH] [--context C]`.
 
 Reads the run's newest JobSet (label nemo-gke/run), its Kueue Workload and pods, the cluster's
-Workloads and ClusterQueues and the namespace's fabric checks through the Kubernetes API, with the
+Workloads and ClusterQueues, the namespace's fabric checks and the nodes NVSentinel quarantined
+(where the reader may list nodes) through the Kubernetes API, with the
 kubeconfig's credentials as kubectl would use them, and prints one sentence per blocker
 (planners.waiting). Nothing is written.
 
@@ -21,6 +22,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from facts.kubernetes import FABRIC_CHECK_LABEL, JOBSET_API, JOBSET_UID_LABEL, KUEUE_API, RUN_LABEL, dns_label_problem
+from facts.nvsentinel import CORDON_BY, CORDON_BY_LABEL
 from planners.waiting import Exit, RunObjects, diagnose
 from stacks.kubeapi import ClusterUnreadable, Kubeconfig, connected
 
@@ -62,6 +64,11 @@ def read_run(get: Callable[[str], Any], run: str, namespace: str, now: datetime)
         # A team's submitters read their own namespace only (components.teams): no holders or
         # preemptors outside it, but the run's own blockers all the same.
         workloads, queues = _items(get(f"/apis/{KUEUE_API}/namespaces/{namespace}/workloads")), []
+    try:
+        quarantined = _items(get("/api/v1/nodes" + _selector(f"{CORDON_BY_LABEL}={CORDON_BY}")))
+    except ClusterUnreadable:
+        # A team's submitters may not list nodes (components.teams).
+        quarantined = []
     jobset = max(runs, key=lambda j: j["metadata"]["creationTimestamp"], default=None)
     workload, pods = None, []
     if jobset is not None:
@@ -79,6 +86,7 @@ def read_run(get: Callable[[str], Any], run: str, namespace: str, now: datetime)
         cluster_queues=queues,
         fabric_checks=checks,
         now=now,
+        quarantined=quarantined,
     )
 
 

@@ -26,22 +26,31 @@ controllers, and one of its pods failed in each of these ways:
    waitForPodsReady, as the platform configures it at its floor (PODS_READY_TIMEOUT_SECONDS), evicts
    the run at the timeout and requeues it after the backoff's base (REQUEUE_BACKOFF_SECONDS), and
    while it is not ready admits no other run (blockAdmission); the run behind it is admitted once
-   it is evicted.
+   it is evicted;
+7. NVSentinel's preflight (nvsentinel.preflight, on in this stack: the namespace opted in, the checks
+   named on the run's pods; its webhook, which cannot run on the lane, is stood in for by the checks
+   appended to the pods as init containers) fails a check on one pod: NVSentinel cordons the node
+   on the check's health event, sent before the check exits 1; the pod fails, the JobSet restarts
+   once, and Kueue places the run on a spare, not on that node: the run is not failed for good.
+`python -m tools.waiting` names the quarantined node in 3, and the failed check in 7.
 The pods are failed as the kubelet would report them: phase Failed, each container terminated with
 the exit code. Times are control-plane times, from the failure until the run's pods are bound."""
 
 from __future__ import annotations
 
+import dataclasses
+import io
 import time
 from collections.abc import Iterator, Mapping
+from contextlib import redirect_stdout
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from facts import nvsentinel
-from facts.kubernetes import JOBSET_API, PROGRAM_ERROR_EXIT_CODE
+from facts.kubernetes import JOBSET_API, PROGRAM_ERROR_EXIT_CODE, RUN_LABEL
 from harness.runner import run_stack, stack_with
 from integration import nodes
 from integration.controllers import lane_kueue_config
@@ -49,6 +58,8 @@ from integration.controlplane import KWOK_NODE_ANNOTATION, Api, Lane, has_condit
 from integration.lane import running
 from integration.nodes import NEVER_READY_LABEL
 from integration.runs import api_path, apply_objects, clear_runs, jobset_run, placed, resized, stack_objects
+from planners.waiting import Exit, diagnose
+from tools import waiting
 
 NAMESPACE = "nemo"
 NODES = 2
@@ -106,6 +117,57 @@ class RecoveryLane:
         code, answer = self.api.request("PATCH", path, {"status": {"phase": "Failed", "containerStatuses": statuses}})
         assert code == 200, answer
 
+    def fail_init(self, pod: dict[str, Any], check: str, exit_code: int) -> dict[str, Any]:
+        """The pod ends as the kubelet reports a failed init container under restartPolicy Never:
+        the check terminated with the code, the containers after it never started. The pod as the
+        API server answers."""
+        statuses, failed = [], False
+        for container in pod["spec"].get("initContainers", []):
+            ended = container["name"] == check
+            if ended:
+                state: dict[str, Any] = {"terminated": {"exitCode": exit_code, "reason": "Error"}}
+            elif failed:
+                state = {"waiting": {"reason": "PodInitializing"}}
+            else:
+                state = {"terminated": {"exitCode": 0, "reason": "Completed"}}
+            failed = failed or ended
+            statuses.append(
+                {"name": container["name"], "image": container["image"], "imageID": "", "ready": False,
+                 "restartCount": 0, "state": state}
+            )  # fmt: skip
+        waiting_ = {"waiting": {"reason": "PodInitializing"}}
+        containers = [
+            {
+                "name": c["name"],
+                "image": c["image"],
+                "imageID": "",
+                "ready": False,
+                "restartCount": 0,
+                "state": waiting_,
+            }
+            for c in pod["spec"]["containers"]
+        ]
+        path = f"/api/v1/namespaces/{NAMESPACE}/pods/{pod['metadata']['name']}/status"
+        status = {"phase": "Failed", "initContainerStatuses": statuses, "containerStatuses": containers}
+        code, answer = self.api.request("PATCH", path, {"status": status})
+        assert code == 200, answer.get("message")
+        return dict(answer)
+
+    @property
+    def run(self) -> str:
+        """The stack's run, whose label every copy of its JobSet carries: tools.waiting reads the
+        newest."""
+        return str(self.jobset["metadata"]["labels"][RUN_LABEL])
+
+    def why(self) -> tuple[int, str]:
+        """What `python -m tools.waiting` says of the run (also printed), and its exit code."""
+        out = io.StringIO()
+        kubeconfig = ["--kubeconfig", str(self.lane.workdir / "admin.kubeconfig"), "--context", "lane"]
+        with redirect_stdout(out):
+            code = waiting.main([self.run, "-n", NAMESPACE, *kubeconfig])
+        print(out.getvalue(), end="")
+        return code, out.getvalue()
+
     def delete_node(self, name: str, node: str, before: set[str]) -> tuple[float, list[str]]:
         """Delete `node`; the seconds until the run's pods are new ones, all bound, and their nodes."""
         deleted = time.monotonic()
@@ -138,6 +200,7 @@ def lane() -> Iterator[RecoveryLane]:
         **values.get("nemo-gke:kueue", {}),
         "waitForPodsReadyTimeoutSeconds": PODS_READY_TIMEOUT_SECONDS,
     }
+    values["nemo-gke:nvsentinel"] = {"preflight": {"enabled": True}}
     stack = run_stack("existing", values=values)
     objects = stack_objects(stack)
     (jobset,) = [m for m in objects if m["kind"] == "JobSet"]
@@ -204,6 +267,11 @@ def test_a_node_nvsentinel_quarantines_is_left_by_the_run_once_drained(lane: Rec
         time.sleep(CORDON_WATCH_SECONDS)
         assert lane.status("quarantined").get("restarts", 0) == 0
         assert {p["metadata"]["uid"] for p in lane.pods("quarantined")} == before
+        # Running or starting, as kwok reports the pods: either way the node is named.
+        code, out = lane.why()
+        assert (
+            code in (Exit.RUNNING, Exit.WAITING) and f"pod {pod} runs on node {node}, quarantined by NVSentinel" in out
+        )
         drained = time.monotonic()
         nodes.evict(lane.api, NAMESPACE, pod, nvsentinel.EVICTION_GRACE_SECONDS)
         # The kubelet stops the evicted pod's containers (kwok does not): the launcher ends on SIGTERM.
@@ -238,6 +306,8 @@ def test_a_quarantined_node_takes_no_run_until_nvsentinel_releases_it(lane: Reco
         time.sleep(CORDON_WATCH_SECONDS)
         assert not placed(lane.api, NAMESPACE, "whole-pool", len(gpu_nodes))
         assert node not in [p["spec"].get("nodeName") for p in lane.pods("whole-pool")]
+        code, out = lane.why()
+        assert code == 3 and f"node {node} is quarantined by NVSentinel" in out, out
         released = time.monotonic()
     finally:
         nodes.release(lane.api, node, CHECK)
@@ -248,6 +318,66 @@ def test_a_quarantined_node_takes_no_run_until_nvsentinel_releases_it(lane: Reco
         f"bound on every node {took:.1f} s after NVSentinel released it"
     )
     assert node in [p["spec"]["nodeName"] for p in lane.pods("whole-pool")]
+
+
+# What the stand-in's health event says; the condition is named after the check (NVSentinel's
+# documents read do not name the check its preflight events carry).
+PREFLIGHT_FAILURE = "Diagnostic test failed: memory, GPU 3"
+
+
+def with_preflight(jobset: Mapping[str, Any], name: str) -> dict[str, Any]:
+    """The run as NVSentinel's preflight webhook makes its pods: each check the pods name appended as
+    an init container (docs/configuration/preflight.md@231a207e, "Init container placement")."""
+    run = resized(jobset, name, NODES)
+    template = run["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+    # The pods stay in their init containers, as while the checks run (kwok's pod-ready stage
+    # passes them by).
+    template["metadata"].setdefault("labels", {})[NEVER_READY_LABEL] = "true"
+    checks = template["metadata"]["annotations"][nvsentinel.PREFLIGHT_CHECKS_ANNOTATION].split(",")
+    template["spec"]["initContainers"] = [
+        *template["spec"].get("initContainers", []),
+        *({"name": c, "image": f"ghcr.io/nvidia/nvsentinel/{c}:lane"} for c in checks),
+    ]
+    return run
+
+
+def test_a_failed_preflight_check_restarts_the_run_off_its_node(lane: RecoveryLane) -> None:
+    clear_runs(lane.lane, lane.api, [NAMESPACE])
+    _, namespace = lane.api.request("GET", f"/api/v1/namespaces/{NAMESPACE}")
+    assert namespace["metadata"]["labels"][nvsentinel.PREFLIGHT_NAMESPACE_LABEL] == nvsentinel.PREFLIGHT_ENABLED
+    run = with_preflight(lane.jobset, "preflight")
+    lane.api.create(api_path(run), run)
+    wait_for("the run", lambda: lane.lane.alive() and placed(lane.api, NAMESPACE, "preflight", NODES), timeout=180)
+    pods = lane.pods("preflight")
+    before = {p["metadata"]["uid"] for p in pods}
+    pod, node = pods[0], pods[0]["spec"]["nodeName"]
+    assert pod["metadata"]["annotations"][nvsentinel.PREFLIGHT_CHECKS_ANNOTATION] == ",".join(
+        nvsentinel.PREFLIGHT_CHECKS
+    )
+    objects = waiting.read_run(lambda path: lane.api.request("GET", path)[1], lane.run, NAMESPACE, datetime.now(UTC))
+    try:
+        nodes.quarantine(lane.api, node, nvsentinel.PREFLIGHT_DCGM_DIAG, PREFLIGHT_FAILURE)
+        failed = time.monotonic()
+        reported = lane.fail_init(pod, nvsentinel.PREFLIGHT_DCGM_DIAG, nvsentinel.PREFLIGHT_CHECK_FAILED)
+        # What `tools.waiting` makes of the failed pod, as the API server answered it.
+        sentences = diagnose(dataclasses.replace(objects, pods=[reported, *pods[1:]])).sentences
+        wait_for("the run bound again", lambda: lane.rebound("preflight", before), timeout=RECOVERY_SECONDS + 60)
+        took = time.monotonic() - failed
+        now = [p["spec"]["nodeName"] for p in lane.pods("preflight")]
+        status = lane.status("preflight")
+        print(
+            f"lane: recovery: preflight-dcgm-diag failed on {node} (quarantined as NVSentinel does), the run bound "
+            f"again on {now} in {took:.1f} s, restarts {status.get('restarts')}"
+        )
+        assert node not in now and len(set(now)) == NODES, now
+        assert status.get("restarts") == 1 and not has_condition({"status": status}, "Failed"), status
+        assert took < DRAIN_RECOVERY_SECONDS, took
+        assert any(
+            f"NVSentinel's preflight check preflight-dcgm-diag failed on node {node} (exit code 1)" in s
+            for s in sentences
+        ), sentences
+    finally:
+        nodes.release(lane.api, node, nvsentinel.PREFLIGHT_DCGM_DIAG)
 
 
 def test_a_lost_node_is_replaced_by_a_spare_and_the_run_bound_again(lane: RecoveryLane) -> None:

@@ -6,6 +6,7 @@ their formats are Kueue's own (planners.waiting's docstring names the source fil
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import http.server
 import json
 import threading
@@ -17,6 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
+from facts import nvsentinel
 from facts.kubernetes import JOBSET_API, KUEUE_API
 from facts.kueue import MULTIKUEUE_CHECK, PROVISIONING_CHECK
 from planners.waiting import Exit, RunObjects, diagnose
@@ -398,3 +400,125 @@ def test_a_kubeconfig_server_that_is_not_a_url_exits_1_with_one_line(
     assert waiting.main(["run", "--kubeconfig", _kubeconfig(tmp_path, "cluster.example.com:443")]) == 1
     err = capsys.readouterr().err
     assert "is not an https:// URL" in err and err.count("\n") == 1, err
+
+
+# NVSentinel's marks on a node it quarantined (facts.nvsentinel), as tests/integration/
+# test_lane_recovery.py writes them, with the message of its GPU health monitor's XID check.
+XID = "ErrorCode:79 GPU:0 fell off the bus Recommended Action=RESTART_VM;"
+
+
+def _quarantined(name: str, pool: str, check: str = "GpuXidError", message: str = XID) -> dict[str, Any]:
+    labels = {
+        nvsentinel.CORDON_BY_LABEL: nvsentinel.CORDON_BY,
+        nvsentinel.CORDON_REASON_LABEL: check,
+        nvsentinel.STATE_LABEL: nvsentinel.QUARANTINED,
+        "cloud.google.com/gke-nodepool": pool,
+    }
+    condition = {**nvsentinel.fault_condition(check, message), "lastTransitionTime": "2026-11-27T07:40:00Z"}
+    return {"metadata": {"name": name, "labels": labels}, "spec": {"unschedulable": True}, "status": {
+        "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}, condition]
+    }}  # fmt: skip
+
+
+def _on(pod: dict[str, Any], node: str, name: str) -> dict[str, Any]:
+    return {**pod, "metadata": {"name": name}, "spec": {"nodeName": node}}
+
+
+def _pooled(workload: dict[str, Any], pool: str) -> dict[str, Any]:
+    """The workload's pod set as Kueue copies it from the JobSet: the pods select the run's pool."""
+    pod_set = {**workload["spec"]["podSets"][0], "template": {"spec": {"nodeSelector": {
+        "cloud.google.com/gke-nodepool": pool
+    }}}}  # fmt: skip
+    return {**workload, "spec": {**workload["spec"], "podSets": [pod_set]}}
+
+
+def test_a_running_run_on_a_quarantined_node_says_so_and_what_moves_it() -> None:
+    workload = _workload("nemo", "jobset-x", _condition("Admitted", "True"), nodes=2, admission={"clusterQueue": "q"})
+    pods = (_on(_pod(True), "gpu-1", "x-workers-0-0"), _on(_pod(True), "gpu-2", "x-workers-0-1"))
+    objects = dataclasses.replace(
+        _objects(workload, namespace="nemo", pods=pods), quarantined=(_quarantined("gpu-1", "a3-ultra"),)
+    )
+    verdict = diagnose(objects)
+    assert verdict.exit is Exit.RUNNING
+    assert verdict.sentences == (
+        "running: admitted in ClusterQueue q, 2 pods ready",
+        "pod x-workers-0-0 runs on node gpu-1, quarantined by NVSentinel since 2026-11-27T07:40:00Z (GpuXidError: "
+        f"{XID}): the run restarts without it once NVSentinel's drainer evicts the pod (docs/recovery.md)",
+    )
+
+
+def test_a_waiting_run_names_the_quarantined_nodes_of_its_pool_only() -> None:
+    message = (
+        "couldn't assign flavors to pod set workers: topology \"gke-default\" doesn't allow to fit any of 1 pod(s)"
+    )
+    workload = _pooled(
+        _workload("nemo", "jobset-x", _condition("QuotaReserved", "False", "Pending", message), nodes=4), "a3-ultra"
+    )
+    objects = dataclasses.replace(
+        _objects(workload, namespace="nemo"),
+        quarantined=(_quarantined("gpu-1", "a3-ultra"), _quarantined("other-7", "spot", "SysLogsXIDError")),
+    )
+    verdict = diagnose(objects)
+    assert verdict.exit is Exit.WAITING
+    assert verdict.sentences[-1] == (
+        f"node gpu-1 is quarantined by NVSentinel since 2026-11-27T07:40:00Z (GpuXidError: {XID}): no pod of the run "
+        "is placed there until NVSentinel releases it"
+    )
+    assert not [s for s in verdict.sentences if "other-7" in s]
+    # Without a pool in the pods' spec, every quarantined node may be the one it waits for.
+    unpooled = dataclasses.replace(objects, workload=_workload("nemo", "jobset-x", nodes=4))
+    assert len([s for s in diagnose(unpooled).sentences if "quarantined" in s]) == 2
+
+
+def _failed_init(name: str, node: str, container: str, code: int, message: str = "") -> dict[str, Any]:
+    """A pod whose init container failed, as the kubelet reports it under restartPolicy Never."""
+    terminated = {"exitCode": code, "reason": "Error", **({"message": message} if message else {})}
+    return {
+        "metadata": {"name": name},
+        "spec": {"nodeName": node},
+        "status": {
+            "phase": "Failed",
+            "conditions": [_condition("PodScheduled", "True"), _condition("Ready", "False", "PodFailed")],
+            "initContainerStatuses": [
+                {"name": "tcpxo-daemon", "state": {"running": {}}, "restartCount": 0},
+                {"name": container, "state": {"terminated": terminated}, "restartCount": 0},
+            ],
+            "containerStatuses": [{"name": "nemo", "state": {"waiting": {"reason": "PodInitializing"}}}],
+        },
+    }
+
+
+def test_a_failed_preflight_check_is_named_with_its_node_and_what_follows() -> None:
+    workload = _workload("nemo", "jobset-x", _condition("Admitted", "True"), nodes=2)
+    pods = (
+        _on(_pod(True), "gpu-2", "x-workers-0-1"),
+        _failed_init("x-workers-0-0", "gpu-1", nvsentinel.PREFLIGHT_DCGM_DIAG, nvsentinel.PREFLIGHT_CHECK_FAILED,
+                     "Diagnostic test failed: GPU 3 memory"),
+    )  # fmt: skip
+    verdict = diagnose(_objects(workload, namespace="nemo", pods=pods))
+    assert verdict.exit is Exit.WAITING
+    assert verdict.sentences == (
+        "pod x-workers-0-0: NVSentinel's preflight check preflight-dcgm-diag failed on node gpu-1 (exit code 1): "
+        "Diagnostic test failed: GPU 3 memory; NVSentinel cordons the node, and the JobSet restarts the run without "
+        "it (a restart of its budget)",
+    )
+    other = _failed_init("x-workers-0-0", "gpu-1", "fetch-data", 3)
+    (sentence,) = diagnose(_objects(workload, namespace="nemo", pods=(pods[0], other))).sentences
+    assert sentence == "pod x-workers-0-0: init container fetch-data failed on node gpu-1 (exit code 3)"
+
+
+def test_the_command_reads_the_nodes_nvsentinel_holds_and_does_without_them_where_refused() -> None:
+    node = _quarantined("gpu-1", "a3-ultra")
+    asked: list[str] = []
+
+    def get(path: str, refused: bool = False) -> Any:
+        asked.append(path)
+        if path.startswith("/api/v1/nodes"):
+            if refused:
+                raise waiting.ClusterUnreadable("GET https://cluster/api/v1/nodes: 403 Forbidden")
+            return {"items": [node]}
+        return {"items": []}
+
+    assert waiting.read_run(get, "x", "nemo", NOW).quarantined == [node]
+    assert "/api/v1/nodes?labelSelector=k8saas.nvidia.com%2Fcordon-by%3DNVSentinel" in asked
+    assert waiting.read_run(lambda p: get(p, refused=True), "x", "nemo", NOW).quarantined == []
