@@ -48,8 +48,8 @@ class FabricCheckArgs:
     awaited: bool
     after: Sequence[pulumi.Resource] = ()
     # NVSentinel's preflight checks of the node at the start of each pod (the platform's
-    # nvsentinel.preflight); empty: none.
-    node_checks: tuple[str, ...] = ()
+    # nvsentinel.preflight, planners.gpudirect.node_checks); None: the platform asks for none.
+    node_checks: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         require(self.test.pool == self.flavor.pool, "flavor", self.flavor.pool, f"is the check's pool {self.test.pool}")

@@ -258,7 +258,7 @@ class PreflightConfig(Model):
         description="The checks every GPU pod of the platform names (NVSentinel's "
         f"{nvsentinel.PREFLIGHT_CHECKS_ANNOTATION} annotation), from {', '.join(nvsentinel.PREFLIGHT_CHECKS)}: "
         "DCGM diagnostics of the pod's GPUs (about 2 minutes at NVSentinel's default level) and an all-reduce "
-        "across the node's GPUs.",
+        "across the node's GPUs, which pods of GKE's GPUDirect machines leave out (docs/recovery.md).",
     )
 
     @model_validator(mode="after")
@@ -266,8 +266,8 @@ class PreflightConfig(Model):
         for i, check in enumerate(self.checks):
             if check == nvsentinel.PREFLIGHT_NCCL_ALLREDUCE:
                 why = (
-                    "finds its gang through Kubernetes' Workload API or a PodGroup, and a run's JobSet has neither: "
-                    "a run's fabricCheck tests the network across its nodes instead"
+                    "finds its gang through Kubernetes' PodGroup API or a scheduler's PodGroup, and NVSentinel "
+                    "documents none for Kueue's JobSets: a run's fabricCheck tests the network across its nodes instead"
                 )
                 raise RuleError(f"checks[{i}]", check, why)
             if check not in nvsentinel.PREFLIGHT_CHECKS:

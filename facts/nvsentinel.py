@@ -16,6 +16,10 @@ module proxy, so it cannot run there (tests/integration/test_lane_recovery.py).
 
 from __future__ import annotations
 
+from fnmatch import fnmatchcase
+
+from facts.podsecurity import PodAllowance
+
 # Labels on a quarantined node, with the chart's default labelPrefix "k8saas.nvidia.com/" (a
 # setting): who cordoned it and why (the rule sets' names), and the node's state in NVSentinel's
 # remediation.
@@ -54,9 +58,16 @@ EVICTION_GRACE_SECONDS = 60
 # (charts/fault-quarantine/values.yaml@1197f6a8), and exits non-zero.
 PREFLIGHT_NAMESPACE_LABEL = "nvsentinel.nvidia.com/preflight"
 PREFLIGHT_ENABLED = "enabled"
-# The pod annotation naming the checks to inject, comma-separated; the webhook refuses a pod that
-# names a check its chart does not configure, or one twice.
+# The pod annotation naming the checks to inject, comma-separated (ADR-034). A name the cluster's
+# chart does not configure is skipped with a warning by some releases and refuses the pod in others
+# (preflight.md@231a207e against @7661ca7d): the platform names only the chart's own checks.
 PREFLIGHT_CHECKS_ANNOTATION = "nvsentinel.nvidia.com/preflight-checks"
+# The webhook mounts the node's platform-connector socket into each check, from this host path
+# (its injector's nvsentinel-socket volume): the namespace's pod security must allow it.
+PREFLIGHT_SOCKET_HOST_PATH = "/var/run/nvsentinel"
+# The pod's volume mounts the webhook copies into the checks, with the training container's NCCL_*,
+# FI_*, LD_LIBRARY_PATH... variables (the chart's default volumeMountPatterns, preflight.md).
+PREFLIGHT_VOLUME_MOUNT_PATTERNS = ("host-opt-amazon*", "nvtcpxo-*", "nccl-*", "dev-shm")
 # Every check's init container is named so.
 PREFLIGHT_CHECK_PREFIX = "preflight-"
 # A failed check exits 1 once it has sent its health events (preflight-checks/dcgm-diag/dcgm_diag/
@@ -70,7 +81,7 @@ PREFLIGHT_DCGM_DIAG_SECONDS = 120
 PREFLIGHT_NCCL_LOOPBACK = "preflight-nccl-loopback"
 PREFLIGHT_CHECKS = (PREFLIGHT_DCGM_DIAG, PREFLIGHT_NCCL_LOOPBACK)
 # The gang-wide all-reduce finds its peers through Kubernetes' Workload API (alpha in 1.35) or a
-# scheduler's PodGroup (preflight.md, "Gang discovery"): a JobSet that Kueue admits has neither.
+# scheduler's PodGroup (preflight.md, "Gang discovery"); NVSentinel documents none for Kueue.
 PREFLIGHT_NCCL_ALLREDUCE = "preflight-nccl-allreduce"
 
 
@@ -79,7 +90,18 @@ def preflight_namespace_labels(checks: tuple[str, ...]) -> dict[str, str]:
     return {PREFLIGHT_NAMESPACE_LABEL: PREFLIGHT_ENABLED} if checks else {}
 
 
-def preflight_annotations(checks: tuple[str, ...]) -> dict[str, str]:
-    """A GPU pod's annotations naming its checks: none where no check runs (the pod is then in
-    no labelled namespace)."""
-    return {PREFLIGHT_CHECKS_ANNOTATION: ",".join(checks)} if checks else {}
+def preflight_annotations(checks: tuple[str, ...] | None) -> dict[str, str]:
+    """A GPU pod's annotations naming its checks. None: the platform asks for no preflight (and
+    its namespaces carry no label); empty: none of the checks suits the pod, which the empty
+    value says (without it the webhook would inject every check its chart enables)."""
+    return {} if checks is None else {PREFLIGHT_CHECKS_ANNOTATION: ",".join(checks)}
+
+
+def preflight_pod_needs(checks: tuple[str, ...]) -> PodAllowance:
+    """What the webhook adds to a pod of a namespace opted in, of its pod security."""
+    return PodAllowance(host_paths=frozenset({PREFLIGHT_SOCKET_HOST_PATH})) if checks else PodAllowance()
+
+
+def copied_into_checks(mount: str) -> bool:
+    """Whether the webhook copies a volume mount of this name into the checks."""
+    return any(fnmatchcase(mount, pattern) for pattern in PREFLIGHT_VOLUME_MOUNT_PATTERNS)

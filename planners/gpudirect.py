@@ -9,6 +9,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from facts import nvsentinel
 from facts.machines import CpuArch, GpuDirect, GpuDirectStack, MachineType
 from facts.podsecurity import PodAllowance, needs_of, union
 from facts.versions import Image
@@ -357,3 +358,27 @@ def plugin_installers(machines: Iterable[MachineType]) -> dict[str, tuple[GpuDir
         if machine.gke_accelerator not in accelerators:
             accelerators.append(machine.gke_accelerator)
     return {key: (stack, sorted(accelerators)) for key, (stack, accelerators) in found.items()}
+
+
+def node_checks(checks: tuple[str, ...], networking: PodNetworking) -> tuple[tuple[str, ...], str | None]:
+    """The preflight checks (facts.nvsentinel) a pod with this networking can pass, and why one was
+    left out. NVSentinel's webhook gives each check the training container's NCCL environment but
+    only the mounts its volumeMountPatterns name: where the pod's GPUDirect mounts are not all among
+    them, NCCL in the loopback check is pointed at a network plugin it cannot load (NCCL_NET=gIB
+    without the gib mount: "network gIB not found"), and the check fails on healthy nodes."""
+    # GKE's device plugin gives every container that requests GPUs the driver at /usr/local/nvidia
+    # (https://cloud.google.com/kubernetes-engine/docs/how-to/gpus), the checks as well.
+    missing = [
+        m["name"]
+        for m in networking.mounts
+        if m["mountPath"] != NVIDIA_MOUNT and not nvsentinel.copied_into_checks(m["name"])
+    ]
+    if nvsentinel.PREFLIGHT_NCCL_LOOPBACK not in checks or not missing:
+        return checks, None
+    why = (
+        f"{nvsentinel.PREFLIGHT_NCCL_LOOPBACK} left out: NVSentinel's webhook copies the training container's NCCL "
+        "environment into the check but only the mounts named "
+        f"{', '.join(nvsentinel.PREFLIGHT_VOLUME_MOUNT_PATTERNS)}, and this pod's GPUDirect mounts "
+        f"{', '.join(missing)} are not, so NCCL there could not load its network plugin"
+    )
+    return tuple(c for c in checks if c != nvsentinel.PREFLIGHT_NCCL_LOOPBACK), why

@@ -23,7 +23,7 @@ from facts.machines import MachineType
 from facts.models import StepTime
 from planners import layout
 from planners.checkpoints import CheckpointCost, checkpoint_advice, checkpoint_cost
-from planners.gpudirect import PodNetworking
+from planners.gpudirect import PodNetworking, node_checks
 from planners.runs import RunSpec, published_step, run_advice
 from planners.runtimes import runtime_of
 from planners.workload import DLLOGGER, LAUNCHER, NCCL_INIT, OFFLINE_ENV, RunPaths
@@ -211,8 +211,9 @@ class RunPlan:
     # outside the catalog): what `python -m analysis metrics --plan` holds the run to.
     predicted_step_seconds: float | None = None
     # NVSentinel's preflight checks of the node at every start of the run's pods (the platform's
-    # nvsentinel.preflight); empty: none.
-    node_checks: tuple[str, ...] = ()
+    # nvsentinel.preflight, less those its networking cannot pass: planners.gpudirect.node_checks);
+    # None: the platform asks for none.
+    node_checks: tuple[str, ...] | None = None
 
     @property
     def expected_step_seconds(self) -> float | None:
@@ -262,7 +263,7 @@ class RunPlan:
             "maxRestarts": run.max_restarts,
             "entrypoint": " ".join((self.entrypoint[0], *self.entrypoint[1])),
             "checksConfigurationFirst": self.preflight,
-            "nodeChecksAtStart": list(self.node_checks),
+            "nodeChecksAtStart": list(self.node_checks or ()),
         }
 
 
@@ -271,14 +272,15 @@ def plan_run(
     machine: MachineType,
     networking: PodNetworking,
     paths: RunPaths,
-    node_checks: tuple[str, ...] = (),
+    preflight_checks: tuple[str, ...] = (),
 ) -> RunPlan:
     """The run's plan; RuleError (key relative to the run) where its `env` replaces what the
-    platform sets without leave (check_env). `node_checks`: the platform's preflight checks."""
+    platform sets without leave (check_env). `preflight_checks`: the platform's (none: no preflight)."""
     env = platform_env(run, machine, networking, paths)
     check_env(run, env)
     runtime = runtime_of(run.recipe)
     step, saving = published_step(run, machine.name), checkpoint_cost(run)
+    checks, left_out = node_checks(preflight_checks, networking) if preflight_checks else (None, None)
     return RunPlan(
         run=run,
         machine=machine,
@@ -290,7 +292,11 @@ def plan_run(
         preflight=runtime.preflight_flag is not None,
         step=step,
         checkpoints=saving,
-        advice=(*run_advice(run, machine), *checkpoint_advice(run, saving, step.seconds if step else None)),
+        advice=(
+            *run_advice(run, machine),
+            *checkpoint_advice(run, saving, step.seconds if step else None),
+            *((f"run {run.name} on {machine.name}: {left_out}",) if left_out else ()),
+        ),
         predicted_step_seconds=layout.predicted_step_seconds(run, machine),
-        node_checks=node_checks,
+        node_checks=checks,
     )

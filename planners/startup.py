@@ -86,7 +86,7 @@ def first_step(
     pool: GpuPoolExport,
     mirror: RegistryMirror | None,
     *,
-    node_checks: tuple[str, ...] = (),
+    node_checks: tuple[str, ...] | None = None,
 ) -> FirstStep:
     """The predicted time from a run's submission to the end of its first step, term by term;
     `node_checks`: NVSentinel's preflight checks of each start (the run's plan)."""

@@ -39,7 +39,7 @@ from enum import IntEnum
 from typing import Any
 
 from facts import nvsentinel
-from facts.kubernetes import FABRIC_CHECK_LABEL, GPU_RESOURCE, NODE_POOL_LABEL, QUEUE_NAME_LABEL
+from facts.kubernetes import FABRIC_CHECK_LABEL, GPU_RESOURCE, QUEUE_NAME_LABEL
 from facts.kueue import MULTIKUEUE_CHECK, PROVISIONING_CHECK
 
 _UNUSED = re.compile(r"insufficient unused quota for (\S+) in flavor (\S+), (\S+) more needed")
@@ -321,41 +321,53 @@ def _quarantine(node: Mapping[str, Any]) -> str:
     )
 
 
-def _run_pools(workload: Mapping[str, Any] | None) -> set[str] | None:
-    """The pools the run's pods may run on (a pool's selector, or its chain's affinity); None: not
-    said, so any."""
-    pools: set[str] = set()
-    for pod_set in (workload or {}).get("spec", {}).get("podSets") or ():
-        spec = (pod_set.get("template") or {}).get("spec") or {}
-        pool = (spec.get("nodeSelector") or {}).get(NODE_POOL_LABEL)
-        if pool:
-            pools.add(pool)
-        affinity = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
-            "requiredDuringSchedulingIgnoredDuringExecution"
-        ) or {}
-        for term in affinity.get("nodeSelectorTerms") or ():
-            for expression in term.get("matchExpressions") or ():
-                if expression.get("key") == NODE_POOL_LABEL and expression.get("operator") == "In":
-                    pools.update(expression.get("values") or ())
-    return pools or None
+def _selects(spec: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    """Whether a pod spec's node selector and required node affinity (its `In` and `Exists`
+    expressions) admit a node with these labels."""
+    if any(labels.get(key) != value for key, value in (spec.get("nodeSelector") or {}).items()):
+        return False
+    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or {}
+    terms = required.get("nodeSelectorTerms") or ()
+
+    def holds(expression: Mapping[str, Any]) -> bool:
+        value, operator = labels.get(expression.get("key", "")), expression.get("operator")
+        if operator == "In":
+            return value in (expression.get("values") or ())
+        if operator == "Exists":
+            return value is not None
+        return True  # other operators: not read, so not held against the node
+
+    return not terms or any(all(holds(e) for e in t.get("matchExpressions") or ()) for t in terms)
+
+
+def _live(pod: Mapping[str, Any]) -> bool:
+    return (pod.get("status") or {}).get("phase") in ("Pending", "Running") and not pod["metadata"].get(
+        "deletionTimestamp"
+    )
 
 
 def _quarantine_sentences(objects: RunObjects, waiting: bool) -> list[str]:
-    """A pod of the run on a quarantined node; and, while the run waits for nodes, the
-    quarantined nodes of its pools."""
-    held = {n["metadata"]["name"]: n for n in objects.quarantined}
+    """A live pod of the run on a quarantined node; and, while the run waits for nodes, the
+    quarantined nodes its pods could be placed on. A node NVSentinel marks but no longer cordons
+    holds nothing."""
+    held = {n["metadata"]["name"]: n for n in objects.quarantined if (n.get("spec") or {}).get("unschedulable")}
     sentences = [
         f"pod {pod['metadata']['name']} runs on node {node}, {_quarantine(held[node])}: the run restarts without "
-        "it once NVSentinel's drainer evicts the pod (docs/recovery.md)"
+        "it once NVSentinel's drainer evicts the pod (in its Immediate mode: docs/recovery.md)"
         for pod in objects.pods
-        if (node := (pod.get("spec") or {}).get("nodeName")) in held
+        if _live(pod) and (node := (pod.get("spec") or {}).get("nodeName")) in held
     ]
     if waiting:
-        pools = _run_pools(objects.workload)
-        placed = {(p.get("spec") or {}).get("nodeName") for p in objects.pods}
+        specs = [
+            (p.get("template") or {}).get("spec") or {}
+            for p in ((objects.workload or {}).get("spec") or {}).get("podSets") or ()
+        ] or [{}]
+        placed = {(p.get("spec") or {}).get("nodeName") for p in objects.pods if _live(p)}
         for name, node in sorted(held.items()):
-            pool = (node["metadata"].get("labels") or {}).get(NODE_POOL_LABEL)
-            if name not in placed and (pools is None or pool in pools):
+            labels = node["metadata"].get("labels") or {}
+            if name not in placed and any(_selects(spec, labels) for spec in specs):
                 sentences.append(
                     f"node {name} is {_quarantine(node)}: no pod of the run is placed there until NVSentinel "
                     "releases it"
@@ -364,24 +376,27 @@ def _quarantine_sentences(objects: RunObjects, waiting: bool) -> list[str]:
 
 
 def _init_failures(pod: Mapping[str, Any]) -> list[str]:
-    """The pod's init containers that exited with an error (now, or before a restart of theirs)."""
+    """The pod's init containers that exited with an error; native sidecars (restartPolicy Always),
+    which end with the pod, are not among them."""
     found = []
-    node = (pod.get("spec") or {}).get("nodeName") or "its node"
+    spec = pod.get("spec") or {}
+    sidecars = {c.get("name") for c in spec.get("initContainers") or () if c.get("restartPolicy") == "Always"}
+    where = f" on node {spec['nodeName']}" if spec.get("nodeName") else ""
     for status in (pod.get("status") or {}).get("initContainerStatuses") or ():
-        ended = (status.get("state") or {}).get("terminated") or (status.get("lastState") or {}).get("terminated")
-        if not ended or not ended.get("exitCode"):
+        ended = (status.get("state") or {}).get("terminated")
+        if not ended or not ended.get("exitCode") or status.get("name") in sidecars:
             continue
         name, code = status.get("name", "?"), ended["exitCode"]
         detail = f": {ended['message'].strip()}" if ended.get("message") else ""
         if str(name).startswith(nvsentinel.PREFLIGHT_CHECK_PREFIX):
             found.append(
-                f"pod {pod['metadata']['name']}: NVSentinel's preflight check {name} failed on node {node} "
+                f"pod {pod['metadata']['name']}: NVSentinel's preflight check {name} failed{where} "
                 f"(exit code {code}){detail}; NVSentinel cordons the node, and the JobSet restarts the run without "
                 "it (a restart of its budget)"
             )
         else:
             found.append(
-                f"pod {pod['metadata']['name']}: init container {name} failed on node {node} (exit code {code}){detail}"
+                f"pod {pod['metadata']['name']}: init container {name} failed{where} (exit code {code}){detail}"
             )
     return found
 

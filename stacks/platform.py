@@ -53,7 +53,12 @@ from facts.errors import RuleError
 from facts.gcp import REGIONAL_FILESTORE_TIERS, default_bucket
 from facts.kubernetes import DEFAULT_PRIORITY, FABRIC_CHECK_PRIORITY, PRIORITY_VALUES, node_pool_selector
 from facts.kueue import MULTIKUEUE_CHECK
-from facts.nvsentinel import PREFLIGHT_ENABLED, PREFLIGHT_NAMESPACE_LABEL, preflight_namespace_labels
+from facts.nvsentinel import (
+    PREFLIGHT_ENABLED,
+    PREFLIGHT_NAMESPACE_LABEL,
+    preflight_namespace_labels,
+    preflight_pod_needs,
+)
 from facts.podsecurity import PodAllowance, needs_of, pod_specs, union
 from planners import gpudirect
 from planners.monitoring import gpu_alerts, gpu_dashboard, slow_run_alert, step_metrics
@@ -206,12 +211,14 @@ def supervisor_args(cfg: StackConfig, cluster: ClusterExports, namespace: str) -
 
 
 def pool_pod_needs(pools: Iterable[str], platform: PlatformExports, cluster: ClusterExports) -> PodAllowance:
-    """What the runs and fabric checks on these pools need of their namespace's pod security."""
+    """What the runs and fabric checks on these pools need of their namespace's pod security, with
+    what NVSentinel's preflight webhook adds to them."""
     flavors = platform.flavors_by_pool
-    return union(
+    needs = union(
         gpudirect.machine_needs(flavors[pool].machine, cluster.gke, cluster.gpu_networks, platform.supervisor)
         for pool in pools
     )
+    return needs | preflight_pod_needs(platform.preflight_checks)
 
 
 def platform_pod_needs(

@@ -41,7 +41,7 @@ from facts.versions import Image
 from planners import layout, nemo, workload
 from planners.chains import chain_advice, check_chain
 from planners.fabric import NcclTestSpec, check_nccl_test
-from planners.gpudirect import PodNetworking, gpudirect_stack, pod_networking
+from planners.gpudirect import PodNetworking, gpudirect_stack, node_checks, pod_networking
 from planners.multikueue import Worker
 from planners.ownership import ObjectRef
 from planners.runs import (
@@ -471,6 +471,14 @@ class TrainingLayer(pulumi.ComponentResource):
             place = place_of(test_config.team, platform)
             machine = flavors[test.pool].machine
             gib = check_gib(machine, gated.get(test.name, set()), test.name, self)
+            networking = pod_networking(
+                gpudirect_stack(machine, cluster.facts.gke), cluster.facts.gpu_networks, machine.gpus, gib=gib
+            )
+            at_start, left_out = (
+                node_checks(platform.preflight_checks, networking) if platform.preflight_checks else (None, None)
+            )
+            if left_out:
+                pulumi.log.warn(f"fabric check {test.name} on {machine.name}: {left_out}", resource=self)
             self.checks.append(
                 FabricCheck(
                     f"{name}-{test.name}",
@@ -486,18 +494,13 @@ class TrainingLayer(pulumi.ComponentResource):
                             else platform.default_priority_class
                         ),
                         service_account=platform.service_account,
-                        networking=pod_networking(
-                            gpudirect_stack(machine, cluster.facts.gke),
-                            cluster.facts.gpu_networks,
-                            machine.gpus,
-                            gib=gib,
-                        ),
+                        networking=networking,
                         shared_claim=platform.shared_claim,
                         shared_mount=platform.shared_mount,
                         results_dir=f"{place.experiments_dir}/{test.name}/nccl",
                         awaited=test.name in required,
                         after=after,
-                        node_checks=platform.preflight_checks,
+                        node_checks=at_start,
                     ),
                     opts=child,
                 )

@@ -53,25 +53,47 @@ def test_the_training_namespaces_are_opted_in_and_every_gpu_pod_names_its_checks
     teams = [t["namespace"] if "namespace" in t else t["name"] for t in load_stack_values("teams")["nemo-gke:teams"]]
     for namespace in ["nemo", *teams]:
         assert labels[namespace][nvsentinel.PREFLIGHT_NAMESPACE_LABEL] == nvsentinel.PREFLIGHT_ENABLED, namespace
+        # The webhook mounts the node's platform-connector socket from the host into each check.
+        assert labels[namespace]["pod-security.kubernetes.io/enforce"] == "privileged", namespace
     # The controllers' namespaces run no training pod.
     assert nvsentinel.PREFLIGHT_NAMESPACE_LABEL not in labels["kueue-system"]
     annotations = pod_annotations(run)
     assert annotations
+    # A3 Ultra's pods mount gIB as `gib`, which the webhook does not copy into the checks, and set
+    # NCCL_NET=gIB, which it does: NCCL's loopback there would not find its plugin.
     for name, found in annotations.items():
-        assert found[nvsentinel.PREFLIGHT_CHECKS_ANNOTATION] == "preflight-dcgm-diag,preflight-nccl-loopback", name
+        assert found[nvsentinel.PREFLIGHT_CHECKS_ANNOTATION] == nvsentinel.PREFLIGHT_DCGM_DIAG, name
     plans = run.exports["training"]["runs"]
-    assert plans and all(
-        p["plan"]["nodeChecksAtStart"] == ["preflight-dcgm-diag", "preflight-nccl-loopback"] for p in plans.values()
-    )
+    assert plans and all(p["plan"]["nodeChecksAtStart"] == [nvsentinel.PREFLIGHT_DCGM_DIAG] for p in plans.values())
+    left_out = [w.message for w in run.warnings if "preflight-nccl-loopback left out" in w.message]
+    assert left_out and all("GPUDirect mounts gib are not" in w for w in left_out), left_out
+
+
+def test_the_loopback_check_runs_where_the_webhook_copies_the_pod_s_nccl_wiring() -> None:
+    """An existing cluster's pods use the pod network (no GPUDirect mount); dev's A3 High pods
+    reach GPUDirect-TCPX's receive daemon through a `tcpx-socket` mount the webhook leaves behind."""
+    run = run_stack("existing", values=stack_with("existing", nvsentinel=ON))
+    (found,) = pod_annotations(run).values()
+    assert found[nvsentinel.PREFLIGHT_CHECKS_ANNOTATION] == "preflight-dcgm-diag,preflight-nccl-loopback"
+    assert not [w for w in run.warnings if "left out" in w.message]
+    dev = run_stack("dev", values=stack_with("dev", nvsentinel=ON))
+    assert [a[nvsentinel.PREFLIGHT_CHECKS_ANNOTATION] for a in pod_annotations(dev).values()] == ["preflight-dcgm-diag"]
+    assert [w for w in dev.warnings if "GPUDirect mounts tcpx-socket are not" in w.message]
+
+
+def test_a_pod_none_of_whose_checks_suits_it_says_so_rather_than_get_the_chart_s_defaults() -> None:
+    """Without the annotation the webhook would inject every check its chart enables."""
+    only = {"preflight": {"enabled": True, "checks": [nvsentinel.PREFLIGHT_NCCL_LOOPBACK]}}
+    run = run_stack("a3ultra", values=stack_with("a3ultra", nvsentinel=only))
+    assert {a[nvsentinel.PREFLIGHT_CHECKS_ANNOTATION] for a in pod_annotations(run).values()} == {""}
 
 
 def test_a_fabric_check_s_pods_name_the_same_checks() -> None:
-    run = run_stack("a3ultra", values=with_fabric_check("a3ultra", nvsentinel={"preflight": {
-        "enabled": True, "checks": [nvsentinel.PREFLIGHT_DCGM_DIAG]
-    }}))  # fmt: skip
+    run = run_stack("a3ultra", values=with_fabric_check("a3ultra", nvsentinel=ON))
     annotations = pod_annotations(run)
     assert len(annotations) == 2, annotations
     assert {a[nvsentinel.PREFLIGHT_CHECKS_ANNOTATION] for a in annotations.values()} == {"preflight-dcgm-diag"}
+    assert [w for w in run.warnings if w.message.startswith("fabric check fabric on a3-ultragpu-8g: preflight-nccl")]
 
 
 def test_without_preflight_nothing_is_labelled_or_annotated(render: Render) -> None:
@@ -81,8 +103,8 @@ def test_without_preflight_nothing_is_labelled_or_annotated(render: Render) -> N
 
 
 def test_the_go_no_go_counts_the_checks_in_every_start(render: Render) -> None:
-    (line,) = run_stack("dev", values=stack_with("dev", nvsentinel=ON)).exports["summary"]["runs"]
-    (before,) = render("dev").exports["summary"]["runs"]
+    (line,) = run_stack("existing", values=stack_with("existing", nvsentinel=ON)).exports["summary"]["runs"]
+    (before,) = render("existing").exports["summary"]["runs"]
     assert line["firstStepS"] == pytest.approx(before["firstStepS"] + nvsentinel.PREFLIGHT_DCGM_DIAG_SECONDS)
     (term,) = [t for t in line["firstStepTerms"] if t.startswith("preflight:")]
     assert "120 s" in term and "on every start" in term and "preflight-nccl-loopback: no public figure" in term
@@ -120,6 +142,13 @@ def test_a_manager_s_workers_must_name_the_same_checks() -> None:
     }
     error = rejected(stack_with("manager"), "manager", upstream=outputs)
     assert "names preflightChecks" in issue_for(error, "multiKueue.workers[1]")
+
+
+def test_an_existing_cluster_s_namespace_admits_what_the_webhook_adds() -> None:
+    """existing's pods need only the Baseline policy, which forbids host paths."""
+    before = namespace_labels(run_stack("existing"))["nemo"]["pod-security.kubernetes.io/enforce"]
+    after = namespace_labels(run_stack("existing", values=stack_with("existing", nvsentinel=ON)))["nemo"]
+    assert (before, after["pod-security.kubernetes.io/enforce"]) == ("baseline", "privileged")
 
 
 def test_an_existing_namespace_is_left_to_its_owner_with_a_warning() -> None:

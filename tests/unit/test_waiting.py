@@ -421,7 +421,12 @@ def _quarantined(name: str, pool: str, check: str = "GpuXidError", message: str 
 
 
 def _on(pod: dict[str, Any], node: str, name: str) -> dict[str, Any]:
-    return {**pod, "metadata": {"name": name}, "spec": {"nodeName": node}}
+    return {
+        **pod,
+        "metadata": {"name": name},
+        "spec": {"nodeName": node},
+        "status": {**pod["status"], "phase": "Running"},
+    }
 
 
 def _pooled(workload: dict[str, Any], pool: str) -> dict[str, Any]:
@@ -443,7 +448,8 @@ def test_a_running_run_on_a_quarantined_node_says_so_and_what_moves_it() -> None
     assert verdict.sentences == (
         "running: admitted in ClusterQueue q, 2 pods ready",
         "pod x-workers-0-0 runs on node gpu-1, quarantined by NVSentinel since 2026-11-27T07:40:00Z (GpuXidError: "
-        f"{XID}): the run restarts without it once NVSentinel's drainer evicts the pod (docs/recovery.md)",
+        f"{XID}): the run restarts without it once NVSentinel's drainer evicts the pod (in its Immediate mode: "
+        "docs/recovery.md)",
     )
 
 
@@ -468,6 +474,24 @@ def test_a_waiting_run_names_the_quarantined_nodes_of_its_pool_only() -> None:
     # Without a pool in the pods' spec, every quarantined node may be the one it waits for.
     unpooled = dataclasses.replace(objects, workload=_workload("nemo", "jobset-x", nodes=4))
     assert len([s for s in diagnose(unpooled).sentences if "quarantined" in s]) == 2
+    # A node NVSentinel has uncordoned holds nothing, whatever labels remain.
+    uncordoned = {**_quarantined("gpu-1", "a3-ultra"), "spec": {}}
+    assert not [s for s in diagnose(dataclasses.replace(objects, quarantined=(uncordoned,))).sentences if "gpu-1" in s]
+
+
+def test_an_existing_cluster_s_run_is_matched_to_nodes_by_its_own_selector() -> None:
+    """existing-oke's pods select nodes by instance type, not by a GKE pool: a quarantined CPU node
+    is not the run's."""
+    message = "couldn't assign flavors to pod set workers: topology \"t\" doesn't allow to fit any of 1 pod(s)"
+    workload = _workload("nemo", "jobset-x", _condition("QuotaReserved", "False", "Pending", message), nodes=2)
+    selector = {"node.kubernetes.io/instance-type": "BM.GPU.H100.8"}
+    workload["spec"]["podSets"][0]["template"] = {"spec": {"nodeSelector": selector}}
+    gpu = _quarantined("gpu-1", "none")
+    gpu["metadata"]["labels"].update(selector)
+    cpu = _quarantined("cpu-1", "none")
+    cpu["metadata"]["labels"]["node.kubernetes.io/instance-type"] = "VM.Standard.E5"
+    sentences = diagnose(dataclasses.replace(_objects(workload, namespace="nemo"), quarantined=(gpu, cpu))).sentences
+    assert [s.split(" is ")[0] for s in sentences if "quarantined" in s] == ["node gpu-1"]
 
 
 def _failed_init(name: str, node: str, container: str, code: int, message: str = "") -> dict[str, Any]:
@@ -475,12 +499,16 @@ def _failed_init(name: str, node: str, container: str, code: int, message: str =
     terminated = {"exitCode": code, "reason": "Error", **({"message": message} if message else {})}
     return {
         "metadata": {"name": name},
-        "spec": {"nodeName": node},
+        "spec": {
+            **({"nodeName": node} if node else {}),
+            "initContainers": [{"name": "tcpxo-daemon", "restartPolicy": "Always"}, {"name": container}],
+        },
         "status": {
             "phase": "Failed",
             "conditions": [_condition("PodScheduled", "True"), _condition("Ready", "False", "PodFailed")],
+            # The native sidecar is stopped with the pod: SIGTERM's code, not a failure of its own.
             "initContainerStatuses": [
-                {"name": "tcpxo-daemon", "state": {"running": {}}, "restartCount": 0},
+                {"name": "tcpxo-daemon", "state": {"terminated": {"exitCode": 143, "reason": "Error"}}},
                 {"name": container, "state": {"terminated": terminated}, "restartCount": 0},
             ],
             "containerStatuses": [{"name": "nemo", "state": {"waiting": {"reason": "PodInitializing"}}}],
@@ -502,9 +530,14 @@ def test_a_failed_preflight_check_is_named_with_its_node_and_what_follows() -> N
         "Diagnostic test failed: GPU 3 memory; NVSentinel cordons the node, and the JobSet restarts the run without "
         "it (a restart of its budget)",
     )
-    other = _failed_init("x-workers-0-0", "gpu-1", "fetch-data", 3)
+    # The failed pod is not said to run on its node once NVSentinel quarantined it.
+    held = dataclasses.replace(
+        _objects(workload, namespace="nemo", pods=pods), quarantined=(_quarantined("gpu-1", "a3-ultra"),)
+    )
+    assert not [s for s in diagnose(held).sentences if "runs on node" in s]
+    other = _failed_init("x-workers-0-0", "", "fetch-data", 3)
     (sentence,) = diagnose(_objects(workload, namespace="nemo", pods=(pods[0], other))).sentences
-    assert sentence == "pod x-workers-0-0: init container fetch-data failed on node gpu-1 (exit code 3)"
+    assert sentence == "pod x-workers-0-0: init container fetch-data failed (exit code 3)"
 
 
 def test_the_command_reads_the_nodes_nvsentinel_holds_and_does_without_them_where_refused() -> None:
