@@ -91,8 +91,18 @@ def check_chain(
 def chain_advice(run: RunSpec, pools: Mapping[str, GpuPoolExport]) -> tuple[str, ...]:
     """A booked pool before the end of a chain: Kueue admits on quota, and the pool has its quota
     before its booking starts, so a run admitted there meanwhile waits for nodes that cannot exist
-    yet instead of trying the pools after it."""
-    return tuple(
+    yet instead of trying the pools after it. A Spot pool before the end of a chain not placed by
+    topology: Kueue sees a reclaim's lost nodes only in a topology placement (it then evicts the
+    run, which is admitted on the next pool: tests/integration/test_lane_chains.py), so such a run
+    waits on the Spot pool instead."""
+    reclaimed = tuple(
+        f"run {run.name}: when GKE reclaims pool {name}'s Spot VMs the run does not move to "
+        f"{', '.join(run.chain[i + 1 :])}: Kueue sees a run's lost nodes only where its pools are placed by "
+        f"topology, and {name} {pools[name].topology_problem}; the run waits on {name} for new VMs"
+        for i, name in enumerate(run.chain[:-1])
+        if name in pools and pools[name].capacity_type is CapacityType.SPOT and pools[name].topology_problem is not None
+    )
+    return reclaimed + tuple(
         f"run {run.name}: pool {name} is booked from {pools[name].booked_from}: until then Kueue still admits the "
         f"run there on the pool's quota, and its pods wait for the booking instead of trying "
         f"{', '.join(run.chain[i + 1 :])}; list {name} after them in gpuPools to use them meanwhile"

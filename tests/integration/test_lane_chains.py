@@ -5,6 +5,7 @@ and Kueue pins its pods there; once the first pool is free, the chain's next run
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -123,3 +124,71 @@ def test_a_team_s_chained_run_lands_on_its_next_pool_when_the_first_is_taken() -
 
 def _name(jobset: dict[str, Any]) -> str:
     return str(jobset["metadata"]["name"])
+
+
+# Both pools placed by topology (compact placement gives A3 nodes GKE's topology labels), Spot first:
+# Kueue knows which nodes a topology-placed run holds, and evicts it when they fail.
+SPOT_FIRST = [
+    {"name": "spot", "machineType": "a3-highgpu-8g", "nodeCount": 2, "capacity": {"type": "spot"},
+     "placement": "compact"},
+    {"name": "on-demand", "machineType": "a3-highgpu-8g", "nodeCount": 2, "placement": "compact"},
+]  # fmt: skip
+SPOT_RUNS = [
+    {"name": "spot-chained", "model": "gpt-5b", "nodes": 2, "steps": 50, "fallbackPools": ["on-demand"],
+     "checkpoint": {"enabled": True, "intervalSteps": 25}},
+]  # fmt: skip
+# From the deletion of the Spot nodes until the run's pods are bound on the next pool.
+PREEMPTED_RECOVERY_SECONDS = 30
+
+
+def test_a_run_whose_spot_nodes_are_reclaimed_moves_to_the_next_pool_of_its_chain() -> None:
+    """GKE reclaims a Spot pool's VMs and their nodes go: Kueue's topology-aware scheduling sees
+    that the nodes of the run's placement failed and no spare of the pool remains, evicts the run
+    (NodeFailures) and requeues it, and the requeued run is admitted on the chain's next flavor:
+    bound there within seconds, with no JobSet restart (the eviction suspends and resumes the
+    JobSet; its restart budget is untouched). A run on the Spot pool alone waits for it."""
+    values = stack_with("dev", gpuPools=SPOT_FIRST, training={"runs": SPOT_RUNS})
+    run = run_stack("dev", values=values)
+    objects = stack_objects(run)
+    (jobset,) = [m for m in objects if m["kind"] == "JobSet"]
+    name = _name(jobset)
+    with running(run, pods_complete=False) as (lane, started):
+        chain = ChainLane(run, lane, started.api, {name: jobset})
+        apply_objects(lane, started.api, [m for m in objects if m["kind"] != "JobSet"])
+        chain.submit(jobset)
+        wait_for("the chained run", lambda: placed(started.api, NAMESPACE, name, 2), timeout=180)
+        assert chain.pools_of(name) == {"spot"}
+        _, pods = jobset_run(started.api, NAMESPACE, name)
+        spot_nodes = sorted(p["spec"]["nodeName"] for p in pods)
+        reclaimed = time.monotonic()
+        for node in spot_nodes:
+            code, answer = started.api.request("DELETE", f"/api/v1/nodes/{node}")
+            assert code == 200, answer
+
+        def moved() -> bool:
+            _, now = jobset_run(started.api, NAMESPACE, name)
+            bound = [p["spec"].get("nodeName") for p in now if p["spec"].get("nodeName") not in spot_nodes]
+            return len(bound) == 2 and all(bound)
+
+        wait_for("the run on the next pool", moved, timeout=PREEMPTED_RECOVERY_SECONDS + 60)
+        took = time.monotonic() - reclaimed
+        workload, _ = jobset_run(started.api, NAMESPACE, name)
+        assert workload is not None
+        requeued = next(c for c in workload["status"]["conditions"] if c["type"] == "Requeued")
+        _, status = started.api.request("GET", f"{api_path(jobset)}/{name}")
+        restarts = (status.get("status") or {}).get("restarts", 0)
+        print(
+            f"lane: chains: Spot nodes {spot_nodes} reclaimed: the run admitted on on-demand and bound in "
+            f"{took:.1f} s (Requeued: {requeued['reason']}), JobSet restarts {restarts}"
+        )
+        assert requeued["reason"] == "NodeFailures", requeued
+        assert restarts == 0
+        assert took < PREEMPTED_RECOVERY_SECONDS, took
+        # The single-pool behaviour: the same run on the Spot pool alone waits for nodes that are gone.
+        single = resized(jobset, "spot-only", 2)
+        template = single["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+        template.pop("affinity", None)
+        template.setdefault("nodeSelector", {})[NODE_POOL_LABEL] = "spot"
+        chain.submit(single)
+        time.sleep(10)
+        assert not chain.admitted("spot-only")

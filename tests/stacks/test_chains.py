@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from facts.kubernetes import NODE_POOL_LABEL
-from harness.runner import stack_with
+from harness.runner import run_stack, stack_with
 from tests.conftest import issue_for, rejected
 from tools.summary import markdown
 
@@ -145,3 +145,22 @@ def test_a_team_s_run_cannot_chain_a_pool_outside_its_share() -> None:
     runs = [{"name": "abl", "team": "alignment", "model": "llama3-8b", "nodes": 2, "fallbackPools": ["spot"]}]
     message = issue_for(rejected(teams_with_spot(runs), "teams"), "training.runs[0].fallbackPools[0]")
     assert "is not a pool of team alignment's quota (a3-ultra)" in message
+
+
+def test_a_spot_pool_before_the_end_of_a_chain_not_placed_by_topology_is_warned_about() -> None:
+    """Kueue sees a Spot reclaim's lost nodes only in a topology placement, where it evicts the run
+    and admits it on the next pool (the lane's Spot scenario); elsewhere the run waits on Spot."""
+    pools = [
+        {"name": "spot", "machineType": "a3-highgpu-8g", "nodeCount": 2, "capacity": {"type": "spot"},
+         "placement": "none"},
+        {"name": "on-demand", "machineType": "a3-highgpu-8g", "nodeCount": 2, "placement": "none"},
+    ]  # fmt: skip
+    runs = [
+        {"name": "demo", "model": "gpt-5b", "nodes": 2, "steps": 50, "pool": "spot", "fallbackPools": ["on-demand"]}
+    ]
+    run = run_stack("dev", values=stack_with("dev", gpuPools=pools, training={"runs": runs}))
+    (warning,) = [w.message for w in run.warnings if "reclaims pool spot" in w.message]
+    assert "does not move to on-demand" in warning and "has no topology labels" in warning
+    compact = [{**p, "placement": "compact"} for p in pools]
+    placed = run_stack("dev", values=stack_with("dev", gpuPools=compact, training={"runs": runs}))
+    assert not [w for w in placed.warnings if "reclaims pool" in w.message]
