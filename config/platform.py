@@ -274,8 +274,14 @@ class PreflightConfig(Model):
                 raise RuleError(f"checks[{i}]", check, f"is not one of {', '.join(nvsentinel.PREFLIGHT_CHECKS)}")
             if self.checks.index(check) != i:
                 raise RuleError(f"checks[{i}]", check, f"is also checks[{self.checks.index(check)}]")
-        if self.enabled and not self.checks:
-            raise RuleError("checks", [], "names at least one check; to run none, set enabled to false")
+        if self.enabled and nvsentinel.PREFLIGHT_DCGM_DIAG not in self.checks:
+            why = (
+                f"must include {nvsentinel.PREFLIGHT_DCGM_DIAG}: pods of GKE's GPUDirect machines leave "
+                f"{nvsentinel.PREFLIGHT_NCCL_LOOPBACK} out, and a pod left with no check would get every check "
+                "NVSentinel's chart enables on releases that read an empty list as none given; to run none, set "
+                "enabled to false"
+            )
+            raise RuleError("checks", list(self.checks), why)
         return self
 
 

@@ -91,9 +91,9 @@ def preflight_namespace_labels(checks: tuple[str, ...]) -> dict[str, str]:
 
 
 def preflight_annotations(checks: tuple[str, ...] | None) -> dict[str, str]:
-    """A GPU pod's annotations naming its checks. None: the platform asks for no preflight (and
-    its namespaces carry no label); empty: none of the checks suits the pod, which the empty
-    value says (without it the webhook would inject every check its chart enables)."""
+    """A GPU pod's annotations naming its checks (never none: releases differ on what an empty
+    list means, config.platform.PreflightConfig). None: the platform asks for no preflight, and
+    its namespaces carry no label."""
     return {} if checks is None else {PREFLIGHT_CHECKS_ANNOTATION: ",".join(checks)}
 
 

@@ -98,7 +98,8 @@ def chain_advice(run: RunSpec, pools: Mapping[str, GpuPoolExport]) -> tuple[str,
     reclaimed = tuple(
         f"run {run.name}: when GKE reclaims pool {name}'s Spot VMs the run does not move to "
         f"{', '.join(run.chain[i + 1 :])}: Kueue sees a run's lost nodes only where its pools are placed by "
-        f"topology, and {name} {pools[name].topology_problem}; the run waits on {name} for new VMs"
+        f"topology, and {name} {pools[name].topology_problem}; the run waits on {name} for new VMs, evicted "
+        "and admitted there again by Kueue's waitForPodsReady until its requeueLimit deactivates it"
         for i, name in enumerate(run.chain[:-1])
         if name in pools and pools[name].capacity_type is CapacityType.SPOT and pools[name].topology_problem is not None
     )

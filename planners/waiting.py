@@ -321,25 +321,46 @@ def _quarantine(node: Mapping[str, Any]) -> str:
     )
 
 
-def _selects(spec: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
-    """Whether a pod spec's node selector and required node affinity (its `In` and `Exists`
-    expressions) admit a node with these labels."""
+def _selects(spec: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
+    """Whether a pod spec's node selector and required node affinity admit the node, as the
+    scheduler reads them (k8s.io/component-helpers/scheduling/corev1/nodeaffinity: the terms are
+    ORed, a term's requirements ANDed, an empty term matches nothing)."""
+    labels = node["metadata"].get("labels") or {}
     if any(labels.get(key) != value for key, value in (spec.get("nodeSelector") or {}).items()):
         return False
     required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
         "requiredDuringSchedulingIgnoredDuringExecution"
     ) or {}
-    terms = required.get("nodeSelectorTerms") or ()
+    terms = required.get("nodeSelectorTerms")
+    if not terms:
+        return True
 
-    def holds(expression: Mapping[str, Any]) -> bool:
-        value, operator = labels.get(expression.get("key", "")), expression.get("operator")
-        if operator == "In":
-            return value in (expression.get("values") or ())
-        if operator == "Exists":
-            return value is not None
-        return True  # other operators: not read, so not held against the node
+    def holds(requirement: Mapping[str, Any], values: Mapping[str, str]) -> bool:
+        value, wanted = values.get(requirement.get("key", "")), list(requirement.get("values") or ())
+        match requirement.get("operator"):
+            case "In":
+                return value in wanted
+            case "NotIn":
+                return value not in wanted
+            case "Exists":
+                return value is not None
+            case "DoesNotExist":
+                return value is None
+            case "Gt" | "Lt" as operator:
+                try:
+                    number, bound = int(value or ""), int(wanted[0])
+                except (ValueError, IndexError):
+                    return False
+                return number > bound if operator == "Gt" else number < bound
+        return False
 
-    return not terms or any(all(holds(e) for e in t.get("matchExpressions") or ()) for t in terms)
+    fields = {"metadata.name": node["metadata"]["name"]}
+    return any(
+        (term.get("matchExpressions") or term.get("matchFields"))
+        and all(holds(r, labels) for r in term.get("matchExpressions") or ())
+        and all(holds(r, fields) for r in term.get("matchFields") or ())
+        for term in terms
+    )
 
 
 def _live(pod: Mapping[str, Any]) -> bool:
@@ -366,8 +387,7 @@ def _quarantine_sentences(objects: RunObjects, waiting: bool) -> list[str]:
         ] or [{}]
         placed = {(p.get("spec") or {}).get("nodeName") for p in objects.pods if _live(p)}
         for name, node in sorted(held.items()):
-            labels = node["metadata"].get("labels") or {}
-            if name not in placed and any(_selects(spec, labels) for spec in specs):
+            if name not in placed and any(_selects(spec, node) for spec in specs):
                 sentences.append(
                     f"node {name} is {_quarantine(node)}: no pod of the run is placed there until NVSentinel "
                     "releases it"
@@ -376,15 +396,22 @@ def _quarantine_sentences(objects: RunObjects, waiting: bool) -> list[str]:
 
 
 def _init_failures(pod: Mapping[str, Any]) -> list[str]:
-    """The pod's init containers that exited with an error; native sidecars (restartPolicy Always),
-    which end with the pod, are not among them."""
+    """The pod's init containers that exited with an error. A native sidecar (restartPolicy
+    Always) counts while the pod lives, by its last exit before a restart; one stopped with its
+    ended pod does not."""
     found = []
     spec = pod.get("spec") or {}
     sidecars = {c.get("name") for c in spec.get("initContainers") or () if c.get("restartPolicy") == "Always"}
+    ended_pod = (pod.get("status") or {}).get("phase") in ("Failed", "Succeeded")
     where = f" on node {spec['nodeName']}" if spec.get("nodeName") else ""
     for status in (pod.get("status") or {}).get("initContainerStatuses") or ():
-        ended = (status.get("state") or {}).get("terminated")
-        if not ended or not ended.get("exitCode") or status.get("name") in sidecars:
+        if status.get("name") in sidecars:
+            if ended_pod:
+                continue
+            ended = (status.get("lastState") or {}).get("terminated")
+        else:
+            ended = (status.get("state") or {}).get("terminated")
+        if not ended or not ended.get("exitCode"):
             continue
         name, code = status.get("name", "?"), ended["exitCode"]
         detail = f": {ended['message'].strip()}" if ended.get("message") else ""

@@ -81,13 +81,6 @@ def test_the_loopback_check_runs_where_the_webhook_copies_the_pod_s_nccl_wiring(
     assert [w for w in dev.warnings if "GPUDirect mounts tcpx-socket are not" in w.message]
 
 
-def test_a_pod_none_of_whose_checks_suits_it_says_so_rather_than_get_the_chart_s_defaults() -> None:
-    """Without the annotation the webhook would inject every check its chart enables."""
-    only = {"preflight": {"enabled": True, "checks": [nvsentinel.PREFLIGHT_NCCL_LOOPBACK]}}
-    run = run_stack("a3ultra", values=stack_with("a3ultra", nvsentinel=only))
-    assert {a[nvsentinel.PREFLIGHT_CHECKS_ANNOTATION] for a in pod_annotations(run).values()} == {""}
-
-
 def test_a_fabric_check_s_pods_name_the_same_checks() -> None:
     run = run_stack("a3ultra", values=with_fabric_check("a3ultra", nvsentinel=ON))
     annotations = pod_annotations(run)
@@ -117,7 +110,9 @@ def test_the_go_no_go_counts_the_checks_in_every_start(render: Render) -> None:
         (["preflight-nccl-allreduce"], "nvsentinel.preflight.checks[0]", "fabricCheck tests the network"),
         (["preflight-gpu-burn"], "nvsentinel.preflight.checks[0]", "is not one of preflight-dcgm-diag"),
         (["preflight-dcgm-diag", "preflight-dcgm-diag"], "nvsentinel.preflight.checks[1]", "is also checks[0]"),
-        ([], "nvsentinel.preflight.checks", "names at least one check"),
+        ([], "nvsentinel.preflight.checks", "must include preflight-dcgm-diag"),
+        # Left out of GPUDirect pods, it would leave them with no check.
+        (["preflight-nccl-loopback"], "nvsentinel.preflight.checks", "must include preflight-dcgm-diag"),
     ],
 )
 def test_checks_the_webhook_would_refuse_or_cannot_run_are_refused_by_key(

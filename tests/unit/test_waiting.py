@@ -21,6 +21,7 @@ import yaml
 from facts import nvsentinel
 from facts.kubernetes import JOBSET_API, KUEUE_API
 from facts.kueue import MULTIKUEUE_CHECK, PROVISIONING_CHECK
+from planners import waiting as waiting_planner
 from planners.waiting import Exit, RunObjects, diagnose
 from tools import waiting
 
@@ -555,3 +556,44 @@ def test_the_command_reads_the_nodes_nvsentinel_holds_and_does_without_them_wher
     assert waiting.read_run(get, "x", "nemo", NOW).quarantined == [node]
     assert "/api/v1/nodes?labelSelector=k8saas.nvidia.com%2Fcordon-by%3DNVSentinel" in asked
     assert waiting.read_run(lambda p: get(p, refused=True), "x", "nemo", NOW).quarantined == []
+
+
+@pytest.mark.parametrize(
+    ("requirement", "selected"),
+    [
+        ({"key": "pool", "operator": "In", "values": ["a"]}, True),
+        ({"key": "pool", "operator": "NotIn", "values": ["a"]}, False),
+        ({"key": "pool", "operator": "Exists"}, True),
+        ({"key": "pool", "operator": "DoesNotExist"}, False),
+        ({"key": "gpus", "operator": "Gt", "values": ["4"]}, True),
+        ({"key": "gpus", "operator": "Lt", "values": ["4"]}, False),
+        ({"key": "absent", "operator": "Gt", "values": ["4"]}, False),
+    ],
+)
+def test_nodes_are_matched_to_a_run_as_the_scheduler_reads_its_affinity(
+    requirement: dict[str, Any], selected: bool
+) -> None:
+    node = {"metadata": {"name": "n1", "labels": {"pool": "a", "gpus": "8"}}}
+    spec = {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [requirement]}]
+    }}}}  # fmt: skip
+    assert waiting_planner._selects(spec, node) is selected
+    # An empty term matches no node; matchFields reads the node's name.
+    terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    terms[:] = [{}]
+    assert not waiting_planner._selects(spec, node)
+    terms[:] = [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]
+    assert waiting_planner._selects(spec, node)
+
+
+def test_a_crash_looping_sidecar_of_a_live_pod_is_named() -> None:
+    """The GPUDirect receive daemon restarting (its last exit 1) holds the pod in its init phase."""
+    pod = _failed_init("x-workers-0-0", "gpu-1", nvsentinel.PREFLIGHT_DCGM_DIAG, 0)
+    pod["status"]["phase"] = "Pending"
+    pod["status"]["initContainerStatuses"] = [{
+        "name": "tcpxo-daemon", "restartCount": 3, "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+        "lastState": {"terminated": {"exitCode": 1, "reason": "Error"}},
+    }]  # fmt: skip
+    workload = _workload("nemo", "jobset-x", _condition("Admitted", "True"), nodes=1)
+    (sentence,) = diagnose(_objects(workload, namespace="nemo", pods=(pod,))).sentences
+    assert sentence == "pod x-workers-0-0: init container tcpxo-daemon failed on node gpu-1 (exit code 1)"
