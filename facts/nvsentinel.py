@@ -80,8 +80,9 @@ PREFLIGHT_DCGM_DIAG = "preflight-dcgm-diag"
 PREFLIGHT_DCGM_DIAG_SECONDS = 120
 PREFLIGHT_NCCL_LOOPBACK = "preflight-nccl-loopback"
 PREFLIGHT_CHECKS = (PREFLIGHT_DCGM_DIAG, PREFLIGHT_NCCL_LOOPBACK)
-# The gang-wide all-reduce finds its peers through Kubernetes' Workload API (alpha in 1.35) or a
-# scheduler's PodGroup (preflight.md, "Gang discovery"); NVSentinel documents none for Kueue.
+# The gang-wide all-reduce finds its peers through Kubernetes' PodGroup API (1.36; the Workload
+# API in earlier releases: preflight/pkg/gang/factory.go, preflight.md "Gang discovery") or a
+# scheduler's PodGroup; NVSentinel documents none for Kueue.
 PREFLIGHT_NCCL_ALLREDUCE = "preflight-nccl-allreduce"
 
 

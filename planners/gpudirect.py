@@ -360,12 +360,15 @@ def plugin_installers(machines: Iterable[MachineType]) -> dict[str, tuple[GpuDir
     return {key: (stack, sorted(accelerators)) for key, (stack, accelerators) in found.items()}
 
 
-def node_checks(checks: tuple[str, ...], networking: PodNetworking) -> tuple[tuple[str, ...], str | None]:
-    """The preflight checks (facts.nvsentinel) a pod with this networking can pass, and why one was
-    left out. NVSentinel's webhook gives each check the training container's NCCL environment but
-    only the mounts its volumeMountPatterns name: where the pod's GPUDirect mounts are not all among
-    them, NCCL in the loopback check is pointed at a network plugin it cannot load (NCCL_NET=gIB
-    without the gib mount: "network gIB not found"), and the check fails on healthy nodes."""
+def node_checks(checks: tuple[str, ...], networking: PodNetworking) -> tuple[tuple[str, ...] | None, str | None]:
+    """The platform's preflight checks (facts.nvsentinel; none: no preflight, so None) a pod with
+    this networking can pass, and why one was left out. NVSentinel's webhook gives each check the
+    training container's NCCL environment but only the mounts its volumeMountPatterns name: where
+    the pod's GPUDirect mounts are not all among them, NCCL in the loopback check is pointed at a
+    network plugin it cannot load (NCCL_NET=gIB without the gib mount: "network gIB not found"),
+    and the check fails on healthy nodes."""
+    if not checks:
+        return None, None
     # GKE's device plugin gives every container that requests GPUs the driver at /usr/local/nvidia
     # (https://cloud.google.com/kubernetes-engine/docs/how-to/gpus), the checks as well.
     missing = [

@@ -280,7 +280,7 @@ def plan_run(
     check_env(run, env)
     runtime = runtime_of(run.recipe)
     step, saving = published_step(run, machine.name), checkpoint_cost(run)
-    checks, left_out = node_checks(preflight_checks, networking) if preflight_checks else (None, None)
+    checks, left_out = node_checks(preflight_checks, networking)
     return RunPlan(
         run=run,
         machine=machine,

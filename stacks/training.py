@@ -474,9 +474,7 @@ class TrainingLayer(pulumi.ComponentResource):
             networking = pod_networking(
                 gpudirect_stack(machine, cluster.facts.gke), cluster.facts.gpu_networks, machine.gpus, gib=gib
             )
-            at_start, left_out = (
-                node_checks(platform.preflight_checks, networking) if platform.preflight_checks else (None, None)
-            )
+            at_start, left_out = node_checks(platform.preflight_checks, networking)
             if left_out:
                 pulumi.log.warn(f"fabric check {test.name} on {machine.name}: {left_out}", resource=self)
             self.checks.append(
