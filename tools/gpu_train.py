@@ -165,7 +165,7 @@ def compare_memory(predicted: Memory, measured: dict[str, float]) -> dict[str, A
         "held_error": predicted.held / GB / measured["allocated_after_step_gb"] - 1,
     }
     return {
-        "predicted_gb": predicted.total / GB,
+        "predicted_gb": predicted.peak / GB,
         "predicted_forward_backward_gb": predicted.forward_backward / GB,
         "predicted_held_gb": predicted.held / GB,
         "predicted_states_gb": predicted.states / GB,
@@ -259,7 +259,7 @@ def train(args: argparse.Namespace, gpu: str, machine: MachineType) -> int:
             f"({compared['forward_backward_error']:+.1%}), after a step {compared['predicted_held_gb']:.1f} GB "
             f"against {compared['allocated_after_step_gb']:.1f} ({compared['held_error']:+.1%}): {verdict} "
             f"{MEMORY_TOLERANCE:.0%}; the run's peak {compared['peak_gb']:.1f} GB (step {compared['peak_step']}), "
-            f"the planner's total {compared['predicted_gb']:.1f} GB"
+            f"the planner's {compared['predicted_gb']:.1f} GB"
         )
         ours["memory"] = compared
         status = 0 if compared["within"] else 1

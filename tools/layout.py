@@ -58,7 +58,7 @@ def _cost(proposal: Proposal, machine: str, nodes: int, region: str) -> str:
 
 
 def _row(rank: int | str, p: Proposal, hbm_gb: int, cost: str) -> str:
-    used = p.memory.total / 1e9
+    used = p.memory.peak / 1e9
     return (
         f"| {rank} | {p.layout.describe} | {used:.0f} of {hbm_gb} GB | {p.step_seconds:.2f} s | "
         f"{p.tflops_per_gpu:.0f} | {p.mfu:.1%} | {cost} |"
