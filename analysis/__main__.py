@@ -34,6 +34,7 @@ from analysis.metrics import (
     sequence_length_for,
 )
 from analysis.plan import RunPlan, against, read_plan
+from analysis.podstarts import admissions, node_pod_starts, read_pod_events
 from analysis.startup import AttemptStartup, attempt_starts, read_step_records, startup
 from analysis.stragglers import find_stragglers, read_reports
 from analysis.stragglers import report_table as stragglers_table
@@ -185,6 +186,14 @@ def _parser() -> argparse.ArgumentParser:
         type=Path,
         metavar="FILE",
         help="the run's DLLogger log: adds each attempt's time to its first step and to steady state",
+    )
+    goodput.add_argument(
+        "--pod-events",
+        type=Path,
+        metavar="FILE",
+        help="with --log: the Kubernetes events of the run's namespace (`kubectl get events -o json`, or "
+        "their Cloud Logging export): splits each wait between attempts into capacity, image pull, "
+        "preflight and pod start",
     )
     goodput.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -446,6 +455,8 @@ def _plot(args: argparse.Namespace) -> tuple[str, list[str], int]:
 
 
 def _goodput(args: argparse.Namespace) -> tuple[str, list[str], int]:
+    if args.pod_events is not None and args.log is None:
+        raise AnalysisError("--pod-events: needs --log, whose badput it splits")
     log = read_event_log(args.events)
     report = compute_goodput(log.events, args.reference_step_time, args.run)
     notes = []
@@ -469,7 +480,11 @@ def _goodput(args: argparse.Namespace) -> tuple[str, list[str], int]:
         return (_json(report.as_json()) if args.json else _goodput_table(report)), notes, 0
     records = read_step_records(args.log)
     attempts = startup(attempt_starts(log.events, report.run), records)
-    lost = badput(log.events, records, report)
+    kube_events = read_pod_events(args.pod_events) if args.pod_events else []
+    node_pods = node_pod_starts(kube_events, report.run)
+    if args.pod_events and not node_pods:
+        notes.append(f"note: {args.pod_events}: no event of a pod of run {report.run!r}'s node 0: waiting not split")
+    lost = badput(log.events, records, report, node_pods, admissions(kube_events, report.run))
     if args.json:
         return (
             _json({**report.as_json(), "startup": [a.as_json() for a in attempts], "badput": lost.as_json()}),

@@ -7,7 +7,19 @@ the steps it trained and when each ended (analysis.startup). Per attempt:
 
     waiting        its start − the previous attempt's last event (none for the first): Kueue's
                    re-admission, a lost node's replacement, the image pull and the pod start,
-                   all before the launcher writes `job_started`
+                   all before the launcher writes `job_started`. With the pods' Kubernetes
+                   events (analysis.podstarts), split by what Kueue and node 0's pods did:
+        queue          until Kueue admitted the run again, after an eviction (a Spot reclaim, a
+                       lost node without a spare, a preemption); none where it stayed admitted
+        nodes          from then until node 0's pod was bound: the JobSet's restart, the
+                       scheduler, new nodes (each from the previous attempt's end, or the last
+                       event of the node 0 pod before it, one whose preflight failed)
+        image pull     their pulls, the wait for other pulls included
+        preflight      NVSentinel's preflight checks; one that failed, until node 0's next pod
+                       was bound (the check and the restart its failure caused)
+        pod start      the rest: volumes, the GPUDirect sidecars, the launcher until
+                       `job_started`
+                   in this order, each at most what the ones before it leave of the waiting
     to first step  its first step record − its start − one reference step: NCCL and the
                    library's initialisation, the checkpoint's loading and compilation (the
                    launcher writes `checkpoint_loaded` as it starts, so loading is not apart)
@@ -29,9 +41,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from analysis.goodput import Event, GoodputEvent, GoodputReport
+from analysis.podstarts import PodStart
 from analysis.startup import StepRecord, attempt_starts, by_attempt
+
+WAITING_CAUSES = ("queue", "nodes", "image pull", "preflight", "pod start")
 
 
 @dataclass(frozen=True)
@@ -41,6 +57,8 @@ class AttemptBadput:
     to_first_step_s: float | None
     lost_steps: int | None
     lost_s: float | None
+    # The waiting by WAITING_CAUSES, where the pods' events were given and show node 0's start.
+    waiting_by_cause_s: dict[str, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -61,15 +79,63 @@ class Badput:
         }
         return {**causes, "other": self.total_s - sum(causes.values())}
 
+    def waiting_by_cause(self) -> dict[str, float] | None:
+        """The waiting of the attempts the pods' events split, by cause; None where none did."""
+        split = [a.waiting_by_cause_s for a in self.attempts if a.waiting_by_cause_s is not None]
+        if not split:
+            return None
+        return {cause: sum(s[cause] for s in split) for cause in WAITING_CAUSES}
+
     def as_json(self) -> dict[str, object]:
         return {
             "total_s": self.total_s,
             "by_cause_s": self.by_cause(),
+            "waiting_by_cause_s": self.waiting_by_cause(),
             "attempts": [dataclasses.asdict(a) for a in self.attempts],
         }
 
 
-def badput(events: Sequence[GoodputEvent], records: Sequence[StepRecord], report: GoodputReport) -> Badput:
+def split_waiting(
+    since: datetime, until: datetime, node_pods: Sequence[PodStart], admitted: Sequence[datetime] = ()
+) -> dict[str, float] | None:
+    """The waiting from `since` to `until` by WAITING_CAUSES, from the starts of node 0's pods
+    bound in it (analysis.podstarts.node_pod_starts) and the run's admissions by Kueue
+    (analysis.podstarts.admissions); None where no pod was bound in it."""
+    bound = [(p.scheduled, p) for p in node_pods if p.scheduled is not None and since < p.scheduled <= until]
+    if not bound:
+        return None
+    left = (until - since).total_seconds()
+    queue = nodes = failed_checks = 0.0
+    last = since
+    for index, (scheduled, pod) in enumerate(bound):
+        admission = max((a for a in admitted if last < a <= scheduled), default=last)
+        queue += (admission - last).total_seconds()
+        nodes += max(0.0, (scheduled - admission).total_seconds())
+        last = max(last, pod.last)
+        if pod.open_preflight is not None and index + 1 < len(bound):
+            following = bound[index + 1][0]
+            failed_checks += max(0.0, (following - pod.open_preflight).total_seconds())
+            last = max(last, following)
+    pods = [pod for _, pod in bound]
+    pulls = sum(p.image_pull_s for p in pods)
+    checks = sum(p.preflight_s for p in pods) + failed_checks
+    split = {}
+    for cause, seconds in zip(WAITING_CAUSES[:-1], (queue, nodes, pulls, checks), strict=True):
+        split[cause] = min(seconds, left)
+        left -= split[cause]
+    split[WAITING_CAUSES[-1]] = left
+    return split
+
+
+def badput(
+    events: Sequence[GoodputEvent],
+    records: Sequence[StepRecord],
+    report: GoodputReport,
+    node_pods: Sequence[PodStart] = (),
+    admitted: Sequence[datetime] = (),
+) -> Badput:
+    """The badput by cause; `node_pods`, the starts of node 0's pods, and `admitted`, the run's
+    admissions, split each waiting."""
     ordered = sorted((e for e in events if e.run == report.run), key=lambda e: e.time)
     starts = attempt_starts(ordered, report.run)
     step_s = report.reference_step_time_s
@@ -85,7 +151,8 @@ def badput(events: Sequence[GoodputEvent], records: Sequence[StepRecord], report
         # The previous attempt's last sign of life: an event, or a step it logged (a node 0 that
         # died writes no job_terminated).
         before = [e.time for e in ordered if e.time < start] + [r.time for r in records if r.time < start]
-        waiting = (start - max(before)).total_seconds() if index > 0 and before else None
+        since = max(before) if index > 0 and before else None
+        waiting = (start - since).total_seconds() if since is not None else None
         first = (mine[0].time - start).total_seconds() - step_s if mine else None
         if index + 1 < len(starts):
             kept = loaded[index + 1]
@@ -100,6 +167,7 @@ def badput(events: Sequence[GoodputEvent], records: Sequence[StepRecord], report
                 to_first_step_s=max(first, 0.0) if first is not None else None,
                 lost_steps=lost,
                 lost_s=lost * step_s if lost is not None else None,
+                waiting_by_cause_s=split_waiting(since, start, node_pods, admitted) if since is not None else None,
             )
         )
     return Badput(tuple(attempts), report.total_runtime_s - report.effective_time_s)
@@ -110,8 +178,11 @@ def badput_table(found: Badput) -> str:
         return f"{seconds / found.total_s:.1%}" if found.total_s > 0 else "-"
 
     lines = [f"badput       {found.total_s:.0f} s: runtime less the effective computation time"]
+    waiting = found.waiting_by_cause()
     for cause, seconds in found.by_cause().items():
         lines.append(f"  {cause:<14} {seconds:>9.0f} s  {share(seconds):>6}")
+        if cause == "waiting" and waiting is not None:
+            lines += [f"    {part:<12} {part_s:>9.0f} s  {share(part_s):>6}" for part, part_s in waiting.items()]
     lines.append("attempt  waiting (s)  to first step (s)  lost steps  lost (s)")
 
     def cell(value: float | int | None, width: int) -> str:

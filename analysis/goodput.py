@@ -228,7 +228,7 @@ def _event_log(path: Path, lines: Iterable[tuple[int, str]]) -> EventLog:
     skipped = duplicates = 0
     cloud_logging = False
     seen: set[tuple[str, str]] = set()
-    for number, record, unit in _records(path, lines):
+    for number, record, unit in json_records(path, lines):
         where = f"{path}:{number}" if unit == "line" else f"{path} entry {number}"
         if not isinstance(record, dict):
             raise AnalysisError(f"{where}: an event must be a JSON object")
@@ -257,7 +257,7 @@ def _event_log(path: Path, lines: Iterable[tuple[int, str]]) -> EventLog:
     return EventLog(path, events, skipped, duplicates, cloud_logging)
 
 
-def _records(path: Path, lines: Iterable[tuple[int, str]]) -> Iterator[tuple[int, object, str]]:
+def json_records(path: Path, lines: Iterable[tuple[int, str]]) -> Iterator[tuple[int, object, str]]:
     """(number, decoded JSON, "line" or "entry") for every record of the file."""
     lines = iter(lines)
     first = next(((number, line) for number, line in lines if line.strip()), None)

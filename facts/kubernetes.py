@@ -409,6 +409,25 @@ def jobset_pod_name_length(jobset: str, replicated_job: str, replicas: int, comp
 _RUN_NAME_SUFFIX = max(DIGEST_LENGTH + 1, len(revisioned("", MAX_REVISION)))
 MAX_RUN_NAME = 63 - jobset_pod_name_length("-" * _RUN_NAME_SUFFIX, RUN_REPLICATED_JOB, 1, MAX_RUN_NODES)
 
+
+def run_node_pod_pattern(run: str, node: int) -> re.Pattern[str]:
+    """The names of the pods of node `node` of a run's JobSet, whatever its revision: `<run>`,
+    `<run>-r<N>` or the `<run>-<digest>` of an earlier nemo-gke, then `-workers-0-<node>-` and the
+    suffix the Job controller adds (at most 5 characters, jobset_pod_name_length)."""
+    return re.compile(rf"{_run_jobset_pattern(run)}-{RUN_REPLICATED_JOB}-0-{node}-[a-z0-9]{{1,5}}")
+
+
+def run_workload_pattern(run: str) -> re.Pattern[str]:
+    """The names of the Kueue Workloads of a run's JobSets: `jobset-<jobset>-` and 5 hex digits of
+    a hash of its uid (kueue pkg/controller/jobframework/workload_names.go,
+    GetWorkloadNameForOwnerWithGVK; run names are short enough not to be cut)."""
+    return re.compile(rf"jobset-{_run_jobset_pattern(run)}-[0-9a-f]{{5}}")
+
+
+def _run_jobset_pattern(run: str) -> str:
+    return rf"{re.escape(run)}(?:-r\d+|-[0-9a-f]{{{DIGEST_LENGTH}}})?"
+
+
 PART_OF = MappingProxyType({"app.kubernetes.io/part-of": "nemo-gke"})
 RUN_LABEL = "nemo-gke/run"
 FABRIC_CHECK_LABEL = "nemo-gke/fabric-check"

@@ -66,8 +66,10 @@ def test_the_badput_by_cause_worked_by_hand(run: tuple[Path, Path], capsys: pyte
         {"waiting": 120, "to first step": 160, "lost progress": 100, "other": 20}
     )
     assert found["attempts"] == [
-        {"attempt": 0, "waiting_s": None, "to_first_step_s": 100.0, "lost_steps": 10, "lost_s": 100.0},
-        {"attempt": 1, "waiting_s": 120.0, "to_first_step_s": 60.0, "lost_steps": 0, "lost_s": 0.0},
+        {"attempt": 0, "waiting_s": None, "to_first_step_s": 100.0, "lost_steps": 10, "lost_s": 100.0}
+        | {"waiting_by_cause_s": None},
+        {"attempt": 1, "waiting_s": 120.0, "to_first_step_s": 60.0, "lost_steps": 0, "lost_s": 0.0}
+        | {"waiting_by_cause_s": None},
     ]
     assert main(["goodput", "--events", str(events), "--reference-step-time", str(STEP_S), "--log", str(log)]) == 0
     table = capsys.readouterr().out
@@ -142,3 +144,140 @@ def test_two_pods_starting_one_attempt_around_its_load_are_one_attempt(
     )
     found = json.loads(capsys.readouterr().out)
     assert len(found["badput"]["attempts"]) == len(found["startup"]) == 1
+
+
+# ---------------------------------------------------------------- the waiting, split by the pods' events
+
+
+def _pod_event(seconds: float, pod: str, reason: str, message: str = "", container: str | None = None) -> dict:
+    """One event as `kubectl get events -o json` lists it: the kubelet's stamped to the second."""
+    involved: dict[str, str] = {"kind": "Pod", "name": pod, "namespace": "team-a"}
+    if container is not None:
+        kind = "initContainers" if container.startswith(("preflight-", "gib")) else "containers"
+        involved["fieldPath"] = f"spec.{kind}{{{container}}}"
+    stamp = _at(seconds).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {"involvedObject": involved, "reason": reason, "message": message, "firstTimestamp": stamp}
+
+
+NODE_0 = "r-workers-0-0-k2x9q"
+
+
+def _node_0_start(pod: str, scheduled: float, checks_s: float = 60) -> list[dict]:
+    """A node 0 pod bound at `scheduled`: the GPUDirect sidecar's image present, the DCGM check's
+    image pulled in 8 s with the wait, the check for `checks_s`, then the training image pulled in
+    12.5 s with the wait (in 10.5 s alone), its container started 1 s later."""
+    t = scheduled
+    pulled = 'Successfully pulled image "{}" in {} ({} including waiting). Image size: 123 bytes.'
+    check_end = t + 11 + checks_s
+    return [
+        _pod_event(t, pod, "Scheduled", f"Successfully assigned team-a/{pod} to gke-a3u-0"),
+        _pod_event(t + 1, pod, "Pulled", 'Container image "gib" already present on machine', "gib"),
+        _pod_event(t + 2, pod, "Started", "Started container gib", "gib"),
+        _pod_event(t + 2, pod, "Pulling", 'Pulling image "dcgm"', "preflight-dcgm-diag"),
+        _pod_event(t + 10, pod, "Pulled", pulled.format("dcgm", "5s", "8s"), "preflight-dcgm-diag"),
+        _pod_event(t + 11, pod, "Started", "Started container preflight-dcgm-diag", "preflight-dcgm-diag"),
+        _pod_event(check_end, pod, "Pulling", 'Pulling image "nemo"', "megatron"),
+        _pod_event(check_end + 12, pod, "Pulled", pulled.format("nemo", "10.5s", "12.5s"), "megatron"),
+        _pod_event(check_end + 13, pod, "Started", "Started container megatron", "megatron"),
+    ]
+
+
+def _goodput_with_pods(run: tuple[Path, Path], items: list[dict], capsys: pytest.CaptureFixture[str]) -> dict:
+    events, log = run
+    pods = events.parent / "k8s-events.json"
+    pods.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}, indent=2))
+    argv = ["goodput", "--events", str(events), "--reference-step-time", str(STEP_S), "--log", str(log)]
+    assert main([*argv, "--pod-events", str(pods), "--json"]) == 0
+    return json.loads(capsys.readouterr().out)["badput"]
+
+
+def _admitted(seconds: float, workload: str) -> dict:
+    """Kueue's event of an admission (kueue pkg/controller/core/workload_controller.go)."""
+    event = _pod_event(
+        seconds, workload, "Admitted", "Admitted by ClusterQueue nemo, wait time since reservation was 0s"
+    )
+    event["involvedObject"]["kind"] = "Workload"
+    return event
+
+
+def test_the_waiting_is_split_by_what_kueue_and_node_0s_pod_did(
+    run: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Attempt 1 waits 120 s (400 → 520). Kueue admits the run again at 425 (25 s in the queue)
+    and its node 0 pod is bound at 430 (5 s for nodes); its pulls take 8 + 12.5 s with their
+    waits, its DCGM check 60 s (441 → 501); the other 9.5 s are the pod's start. Attempt 0's
+    pod and admission (before the run's start), node 1's pod, another run's pod and Workload are
+    not counted."""
+    items = [
+        _admitted(-60, "jobset-r-0a1b2"),
+        *_node_0_start("r-workers-0-0-aaaaa", -50),
+        _admitted(425, "jobset-r-0a1b2"),
+        *_node_0_start(NODE_0, 430),
+        *_node_0_start("r-workers-0-1-bbbbb", 420, checks_s=70),
+        _admitted(410, "jobset-rx-3c4d5"),
+        *_node_0_start("rx-workers-0-0-ccccc", 420),
+    ]
+    found = _goodput_with_pods(run, items, capsys)
+    split = {"queue": 25, "nodes": 5, "image pull": 20.5, "preflight": 60, "pod start": 9.5}
+    assert found["attempts"][1]["waiting_by_cause_s"] == pytest.approx(split)
+    assert found["attempts"][0]["waiting_by_cause_s"] is None
+    assert found["waiting_by_cause_s"] == pytest.approx(split)
+    assert found["by_cause_s"]["waiting"] == pytest.approx(120)
+
+
+def test_a_failed_check_counts_until_node_0s_next_pod_is_bound(
+    run: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Node 0's first pod of attempt 1, bound at 405, fails its DCGM check (started at 416, no
+    event after it); the restarted pod is bound at 450 and runs as above (check 461 → 481). The
+    run stayed admitted: nodes 5 s (400 → 405); pulls 8 s + (8 + 12.5) s; checks 34 s (416 →
+    450, the failure and the restart) + 20 s; pod start the 120 s left: 120 − 5 − 28.5 − 54 =
+    32.5 s."""
+    failed = _node_0_start("r-workers-0-0-fail1", 405)[:6]
+    found = _goodput_with_pods(run, [*failed, *_node_0_start(NODE_0, 450, checks_s=20)], capsys)
+    assert found["attempts"][1]["waiting_by_cause_s"] == pytest.approx(
+        {"queue": 0, "nodes": 5, "image pull": 28.5, "preflight": 54, "pod start": 32.5}
+    )
+
+
+def test_the_table_shows_the_waitings_parts(run: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    events, log = run
+    pods = events.parent / "k8s-events.jsonl"
+    # A Cloud Logging export: one LogEntry a line, the event as its jsonPayload.
+    entries = [{"jsonPayload": e, "logName": "projects/p/logs/events"} for e in _node_0_start(NODE_0, 430)]
+    pods.write_text("\n".join(map(json.dumps, entries)))
+    argv = ["goodput", "--events", str(events), "--reference-step-time", str(STEP_S), "--log", str(log)]
+    assert main([*argv, "--pod-events", str(pods)]) == 0
+    table = capsys.readouterr().out
+    assert "  waiting              120 s   30.0%" in table
+    assert "    preflight           60 s   15.0%" in table
+    assert "    pod start           10 s    2.4%" in table
+
+
+def test_pod_events_without_the_log_are_refused(run: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    events, _ = run
+    argv = ["goodput", "--events", str(events), "--reference-step-time", "10", "--pod-events", str(events)]
+    assert main(argv) == 2
+    assert "--pod-events: needs --log" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ('{"items": [{"involvedObject": {"kind": "Pod", "name": "p"}, "reason": "Started"}]}', "without a time"),
+        ('{"items": {"a": 1}}', "'items' must be a list"),
+        ('{"items": [{"involvedObject": {"kind": "Node", "name": "n"}, "reason": "x"}]}', "holds no event of a pod"),
+        ("[1, 2]", "an event must be a JSON object"),
+        ('{"reason": ', "malformed JSON"),
+    ],
+)
+def test_unusable_pod_events_are_one_line_naming_the_file(
+    run: tuple[Path, Path], capsys: pytest.CaptureFixture[str], content: str, message: str
+) -> None:
+    events, log = run
+    pods = events.parent / "bad.json"
+    pods.write_text(content)
+    argv = ["goodput", "--events", str(events), "--reference-step-time", "10", "--log", str(log)]
+    assert main([*argv, "--pod-events", str(pods)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and str(pods) in err and "Traceback" not in err

@@ -1,0 +1,88 @@
+"""analysis.podstarts: the kubelet's and the scheduler's events of a run's pods, read as their
+sources write them."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from analysis.podstarts import PodEvent, go_duration_seconds, pod_start, pull_seconds
+from facts.kubernetes import run_node_pod_pattern, run_workload_pattern
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("1m2.345s", 62.345), ("850ms", 0.85), ("1h2m3s", 3723), ("0s", 0), ("1.5µs", 1.5e-6), ("2.5s", 2.5)],
+)
+def test_go_durations_as_time_duration_prints_them(text: str, seconds: float) -> None:
+    assert go_duration_seconds(text) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize("text", ["", "12", "1m2", "s", "1x", "1.2.3s"])
+def test_what_is_not_a_go_duration(text: str) -> None:
+    assert go_duration_seconds(text) is None
+
+
+def _pulled(message: str) -> PodEvent:
+    return PodEvent(datetime(2026, 11, 30, tzinfo=UTC), "p", "Pulled", message, "c", False)
+
+
+@pytest.mark.parametrize(
+    ("message", "seconds"),
+    [
+        # kubernetes pkg/kubelet/images/image_manager.go since 1.30, and before the image size.
+        ('Successfully pulled image "nemo:26.02" in 1m2.5s (1m30s including waiting). Image size: 9 bytes.', 90),
+        ('Successfully pulled image "nemo:26.02" in 850ms (850ms including waiting)', 0.85),
+        # Before the wait was counted.
+        ('Successfully pulled image "nemo:26.02" in 2m0s', 120),
+        ('Container image "nemo:26.02" already present on machine', 0),
+    ],
+)
+def test_a_pull_takes_what_its_event_says_the_wait_included(message: str, seconds: float) -> None:
+    assert pull_seconds(_pulled(message)) == pytest.approx(seconds)
+
+
+def test_a_checks_end_is_the_next_containers_first_event_not_an_earlier_sidecars() -> None:
+    """The sidecar started at the check's second; the training container's pull, 30 s later, ends it."""
+    t = datetime(2026, 11, 30, tzinfo=UTC)
+
+    def at(seconds: int, reason: str, container: str | None, init: bool = True) -> PodEvent:
+        return PodEvent(t.replace(second=seconds), "p", reason, "", container, init)
+
+    events = [
+        at(0, "Scheduled", None),
+        at(1, "Started", "gib"),
+        at(1, "Started", "preflight-dcgm-diag"),
+        at(1, "Started", "gib"),
+        at(31, "Pulling", "megatron", init=False),
+        at(40, "Started", "megatron", init=False),
+    ]
+    start = pod_start("p", events)
+    assert start.preflight_s == 30 and start.open_preflight is None
+    failed = pod_start("p", events[:4])
+    assert failed.preflight_s == 0 and failed.open_preflight == t.replace(second=1)
+
+
+@pytest.mark.parametrize(
+    ("pod", "node", "matches"),
+    [
+        ("r-workers-0-0-k2x9q", 0, True),
+        ("r-r2-workers-0-0-k2x9q", 0, True),
+        ("r-0a1b2c-workers-0-0-k2x9q", 0, True),
+        ("r-workers-0-10-k2x9q", 1, False),
+        ("r-workers-0-1-k2x9q", 1, True),
+        ("r-x-workers-0-0-k2x9q", 0, False),
+        ("rx-workers-0-0-k2x9q", 0, False),
+    ],
+)
+def test_node_pods_are_told_by_name_whatever_the_runs_revision(pod: str, node: int, matches: bool) -> None:
+    assert (run_node_pod_pattern("r", node).fullmatch(pod) is not None) is matches
+
+
+@pytest.mark.parametrize(
+    ("workload", "matches"),
+    [("jobset-r-0a1b2", True), ("jobset-r-r3-0a1b2", True), ("jobset-rx-0a1b2", False), ("job-r-0a1b2", False)],
+)
+def test_a_runs_workloads_are_told_by_name(workload: str, matches: bool) -> None:
+    assert (run_workload_pattern("r").fullmatch(workload) is not None) is matches
