@@ -192,7 +192,7 @@ def _parser() -> argparse.ArgumentParser:
         type=Path,
         metavar="FILE",
         help="with --log: the Kubernetes events of the run's namespace (`kubectl get events -o json`, or "
-        "their Cloud Logging export): splits each wait between attempts into capacity, image pull, "
+        "their Cloud Logging export): splits each wait between attempts into queue, nodes, image pull, "
         "preflight and pod start",
     )
     goodput.add_argument("--json", action="store_true", help="print one JSON object")

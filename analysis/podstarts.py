@@ -8,8 +8,9 @@ event, logName `.../logs/events`; JSON lines or a JSON array); events of objects
 and Kueue's Workloads are skipped. What each one says:
 
     Admitted   Kueue admitted the run's Workload ("Admitted by ClusterQueue ...", kueue
-               pkg/controller/core/workload_controller.go), on its first admission and on each
-               after an eviction
+               pkg/scheduler/scheduler.go, or pkg/controller/core/workload_controller.go once
+               admission checks pass), on its first admission and on each after an eviction;
+               Kueue 0.19 records it with the events.k8s.io recorder, one event per admission
     Scheduled  the scheduler bound the pod to a node (default-scheduler)
     Pulled     the kubelet pulled a container's image: "Successfully pulled image "X" in 1.5s
                (2.1s including waiting)", the second figure counting the wait for another pull
@@ -20,9 +21,10 @@ and Kueue's Workloads are skipped. What each one says:
 
 An init container runs alone until it exits, and the kubelet writes no event when it does: a
 preflight check (an init container named `preflight-…`, facts.nvsentinel) ran from its Started
-to the first event of a container that came after it, or to the pod's last event (the kubelet
-stopping it). A check after which nothing came failed, and the pod with it: it is open, and
-ran until its node's next pod was bound (analysis.badput).
+to the first event of a container that came after it. A check after which no container came
+failed, and the pod with it (or the pod was deleted during it, in a restart of the run): it is
+open, and ran until its node's next pod was bound (analysis.badput). The kubelet writes at most 25
+events of a pod at once (its spam filter), more than a run's pod makes.
 
 The kubelet stamps its events to the second (`firstTimestamp`); an event with `eventTime` (the
 events.k8s.io API) is read to the microsecond.
@@ -97,11 +99,21 @@ def go_duration_seconds(text: str) -> float | None:
 
 
 def read_pod_events(path: Path) -> list[PodEvent]:
-    """The pod events of the file, in time order (ties in file order); AnalysisError naming the
+    """The pod and Workload events of the file, in time order (ties in file order: `kubectl get
+    events` lists an object's events as they were made, and so does `gcloud logging read
+    --order=asc`), each event once (a Cloud Logging export repeats an event the recorder
+    counted again, under its uid); AnalysisError naming the
     entry for one without a time, and the file when it holds no pod event."""
     with Lines(path, _WHAT, lambda line: '"reason"' in line or '"items"' in line, strict_utf8=True) as lines:
         numbered = list(lines)
-    found = [e for number, entry in _entries(path, numbered) if (e := _pod_event(path, number, entry)) is not None]
+    found, seen = [], set()
+    for number, entry in _entries(path, numbered):
+        event = _pod_event(path, number, entry)
+        uid = _uid(entry)
+        if event is None or (uid is not None and uid in seen):
+            continue
+        seen.add(uid)
+        found.append(event)
     if not any(e.kind == "Pod" for e in found):
         raise AnalysisError(f"{path} holds no event of a pod: not {_WHAT}")
     return sorted(found, key=lambda e: e.time)
@@ -158,6 +170,13 @@ def _pod_event(path: Path, number: int, entry: object) -> PodEvent | None:
     )
 
 
+def _uid(entry: object) -> str | None:
+    event = entry.get("jsonPayload", entry) if isinstance(entry, dict) else None
+    metadata = event.get("metadata") if isinstance(event, dict) else None
+    uid = metadata.get("uid") if isinstance(metadata, dict) else None
+    return uid if isinstance(uid, str) else None
+
+
 def _time(event: Mapping[str, Any], fallback: object) -> datetime | None:
     # The first occurrence of an event the recorder counted several times.
     for value in (event.get("eventTime"), event.get("firstTimestamp"), event.get("lastTimestamp"), fallback):
@@ -185,19 +204,21 @@ def pod_start(pod: str, events: Iterable[PodEvent]) -> PodStart:
     mine = [e for e in events if e.pod == pod and e.kind == "Pod"]
     if not mine:
         raise ValueError(f"no event of pod {pod}")
-    # Each container's first event: the kubelet works through them one after another.
-    first_seen: dict[str, datetime] = {}
-    for e in mine:
+    # Each container's first event, by position: the kubelet works through them one after
+    # another, and stamps its events to the second, so the order of the list decides a tie.
+    first_seen: dict[str, int] = {}
+    for index, e in enumerate(mine):
         if e.container is not None:
-            first_seen.setdefault(e.container, e.time)
+            first_seen.setdefault(e.container, index)
     preflight, open_preflight = 0.0, None
-    for e in mine:
+    for index, e in enumerate(mine):
         if e.reason == "Started" and e.init_container and (e.container or "").startswith(PREFLIGHT_CHECK_PREFIX):
-            after = [t for name, t in first_seen.items() if name != e.container and t > e.time]
-            end = min(after) if after else mine[-1].time
-            if end > e.time:
-                preflight += (end - e.time).total_seconds()
+            following = [i for name, i in first_seen.items() if name != e.container and i > index]
+            if following:
+                preflight += (mine[min(following)].time - e.time).total_seconds()
             else:
+                # No container came after the check: it failed, and the pod with it (a sidecar
+                # started before it may still write events, such as the kubelet stopping it).
                 open_preflight = e.time
     return PodStart(
         pod=pod,

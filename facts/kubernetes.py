@@ -413,8 +413,8 @@ MAX_RUN_NAME = 63 - jobset_pod_name_length("-" * _RUN_NAME_SUFFIX, RUN_REPLICATE
 def run_node_pod_pattern(run: str, node: int) -> re.Pattern[str]:
     """The names of the pods of node `node` of a run's JobSet, whatever its revision: `<run>`,
     `<run>-r<N>` or the `<run>-<digest>` of an earlier nemo-gke, then `-workers-0-<node>-` and the
-    suffix the Job controller adds (at most 5 characters, jobset_pod_name_length)."""
-    return re.compile(rf"{_run_jobset_pattern(run)}-{RUN_REPLICATED_JOB}-0-{node}-[a-z0-9]{{1,5}}")
+    5 characters the API server generates (jobset_pod_name_length)."""
+    return re.compile(rf"{_run_jobset_pattern(run)}-{RUN_REPLICATED_JOB}-0-{node}-[a-z0-9]{{5}}")
 
 
 def run_workload_pattern(run: str) -> re.Pattern[str]:

@@ -192,12 +192,17 @@ def _goodput_with_pods(run: tuple[Path, Path], items: list[dict], capsys: pytest
 
 
 def _admitted(seconds: float, workload: str) -> dict:
-    """Kueue's event of an admission (kueue pkg/controller/core/workload_controller.go)."""
-    event = _pod_event(
-        seconds, workload, "Admitted", "Admitted by ClusterQueue nemo, wait time since reservation was 0s"
-    )
-    event["involvedObject"]["kind"] = "Workload"
-    return event
+    """Kueue's event of an admission (kueue pkg/scheduler/scheduler.go) as Kueue 0.19's
+    events.k8s.io recorder writes it and the core API lists it: `eventTime` to the microsecond,
+    no `firstTimestamp`."""
+    return {
+        "involvedObject": {"kind": "Workload", "name": workload, "namespace": "team-a"},
+        "reason": "Admitted",
+        "message": "Admitted by ClusterQueue nemo, wait time since reservation was 0s",
+        "eventTime": _at(seconds).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+        "firstTimestamp": None,
+        "reportingComponent": "kueue-admission",
+    }
 
 
 def test_the_waiting_is_split_by_what_kueue_and_node_0s_pod_did(
@@ -229,11 +234,13 @@ def test_a_failed_check_counts_until_node_0s_next_pod_is_bound(
     run: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Node 0's first pod of attempt 1, bound at 405, fails its DCGM check (started at 416, no
-    event after it); the restarted pod is bound at 450 and runs as above (check 461 → 481). The
-    run stayed admitted: nodes 5 s (400 → 405); pulls 8 s + (8 + 12.5) s; checks 34 s (416 →
-    450, the failure and the restart) + 20 s; pod start the 120 s left: 120 − 5 − 28.5 − 54 =
-    32.5 s."""
-    failed = _node_0_start("r-workers-0-0-fail1", 405)[:6]
+    container after it, its sidecar stopped at 430); the restarted pod is bound at 450 and runs as
+    above (check 461 → 481). The run stayed admitted: nodes 5 s (400 → 405); pulls 8 s + (8 +
+    12.5) s; checks 34 s (416 → 450, the failure and the restart) + 20 s; pod start the 120 s
+    left: 120 − 5 − 28.5 − 54 = 32.5 s."""
+    # The check fails: the kubelet stops the pod's GPUDirect sidecar, started before it.
+    stopped = _pod_event(430, "r-workers-0-0-fail1", "Killing", "Stopping container gib", "gib")
+    failed = [*_node_0_start("r-workers-0-0-fail1", 405)[:6], stopped]
     found = _goodput_with_pods(run, [*failed, *_node_0_start(NODE_0, 450, checks_s=20)], capsys)
     assert found["attempts"][1]["waiting_by_cause_s"] == pytest.approx(
         {"queue": 0, "nodes": 5, "image pull": 28.5, "preflight": 54, "pod start": 32.5}

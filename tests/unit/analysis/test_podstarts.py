@@ -60,14 +60,28 @@ def test_a_checks_end_is_the_next_containers_first_event_not_an_earlier_sidecars
     ]
     start = pod_start("p", events)
     assert start.preflight_s == 30 and start.open_preflight is None
-    failed = pod_start("p", events[:4])
+    failed = pod_start("p", [*events[:4], at(50, "Killing", "gib")])
     assert failed.preflight_s == 0 and failed.open_preflight == t.replace(second=1)
+
+
+def test_a_container_in_the_checks_second_ends_it_when_the_list_puts_it_after() -> None:
+    """The kubelet stamps its events to the second: the training container's first event in the
+    check's second, listed after its Started, ends the check (in under a second)."""
+    t = datetime(2026, 11, 30, tzinfo=UTC)
+    events = [
+        PodEvent(t.replace(second=5), "p", "Started", "", "preflight-dcgm-diag", True),
+        PodEvent(t.replace(second=5), "p", "Pulling", "", "megatron", False),
+        PodEvent(t.replace(second=9), "p", "Started", "", "megatron", False),
+    ]
+    start = pod_start("p", events)
+    assert start.preflight_s == 0 and start.open_preflight is None
 
 
 @pytest.mark.parametrize(
     ("pod", "node", "matches"),
     [
         ("r-workers-0-0-k2x9q", 0, True),
+        ("r-workers-0-0-k2x9", 0, False),
         ("r-r2-workers-0-0-k2x9q", 0, True),
         ("r-0a1b2c-workers-0-0-k2x9q", 0, True),
         ("r-workers-0-10-k2x9q", 1, False),
