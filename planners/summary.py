@@ -271,7 +271,19 @@ def _chain(
 ) -> tuple[ChainLink, ...] | None:
     if not run.fallback_pools:
         return None
-    return tuple(_link(run, *pools[name], hours, wait=_WAIT[pools[name][0].capacity_type]) for name in run.chain)
+    return tuple(_link(run, *pools[name], hours, wait=_chain_wait(run, pools[name][0])) for name in run.chain)
+
+
+def _chain_wait(run: RunSpec, pool: GpuPoolExport) -> str:
+    """What is known of the wait on a pool of a run's chain, and on Spot, what a reclaim costs the
+    run: one JobSet restart (the lane: tests/integration/test_lane_chains.py, the reclaim as GKE
+    does it; docs/capacity.md) and the steps since its newest checkpoint."""
+    wait = _WAIT[pool.capacity_type]
+    if pool.capacity_type is CapacityType.SPOT and run.max_restarts:
+        wait += f"; each reclaim costs one of the run's {run.max_restarts} restarts and the steps since its checkpoint"
+    elif pool.capacity_type is CapacityType.SPOT:
+        wait += "; a reclaim fails the run, which has no restarts (maxRestarts 0)"
+    return wait
 
 
 def _worker_chain(

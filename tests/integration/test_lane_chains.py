@@ -7,14 +7,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from facts.kubernetes import NODE_POOL_LABEL
 from harness.runner import StackRun, run_stack, stack_with
-from integration.controlplane import Api, Lane, has_condition, wait_for
+from integration.controlplane import KWOK_NODE_ANNOTATION, Api, Lane, has_condition, wait_for
 from integration.lane import running
 from integration.runs import api_path, apply_objects, clear_runs, jobset_run, placed, resized, stack_objects
 
@@ -144,12 +146,9 @@ PREEMPTED_RECOVERY_SECONDS = 30
 PODGC_SECONDS = 40 + 20
 
 
-def test_a_run_whose_spot_nodes_are_reclaimed_moves_to_the_next_pool_of_its_chain() -> None:
-    """GKE reclaims a Spot pool's VMs and their nodes go (here deleted with the run's pods still
-    running): Kueue's topology-aware scheduling sees the nodes of the run's placement fail (both at
-    once), evicts the run (NodeFailures) and requeues it, and the requeued run is admitted on the
-    chain's next flavor, bound there within seconds; the eviction suspends and resumes the JobSet,
-    whose restart count stays 0. A run on the Spot pool alone waits for nodes that are gone."""
+@contextmanager
+def _admitted_on_spot() -> Iterator[tuple[ChainLane, dict[str, Any], list[str]]]:
+    """The chained run of SPOT_RUNS admitted on the Spot pool: the lane, its JobSet and its nodes."""
     values = stack_with("dev", gpuPools=SPOT_FIRST, training={"runs": SPOT_RUNS})
     run = run_stack("dev", values=values)
     objects = stack_objects(run)
@@ -162,34 +161,61 @@ def test_a_run_whose_spot_nodes_are_reclaimed_moves_to_the_next_pool_of_its_chai
         wait_for("the chained run", lambda: placed(started.api, NAMESPACE, name, 2), timeout=180)
         assert chain.pools_of(name) == {"spot"}
         _, pods = jobset_run(started.api, NAMESPACE, name)
-        spot_nodes = sorted(p["spec"]["nodeName"] for p in pods)
+        yield chain, jobset, sorted(p["spec"]["nodeName"] for p in pods)
+
+
+def _bound_off(api: Api, name: str, nodes: list[str]) -> bool:
+    """Whether the run's pods are all bound, none on `nodes`."""
+    _, now = jobset_run(api, NAMESPACE, name)
+    bound = [p["spec"].get("nodeName") for p in now if p["spec"].get("nodeName") not in nodes]
+    return len(bound) == 2 and all(bound)
+
+
+def _moved_for_node_failures(chain: ChainLane, name: str, spot_nodes: list[str], since: float) -> float:
+    """Seconds from `since` until the run's pods are all bound off the Spot nodes, which Kueue
+    requeued it for (NodeFailures)."""
+    wait_for(
+        "the run on the next pool",
+        lambda: _bound_off(chain.api, name, spot_nodes),
+        timeout=PREEMPTED_RECOVERY_SECONDS + 60,
+    )
+    took = time.monotonic() - since
+    workload, _ = jobset_run(chain.api, NAMESPACE, name)
+    assert workload is not None
+    requeued = [c for c in workload["status"]["conditions"] if c["type"] == "Requeued"]
+    assert [(c["status"], c["reason"]) for c in requeued] == [("True", "NodeFailures")], requeued
+    return took
+
+
+def _restarts(chain: ChainLane, jobset: dict[str, Any]) -> int:
+    _, found = chain.api.request("GET", f"{api_path(jobset)}/{_name(jobset)}")
+    return int((found.get("status") or {}).get("restarts", 0))
+
+
+def test_a_run_whose_spot_nodes_are_reclaimed_moves_to_the_next_pool_of_its_chain() -> None:
+    """GKE reclaims a Spot pool's VMs and their nodes go (here deleted with the run's pods still
+    running): Kueue's topology-aware scheduling sees the nodes of the run's placement fail (both at
+    once), evicts the run (NodeFailures) and requeues it, and the requeued run is admitted on the
+    chain's next flavor, bound there within seconds; the eviction suspends and resumes the JobSet,
+    whose restart count stays 0. A run on the Spot pool alone waits for nodes that are gone."""
+    with _admitted_on_spot() as (chain, jobset, spot_nodes):
+        name = _name(jobset)
         reclaimed = time.monotonic()
         for node in spot_nodes:
-            code, answer = started.api.request("DELETE", f"/api/v1/nodes/{node}")
+            code, answer = chain.api.request("DELETE", f"/api/v1/nodes/{node}")
             assert code == 200, answer
 
-        def moved() -> bool:
-            _, now = jobset_run(started.api, NAMESPACE, name)
-            bound = [p["spec"].get("nodeName") for p in now if p["spec"].get("nodeName") not in spot_nodes]
-            return len(bound) == 2 and all(bound)
-
-        wait_for("the run on the next pool", moved, timeout=PREEMPTED_RECOVERY_SECONDS + 60)
-        took = time.monotonic() - reclaimed
-        workload, _ = jobset_run(started.api, NAMESPACE, name)
-        assert workload is not None
-        requeued = [c for c in workload["status"]["conditions"] if c["type"] == "Requeued"]
-        assert [(c["status"], c["reason"]) for c in requeued] == [("True", "NodeFailures")], requeued
+        took = _moved_for_node_failures(chain, name, spot_nodes, since=reclaimed)
 
         # The old pods stay on the deleted nodes until the pod garbage collector fails them: the
         # JobSet's restarts and the Jobs' failures are read once they are gone.
         def collected() -> bool:
-            _, now = jobset_run(started.api, NAMESPACE, name)
+            _, now = jobset_run(chain.api, NAMESPACE, name)
             return len(now) == 2 and not [p for p in now if p["spec"].get("nodeName") in spot_nodes]
 
         wait_for("the old pods collected", collected, timeout=PODGC_SECONDS + 60)
         time.sleep(5)
-        _, status = started.api.request("GET", f"{api_path(jobset)}/{name}")
-        restarts = (status.get("status") or {}).get("restarts", 0)
+        restarts = _restarts(chain, jobset)
         print(
             f"lane: chains: Spot nodes {spot_nodes} deleted: the run admitted on on-demand and bound in "
             f"{took:.1f} s (Requeued: NodeFailures); once the old pods were collected, JobSet restarts {restarts}"
@@ -205,7 +231,7 @@ def test_a_run_whose_spot_nodes_are_reclaimed_moves_to_the_next_pool_of_its_chai
         chain.submit(single)
 
         def pending() -> dict[str, Any] | None:
-            found, _ = jobset_run(started.api, NAMESPACE, "spot-only")
+            found, _ = jobset_run(chain.api, NAMESPACE, "spot-only")
             return next(
                 (c for c in (found or {}).get("status", {}).get("conditions", []) if c["type"] == "QuotaReserved"), None
             )
@@ -214,3 +240,98 @@ def test_a_run_whose_spot_nodes_are_reclaimed_moves_to_the_next_pool_of_its_chai
         time.sleep(5)
         condition = pending()
         assert condition is not None and (condition["status"], condition["reason"]) == ("False", "Pending"), condition
+
+
+# The kubelet's graceful node shutdown, as it ends each pod of a node GKE stops (a Spot VM's
+# preemption notice): phase Failed with this reason and message (kubernetes
+# pkg/kubelet/nodeshutdown/nodeshutdown_manager_linux.go) and the condition DisruptionTarget,
+# reason TerminationByKubelet (pkg/apis/core/types.go, PodReasonTerminationByKubelet); the
+# containers stopped by SIGTERM (exit 128 + 15).
+SHUTDOWN_REASON = "Terminated"
+SHUTDOWN_MESSAGE = "Pod was terminated in response to imminent node shutdown."
+SIGTERM_EXIT_CODE = 143
+
+
+def _shut_down(api: Api, pod: dict[str, Any]) -> None:
+    containers = [
+        {"name": c["name"], "image": c["image"], "imageID": "", "ready": False, "restartCount": 0,
+         "state": {"terminated": {"exitCode": SIGTERM_EXIT_CODE, "reason": "Error"}}}
+        for c in pod["spec"]["containers"]
+    ]  # fmt: skip
+    condition = {"type": "DisruptionTarget", "status": "True", "reason": "TerminationByKubelet",
+                 "message": SHUTDOWN_MESSAGE}  # fmt: skip
+    conditions = [c for c in pod["status"].get("conditions", []) if c["type"] != "DisruptionTarget"] + [condition]
+    status = {"phase": "Failed", "reason": SHUTDOWN_REASON, "message": SHUTDOWN_MESSAGE,
+              "conditions": conditions, "containerStatuses": containers}  # fmt: skip
+    path = f"/api/v1/namespaces/{NAMESPACE}/pods/{pod['metadata']['name']}/status"
+    code, answer = api.request("PATCH", path, {"status": status})
+    assert code == 200, answer.get("message")
+
+
+def _shutting_down(api: Api, node: str) -> None:
+    """The node as its kubelet reports it once the shutdown begins (Ready False, "node is shutting
+    down": kubernetes pkg/kubelet/nodestatus/setters.go, the shutdown manager's status), and no
+    longer kwok's: the VM goes on to stop, and nothing renews the node's lease."""
+    patch = {"metadata": {"annotations": {KWOK_NODE_ANNOTATION: "silent"}}}
+    code, answer = api.request("PATCH", f"/api/v1/nodes/{node}", patch)
+    assert code == 200, answer
+    _, current = api.request("GET", f"/api/v1/nodes/{node}")
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    conditions = [c for c in current["status"]["conditions"] if c["type"] != "Ready"]
+    conditions.append({"type": "Ready", "status": "False", "reason": "KubeletNotReady",
+                       "message": "node is shutting down", "lastHeartbeatTime": now,
+                       "lastTransitionTime": now})  # fmt: skip
+    code, answer = api.request("PATCH", f"/api/v1/nodes/{node}/status", {"status": {"conditions": conditions}})
+    assert code == 200, answer
+
+
+# GKE's Spot VMs stop 30 s after the preemption notice; the kubelet gives the pods up to 15 s of
+# it (https://cloud.google.com/kubernetes-engine/docs/concepts/spot-vms, "Termination and graceful
+# shutdown of Spot VMs").
+SPOT_POD_GRACE_SECONDS = 15
+
+
+@pytest.mark.parametrize("pods_end_after", [0, SPOT_POD_GRACE_SECONDS])
+def test_a_spot_reclaim_as_gke_does_it_costs_one_restart_and_moves_the_run(pods_end_after: int) -> None:
+    """GKE reclaims a Spot VM as a shutdown: its kubelet reports the node NotReady ("node is
+    shutting down"), stops the pods (at once, or after its grace period: both are shown), and the
+    VM stops. Kueue counts a NotReady node failed once the run's pods on it have ended
+    (TASReplaceNodeOnPodTermination, beta and on from Kueue 0.14: pkg/controller/tas/node_controller.go
+    at v0.19.2), so the run stays admitted on Spot until then; both nodes failing at once, it evicts
+    the run (NodeFailures), which is admitted on the next pool of its chain. The failed pods fail
+    the run's Job too: the JobSet restarts once. A node that comes back takes the chain's next run."""
+    with _admitted_on_spot() as (chain, jobset, spot_nodes):
+        name = _name(jobset)
+        _, pods = jobset_run(chain.api, NAMESPACE, name)
+        for node in spot_nodes:
+            _shutting_down(chain.api, node)
+        time.sleep(pods_end_after)
+        workload, _ = jobset_run(chain.api, NAMESPACE, name)
+        assert workload is not None and has_condition(workload, "Admitted"), workload
+        assert not [c for c in workload["status"]["conditions"] if c["type"] == "Requeued"], workload
+        ended = time.monotonic()
+        for pod in pods:
+            _shut_down(chain.api, pod)
+        took = _moved_for_node_failures(chain, name, spot_nodes, since=ended)
+        time.sleep(5)
+        restarts = _restarts(chain, jobset)
+        print(
+            f"lane: chains: Spot nodes {spot_nodes} shut down, the pods ended {pods_end_after} s later: the run "
+            f"bound on on-demand {took:.1f} s after they ended (Requeued: NodeFailures), JobSet restarts {restarts}"
+        )
+        assert chain.pools_of(name) == {"on-demand"}
+        assert restarts == 1
+        assert took < PREEMPTED_RECOVERY_SECONDS, took
+        # The VMs come back (Compute Engine recreates them in the pool): the chain's next run takes them.
+        for node in spot_nodes:
+            patch = {"metadata": {"annotations": {KWOK_NODE_ANNOTATION: "fake"}}}
+            code, answer = chain.api.request("PATCH", f"/api/v1/nodes/{node}", patch)
+            assert code == 200, answer
+        wait_for(
+            "the Spot nodes Ready",
+            lambda: all(has_condition(chain.api.request("GET", f"/api/v1/nodes/{n}")[1], "Ready") for n in spot_nodes),
+            timeout=60,
+        )
+        chain.submit(resized(jobset, "after-reclaim", 2))
+        wait_for("the next run", lambda: placed(chain.api, NAMESPACE, "after-reclaim", 2), timeout=ADMIT_SECONDS)
+        assert chain.pools_of("after-reclaim") == {"spot"}

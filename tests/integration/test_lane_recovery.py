@@ -40,15 +40,18 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import json
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import redirect_stdout
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
+from analysis.badput import split_waiting
+from analysis.podstarts import admissions, node_pod_starts, read_pod_events
 from facts import nvsentinel
 from facts.kubernetes import JOBSET_API, PROGRAM_ERROR_EXIT_CODE, RUN_LABEL
 from harness.runner import run_stack, stack_with
@@ -357,7 +360,7 @@ def test_a_failed_preflight_check_restarts_the_run_off_its_node(lane: RecoveryLa
     objects = waiting.read_run(lambda path: lane.api.request("GET", path)[1], lane.run, NAMESPACE, datetime.now(UTC))
     try:
         nodes.quarantine(lane.api, node, nvsentinel.PREFLIGHT_DCGM_DIAG, PREFLIGHT_FAILURE)
-        failed = time.monotonic()
+        failed, failed_at = time.monotonic(), datetime.now(UTC)
         reported = lane.fail_init(pod, nvsentinel.PREFLIGHT_DCGM_DIAG, nvsentinel.PREFLIGHT_CHECK_FAILED)
         # What `tools.waiting` makes of the failed pod, as the API server answered it.
         sentences = diagnose(dataclasses.replace(objects, pods=[reported, *pods[1:]])).sentences
@@ -376,8 +379,29 @@ def test_a_failed_preflight_check_restarts_the_run_off_its_node(lane: RecoveryLa
             f"NVSentinel's preflight check preflight-dcgm-diag failed on node {node} (exit code 1)" in s
             for s in sentences
         ), sentences
+        _the_schedulers_events_show_node_0_bound_twice(lane, failed_at)
     finally:
         nodes.release(lane.api, node, nvsentinel.PREFLIGHT_DCGM_DIAG)
+
+
+def _the_schedulers_events_show_node_0_bound_twice(lane: RecoveryLane, failed_at: datetime) -> None:
+    """`analysis goodput --pod-events` reads the namespace's events as the API server lists them
+    (the scheduler's are events.k8s.io events: `eventTime`, no `firstTimestamp`): Kueue admitted
+    the run once, before the failure (a JobSet restart keeps the admission); node 0 of the run was
+    bound before the failure and again after it; the wait from the failure to the second binding
+    is all "nodes" (kwok's pods pull nothing and run no check, and write no event of either)."""
+    _, listed = lane.api.request("GET", f"/api/v1/namespaces/{NAMESPACE}/events")
+    path = lane.lane.workdir / "preflight-events.json"
+    path.write_text(json.dumps(listed))
+    events = read_pod_events(path)
+    starts, admitted = node_pod_starts(events, "preflight"), admissions(events, "preflight")
+    bound = [s.scheduled for s in starts if s.scheduled is not None]
+    assert len(bound) == 2 and bound[0] < failed_at < bound[1], starts
+    assert len(admitted) == 1 and admitted[0] < failed_at, admitted
+    split = split_waiting(failed_at, bound[1] + timedelta(seconds=1), starts, admitted)
+    assert split is not None and split["queue"] == 0, split
+    assert split["nodes"] == pytest.approx((bound[1] - failed_at).total_seconds())
+    print(f"lane: recovery: by the events, node 0 bound again {split['nodes']:.1f} s after the failure")
 
 
 def test_a_lost_node_is_replaced_by_a_spare_and_the_run_bound_again(lane: RecoveryLane) -> None:

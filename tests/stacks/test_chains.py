@@ -96,8 +96,22 @@ def test_the_summary_shows_each_pool_of_the_chain_with_its_price_and_wait(render
     assert (
         "demo runs on the first pool of its chain with room, in this order: a3-highgpu (onDemand: ~86 USD/h for its "
         "nodes, ~32 USD for the run; wait: none known: on-demand VMs, where the zone has them), then spare (spot: not "
-        "priced; wait: none known, and preemptible: Spot VMs may be reclaimed at any time)."
+        "priced; wait: none known, and preemptible: Spot VMs may be reclaimed at any time; each reclaim costs one of "
+        "the run's 20 restarts and the steps since its checkpoint)."
     ) in text
+
+
+def test_a_spot_link_says_a_reclaim_costs_a_restart_or_fails_a_run_without_any(render: Any) -> None:
+    """A reclaim fails the run's pods, and its JobSet restarts once (the lane, test_lane_chains.py)."""
+    run = render("dev", values=chained({"maxRestarts": 3}))
+    (line,) = [r for r in run.exports["summary"]["runs"] if r["name"] == "demo"]
+    assert line["chain"][1]["wait"].endswith(
+        "each reclaim costs one of the run's 3 restarts and the steps since its checkpoint"
+    )
+    assert "restarts" not in line["chain"][0]["wait"]
+    run = render("dev", values=chained({"maxRestarts": 0}))
+    (line,) = [r for r in run.exports["summary"]["runs"] if r["name"] == "demo"]
+    assert line["chain"][1]["wait"].endswith("a reclaim fails the run, which has no restarts (maxRestarts 0)")
 
 
 def test_a_booked_pool_before_the_end_of_a_chain_is_warned_about(render: Any) -> None:
