@@ -277,13 +277,15 @@ def _chain(
 def _chain_wait(run: RunSpec, pool: GpuPoolExport) -> str:
     """What is known of the wait on a pool of a run's chain, and on Spot, what a reclaim costs the
     run: one JobSet restart (the lane: tests/integration/test_lane_chains.py, the reclaim as GKE
-    does it; docs/capacity.md) and the steps since its newest checkpoint."""
+    does it; docs/capacity.md) and the steps since its newest checkpoint, or all of them for a run
+    that does not resume."""
     wait = _WAIT[pool.capacity_type]
-    if pool.capacity_type is CapacityType.SPOT and run.max_restarts:
-        wait += f"; each reclaim costs one of the run's {run.max_restarts} restarts and the steps since its checkpoint"
-    elif pool.capacity_type is CapacityType.SPOT:
-        wait += "; a reclaim fails the run, which has no restarts (maxRestarts 0)"
-    return wait
+    if pool.capacity_type is not CapacityType.SPOT:
+        return wait
+    if not run.max_restarts:
+        return f"{wait}; a reclaim fails the run, which has no restarts (maxRestarts 0)"
+    lost = "the steps since its checkpoint" if run.resume else "all its steps (resume: false)"
+    return f"{wait}; each reclaim costs one of the run's {run.max_restarts} restarts and {lost}"
 
 
 def _worker_chain(

@@ -244,23 +244,31 @@ def test_a_run_whose_spot_nodes_are_reclaimed_moves_to_the_next_pool_of_its_chai
 
 # The kubelet's graceful node shutdown, as it ends each pod of a node GKE stops (a Spot VM's
 # preemption notice): phase Failed with this reason and message (kubernetes
-# pkg/kubelet/nodeshutdown/nodeshutdown_manager_linux.go) and the condition DisruptionTarget,
-# reason TerminationByKubelet (pkg/apis/core/types.go, PodReasonTerminationByKubelet); the
-# containers stopped by SIGTERM (exit 128 + 15).
+# pkg/kubelet/nodeshutdown/nodeshutdown_manager.go) and the condition DisruptionTarget, reason
+# TerminationByKubelet (pkg/apis/core/types.go, PodReasonTerminationByKubelet), the pod no longer
+# ready (pkg/kubelet/status/status_manager.go, mergePodStatus: a terminal phase sets the ready
+# conditions false); the containers stopped by SIGTERM (exit 128 + 15), or by SIGKILL (128 + 9)
+# once the grace period is over.
 SHUTDOWN_REASON = "Terminated"
 SHUTDOWN_MESSAGE = "Pod was terminated in response to imminent node shutdown."
 SIGTERM_EXIT_CODE = 143
+SIGKILL_EXIT_CODE = 137
+_NOT_READY = ("Ready", "ContainersReady")
 
 
-def _shut_down(api: Api, pod: dict[str, Any]) -> None:
+def _shut_down(api: Api, pod: dict[str, Any], exit_code: int) -> None:
     containers = [
         {"name": c["name"], "image": c["image"], "imageID": "", "ready": False, "restartCount": 0,
-         "state": {"terminated": {"exitCode": SIGTERM_EXIT_CODE, "reason": "Error"}}}
+         "state": {"terminated": {"exitCode": exit_code, "reason": "Error"}}}
         for c in pod["spec"]["containers"]
     ]  # fmt: skip
     condition = {"type": "DisruptionTarget", "status": "True", "reason": "TerminationByKubelet",
                  "message": SHUTDOWN_MESSAGE}  # fmt: skip
-    conditions = [c for c in pod["status"].get("conditions", []) if c["type"] != "DisruptionTarget"] + [condition]
+    conditions = [
+        {**c, "status": "False"} if c["type"] in _NOT_READY else c
+        for c in pod["status"].get("conditions", [])
+        if c["type"] != "DisruptionTarget"
+    ] + [condition]
     status = {"phase": "Failed", "reason": SHUTDOWN_REASON, "message": SHUTDOWN_MESSAGE,
               "conditions": conditions, "containerStatuses": containers}  # fmt: skip
     path = f"/api/v1/namespaces/{NAMESPACE}/pods/{pod['metadata']['name']}/status"
@@ -294,10 +302,11 @@ SPOT_POD_GRACE_SECONDS = 15
 @pytest.mark.parametrize("pods_end_after", [0, SPOT_POD_GRACE_SECONDS])
 def test_a_spot_reclaim_as_gke_does_it_costs_one_restart_and_moves_the_run(pods_end_after: int) -> None:
     """GKE reclaims a Spot VM as a shutdown: its kubelet reports the node NotReady ("node is
-    shutting down"), stops the pods (at once, or after its grace period: both are shown), and the
-    VM stops. Kueue counts a NotReady node failed once the run's pods on it have ended
-    (TASReplaceNodeOnPodTermination, beta and on from Kueue 0.14: pkg/controller/tas/node_controller.go
-    at v0.19.2), so the run stays admitted on Spot until then; both nodes failing at once, it evicts
+    shutting down"), stops the pods (at once, or killed at the end of its grace period: both are
+    run; only the second shows Kueue waiting for them), and the VM stops. Kueue counts a NotReady
+    node failed once the run's pods on it have ended (TASReplaceNodeOnPodTermination, beta and on
+    from Kueue 0.14: pkg/controller/tas/node_controller.go at v0.19.2), so the run stays admitted
+    on Spot until then; both nodes failing at once, it evicts
     the run (NodeFailures), which is admitted on the next pool of its chain. The failed pods fail
     the run's Job too: the JobSet restarts once. A node that comes back takes the chain's next run."""
     with _admitted_on_spot() as (chain, jobset, spot_nodes):
@@ -311,7 +320,7 @@ def test_a_spot_reclaim_as_gke_does_it_costs_one_restart_and_moves_the_run(pods_
         assert not [c for c in workload["status"]["conditions"] if c["type"] == "Requeued"], workload
         ended = time.monotonic()
         for pod in pods:
-            _shut_down(chain.api, pod)
+            _shut_down(chain.api, pod, SIGKILL_EXIT_CODE if pods_end_after else SIGTERM_EXIT_CODE)
         took = _moved_for_node_failures(chain, name, spot_nodes, since=ended)
         time.sleep(5)
         restarts = _restarts(chain, jobset)

@@ -112,6 +112,9 @@ def test_a_spot_link_says_a_reclaim_costs_a_restart_or_fails_a_run_without_any(r
     run = render("dev", values=chained({"maxRestarts": 0}))
     (line,) = [r for r in run.exports["summary"]["runs"] if r["name"] == "demo"]
     assert line["chain"][1]["wait"].endswith("a reclaim fails the run, which has no restarts (maxRestarts 0)")
+    run = render("dev", values=chained({"maxRestarts": 2, "checkpoint": {"enabled": True, "resume": False}}))
+    (line,) = [r for r in run.exports["summary"]["runs"] if r["name"] == "demo"]
+    assert line["chain"][1]["wait"].endswith("one of the run's 2 restarts and all its steps (resume: false)")
 
 
 def test_a_booked_pool_before_the_end_of_a_chain_is_warned_about(render: Any) -> None:
