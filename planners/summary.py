@@ -275,10 +275,10 @@ def _chain(
 
 
 def _chain_wait(run: RunSpec, pool: GpuPoolExport) -> str:
-    """What is known of the wait on a pool of a run's chain, and on Spot, what a reclaim costs the
-    run: one JobSet restart (the lane: tests/integration/test_lane_chains.py, the reclaim as GKE
-    does it; docs/capacity.md) and the steps since its newest checkpoint, or all of them for a run
-    that does not resume."""
+    """What is known of the wait on a pool of a run's chain (or a manager's worker's), and on Spot,
+    what a reclaim costs the run: one JobSet restart (the lane: tests/integration/
+    test_lane_chains.py, the reclaim as GKE does it; docs/capacity.md) and the steps since its
+    newest checkpoint, or all of them for a run that does not resume."""
     wait = _WAIT[pool.capacity_type]
     if pool.capacity_type is not CapacityType.SPOT:
         return wait
@@ -299,7 +299,7 @@ def _worker_chain(
         pool = next((p for p in worker.pools if p.name == run.pool), None)
         if pool is None:
             continue
-        wait = _WAIT[pool.capacity_type]
+        wait = _chain_wait(run, pool)
         if dispatch is Dispatch.IN_ORDER and i:
             after = i * MULTIKUEUE_DISPATCH_ROUND_SECONDS // 60
             wait = f"offered {after} min after the first worker, if none has admitted it by then; then {wait}"

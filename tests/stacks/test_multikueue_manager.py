@@ -438,6 +438,17 @@ def test_switching_to_in_order_reconfigures_kueue_and_replaces_nothing(workers: 
     )
 
 
+def test_a_spot_worker_s_link_says_what_a_reclaim_costs_the_run(workers: dict[str, dict[str, Any]]) -> None:
+    """A dispatched run restarts on a worker as on any cluster: a Spot reclaim costs one of its
+    restarts (planners.summary._chain_wait, as for a run's own chain)."""
+    spot = copy.deepcopy(workers)
+    spot[qualified_stack_name(WORKERS[1])]["cluster"]["gpuPools"][0]["capacityType"] = "spot"
+    (line,) = _in_order(spot).exports["summary"]["runs"]
+    first, second = line["chain"]
+    assert "restarts" not in first["wait"]
+    assert second["wait"].endswith("each reclaim costs one of the run's 20 restarts and the steps since its checkpoint")
+
+
 def test_the_summary_gives_each_worker_s_link_its_offer_time(workers: dict[str, dict[str, Any]]) -> None:
     """Kueue adds a worker each round whether it has the run's pool or not: a worker without it
     still delays the ones after it."""
