@@ -60,17 +60,19 @@ _KINDS = ("Pod", "Workload")
 
 
 @dataclass(frozen=True)
-class PodEvent:
-    """An event of a pod, or of a Workload (`kind`)."""
+class KubeEvent:
+    """An event of a pod, or of a Workload (`kind`), and the object's name."""
 
     time: datetime
-    pod: str
+    name: str
     reason: str
     message: str
     # The container the event is about (None: the pod's own, such as Scheduled).
     container: str | None
     init_container: bool
     kind: str = "Pod"
+    # The event object's own uid, where the file has it.
+    uid: str | None = None
 
 
 @dataclass(frozen=True)
@@ -98,7 +100,7 @@ def go_duration_seconds(text: str) -> float | None:
         return None
 
 
-def read_pod_events(path: Path) -> list[PodEvent]:
+def read_pod_events(path: Path) -> list[KubeEvent]:
     """The pod and Workload events of the file, in time order (ties in file order: `kubectl get
     events` lists an object's events as they were made, and so does `gcloud logging read
     --order=asc`), each event once (a Cloud Logging export repeats an event the recorder
@@ -106,13 +108,14 @@ def read_pod_events(path: Path) -> list[PodEvent]:
     entry for one without a time, and the file when it holds no pod event."""
     with Lines(path, _WHAT, lambda line: '"reason"' in line or '"items"' in line, strict_utf8=True) as lines:
         numbered = list(lines)
-    found, seen = [], set()
+    found: list[KubeEvent] = []
+    seen: set[str] = set()
     for number, entry in _entries(path, numbered):
-        event = _pod_event(path, number, entry)
-        uid = _uid(entry)
-        if event is None or (uid is not None and uid in seen):
+        event = _kube_event(path, number, entry)
+        if event is None or event.uid in seen:
             continue
-        seen.add(uid)
+        if event.uid is not None:
+            seen.add(event.uid)
         found.append(event)
     if not any(e.kind == "Pod" for e in found):
         raise AnalysisError(f"{path} holds no event of a pod: not {_WHAT}")
@@ -138,7 +141,7 @@ def _entries(path: Path, numbered: list[tuple[int, str]]) -> Iterator[tuple[int,
         yield number, record
 
 
-def _pod_event(path: Path, number: int, entry: object) -> PodEvent | None:
+def _kube_event(path: Path, number: int, entry: object) -> KubeEvent | None:
     where = f"{path} entry {number}"
     if not isinstance(entry, dict):
         raise AnalysisError(f"{where}: an event must be a JSON object")
@@ -159,22 +162,18 @@ def _pod_event(path: Path, number: int, entry: object) -> PodEvent | None:
             "(eventTime, firstTimestamp or lastTimestamp)"
         )
     field = _FIELD_PATH.fullmatch(str(involved.get("fieldPath") or ""))
-    return PodEvent(
+    metadata = event.get("metadata")
+    uid = metadata.get("uid") if isinstance(metadata, dict) else None
+    return KubeEvent(
         time=time,
-        pod=involved["name"],
+        name=involved["name"],
         reason=str(event.get("reason") or ""),
         message=str(event.get("message") or event.get("note") or ""),
         container=field.group(2) if field else None,
         init_container=field is not None and field.group(1) == "initContainers",
         kind=involved["kind"],
+        uid=uid if isinstance(uid, str) else None,
     )
-
-
-def _uid(entry: object) -> str | None:
-    event = entry.get("jsonPayload", entry) if isinstance(entry, dict) else None
-    metadata = event.get("metadata") if isinstance(event, dict) else None
-    uid = metadata.get("uid") if isinstance(metadata, dict) else None
-    return uid if isinstance(uid, str) else None
 
 
 def _time(event: Mapping[str, Any], fallback: object) -> datetime | None:
@@ -190,7 +189,7 @@ def _time(event: Mapping[str, Any], fallback: object) -> datetime | None:
     return None
 
 
-def pull_seconds(event: PodEvent) -> float:
+def pull_seconds(event: KubeEvent) -> float:
     """The time a Pulled event says its pull took, the wait for other pulls included; 0 for an
     image already on the node or a message of another form."""
     found = _PULLED.search(event.message)
@@ -200,8 +199,8 @@ def pull_seconds(event: PodEvent) -> float:
     return seconds or 0.0
 
 
-def pod_start(pod: str, events: Iterable[PodEvent]) -> PodStart:
-    mine = [e for e in events if e.pod == pod and e.kind == "Pod"]
+def pod_start(pod: str, events: Iterable[KubeEvent]) -> PodStart:
+    mine = [e for e in events if e.name == pod and e.kind == "Pod"]
     if not mine:
         raise ValueError(f"no event of pod {pod}")
     # Each container's first event, by position: the kubelet works through them one after
@@ -230,18 +229,18 @@ def pod_start(pod: str, events: Iterable[PodEvent]) -> PodStart:
     )
 
 
-def node_pod_starts(events: Iterable[PodEvent], run: str, node: int = 0) -> list[PodStart]:
+def node_pod_starts(events: Iterable[KubeEvent], run: str, node: int = 0) -> list[PodStart]:
     """The starts of every pod that was node `node` of the run, in the order they were bound."""
     events = list(events)
     pattern = run_node_pod_pattern(run, node)
-    pods = sorted({e.pod for e in events if e.kind == "Pod" and pattern.fullmatch(e.pod)})
+    pods = sorted({e.name for e in events if e.kind == "Pod" and pattern.fullmatch(e.name)})
     starts = [pod_start(p, events) for p in pods]
     return sorted(starts, key=lambda s: (s.scheduled is None, s.scheduled or s.last))
 
 
-def admissions(events: Iterable[PodEvent], run: str) -> list[datetime]:
+def admissions(events: Iterable[KubeEvent], run: str) -> list[datetime]:
     """When Kueue admitted the run's Workloads, in time order."""
     pattern = run_workload_pattern(run)
     return sorted(
-        e.time for e in events if e.kind == "Workload" and e.reason == "Admitted" and pattern.fullmatch(e.pod)
+        e.time for e in events if e.kind == "Workload" and e.reason == "Admitted" and pattern.fullmatch(e.name)
     )

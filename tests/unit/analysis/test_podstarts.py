@@ -3,11 +3,13 @@ sources write them."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
-from analysis.podstarts import PodEvent, go_duration_seconds, pod_start, pull_seconds
+from analysis.podstarts import KubeEvent, go_duration_seconds, pod_start, pull_seconds, read_pod_events
 from facts.kubernetes import run_node_pod_pattern, run_workload_pattern
 
 
@@ -24,8 +26,8 @@ def test_what_is_not_a_go_duration(text: str) -> None:
     assert go_duration_seconds(text) is None
 
 
-def _pulled(message: str) -> PodEvent:
-    return PodEvent(datetime(2026, 11, 30, tzinfo=UTC), "p", "Pulled", message, "c", False)
+def _pulled(message: str) -> KubeEvent:
+    return KubeEvent(datetime(2026, 11, 30, tzinfo=UTC), "p", "Pulled", message, "c", False)
 
 
 @pytest.mark.parametrize(
@@ -47,8 +49,8 @@ def test_a_checks_end_is_the_next_containers_first_event_not_an_earlier_sidecars
     """The sidecar started at the check's second; the training container's pull, 30 s later, ends it."""
     t = datetime(2026, 11, 30, tzinfo=UTC)
 
-    def at(seconds: int, reason: str, container: str | None, init: bool = True) -> PodEvent:
-        return PodEvent(t.replace(second=seconds), "p", reason, "", container, init)
+    def at(seconds: int, reason: str, container: str | None, init: bool = True) -> KubeEvent:
+        return KubeEvent(t.replace(second=seconds), "p", reason, "", container, init)
 
     events = [
         at(0, "Scheduled", None),
@@ -69,9 +71,9 @@ def test_a_container_in_the_checks_second_ends_it_when_the_list_puts_it_after() 
     check's second, listed after its Started, ends the check (in under a second)."""
     t = datetime(2026, 11, 30, tzinfo=UTC)
     events = [
-        PodEvent(t.replace(second=5), "p", "Started", "", "preflight-dcgm-diag", True),
-        PodEvent(t.replace(second=5), "p", "Pulling", "", "megatron", False),
-        PodEvent(t.replace(second=9), "p", "Started", "", "megatron", False),
+        KubeEvent(t.replace(second=5), "p", "Started", "", "preflight-dcgm-diag", True),
+        KubeEvent(t.replace(second=5), "p", "Pulling", "", "megatron", False),
+        KubeEvent(t.replace(second=9), "p", "Started", "", "megatron", False),
     ]
     start = pod_start("p", events)
     assert start.preflight_s == 0 and start.open_preflight is None
@@ -100,3 +102,22 @@ def test_node_pods_are_told_by_name_whatever_the_runs_revision(pod: str, node: i
 )
 def test_a_runs_workloads_are_told_by_name(workload: str, matches: bool) -> None:
     assert (run_workload_pattern("r").fullmatch(workload) is not None) is matches
+
+
+def test_an_event_exported_twice_under_its_uid_is_read_once(tmp_path: Path) -> None:
+    """A Cloud Logging export carries an event again each time the recorder counts it once more;
+    its pull is counted once. Events without a uid are each their own."""
+    pulled = {
+        "metadata": {"uid": "e-1"},
+        "involvedObject": {"kind": "Pod", "name": "p", "fieldPath": "spec.containers{megatron}"},
+        "reason": "Pulled",
+        "message": 'Successfully pulled image "nemo" in 10s (12s including waiting)',
+        "firstTimestamp": "2026-11-30T10:00:00Z",
+    }
+    again = {**pulled, "count": 2, "lastTimestamp": "2026-11-30T10:05:00Z"}
+    anonymous = {key: value for key, value in pulled.items() if key != "metadata"}
+    path = tmp_path / "events.jsonl"
+    path.write_text("\n".join(json.dumps({"jsonPayload": e}) for e in (pulled, again, anonymous, anonymous)))
+    events = read_pod_events(path)
+    assert len(events) == 3
+    assert pod_start("p", events).image_pull_s == pytest.approx(36)
