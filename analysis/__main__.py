@@ -35,7 +35,7 @@ from analysis.metrics import (
 )
 from analysis.plan import RunPlan, against, read_plan
 from analysis.podstarts import admissions, node_pod_starts, read_pod_events
-from analysis.startup import AttemptStartup, attempt_starts, read_step_records, startup
+from analysis.startup import AttemptStartup, attempt_starts, read_checkpoint_loads, read_step_records, startup
 from analysis.stragglers import find_stragglers, read_reports
 from analysis.stragglers import report_table as stragglers_table
 from facts.machines import ACCELERATORS, Precision
@@ -484,7 +484,9 @@ def _goodput(args: argparse.Namespace) -> tuple[str, list[str], int]:
     node_pods = node_pod_starts(kube_events, report.run)
     if args.pod_events and not node_pods:
         notes.append(f"note: {args.pod_events}: no event of a pod of run {report.run!r}'s node 0: waiting not split")
-    lost = badput(log.events, records, report, node_pods, admissions(kube_events, report.run))
+    loads = read_checkpoint_loads(args.log)
+    admitted = admissions(kube_events, report.run)
+    lost = badput(log.events, records, report, node_pods=node_pods, admitted=admitted, loads=loads)
     if args.json:
         return (
             _json({**report.as_json(), "startup": [a.as_json() for a in attempts], "badput": lost.as_json()}),

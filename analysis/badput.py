@@ -20,9 +20,11 @@ the steps it trained and when each ended (analysis.startup). Per attempt:
         pod start      the rest: volumes, the GPUDirect sidecars, the launcher until
                        `job_started`
                    in this order, each at most what the ones before it leave of the waiting
-    to first step  its first step record − its start − one reference step: NCCL and the
-                   library's initialisation, the checkpoint's loading and compilation (the
-                   launcher writes `checkpoint_loaded` as it starts, so loading is not apart)
+    to first step  its first step record − its start − one reference step; where the log has the
+                   Megatron-Bridge launcher's checkpoint-load records (analysis.startup), split:
+        checkpoint restore   the loads that started in the attempt, until every rank had loaded
+        initialisation       the rest: NCCL, the model's and the optimizer's construction, the
+                             data loaders, compilation in the first step
     lost           the steps it trained past the checkpoint the next attempt resumed from (the
                    last attempt: past the run's newest save, or its own start without one), at
                    the reference step time
@@ -45,9 +47,10 @@ from datetime import datetime
 
 from analysis.goodput import Event, GoodputEvent, GoodputReport
 from analysis.podstarts import PodStart
-from analysis.startup import StepRecord, attempt_starts, by_attempt
+from analysis.startup import CheckpointLoad, StepRecord, attempt_starts, by_attempt
 
 WAITING_CAUSES = ("queue", "nodes", "image pull", "preflight", "pod start")
+START_CAUSES = ("checkpoint restore", "initialisation")
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,8 @@ class AttemptBadput:
     lost_s: float | None
     # The waiting by WAITING_CAUSES, where the pods' events were given and show node 0's start.
     waiting_by_cause_s: dict[str, float] | None = None
+    # The part of to_first_step_s its checkpoint loads took, where the log records loads.
+    restore_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -86,11 +91,21 @@ class Badput:
             return None
         return {cause: sum(s[cause] for s in split) for cause in WAITING_CAUSES}
 
+    def to_first_step_by_cause(self) -> dict[str, float] | None:
+        """The time to the first step of the attempts whose loads the log records, by START_CAUSES;
+        None where it records none."""
+        split = [a for a in self.attempts if a.restore_s is not None and a.to_first_step_s is not None]
+        if not split:
+            return None
+        restore = sum(a.restore_s or 0.0 for a in split)
+        return {"checkpoint restore": restore, "initialisation": sum(a.to_first_step_s or 0.0 for a in split) - restore}
+
     def as_json(self) -> dict[str, object]:
         return {
             "total_s": self.total_s,
             "by_cause_s": self.by_cause(),
             "waiting_by_cause_s": self.waiting_by_cause(),
+            "to_first_step_by_cause_s": self.to_first_step_by_cause(),
             "attempts": [dataclasses.asdict(a) for a in self.attempts],
         }
 
@@ -131,11 +146,14 @@ def badput(
     events: Sequence[GoodputEvent],
     records: Sequence[StepRecord],
     report: GoodputReport,
+    *,
     node_pods: Sequence[PodStart] = (),
     admitted: Sequence[datetime] = (),
+    loads: Sequence[CheckpointLoad] = (),
 ) -> Badput:
     """The badput by cause; `node_pods`, the starts of node 0's pods, and `admitted`, the run's
-    admissions, split each waiting."""
+    admissions, split each waiting; `loads`, the log's checkpoint loads, each time to the first
+    step (an attempt without one restored nothing)."""
     ordered = sorted((e for e in events if e.run == report.run), key=lambda e: e.time)
     starts = attempt_starts(ordered, report.run)
     step_s = report.reference_step_time_s
@@ -147,13 +165,18 @@ def badput(
         (e.step for e in ordered if e.event is Event.CHECKPOINT_SAVED and e.step is not None), default=None
     )
     attempts = []
+    attempt_loads = by_attempt(starts, loads)
     for index, (start, mine) in enumerate(zip(starts, by_attempt(starts, records), strict=True)):
         # The previous attempt's last sign of life: an event, or a step it logged (a node 0 that
         # died writes no job_terminated).
         before = [e.time for e in ordered if e.time < start] + [r.time for r in records if r.time < start]
         since = max(before) if index > 0 and before else None
         waiting = (start - since).total_seconds() if since is not None else None
-        first = (mine[0].time - start).total_seconds() - step_s if mine else None
+        first = max((mine[0].time - start).total_seconds() - step_s, 0.0) if mine else None
+        # A load cannot outlast the start it is part of (a clock apart from node 0's would say so).
+        restore = (
+            min(sum(load.seconds for load in attempt_loads[index]), first) if loads and first is not None else None
+        )
         if index + 1 < len(starts):
             kept = loaded[index + 1]
         else:
@@ -164,10 +187,11 @@ def badput(
             AttemptBadput(
                 attempt=index,
                 waiting_s=waiting,
-                to_first_step_s=max(first, 0.0) if first is not None else None,
+                to_first_step_s=first,
                 lost_steps=lost,
                 lost_s=lost * step_s if lost is not None else None,
                 waiting_by_cause_s=split_waiting(since, start, node_pods, admitted) if since is not None else None,
+                restore_s=restore,
             )
         )
     return Badput(tuple(attempts), report.total_runtime_s - report.effective_time_s)
@@ -178,19 +202,20 @@ def badput_table(found: Badput) -> str:
         return f"{seconds / found.total_s:.1%}" if found.total_s > 0 else "-"
 
     lines = [f"badput       {found.total_s:.0f} s: runtime less the effective computation time"]
-    waiting = found.waiting_by_cause()
+    parts = {"waiting": found.waiting_by_cause(), "to first step": found.to_first_step_by_cause()}
     for cause, seconds in found.by_cause().items():
-        lines.append(f"  {cause:<14} {seconds:>9.0f} s  {share(seconds):>6}")
-        if cause == "waiting" and waiting is not None:
-            lines += [f"    {part:<12} {part_s:>9.0f} s  {share(part_s):>6}" for part, part_s in waiting.items()]
-    lines.append("attempt  waiting (s)  to first step (s)  lost steps  lost (s)")
+        lines.append(f"  {cause:<20} {seconds:>9.0f} s  {share(seconds):>6}")
+        split = parts.get(cause)
+        if split is not None:
+            lines += [f"    {part:<18} {part_s:>9.0f} s  {share(part_s):>6}" for part, part_s in split.items()]
+    lines.append("attempt  waiting (s)  to first step (s)  restore (s)  lost steps  lost (s)")
 
     def cell(value: float | int | None, width: int) -> str:
         return f"{value:>{width}.0f}" if value is not None else f"{'-':>{width}}"
 
     for a in found.attempts:
         lines.append(
-            f"{a.attempt:<8} {cell(a.waiting_s, 11)}  {cell(a.to_first_step_s, 17)}  "
+            f"{a.attempt:<8} {cell(a.waiting_s, 11)}  {cell(a.to_first_step_s, 17)}  {cell(a.restore_s, 11)}  "
             f"{cell(a.lost_steps, 10)}  {cell(a.lost_s, 8)}"
         )
     return "\n".join(lines)

@@ -40,6 +40,9 @@ from analysis.goodput import Event, GoodputEvent
 from analysis.logs import DLLOGGER_PREFIX, decode_dllogger
 from analysis.streams import Lines
 
+# The DLLogger `step` of the Megatron-Bridge launcher's record of a checkpoint load, whose data
+# is {"started": <epoch s>, "seconds": <s>} (payload/megatron_bridge_pretrain.py, CHECKPOINT_LOAD).
+CHECKPOINT_LOAD = "CHECKPOINT_LOAD"
 STEADY_TOLERANCE = 0.10
 # Consecutive intervals within the tolerance that make warm-up over (one alone may be a lull).
 STEADY_RUN = 3
@@ -49,6 +52,13 @@ STEADY_RUN = 3
 class StepRecord:
     step: int
     time: datetime
+
+
+@dataclass(frozen=True)
+class CheckpointLoad:
+    # When the load started, and how long until every rank had loaded.
+    time: datetime
+    seconds: float
 
 
 @dataclass(frozen=True)
@@ -89,6 +99,32 @@ def read_step_records(path: Path) -> list[StepRecord]:
     if not found:
         raise AnalysisError(f"{path} has no DLLogger step records")
     return found
+
+
+def read_checkpoint_loads(path: Path) -> list[CheckpointLoad]:
+    """The launcher's checkpoint-load records, in file order (none in a log whose launcher does not
+    write them: NeMo's); AnalysisError naming the line of one without a start time or seconds."""
+    found = []
+    with Lines(path, "a DLLogger log (DLLL {...} lines)", lambda line: line.startswith(DLLOGGER_PREFIX)) as lines:
+        for number, line in lines:
+            if not line.startswith(DLLOGGER_PREFIX) or CHECKPOINT_LOAD not in line:
+                continue
+            record = decode_dllogger(path, number, line)
+            if record.get("step") != CHECKPOINT_LOAD:
+                continue
+            data = record.get("data")
+            data = data if isinstance(data, dict) else {}
+            started, seconds = (_seconds(path, number, key, data.get(key)) for key in ("started", "seconds"))
+            found.append(CheckpointLoad(datetime.fromtimestamp(started, tz=UTC), seconds))
+    return found
+
+
+def _seconds(path: Path, number: int, key: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < math.inf:
+        raise AnalysisError(
+            f"{path}:{number}: checkpoint load record whose {key!r} is not a number of seconds ({value!r})"
+        )
+    return float(value)
 
 
 def _timestamp(path: Path, number: int, value: object) -> datetime:

@@ -5,7 +5,8 @@ Builds the run's ConfigContainer the way Megatron-Bridge's own Llama 3 recipe do
 with the model's provider class instead of a Hugging Face lookup (no download at run time), then
 sets the run's values from the JSON file named by $NEMO_RUN_SETTINGS (written by nemo-gke) by
 their typed fields, validates it, and trains with `pretrain`. Every step also goes to the run's
-DLLogger file in the record format `python -m analysis` reads.
+DLLogger file in the record format `python -m analysis` reads, and so does each checkpoint load's
+time (a restart's restore, apart from the rest of its start).
 
     python megatron_bridge_pretrain.py            train (under torchrun)
     python megatron_bridge_pretrain.py --check    build and validate the configuration only
@@ -47,6 +48,13 @@ LEARNING_RATE, MIN_LEARNING_RATE, WARMUP_STEPS = 3e-4, 3e-5, 2000
 # on, and the run's Job and JobSet fail on it instead of restarting (facts.kubernetes,
 # PROGRAM_ERROR_EXIT_CODE).
 CONFIG_REFUSED = 78
+
+# The DLLogger `step` of a checkpoint load's record, {"started": <epoch s>, "seconds": <s>}: how
+# `python -m analysis goodput --log` tells a restart's restore from the rest of its start
+# (analysis.startup.CHECKPOINT_LOAD).
+CHECKPOINT_LOAD = "CHECKPOINT_LOAD"
+# Megatron-Bridge's timer of a checkpoint's load (training/setup.py).
+LOAD_TIMER = "load-checkpoint"
 
 
 def load_settings(path):
@@ -236,10 +244,15 @@ class StepLog(Callback):
         self.record = record
         self.started = None
         self.steps = 0
+        # (epoch seconds at its start, seconds) of each checkpoint load before training started.
+        self.loads = []
 
     def on_train_start(self, context):
         if torch.distributed.get_rank() == torch.distributed.get_world_size() - 1:
             dllogger.init(backends=[dllogger.JSONStreamBackend(dllogger.Verbosity.VERBOSE, self.path)])
+            for started, seconds in self.loads:
+                dllogger.log(step=CHECKPOINT_LOAD, data={"started": started, "seconds": round(seconds, 3)})
+            dllogger.flush()
 
     def on_train_step_start(self, context):
         self.started = time.monotonic()
@@ -261,6 +274,22 @@ class StepLog(Callback):
         self.steps += 1
         if self.record and self.steps > self.record["warmupSteps"]:
             print(step_record(self.record, context.state.train_state.step, seconds), flush=True)
+
+
+def time_checkpoint_loads(step_log, timers_class):
+    """Each checkpoint load's time, as the library's own `load-checkpoint` timer took it, into
+    `step_log.loads`. Megatron-Bridge's setup() starts that timer with a barrier before the load,
+    stops it with one after (so every rank's time is the slowest rank's) and logs it at once
+    (training/setup.py at v0.3.0 and v0.6.2): read as it is logged, before the log resets it."""
+    log = timers_class.log
+
+    def logged(timers, names, *args, **kwargs):
+        if LOAD_TIMER in names:
+            seconds = timers(LOAD_TIMER).elapsed(reset=False)
+            step_log.loads.append((time.time() - seconds, seconds))
+        return log(timers, names, *args, **kwargs)
+
+    timers_class.log = logged
 
 
 def first_steps_of_pretrain(cfg):
@@ -310,8 +339,10 @@ def main(argv):
         return 0
     from megatron.bridge.training.gpt_step import forward_step  # noqa: PLC0415 - needs the GPU stack
     from megatron.bridge.training.pretrain import pretrain  # noqa: PLC0415
+    from megatron.core.timers import Timers  # noqa: PLC0415
 
     step_log = StepLog(settings["dlloggerFile"], settings.get("stepRecord"))
+    time_checkpoint_loads(step_log, Timers)
     pretrain(config=config(settings), forward_step_func=forward_step, callbacks=[step_log])
     return 0
 

@@ -12,11 +12,13 @@ for the run's world size. Each catalog case is also built the way Megatron-Bridg
 scripts build it (tools/nvidia_path.py) and compared with the launcher's field by field, and its
 environment with theirs variable by variable; a difference tools/parity.py does not list fails it.
 The line the launcher prints as a step's record must be one the platform's log-based metrics read
-(planners.monitoring.step_record_problems). No GPU and no training step; GPU-only packages the
-library imports at module level are stood in for (tools/runtime_stub.py). Then it shows the check
-can fail: a copy of the launcher with one field renamed must be refused, one whose step record
-lacks the run's fields too, and one without its CommOverlapConfig must differ from NVIDIA's in
-unlisted fields. Exit code 1 on any failure.
+(planners.monitoring.step_record_problems), and a checkpoint load timed as the library's setup()
+times it must reach the DLLogger file as `python -m analysis goodput` reads it. No GPU and no
+training step; GPU-only packages the library imports at module level are stood in for
+(tools/runtime_stub.py). Then it shows the check can fail: a copy of the launcher with one field
+renamed must be refused, one whose step record lacks the run's fields too, one that records no
+checkpoint load too, and one without its CommOverlapConfig must differ from NVIDIA's in unlisted
+fields. Exit code 1 on any failure.
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
+from analysis.errors import AnalysisError
+from analysis.startup import read_checkpoint_loads
 from facts.kubernetes import PROGRAM_ERROR_EXIT_CODE, workload_file_key
 from facts.machines import MACHINE_TYPES, MachineType
 from facts.models import MODELS, Framework, RunSettings
@@ -58,6 +62,10 @@ OVERLAP_CASE = "llama3-70b on a4-highgpu-8g"
 # The launcher's step record, and one without the run's fixed fields: the log-based metrics would
 # read nothing of it (planners.monitoring.step_record_problems).
 NO_RECORD = ('{**record["fields"], ', "{")
+# How long the stood-in checkpoint load of the step log's check takes, and a launcher that never
+# records a load.
+LOAD_S = 0.2
+NO_LOAD_TIMING = ("if LOAD_TIMER in names:", "if False:")
 # How many of the broken launcher's differences the check prints.
 SHOWN = 6
 
@@ -366,18 +374,35 @@ def _shown(value: Any) -> str:
 
 # Run by the runtime environment's interpreter: the launcher's step log through the hooks the
 # library calls, for `warmupSteps` + 2 steps on one CPU rank (gloo; no GPU, so the step's CUDA
-# synchronisation is a no-op here), each step 10 ms, printing what the launcher printed.
+# synchronisation is a no-op here), each step 10 ms, printing what the launcher printed; before
+# them, one checkpoint load of LOAD_S timed by Megatron Core's timers as the library's setup()
+# times it, whose calls the library's source must still make (the load itself stood in for: no
+# checkpoint, no GPU).
 _STEP_LOG = """
 import contextlib, io, json, os, runpy, sys, time, types
 sys.path.insert(0, sys.argv[1])
-import runtime_stub
-runtime_stub.install()
+import gpu_worker, runtime_stub
+runtime_stub.install((*runtime_stub.STUBBED, *gpu_worker.UNUSED_BY_THIS_RUN))
 launcher = runpy.run_path(sys.argv[2], run_name="launcher")
 import torch
 torch.distributed.init_process_group("gloo", rank=0, world_size=1, store=torch.distributed.HashStore())
 torch.cuda.synchronize = lambda: None
+torch.cuda.current_device = lambda: "cpu"  # where Megatron Core's timers gather their times
 record = json.loads(sys.argv[3])
 log = launcher["StepLog"](sys.argv[4], record)
+import inspect
+from megatron.bridge.training import setup as training_setup
+from megatron.core.timers import Timers
+source = inspect.getsource(training_setup.setup)
+for call in ('timers("load-checkpoint", log_level=0).start(barrier=True)',
+             'timers("load-checkpoint").stop(barrier=True)', 'timers.log(["load-checkpoint"])'):
+    assert call in source, f"the library's setup() no longer makes the call the launcher's load timing reads: {call}"
+launcher["time_checkpoint_loads"](log, Timers)
+timers = Timers(0, "minmax")
+timers("load-checkpoint", log_level=0).start(barrier=True)
+time.sleep(float(sys.argv[5]))
+timers("load-checkpoint").stop(barrier=True)
+timers.log(["load-checkpoint"])
 train_state = types.SimpleNamespace(step=0)
 context = types.SimpleNamespace(state=types.SimpleNamespace(train_state=train_state), loss_dict={"lm loss": 2.5})
 printed = io.StringIO()
@@ -392,11 +417,14 @@ sys.stdout.write(printed.getvalue())
 """
 
 
-def _step_log_reports(python: str, folder: Path, case: Case) -> str | None:
+def _step_log_reports(python: str, folder: Path, case: Case, launcher: Path = LAUNCHER) -> str | None:
     """The launcher's step log prints a record the step metrics read after each step past the
-    warm-up, and none before: None, or what it printed instead."""
+    warm-up, and none before, and its DLLogger file holds the checkpoint load's record as
+    `python -m analysis goodput` reads it: None, or what it did instead."""
     record = case.settings["stepRecord"]
-    command = [python, "-c", _STEP_LOG, str(STUB.parent), str(LAUNCHER), json.dumps(record), str(folder / "steps.json")]
+    dllogger = folder / "steps.json"
+    dllogger.unlink(missing_ok=True)  # DLLogger appends: only this launcher's records
+    command = [python, "-c", _STEP_LOG, str(STUB.parent), str(launcher), json.dumps(record), str(dllogger), str(LOAD_S)]
     env = {**os.environ, "PYTHONPATH": str(LAUNCHER.parent), "CUDA_VISIBLE_DEVICES": ""}
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
     if done.returncode != 0:
@@ -414,15 +442,29 @@ def _step_log_reports(python: str, folder: Path, case: Case) -> str | None:
         if problems := step_record_problems(line, case.settings["runName"]):
             return "the launcher's step record: " + "; ".join(problems)
     print(f"  the launcher's step log reports steps {warmup} and {warmup + 1}, past its warm-up: {printed[-1]}")
+    try:
+        loads = read_checkpoint_loads(dllogger)
+    except AnalysisError as error:
+        return f"the launcher's checkpoint load record: {error}"
+    if len(loads) != 1 or not LOAD_S <= loads[0].seconds < LOAD_S + 1:
+        return f"a checkpoint load of {LOAD_S} s timed as the library times it was logged as {loads!r}"
+    print(f"  the launcher logs a checkpoint load of {LOAD_S} s timed as the library times it: {loads[0].seconds} s")
     return None
 
 
 def _can_fail(python: str, folder: Path, cases: list[Case]) -> str | None:
-    """The check fails a launcher with one field renamed, and a launcher that leaves the
-    communication overlap's configuration out differs from NVIDIA's in unlisted fields. None, or
-    why the check could not fail."""
+    """The check fails a launcher with one field renamed, one whose step record lacks the run's
+    fields and one that records no checkpoint load, and a launcher that leaves the communication
+    overlap's configuration out differs from NVIDIA's in unlisted fields. None, or why the check
+    could not fail."""
     text = LAUNCHER.read_text()
-    for edit, name in ((RENAMED, "RENAMED"), (NO_OVERLAP, "NO_OVERLAP"), (NO_RECORD, "NO_RECORD")):
+    edits = (
+        (RENAMED, "RENAMED"),
+        (NO_OVERLAP, "NO_OVERLAP"),
+        (NO_RECORD, "NO_RECORD"),
+        (NO_LOAD_TIMING, "NO_LOAD_TIMING"),
+    )
+    for edit, name in edits:
         if edit[0] not in text:
             return f"the launcher no longer has {edit[0]!r}: update {name}"
     broken = folder / "broken" / LAUNCHER.name
@@ -440,6 +482,11 @@ def _can_fail(python: str, folder: Path, cases: list[Case]) -> str | None:
     if unread.error is None or "step record" not in unread.error:
         return f"a launcher whose step record lacks the run's fields passed: {unread.error}"
     print(f"  a launcher whose step record lacks the run's fields is refused: {unread.error}")
+    broken.write_text(text.replace(*NO_LOAD_TIMING))
+    untimed = _step_log_reports(python, folder, cases[0], broken)
+    if untimed is None or "checkpoint load" not in untimed:
+        return f"a launcher that records no checkpoint load passed: {untimed}"
+    print(f"  a launcher that records no checkpoint load is refused: {untimed}")
     broken.write_text(text.replace(*NO_OVERLAP))
     compared = next(case for case in cases if case.name.startswith(OVERLAP_CASE))
     (without,) = check(python, broken, [compared], folder)

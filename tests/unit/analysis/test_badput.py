@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from analysis.__main__ import main
+from analysis.logs import read_log
 
 T0 = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
 STEP_S = 10.0
@@ -67,13 +68,13 @@ def test_the_badput_by_cause_worked_by_hand(run: tuple[Path, Path], capsys: pyte
     )
     assert found["attempts"] == [
         {"attempt": 0, "waiting_s": None, "to_first_step_s": 100.0, "lost_steps": 10, "lost_s": 100.0}
-        | {"waiting_by_cause_s": None},
+        | {"waiting_by_cause_s": None, "restore_s": None},
         {"attempt": 1, "waiting_s": 120.0, "to_first_step_s": 60.0, "lost_steps": 0, "lost_s": 0.0}
-        | {"waiting_by_cause_s": None},
+        | {"waiting_by_cause_s": None, "restore_s": None},
     ]
     assert main(["goodput", "--events", str(events), "--reference-step-time", str(STEP_S), "--log", str(log)]) == 0
     table = capsys.readouterr().out
-    assert "badput       400 s" in table and "lost progress        100 s   25.0%" in table
+    assert "badput       400 s" in table and "  lost progress              100 s   25.0%" in table
 
 
 def test_faster_steps_than_the_reference_leave_a_negative_remainder(
@@ -144,6 +145,74 @@ def test_two_pods_starting_one_attempt_around_its_load_are_one_attempt(
     )
     found = json.loads(capsys.readouterr().out)
     assert len(found["badput"]["attempts"]) == len(found["startup"]) == 1
+
+
+# ---------------------------------------------------------------- the start, split by the checkpoint loads
+
+
+def _load(started: float, seconds: object) -> str:
+    """The Megatron-Bridge launcher's record of a checkpoint load (payload/megatron_bridge_pretrain.py,
+    StepLog.on_train_start), written once training starts."""
+    data = {"started": _at(started).timestamp(), "seconds": seconds}
+    record = {"timestamp": str(_at(started).timestamp() + 40), "type": "LOG", "step": "CHECKPOINT_LOAD", "data": data}
+    return "DLLL " + json.dumps(record)
+
+
+def _goodput_with_loads(run: tuple[Path, Path], loads: list[str], capsys: pytest.CaptureFixture[str]) -> dict:
+    events, log = run
+    log.write_text("\n".join([*loads, log.read_text()]))
+    argv = ["goodput", "--events", str(events), "--reference-step-time", str(STEP_S), "--log", str(log)]
+    assert main([*argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)["badput"]
+
+
+def test_a_restarts_checkpoint_load_is_told_from_the_rest_of_its_start(
+    run: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Attempt 1 (start 520 s, 60 s to its first step) loaded its checkpoint from 530 s for 25 s;
+    attempt 0 loaded none: of the 160 s to first steps, 25 s restore and 135 s initialisation."""
+    found = _goodput_with_loads(run, [_load(530, 25.0)], capsys)
+    assert [a["restore_s"] for a in found["attempts"]] == [0, 25.0]
+    assert found["to_first_step_by_cause_s"] == pytest.approx({"checkpoint restore": 25, "initialisation": 135})
+    assert found["by_cause_s"]["to first step"] == pytest.approx(160)
+    events, log = run
+    argv = ["goodput", "--events", str(events), "--reference-step-time", str(STEP_S), "--log", str(log)]
+    assert main(argv) == 0
+    table = capsys.readouterr().out
+    assert "    checkpoint restore        25 s    6.2%" in table
+    assert "    initialisation           135 s   33.8%" in table
+    assert "1                120                 60           25" in table
+    # The step metrics read past the record: it is no step, nor the run's configuration.
+    read = read_log(log)
+    assert (len(read.records), read.parameters) == (50, None)
+
+
+def test_a_load_longer_than_its_start_is_held_to_it(run: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    """A load said to take 90 s of a 60 s start (node 0's clock apart from the writer's) counts 60 s."""
+    found = _goodput_with_loads(run, [_load(525, 90.0)], capsys)
+    assert found["attempts"][1]["restore_s"] == pytest.approx(60)
+    assert found["to_first_step_by_cause_s"]["initialisation"] == pytest.approx(100)
+
+
+def test_a_log_without_load_records_does_not_split_the_start(
+    run: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    events, log = run
+    argv = ["goodput", "--events", str(events), "--reference-step-time", str(STEP_S), "--log", str(log)]
+    assert main(argv) == 0
+    assert "checkpoint restore" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("seconds", ["25", -1.0, None, True])
+def test_a_load_record_without_its_seconds_is_refused_by_line(
+    run: tuple[Path, Path], capsys: pytest.CaptureFixture[str], seconds: object
+) -> None:
+    events, log = run
+    log.write_text("\n".join([_load(530, seconds), log.read_text()]))
+    argv = ["goodput", "--events", str(events), "--reference-step-time", str(STEP_S), "--log", str(log)]
+    assert main(argv) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert f"{log}:1: checkpoint load record whose 'seconds' is not a number of seconds" in line
 
 
 # ---------------------------------------------------------------- the waiting, split by the pods' events
@@ -256,9 +325,9 @@ def test_the_table_shows_the_waitings_parts(run: tuple[Path, Path], capsys: pyte
     argv = ["goodput", "--events", str(events), "--reference-step-time", str(STEP_S), "--log", str(log)]
     assert main([*argv, "--pod-events", str(pods)]) == 0
     table = capsys.readouterr().out
-    assert "  waiting              120 s   30.0%" in table
-    assert "    preflight           60 s   15.0%" in table
-    assert "    pod start           10 s    2.4%" in table
+    assert "  waiting                    120 s   30.0%" in table
+    assert "    preflight                 60 s   15.0%" in table
+    assert "    pod start                 10 s    2.4%" in table
 
 
 def test_pod_events_without_the_log_are_refused(run: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
