@@ -39,6 +39,7 @@ from megatron.bridge.training.config import (
     TrainingConfig,
 )
 from megatron.bridge.training.mixed_precision import get_mixed_precision_config
+from step_record import StepRecords
 
 # The library recipe's learning-rate schedule (_llama3_common defaults).
 LEARNING_RATE, MIN_LEARNING_RATE, WARMUP_STEPS = 3e-4, 3e-5, 2000
@@ -226,13 +227,6 @@ def performance_settings(cfg, settings):
         cfg.model.cuda_graph_scope = cuda_graphs["scope"]
 
 
-def step_record(record, step, seconds):
-    """The line the platform's log-based metrics read for a step: one JSON object on one line of
-    stdout, with the run's fixed fields and the names $NEMO_RUN_SETTINGS gives the step and its
-    seconds (`stepRecord`)."""
-    return json.dumps({**record["fields"], record["stepField"]: step, record["secondsField"]: round(seconds, 4)})
-
-
 class StepLog(Callback):
     """Each training step's time and loss as DLLogger records (`train_step_timing in s`,
     `reduced_train_loss`), written by the last rank, which holds the loss; and, with a step
@@ -241,9 +235,8 @@ class StepLog(Callback):
 
     def __init__(self, path, record=None):
         self.path = path
-        self.record = record
+        self.records = StepRecords(record)
         self.started = None
-        self.steps = 0
         # (epoch seconds at its start, seconds) of each checkpoint load before training started.
         self.loads = []
 
@@ -271,9 +264,9 @@ class StepLog(Callback):
             data["reduced_train_loss"] = loss
         dllogger.log(step=context.state.train_state.step, data=data)
         dllogger.flush()
-        self.steps += 1
-        if self.record and self.steps > self.record["warmupSteps"]:
-            print(step_record(self.record, context.state.train_state.step, seconds), flush=True)
+        line = self.records.after(context.state.train_state.step, seconds)
+        if line is not None:
+            print(line, flush=True)
 
 
 def time_checkpoint_loads(step_log, timers_class):

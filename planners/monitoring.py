@@ -11,11 +11,13 @@ from types import MappingProxyType
 from typing import Any
 
 from facts.kubernetes import TRAINING_CONTAINER
+from facts.machines import MachineType
 from facts.monitoring import (
     AUTO_CLOSE_S,
     CLUSTER_LABEL,
     DCGM,
     EXPECTED_FIELD,
+    FIRST_STEPS_UNREPORTED,
     HOSTNAME_LABEL,
     K8S_CONTAINER,
     LOG_METRIC_PREFIX,
@@ -31,7 +33,9 @@ from facts.monitoring import (
     STEP_RECORD,
     XID_FIELD,
 )
+from planners import layout
 from planners.pools import GpuPoolExport
+from planners.runs import RunSpec
 
 # The charts, in order: each per GPU model (one per machine type, so per pool of that type)
 # and per node.
@@ -338,6 +342,21 @@ def step_metrics(cluster: str) -> StepMetrics:
             EXPECTED_FIELD,
         ),
     )
+
+
+def step_record(run: RunSpec, machine: MachineType) -> dict[str, Any]:
+    """What a Megatron-Bridge or NeMo 2 launcher's last rank prints after each step past its warm-up
+    (payload/step_record.py), for the step metrics: the fixed fields, and the names it gives the
+    step and its seconds."""
+    fields: dict[str, Any] = {RECORD_FIELD: STEP_RECORD, RUN_FIELD: run.name}
+    if (expected := layout.expected_step_seconds(run, machine)) is not None:
+        fields[EXPECTED_FIELD] = round(expected, 3)
+    return {
+        "fields": fields,
+        "stepField": STEP_FIELD,
+        "secondsField": SECONDS_FIELD,
+        "warmupSteps": FIRST_STEPS_UNREPORTED,
+    }
 
 
 def step_record_problems(line: str, run: str) -> list[str]:

@@ -27,6 +27,11 @@ NCCL_INIT = "nccl_init.sh"
 # PYTHONPATH, so NeMo's DLLogger writes the metrics file without installing anything at start.
 DLLOGGER = "dllogger.py"
 PYTHON_DIR = "python"
+# Beside the Megatron-Bridge and NeMo 2 launchers (their folder is on their module path): the step
+# record both print (planners.monitoring.step_record), and the Lightning callback that prints it
+# for NeMo 2.
+STEP_RECORD_MODULE = "step_record.py"
+LIGHTNING_STEP_LOG = "lightning_step_log.py"
 # The settings file the NeMo 2 and Megatron-Bridge launchers read (NEMO_RUN_SETTINGS).
 RUN_SETTINGS = "run.json"
 # Node-local scratch on the local NVMe SSDs (ephemeral storage).

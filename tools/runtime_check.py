@@ -47,7 +47,7 @@ from harness.runner import ROOT, run_stack, stack_names
 from planners import workload
 from planners.monitoring import step_record_problems
 from planners.runs import ProfileWindow, RunSpec, Tokenizer
-from planners.runtimes import bridge
+from planners.runtimes import bridge, nemo2
 from tools import gpu_train, parity
 
 LAUNCHER = ROOT / "payload" / bridge.SCRIPT
@@ -59,8 +59,10 @@ RENAMED = ("train_iters=steps,", "train_iter=steps,")
 # the catalog case named OVERLAP_CASE (the one the review found without the overlap).
 NO_OVERLAP = ('if settings["commOverlapSetup"] or settings["tpOverlap"]', "if False")
 OVERLAP_CASE = "llama3-70b on a4-highgpu-8g"
-# The launcher's step record, and one without the run's fixed fields: the log-based metrics would
-# read nothing of it (planners.monitoring.step_record_problems).
+# The module that writes the launchers' step records (payload/step_record.py), and its record
+# without the run's fixed fields: the log-based metrics would read nothing of it
+# (planners.monitoring.step_record_problems).
+RECORD_MODULE = LAUNCHER.with_name("step_record.py")
 NO_RECORD = ('{**record["fields"], ', "{")
 # How long the stood-in checkpoint load of the step log's check takes, and a launcher that never
 # records a load.
@@ -216,23 +218,31 @@ def refused_cases() -> list[Case]:
     ]
 
 
-def shipped_cases() -> list[Case]:
-    """The settings every shipped stack's Megatron-Bridge runs ship in their ConfigMaps."""
-    cases: list[Case] = []
+def shipped_settings() -> dict[str, list[tuple[str, dict[str, Any]]]]:
+    """The settings every shipped stack's runs ship, by their launcher (bridge.SCRIPT,
+    nemo2.SCRIPT), each named after its stack and ConfigMap or JobSet."""
+    found: dict[str, list[tuple[str, dict[str, Any]]]] = {bridge.SCRIPT: [], nemo2.SCRIPT: []}
     for stack in stack_names():
         run = run_stack(stack)
         for resource in run.of_type("kubernetes:core/v1:ConfigMap"):
             data = run.manifest(resource).get("data", {})
-            if bridge.SCRIPT in data:
-                cases.append(Case(f"{stack}: {resource.name}", json.loads(data[workload.RUN_SETTINGS]), None))
+            for script, settings in found.items():
+                if script in data:
+                    settings.append((f"{stack}: {resource.name}", json.loads(data[workload.RUN_SETTINGS])))
         # A run a MultiKueue manager dispatches carries its files in its pod template's annotations.
         for resource in run.of_type("kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"):
             template = run.manifest(resource)["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
             annotations = template["metadata"].get("annotations", {})
-            if workload_file_key(bridge.SCRIPT) in annotations:
-                settings = json.loads(annotations[workload_file_key(workload.RUN_SETTINGS)])
-                cases.append(Case(f"{stack}: {resource.name}", settings, None))
-    return cases
+            for script, settings in found.items():
+                if workload_file_key(script) in annotations:
+                    files = json.loads(annotations[workload_file_key(workload.RUN_SETTINGS)])
+                    settings.append((f"{stack}: {resource.name}", files))
+    return found
+
+
+def shipped_cases(shipped: dict[str, list[tuple[str, dict[str, Any]]]]) -> list[Case]:
+    """The settings the shipped stacks' Megatron-Bridge runs ship."""
+    return [Case(name, settings, None) for name, settings in shipped[bridge.SCRIPT]]
 
 
 # Run by the runtime environment's interpreter: the launcher loaded once (its module-level imports
@@ -246,7 +256,7 @@ import runtime_stub
 runtime_stub.install()
 runtime_stub.answer_device_questions()
 launcher = runpy.run_path(sys.argv[2], run_name="launcher")
-import nvidia_path
+import nvidia_path, step_record
 from megatron.bridge.training.callbacks import normalize_callbacks, should_fire
 first_steps = launcher["first_steps_of_pretrain"]
 # The step log's hooks are events the library fires (pretrain() registers callbacks so).
@@ -298,7 +308,7 @@ for path in sys.argv[3:]:
         result |= {"ok": False, "error": f"{type(error).__name__}: {error}"}
     # The line its last rank prints after a step past its warm-up (step 11, 1.25 s).
     if settings.get("stepRecord"):
-        result["stepRecord"] = launcher["step_record"](settings["stepRecord"], 11, 1.25)
+        result["stepRecord"] = step_record.StepRecords({**settings["stepRecord"], "warmupSteps": 0}).after(11, 1.25)
     # The launcher's own check, as launch.sh runs it: its exit code.
     os.environ["NEMO_RUN_SETTINGS"] = path + ".settings"
     with open(os.environ["NEMO_RUN_SETTINGS"], "w") as f:
@@ -333,7 +343,7 @@ def check(python: str, launcher: Path, cases: list[Case], folder: Path) -> list[
             )
         )
         files.append(str(path))
-    env = {**os.environ, "PYTHONPATH": str(LAUNCHER.parent), "CUDA_VISIBLE_DEVICES": ""}
+    env = {**os.environ, "PYTHONPATH": _payload_path(launcher), "CUDA_VISIBLE_DEVICES": ""}
     command = [python, "-c", _CHECKER, str(STUB.parent), str(launcher), *files]
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
     results = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
@@ -417,6 +427,12 @@ sys.stdout.write(printed.getvalue())
 """
 
 
+def _payload_path(launcher: Path) -> str:
+    """The launcher's folder first, then the payload's: a copy of the launcher, or of a module it
+    imports (step_record.py), shadows the shipped one."""
+    return os.pathsep.join(dict.fromkeys((str(launcher.parent), str(LAUNCHER.parent))))
+
+
 def _step_log_reports(python: str, folder: Path, case: Case, launcher: Path = LAUNCHER) -> str | None:
     """The launcher's step log prints a record the step metrics read after each step past the
     warm-up, and none before, and its DLLogger file holds the checkpoint load's record as
@@ -425,23 +441,16 @@ def _step_log_reports(python: str, folder: Path, case: Case, launcher: Path = LA
     dllogger = folder / "steps.json"
     dllogger.unlink(missing_ok=True)  # DLLogger appends: only this launcher's records
     command = [python, "-c", _STEP_LOG, str(STUB.parent), str(launcher), json.dumps(record), str(dllogger), str(LOAD_S)]
-    env = {**os.environ, "PYTHONPATH": str(LAUNCHER.parent), "CUDA_VISIBLE_DEVICES": ""}
+    env = {**os.environ, "PYTHONPATH": _payload_path(launcher), "CUDA_VISIBLE_DEVICES": ""}
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         lines = [line for line in done.stderr.splitlines() if line.strip()] or [f"exit {done.returncode}"]
         return f"the launcher's step log failed: {lines[-1]}"
-    printed = done.stdout.splitlines()
+    if unread := _records_problem(done.stdout, record, case.settings["runName"]):
+        return unread
     warmup = record["warmupSteps"]
-    steps = [json.loads(line).get(record["stepField"]) for line in printed if line.startswith("{")]
-    if steps != [warmup, warmup + 1]:
-        return (
-            f"after {warmup + 2} steps the launcher's step log printed {printed!r}, "
-            f"not the records of steps {warmup} and {warmup + 1}"
-        )
-    for line in printed:
-        if problems := step_record_problems(line, case.settings["runName"]):
-            return "the launcher's step record: " + "; ".join(problems)
-    print(f"  the launcher's step log reports steps {warmup} and {warmup + 1}, past its warm-up: {printed[-1]}")
+    last = done.stdout.strip().splitlines()[-1]
+    print(f"  the launcher's step log reports steps {warmup} and {warmup + 1}, past its warm-up: {last}")
     try:
         loads = read_checkpoint_loads(dllogger)
     except AnalysisError as error:
@@ -452,20 +461,100 @@ def _step_log_reports(python: str, folder: Path, case: Case, launcher: Path = LA
     return None
 
 
-def _can_fail(python: str, folder: Path, cases: list[Case]) -> str | None:
+def _records_problem(stdout: str, record: dict[str, Any], run: str) -> str | None:
+    """What keeps a process's output from holding the step records of steps `warmupSteps` and the
+    one after, and none before, each one the step metrics read; None where it holds them."""
+    printed = [line for line in stdout.splitlines() if line.startswith("{")]
+    warmup = record["warmupSteps"]
+    steps = [json.loads(line).get(record["stepField"]) for line in printed]
+    if steps != [warmup, warmup + 1]:
+        return (
+            f"after {warmup + 2} steps the step log printed {printed!r}, "
+            f"not the records of steps {warmup} and {warmup + 1}"
+        )
+    for line in printed:
+        if problems := step_record_problems(line, run):
+            return "the launcher's step record: " + "; ".join(problems)
+    return None
+
+
+# Run by the runtime environment's interpreter: the NeMo 2 launcher's step-record callback in a
+# real Lightning Trainer (the release NeMo 2.4 pins, requirements-runtime.txt) for `warmupSteps` +
+# 2 steps of a one-layer model on the CPU, printing what the callback printed.
+_LIGHTNING_STEP_LOG = """
+import contextlib, io, json, sys, warnings
+warnings.simplefilter("ignore")
+import torch
+import lightning.pytorch as pl
+from lightning_step_log import StepRecordCallback
+record = json.loads(sys.argv[1])
+steps = record["warmupSteps"] + 2
+
+class Model(pl.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.layer = torch.nn.Linear(4, 1)
+    def training_step(self, batch, batch_idx):
+        return self.layer(batch).sum()
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+    def train_dataloader(self):
+        return torch.utils.data.DataLoader(torch.randn(4 * steps, 4), batch_size=4)
+
+trainer = pl.Trainer(accelerator="cpu", devices=1, max_steps=steps, logger=False, enable_checkpointing=False,
+                     enable_progress_bar=False, enable_model_summary=False, callbacks=[StepRecordCallback(record)])
+printed = io.StringIO()
+with contextlib.redirect_stdout(printed):
+    trainer.fit(Model())
+sys.stdout.write(printed.getvalue())
+"""
+
+
+def _lightning_step_log_reports(python: str, name: str, settings: dict[str, Any], folder: Path) -> str | None:
+    """The NeMo 2 launcher's callback, in a real Lightning Trainer, prints the records of a shipped
+    NeMo 2 run's settings after each step past the warm-up, and none before: None, or what it did
+    instead. `folder` may hold a copy of its modules that shadows the payload's."""
+    record = settings["stepRecord"]
+    env = {**os.environ, "PYTHONPATH": _payload_path(folder / "x"), "CUDA_VISIBLE_DEVICES": ""}
+    command = [python, "-c", _LIGHTNING_STEP_LOG, json.dumps(record)]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        lines = [line for line in done.stderr.splitlines() if line.strip()] or [f"exit {done.returncode}"]
+        return f"{name}: the NeMo 2 step log failed: {lines[-1]}"
+    if unread := _records_problem(done.stdout, record, settings["runName"]):
+        return f"{name}: {unread}"
+    last = done.stdout.strip().splitlines()[-1]
+    print(f"  {name}: the NeMo 2 launcher's Lightning callback reports steps past its warm-up: {last}")
+    return None
+
+
+def _nemo2_step_logs_report(python: str, runs: list[tuple[str, dict[str, Any]]]) -> str | None:
+    """Every shipped NeMo 2 run's settings carry a step record, and the launcher's callback prints
+    the first run's as the step metrics read it (one Trainer: the callback does the same for every
+    run). None, or what is missing."""
+    if not runs:
+        return "no shipped stack runs NeMo 2: its step log would not be checked"
+    for name, settings in runs:
+        if not settings.get("stepRecord"):
+            return f"{name}: the NeMo 2 run's settings carry no step record"
+    name, settings = runs[0]
+    return _lightning_step_log_reports(python, name, settings, LAUNCHER.parent)
+
+
+def _can_fail(python: str, folder: Path, cases: list[Case], nemo2_run: tuple[str, dict[str, Any]]) -> str | None:
     """The check fails a launcher with one field renamed, one whose step record lacks the run's
     fields and one that records no checkpoint load, and a launcher that leaves the communication
     overlap's configuration out differs from NVIDIA's in unlisted fields. None, or why the check
     could not fail."""
-    text = LAUNCHER.read_text()
+    text, records = LAUNCHER.read_text(), RECORD_MODULE.read_text()
     edits = (
-        (RENAMED, "RENAMED"),
-        (NO_OVERLAP, "NO_OVERLAP"),
-        (NO_RECORD, "NO_RECORD"),
-        (NO_LOAD_TIMING, "NO_LOAD_TIMING"),
+        (RENAMED, "RENAMED", text),
+        (NO_OVERLAP, "NO_OVERLAP", text),
+        (NO_RECORD, "NO_RECORD", records),
+        (NO_LOAD_TIMING, "NO_LOAD_TIMING", text),
     )
-    for edit, name in edits:
-        if edit[0] not in text:
+    for edit, name, source in edits:
+        if edit[0] not in source:
             return f"the launcher no longer has {edit[0]!r}: update {name}"
     broken = folder / "broken" / LAUNCHER.name
     broken.parent.mkdir()
@@ -477,11 +566,19 @@ def _can_fail(python: str, folder: Path, cases: list[Case]) -> str | None:
     if "--check exits" in refused.error:
         return refused.error
     print(f"  a launcher with {RENAMED[0]!r} renamed is refused: {refused.error}")
-    broken.write_text(text.replace(*NO_RECORD))
+    broken.write_text(text)
+    broken_records = broken.with_name(RECORD_MODULE.name)
+    broken_records.write_text(records.replace(*NO_RECORD))
     (unread,) = check(python, broken, [valid], folder)
     if unread.error is None or "step record" not in unread.error:
         return f"a launcher whose step record lacks the run's fields passed: {unread.error}"
     print(f"  a launcher whose step record lacks the run's fields is refused: {unread.error}")
+    nemo2_name, nemo2_settings = nemo2_run
+    unread_nemo2 = _lightning_step_log_reports(python, nemo2_name, nemo2_settings, broken.parent)
+    if unread_nemo2 is None or "step record" not in unread_nemo2:
+        return f"a NeMo 2 step log whose record lacks the run's fields passed: {unread_nemo2}"
+    print(f"  a NeMo 2 step log whose record lacks the run's fields is refused: {unread_nemo2}")
+    broken_records.unlink()
     broken.write_text(text.replace(*NO_LOAD_TIMING))
     untimed = _step_log_reports(python, folder, cases[0], broken)
     if untimed is None or "checkpoint load" not in untimed:
@@ -506,7 +603,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.runtime_check", description=__doc__.split("\n\n")[0])
     parser.add_argument("--python", required=True, help="interpreter of the runtime environment (make runtime-check)")
     args = parser.parse_args(argv)
-    shipped = shipped_cases()
+    settings = shipped_settings()
+    shipped = shipped_cases(settings)
     if not shipped:
         print("runtime check: no shipped stack runs Megatron-Bridge: nothing shipped would be checked", file=sys.stderr)
         return 1
@@ -548,11 +646,14 @@ def main(argv: list[str] | None = None) -> int:
         stale = parity.unused({case.name: verdict.differences for case, verdict in zip(cases, verdicts, strict=True)})
         for difference in stale:
             print(f"runtime check: no case differs in {difference.fields}: remove it from DIFFERENCES", file=sys.stderr)
-        unreported = _step_log_reports(args.python, Path(folder), shipped[0])
+        nemo2_runs = settings[nemo2.SCRIPT]
+        unreported = _step_log_reports(args.python, Path(folder), shipped[0]) or _nemo2_step_logs_report(
+            args.python, nemo2_runs
+        )
         if unreported:
             print(f"runtime check: {unreported}", file=sys.stderr)
             return 1
-        cannot_fail = _can_fail(args.python, Path(folder), cases)
+        cannot_fail = _can_fail(args.python, Path(folder), cases, nemo2_runs[0])
         if cannot_fail:
             print(f"runtime check: {cannot_fail}", file=sys.stderr)
             return 1

@@ -11,21 +11,13 @@ import payload
 from facts.errors import RuleError
 from facts.machines import MachineType
 from facts.models import BRIDGE_EXECUTOR_ENV, MXFP8_MIN_COMPUTE_CAPABILITY, Fp8Scaling, Framework
-from facts.monitoring import (
-    EXPECTED_FIELD,
-    FIRST_STEPS_UNREPORTED,
-    RECORD_FIELD,
-    RUN_FIELD,
-    SECONDS_FIELD,
-    STEP_FIELD,
-    STEP_RECORD,
-)
-from planners import layout
+from planners.monitoring import step_record
 from planners.runs import RunSpec
 from planners.workload import (
     LAYOUT_FIELDS,
     RUN_SETTINGS,
     SM100,
+    STEP_RECORD_MODULE,
     WORKLOAD_DIR,
     RunPaths,
     Runtime,
@@ -166,21 +158,6 @@ def settings(run: RunSpec, paths: RunPaths, machine: MachineType) -> dict[str, A
     }
 
 
-def step_record(run: RunSpec, machine: MachineType) -> dict[str, Any]:
-    """What the launcher's last rank prints after each step past its warm-up, for the platform's
-    log-based metrics (facts.monitoring): the fixed fields, and the names it gives the step and
-    its seconds."""
-    fields: dict[str, Any] = {RECORD_FIELD: STEP_RECORD, RUN_FIELD: run.name}
-    if (expected := layout.expected_step_seconds(run, machine)) is not None:
-        fields[EXPECTED_FIELD] = round(expected, 3)
-    return {
-        "fields": fields,
-        "stepField": STEP_FIELD,
-        "secondsField": SECONDS_FIELD,
-        "warmupSteps": FIRST_STEPS_UNREPORTED,
-    }
-
-
 def recipe_fields(run: RunSpec, machine: MachineType) -> dict[str, Any]:
     """The ConfigContainer fields of the run's recipe: the recipe's own; what its entry point
     derives from the layout and precision (scripts/performance/utils/overrides.py@21b02e0
@@ -304,7 +281,11 @@ def checkpoint_saves(steps: int, interval: int) -> int:
 
 
 def files(run: RunSpec, paths: RunPaths, machine: MachineType) -> dict[str, str]:
-    return {SCRIPT: payload.text(SCRIPT), RUN_SETTINGS: json.dumps(settings(run, paths, machine), indent=2)}
+    return {
+        SCRIPT: payload.text(SCRIPT),
+        STEP_RECORD_MODULE: payload.text(STEP_RECORD_MODULE),
+        RUN_SETTINGS: json.dumps(settings(run, paths, machine), indent=2),
+    }
 
 
 RUNTIME = Runtime(

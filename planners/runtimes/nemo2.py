@@ -10,10 +10,13 @@ from typing import Any
 import payload
 from facts.machines import MachineType
 from facts.models import Framework
+from planners.monitoring import step_record
 from planners.runs import RunSpec
 from planners.workload import (
     LAYOUT_FIELDS,
+    LIGHTNING_STEP_LOG,
     RUN_SETTINGS,
+    STEP_RECORD_MODULE,
     WORKLOAD_DIR,
     RunPaths,
     Runtime,
@@ -76,6 +79,7 @@ def settings(run: RunSpec, paths: RunPaths, machine: MachineType) -> dict[str, A
         "checkpointInterval": run.checkpoint_interval_steps,
         "resume": run.resume,
         "profile": {"startStep": run.profile.start_step, "endStep": run.profile.end_step} if run.profile else None,
+        "stepRecord": step_record(run, machine),
         "resiliency": {
             "faultTolerance": run.resiliency.heartbeats,
             "asyncCheckpoint": run.resiliency.async_checkpoint,
@@ -95,7 +99,12 @@ def async_checkpoint(run: RunSpec) -> bool:
 
 
 def files(run: RunSpec, paths: RunPaths, machine: MachineType) -> dict[str, str]:
-    return {SCRIPT: payload.text(SCRIPT), RUN_SETTINGS: json.dumps(settings(run, paths, machine), indent=2)}
+    return {
+        SCRIPT: payload.text(SCRIPT),
+        STEP_RECORD_MODULE: payload.text(STEP_RECORD_MODULE),
+        LIGHTNING_STEP_LOG: payload.text(LIGHTNING_STEP_LOG),
+        RUN_SETTINGS: json.dumps(settings(run, paths, machine), indent=2),
+    }
 
 
 RUNTIME = Runtime(

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+import payload
 from facts.kubernetes import TRAINING_CONTAINER
 from facts.monitoring import (
     ALIGNERS,
@@ -29,7 +30,8 @@ from facts.monitoring import (
     XID_FIELD,
 )
 from harness.runner import StackRun, stack_with
-from planners.workload import RUN_SETTINGS
+from planners.runtimes import bridge, nemo2
+from planners.workload import LIGHTNING_STEP_LOG, RUN_SETTINGS, STEP_RECORD_MODULE
 from tests.conftest import issue_for, rejected
 
 DASHBOARD = "gcp:monitoring/dashboard:Dashboard"
@@ -303,16 +305,26 @@ def test_the_step_metrics_read_the_launchers_step_records(render: Any) -> None:
     assert f"jsonPayload.{EXPECTED_FIELD}:*" in metrics[f"nemo-gke/{cluster}/expected-step-time"]["filter"]
 
 
-def test_each_run_reports_the_step_its_plan_expects(render: Any) -> None:
+@pytest.mark.parametrize(
+    ("stack", "launcher", "modules"),
+    [
+        ("a4", bridge.SCRIPT, {STEP_RECORD_MODULE}),
+        ("a3ultra", nemo2.SCRIPT, {STEP_RECORD_MODULE, LIGHTNING_STEP_LOG}),
+    ],
+)
+def test_each_run_reports_the_step_its_plan_expects(render: Any, stack: str, launcher: str, modules: set[str]) -> None:
     """The launcher's step record carries the run's name and the step time the go/no-go prices it
-    at: NVIDIA's published step at its layout, else the layout planner's prediction."""
-    run = render("a4")
+    at: NVIDIA's published step at its layout, else the layout planner's prediction. Megatron-Bridge
+    and NeMo 2 runs print it, with the modules that do shipped beside the launcher."""
+    run = render(stack)
     plans = run.exports["training"]["runs"]
     checked = 0
     for config_map in run.of_type("kubernetes:core/v1:ConfigMap"):
         data = run.manifest(config_map).get("data", {})
-        if RUN_SETTINGS not in data or "stepRecord" not in (settings := json.loads(data[RUN_SETTINGS])):
+        if launcher not in data:
             continue
+        assert {name: data.get(name) for name in modules} == {name: payload.text(name) for name in modules}
+        settings = json.loads(data[RUN_SETTINGS])
         record, plan = settings["stepRecord"], plans[settings["runName"]]["plan"]
         expected = plan["publishedStepTimeS"] or plan["predictedStepTimeS"]
         assert record["fields"] == {
@@ -323,7 +335,7 @@ def test_each_run_reports_the_step_its_plan_expects(render: Any) -> None:
         assert (record["stepField"], record["secondsField"]) == (STEP_FIELD, SECONDS_FIELD)
         assert record["warmupSteps"] == FIRST_STEPS_UNREPORTED
         checked += 1
-    assert checked, "the a4 stack runs Megatron-Bridge"
+    assert checked, f"the {stack} stack runs {launcher}"
 
 
 @pytest.mark.parametrize(("margin", "threshold"), [(None, "1.2"), (0.5, "1.5")])

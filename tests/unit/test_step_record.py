@@ -1,0 +1,33 @@
+"""payload/step_record.py: the line the Megatron-Bridge and NeMo 2 launchers print after each step
+past their warm-up, as the platform's step metrics read it (planners.monitoring)."""
+
+from __future__ import annotations
+
+import json
+
+from facts.monitoring import EXPECTED_FIELD, RECORD_FIELD, RUN_FIELD, SECONDS_FIELD, STEP_FIELD, STEP_RECORD
+from payload.step_record import StepRecords
+from planners.monitoring import step_record_problems
+
+RECORD = {
+    "fields": {RECORD_FIELD: STEP_RECORD, RUN_FIELD: "llama", EXPECTED_FIELD: 1.1},
+    "stepField": STEP_FIELD,
+    "secondsField": SECONDS_FIELD,
+    "warmupSteps": 2,
+}
+
+
+def test_a_process_reports_its_steps_past_its_warm_up_as_the_metrics_read_them() -> None:
+    """Steps 40 and 41 of a restarted run are its process's first two: warm-up, not reported."""
+    records = StepRecords(RECORD)
+    lines = [records.after(step, 1.234567) for step in range(40, 44)]
+    assert lines[:2] == [None, None]
+    assert [json.loads(line)[STEP_FIELD] for line in lines[2:] if line] == [42, 43]
+    for line in lines[2:]:
+        assert line is not None and step_record_problems(line, "llama") == []
+    assert json.loads(lines[2] or "")[SECONDS_FIELD] == 1.2346
+
+
+def test_a_run_without_a_step_record_prints_none() -> None:
+    records = StepRecords(None)
+    assert [records.after(step, 1.0) for step in range(5)] == [None] * 5
