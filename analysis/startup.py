@@ -40,8 +40,8 @@ from analysis.goodput import Event, GoodputEvent
 from analysis.logs import DLLOGGER_PREFIX, decode_dllogger
 from analysis.streams import Lines
 
-# The DLLogger `step` of the Megatron-Bridge launcher's record of a checkpoint load, whose data
-# is {"started": <epoch s>, "seconds": <s>} (payload/megatron_bridge_pretrain.py, CHECKPOINT_LOAD).
+# The DLLogger `step` of the Megatron-Bridge and NeMo 2 launchers' record of a checkpoint load,
+# whose data is {"started": <epoch s>, "seconds": <s>} (payload/step_record.py, CHECKPOINT_LOAD).
 CHECKPOINT_LOAD = "CHECKPOINT_LOAD"
 STEADY_TOLERANCE = 0.10
 # Consecutive intervals within the tolerance that make warm-up over (one alone may be a lull).

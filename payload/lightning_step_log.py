@@ -1,22 +1,55 @@
-"""The platform's step record for NeMo 2 runs: a Lightning callback that `nemo2_pretrain.py` adds
-to the recipe's trainer. NeMo 2 trains one global batch per Lightning batch (its Megatron strategy
-runs the micro-batches inside `training_step`) and times its own `train_step_timing` between the
-same two hooks (nemo/utils/exp_manager.py TimingCallback, nemo_toolkit 2.4.0)."""
+"""The platform's records of a NeMo 2 run, from a Lightning callback that `nemo2_pretrain.py` adds
+to the recipe's trainer: each step's record (step_record) and each checkpoint load's time in the
+run's DLLogger file, as the Megatron-Bridge launcher writes them.
+
+NeMo 2 trains one global batch per Lightning batch (its Megatron strategy runs the micro-batches
+inside `training_step`) and times its own `train_step_timing` between the same two hooks
+(nemo/utils/exp_manager.py TimingCallback, nemo_toolkit 2.4.0). A resumed run's checkpoint is read
+by the trainer's strategy, after the callbacks' `setup` and before `on_train_start`
+(lightning/pytorch/trainer/trainer.py `_run`, connectors/checkpoint_connector.py `resume_start`,
+Lightning 2.4.0); NeMo's MegatronStrategy reads its distributed checkpoint there
+(nemo/lightning/pytorch/strategies/megatron_strategy.py `load_checkpoint`)."""
 
 import time
 
+import dllogger
 import torch
 from lightning.pytorch.callbacks import Callback
-from step_record import StepRecords
+from step_record import CHECKPOINT_LOAD, StepRecords
 
 
-class StepRecordCallback(Callback):
-    """Prints, on the last rank, each step's record past the warm-up (step_record)."""
+class StepLog(Callback):
+    """Prints, on the last rank, each step's record past the warm-up, and writes, on rank 0 (whose
+    DLLogger NeMo's own logger writes through), each checkpoint load's record."""
 
     def __init__(self, record):
         self.records = StepRecords(record)
         self.step = None
         self.started = None
+        # (epoch seconds at its start, seconds) of each checkpoint load before training started.
+        self.loads = []
+        self.timed = False
+
+    def setup(self, trainer, pl_module, stage):
+        if self.timed:
+            return
+        self.timed = True
+        strategy = trainer.strategy
+        load = strategy.load_checkpoint
+
+        def timed(*args, **kwargs):
+            started, clock = time.time(), time.monotonic()
+            loaded = load(*args, **kwargs)
+            self.loads.append((started, time.monotonic() - clock))
+            return loaded
+
+        strategy.load_checkpoint = timed
+
+    def on_train_start(self, trainer, pl_module):
+        if trainer.global_rank == 0 and self.loads:
+            for started, seconds in self.loads:
+                dllogger.log(step=CHECKPOINT_LOAD, data={"started": started, "seconds": round(seconds, 3)})
+            dllogger.flush()
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
         # The steps done before this one: its index, from 0, as the step records count.

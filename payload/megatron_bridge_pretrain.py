@@ -39,7 +39,7 @@ from megatron.bridge.training.config import (
     TrainingConfig,
 )
 from megatron.bridge.training.mixed_precision import get_mixed_precision_config
-from step_record import StepRecords
+from step_record import CHECKPOINT_LOAD, StepRecords
 
 # The library recipe's learning-rate schedule (_llama3_common defaults).
 LEARNING_RATE, MIN_LEARNING_RATE, WARMUP_STEPS = 3e-4, 3e-5, 2000
@@ -50,10 +50,6 @@ LEARNING_RATE, MIN_LEARNING_RATE, WARMUP_STEPS = 3e-4, 3e-5, 2000
 # PROGRAM_ERROR_EXIT_CODE).
 CONFIG_REFUSED = 78
 
-# The DLLogger `step` of a checkpoint load's record, {"started": <epoch s>, "seconds": <s>}: how
-# `python -m analysis goodput --log` tells a restart's restore from the rest of its start
-# (analysis.startup.CHECKPOINT_LOAD).
-CHECKPOINT_LOAD = "CHECKPOINT_LOAD"
 # Megatron-Bridge's timer of a checkpoint's load (training/setup.py).
 LOAD_TIMER = "load-checkpoint"
 

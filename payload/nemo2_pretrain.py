@@ -3,7 +3,8 @@
 Builds the model's NeMo recipe (`llm.<factory>.pretrain_recipe`) and applies the run's
 settings from the JSON file named by $NEMO_RUN_SETTINGS (written by nemo-gke), then hands it
 to NeMo-Run's `llm pretrain` entry point. Each step past the warm-up is also printed as the
-platform's step record (lightning_step_log.py). Runs inside the NeMo container only.
+platform's step record, and each checkpoint load's time goes to the run's DLLogger file
+(lightning_step_log.py). Runs inside the NeMo container only.
 """
 
 import json
@@ -13,7 +14,7 @@ import re
 import fiddle as fdl
 import fiddle._src.experimental.dataclasses as fdl_dc
 import nemo_run as run
-from lightning_step_log import StepRecordCallback
+from lightning_step_log import StepLog
 from nemo.collections import llm
 from nemo.collections.common.tokenizers.huggingface.auto_tokenizer import AutoTokenizer
 from nemo.collections.common.tokenizers.sentencepiece_tokenizer import SentencePieceTokenizer
@@ -170,7 +171,7 @@ def recipe():
         fdl.update_callable(pretrain, pretrain_with_local_checkpoints)
 
     if SETTINGS["stepRecord"]:
-        trainer.callbacks.append(run.Config(StepRecordCallback, record=SETTINGS["stepRecord"]))
+        trainer.callbacks.append(run.Config(StepLog, record=SETTINGS["stepRecord"]))
     if SETTINGS["profile"]:
         trainer.callbacks.append(
             run.Config(

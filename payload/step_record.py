@@ -1,9 +1,15 @@
-"""The line a training run prints after each step past its warm-up, for the platform's log-based
-metrics (planners.monitoring.step_metrics): one JSON object on one line of stdout, with the run's
-fixed fields and the names its settings (`stepRecord`) give the step and its seconds. The
-Megatron-Bridge and NeMo 2 launchers import it from beside them in the run's ConfigMap."""
+"""What the Megatron-Bridge and NeMo 2 launchers write for the platform, imported from beside them
+in the run's ConfigMap: the line a run prints after each step past its warm-up, for the log-based
+step metrics (planners.monitoring.step_metrics), one JSON object on one line of stdout with the
+run's fixed fields and the names its settings (`stepRecord`) give the step and its seconds; and
+the name of the DLLogger record of a checkpoint load."""
 
 import json
+
+# The DLLogger `step` of a checkpoint load's record, {"started": <epoch s>, "seconds": <s>}: how
+# `python -m analysis goodput --log` tells a restart's restore from the rest of its start
+# (analysis.startup.CHECKPOINT_LOAD).
+CHECKPOINT_LOAD = "CHECKPOINT_LOAD"
 
 
 class StepRecords:

@@ -68,6 +68,9 @@ NO_RECORD = ('{**record["fields"], ', "{")
 # records a load.
 LOAD_S = 0.2
 NO_LOAD_TIMING = ("if LOAD_TIMER in names:", "if False:")
+# The NeMo 2 launcher's callback, and one that never times a load.
+LIGHTNING_STEP_LOG = LAUNCHER.with_name("lightning_step_log.py")
+NO_LIGHTNING_LOAD_TIMING = ("strategy.load_checkpoint = timed", "strategy.load_checkpoint = load")
 # How many of the broken launcher's differences the check prints.
 SHOWN = 6
 
@@ -478,17 +481,20 @@ def _records_problem(stdout: str, record: dict[str, Any], run: str) -> str | Non
     return None
 
 
-# Run by the runtime environment's interpreter: the NeMo 2 launcher's step-record callback in a
-# real Lightning Trainer (the release NeMo 2.4 pins, requirements-runtime.txt) for `warmupSteps` +
-# 2 steps of a one-layer model on the CPU, printing what the callback printed.
+# Run by the runtime environment's interpreter: the NeMo 2 launcher's callback in a real Lightning
+# Trainer (the release NeMo 2.4 pins, requirements-runtime.txt) on the CPU, with the DLLogger file
+# opened as NeMo's DLLogger opens it: `warmupSteps` + 2 steps of a one-layer model, printing what the
+# callback printed; then the run resumed from its checkpoint for 2 more steps, as a restart is.
 _LIGHTNING_STEP_LOG = """
 import contextlib, io, json, sys, warnings
 warnings.simplefilter("ignore")
 import torch
+import dllogger
 import lightning.pytorch as pl
-from lightning_step_log import StepRecordCallback
-record = json.loads(sys.argv[1])
+from lightning_step_log import StepLog
+record, folder = json.loads(sys.argv[1]), sys.argv[2]
 steps = record["warmupSteps"] + 2
+dllogger.init(backends=[dllogger.JSONStreamBackend(dllogger.Verbosity.VERBOSE, f"{folder}/dllogger.json")])
 
 class Model(pl.LightningModule):
     def __init__(self):
@@ -499,24 +505,35 @@ class Model(pl.LightningModule):
     def configure_optimizers(self):
         return torch.optim.SGD(self.parameters(), lr=0.1)
     def train_dataloader(self):
-        return torch.utils.data.DataLoader(torch.randn(4 * steps, 4), batch_size=4)
+        return torch.utils.data.DataLoader(torch.randn(4 * (steps + 2), 4), batch_size=4)
 
-trainer = pl.Trainer(accelerator="cpu", devices=1, max_steps=steps, logger=False, enable_checkpointing=False,
-                     enable_progress_bar=False, enable_model_summary=False, callbacks=[StepRecordCallback(record)])
+def trainer(max_steps):
+    return pl.Trainer(accelerator="cpu", devices=1, max_steps=max_steps, logger=False, enable_checkpointing=False,
+                      enable_progress_bar=False, enable_model_summary=False, callbacks=[StepLog(record)])
+
 printed = io.StringIO()
 with contextlib.redirect_stdout(printed):
-    trainer.fit(Model())
+    first = trainer(steps)
+    first.fit(Model())
+    first.save_checkpoint(f"{folder}/last.ckpt")
+    trainer(steps + 2).fit(Model(), ckpt_path=f"{folder}/last.ckpt")
 sys.stdout.write(printed.getvalue())
 """
 
 
-def _lightning_step_log_reports(python: str, name: str, settings: dict[str, Any], folder: Path) -> str | None:
+def _lightning_step_log_reports(
+    python: str, name: str, settings: dict[str, Any], scratch: Path, modules: Path = LAUNCHER.parent
+) -> str | None:
     """The NeMo 2 launcher's callback, in a real Lightning Trainer, prints the records of a shipped
-    NeMo 2 run's settings after each step past the warm-up, and none before: None, or what it did
-    instead. `folder` may hold a copy of its modules that shadows the payload's."""
+    NeMo 2 run's settings after each step past the warm-up and none before, and writes the load of
+    the checkpoint a resumed run starts from, and no other, to the DLLogger file as `python -m
+    analysis goodput` reads it: None, or what it did instead. `modules` may hold a copy of its
+    modules that shadows the payload's."""
     record = settings["stepRecord"]
-    env = {**os.environ, "PYTHONPATH": _payload_path(folder / "x"), "CUDA_VISIBLE_DEVICES": ""}
-    command = [python, "-c", _LIGHTNING_STEP_LOG, json.dumps(record)]
+    scratch.mkdir(parents=True, exist_ok=True)
+    (scratch / "dllogger.json").unlink(missing_ok=True)  # DLLogger appends: only this run's records
+    env = {**os.environ, "PYTHONPATH": _payload_path(modules / "x"), "CUDA_VISIBLE_DEVICES": ""}
+    command = [python, "-c", _LIGHTNING_STEP_LOG, json.dumps(record), str(scratch)]
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         lines = [line for line in done.stderr.splitlines() if line.strip()] or [f"exit {done.returncode}"]
@@ -525,10 +542,17 @@ def _lightning_step_log_reports(python: str, name: str, settings: dict[str, Any]
         return f"{name}: {unread}"
     last = done.stdout.strip().splitlines()[-1]
     print(f"  {name}: the NeMo 2 launcher's Lightning callback reports steps past its warm-up: {last}")
+    try:
+        loads = read_checkpoint_loads(scratch / "dllogger.json")
+    except AnalysisError as error:
+        return f"{name}: the NeMo 2 launcher's checkpoint load record: {error}"
+    if len(loads) != 1:
+        return f"{name}: a NeMo 2 run resumed once from a checkpoint logged its loads as {loads!r}"
+    print(f"  {name}: the NeMo 2 launcher logs the resumed run's checkpoint load: {loads[0].seconds} s")
     return None
 
 
-def _nemo2_step_logs_report(python: str, runs: list[tuple[str, dict[str, Any]]]) -> str | None:
+def _nemo2_step_logs_report(python: str, runs: list[tuple[str, dict[str, Any]]], folder: Path) -> str | None:
     """Every shipped NeMo 2 run's settings carry a step record, and the launcher's callback prints
     the first run's as the step metrics read it (one Trainer: the callback does the same for every
     run). None, or what is missing."""
@@ -538,7 +562,7 @@ def _nemo2_step_logs_report(python: str, runs: list[tuple[str, dict[str, Any]]])
         if not settings.get("stepRecord"):
             return f"{name}: the NeMo 2 run's settings carry no step record"
     name, settings = runs[0]
-    return _lightning_step_log_reports(python, name, settings, LAUNCHER.parent)
+    return _lightning_step_log_reports(python, name, settings, folder / "nemo2")
 
 
 def _can_fail(python: str, folder: Path, cases: list[Case], nemo2_run: tuple[str, dict[str, Any]]) -> str | None:
@@ -552,6 +576,7 @@ def _can_fail(python: str, folder: Path, cases: list[Case], nemo2_run: tuple[str
         (NO_OVERLAP, "NO_OVERLAP", text),
         (NO_RECORD, "NO_RECORD", records),
         (NO_LOAD_TIMING, "NO_LOAD_TIMING", text),
+        (NO_LIGHTNING_LOAD_TIMING, "NO_LIGHTNING_LOAD_TIMING", LIGHTNING_STEP_LOG.read_text()),
     )
     for edit, name, source in edits:
         if edit[0] not in source:
@@ -574,11 +599,18 @@ def _can_fail(python: str, folder: Path, cases: list[Case], nemo2_run: tuple[str
         return f"a launcher whose step record lacks the run's fields passed: {unread.error}"
     print(f"  a launcher whose step record lacks the run's fields is refused: {unread.error}")
     nemo2_name, nemo2_settings = nemo2_run
-    unread_nemo2 = _lightning_step_log_reports(python, nemo2_name, nemo2_settings, broken.parent)
+    unread_nemo2 = _lightning_step_log_reports(python, nemo2_name, nemo2_settings, folder / "nemo2", broken.parent)
     if unread_nemo2 is None or "step record" not in unread_nemo2:
         return f"a NeMo 2 step log whose record lacks the run's fields passed: {unread_nemo2}"
     print(f"  a NeMo 2 step log whose record lacks the run's fields is refused: {unread_nemo2}")
     broken_records.unlink()
+    untimed_log = broken.with_name(LIGHTNING_STEP_LOG.name)
+    untimed_log.write_text(LIGHTNING_STEP_LOG.read_text().replace(*NO_LIGHTNING_LOAD_TIMING))
+    untimed_nemo2 = _lightning_step_log_reports(python, nemo2_name, nemo2_settings, folder / "nemo2", broken.parent)
+    if untimed_nemo2 is None or "checkpoint" not in untimed_nemo2:
+        return f"a NeMo 2 step log that records no checkpoint load passed: {untimed_nemo2}"
+    print(f"  a NeMo 2 step log that records no checkpoint load is refused: {untimed_nemo2}")
+    untimed_log.unlink()
     broken.write_text(text.replace(*NO_LOAD_TIMING))
     untimed = _step_log_reports(python, folder, cases[0], broken)
     if untimed is None or "checkpoint load" not in untimed:
@@ -648,7 +680,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"runtime check: no case differs in {difference.fields}: remove it from DIFFERENCES", file=sys.stderr)
         nemo2_runs = settings[nemo2.SCRIPT]
         unreported = _step_log_reports(args.python, Path(folder), shipped[0]) or _nemo2_step_logs_report(
-            args.python, nemo2_runs
+            args.python, nemo2_runs, Path(folder)
         )
         if unreported:
             print(f"runtime check: {unreported}", file=sys.stderr)

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 
+from analysis.startup import CHECKPOINT_LOAD
 from facts.monitoring import EXPECTED_FIELD, RECORD_FIELD, RUN_FIELD, SECONDS_FIELD, STEP_FIELD, STEP_RECORD
+from payload import step_record
 from payload.step_record import StepRecords
 from planners.monitoring import step_record_problems
 
@@ -31,3 +33,7 @@ def test_a_process_reports_its_steps_past_its_warm_up_as_the_metrics_read_them()
 def test_a_run_without_a_step_record_prints_none() -> None:
     records = StepRecords(None)
     assert [records.after(step, 1.0) for step in range(5)] == [None] * 5
+
+
+def test_the_launchers_name_their_load_records_as_the_analytics_read_them() -> None:
+    assert step_record.CHECKPOINT_LOAD == CHECKPOINT_LOAD
