@@ -479,12 +479,18 @@ def _goodput(args: argparse.Namespace) -> tuple[str, list[str], int]:
     if args.log is None:
         return (_json(report.as_json()) if args.json else _goodput_table(report)), notes, 0
     records = read_step_records(args.log)
-    attempts = startup(attempt_starts(log.events, report.run), records)
+    starts = attempt_starts(log.events, report.run)
+    attempts = startup(starts, records)
     kube_events = read_pod_events(args.pod_events) if args.pod_events else []
     node_pods = node_pod_starts(kube_events, report.run)
     if args.pod_events and not node_pods:
         notes.append(f"note: {args.pod_events}: no event of a pod of run {report.run!r}'s node 0: waiting not split")
     loads = read_checkpoint_loads(args.log)
+    if early := sum(load.time < starts[0] for load in loads):
+        notes.append(
+            f"note: {args.log}: {early} checkpoint load record{'s' if early > 1 else ''} logged before the run's "
+            "first job_started: not counted (a log of an earlier run?)"
+        )
     admitted = admissions(kube_events, report.run)
     lost = badput(log.events, records, report, node_pods=node_pods, admitted=admitted, loads=loads)
     if args.json:

@@ -21,8 +21,8 @@ the steps it trained and when each ended (analysis.startup). Per attempt:
                        `job_started`
                    in this order, each at most what the ones before it leave of the waiting
     to first step  its first step record − its start − one reference step; where the log has the
-                   Megatron-Bridge launcher's checkpoint-load records (analysis.startup), split:
-        checkpoint restore   the loads that started in the attempt, until every rank had loaded
+                   launchers' checkpoint-load records (analysis.startup), split:
+        checkpoint restore   the loads whose records the attempt logged
         initialisation       the rest: NCCL, the model's and the optimizer's construction, the
                              data loaders, compilation in the first step
     lost           the steps it trained past the checkpoint the next attempt resumed from (the
@@ -175,7 +175,9 @@ def badput(
         first = max((mine[0].time - start).total_seconds() - step_s, 0.0) if mine else None
         # A load cannot outlast the start it is part of (a clock apart from node 0's would say so).
         restore = (
-            min(sum(load.seconds for load in attempt_loads[index]), first) if loads and first is not None else None
+            min(sum((load.seconds for load in attempt_loads[index]), 0.0), first)
+            if loads and first is not None
+            else None
         )
         if index + 1 < len(starts):
             kept = loaded[index + 1]

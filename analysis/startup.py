@@ -56,7 +56,8 @@ class StepRecord:
 
 @dataclass(frozen=True)
 class CheckpointLoad:
-    # When the load started, and how long until every rank had loaded.
+    # When its record was logged (as training started, on the clock of the rank that logs the
+    # steps), and how long the load took.
     time: datetime
     seconds: float
 
@@ -102,8 +103,10 @@ def read_step_records(path: Path) -> list[StepRecord]:
 
 
 def read_checkpoint_loads(path: Path) -> list[CheckpointLoad]:
-    """The launcher's checkpoint-load records, in file order (none in a log whose launcher does not
-    write them: NeMo's); AnalysisError naming the line of one without a start time or seconds."""
+    """The launchers' checkpoint-load records, in file order (none in a log whose launcher does not
+    write them: NeMo 1's), each at the time it was logged: the attempt it belongs to is the one
+    during which it was logged, as for a step record, whatever the clock of the node that timed
+    the load. AnalysisError naming the line of one without its seconds or a usable timestamp."""
     found = []
     with Lines(path, "a DLLogger log (DLLL {...} lines)", lambda line: line.startswith(DLLOGGER_PREFIX)) as lines:
         for number, line in lines:
@@ -114,17 +117,13 @@ def read_checkpoint_loads(path: Path) -> list[CheckpointLoad]:
                 continue
             data = record.get("data")
             data = data if isinstance(data, dict) else {}
-            started, seconds = (_seconds(path, number, key, data.get(key)) for key in ("started", "seconds"))
-            found.append(CheckpointLoad(datetime.fromtimestamp(started, tz=UTC), seconds))
+            seconds = data.get("seconds")
+            if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not 0 <= seconds < math.inf:
+                raise AnalysisError(
+                    f"{path}:{number}: checkpoint load record whose 'seconds' is not a number of seconds ({seconds!r})"
+                )
+            found.append(CheckpointLoad(_timestamp(path, number, record.get("timestamp")), float(seconds)))
     return found
-
-
-def _seconds(path: Path, number: int, key: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < math.inf:
-        raise AnalysisError(
-            f"{path}:{number}: checkpoint load record whose {key!r} is not a number of seconds ({value!r})"
-        )
-    return float(value)
 
 
 def _timestamp(path: Path, number: int, value: object) -> datetime:
@@ -134,7 +133,10 @@ def _timestamp(path: Path, number: int, value: object) -> datetime:
         raise AnalysisError(f"{path}:{number}: DLLogger record without a numeric 'timestamp' ({value!r})") from None
     if not math.isfinite(seconds) or seconds < 0:
         raise AnalysisError(f"{path}:{number}: DLLogger timestamp {value!r} is not a time")
-    return datetime.fromtimestamp(seconds, tz=UTC)
+    try:
+        return datetime.fromtimestamp(seconds, tz=UTC)
+    except (OverflowError, OSError, ValueError):  # past the year 9999 (a time in milliseconds)
+        raise AnalysisError(f"{path}:{number}: DLLogger timestamp {value!r} is not a time in seconds") from None
 
 
 def attempt_starts(events: Sequence[GoodputEvent], run: str) -> list[datetime]:

@@ -4,7 +4,7 @@ run's DLLogger file, as the Megatron-Bridge launcher writes them.
 
 NeMo 2 trains one global batch per Lightning batch (its Megatron strategy runs the micro-batches
 inside `training_step`) and times its own `train_step_timing` between the same two hooks
-(nemo/utils/exp_manager.py TimingCallback, nemo_toolkit 2.4.0). A resumed run's checkpoint is read
+(nemo/utils/exp_manager.py TimingCallback, nemo_toolkit 2.1.0 and 2.4.0). A resumed run's checkpoint is read
 by the trainer's strategy, after the callbacks' `setup` and before `on_train_start`
 (lightning/pytorch/trainer/trainer.py `_run`, connectors/checkpoint_connector.py `resume_start`,
 Lightning 2.4.0); NeMo's MegatronStrategy reads its distributed checkpoint there
@@ -50,6 +50,8 @@ class StepLog(Callback):
             for started, seconds in self.loads:
                 dllogger.log(step=CHECKPOINT_LOAD, data={"started": started, "seconds": round(seconds, 3)})
             dllogger.flush()
+        # Written once: a training restarted in this process logs only its own loads.
+        self.loads.clear()
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
         # The steps done before this one: its index, from 0, as the step records count.

@@ -242,6 +242,8 @@ class StepLog(Callback):
             for started, seconds in self.loads:
                 dllogger.log(step=CHECKPOINT_LOAD, data={"started": started, "seconds": round(seconds, 3)})
             dllogger.flush()
+        # Written once: a training restarted in this process logs only its own loads.
+        self.loads.clear()
 
     def on_train_step_start(self, context):
         self.started = time.monotonic()

@@ -238,8 +238,8 @@ def shipped_settings() -> dict[str, list[tuple[str, dict[str, Any]]]]:
             annotations = template["metadata"].get("annotations", {})
             for script, settings in found.items():
                 if workload_file_key(script) in annotations:
-                    files = json.loads(annotations[workload_file_key(workload.RUN_SETTINGS)])
-                    settings.append((f"{stack}: {resource.name}", files))
+                    shipped = json.loads(annotations[workload_file_key(workload.RUN_SETTINGS)])
+                    settings.append((f"{stack}: {resource.name}", shipped))
     return found
 
 
@@ -346,7 +346,7 @@ def check(python: str, launcher: Path, cases: list[Case], folder: Path) -> list[
             )
         )
         files.append(str(path))
-    env = {**os.environ, "PYTHONPATH": _payload_path(launcher), "CUDA_VISIBLE_DEVICES": ""}
+    env = {**os.environ, "PYTHONPATH": _payload_path(launcher.parent), "CUDA_VISIBLE_DEVICES": ""}
     command = [python, "-c", _CHECKER, str(STUB.parent), str(launcher), *files]
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
     results = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
@@ -430,10 +430,10 @@ sys.stdout.write(printed.getvalue())
 """
 
 
-def _payload_path(launcher: Path) -> str:
-    """The launcher's folder first, then the payload's: a copy of the launcher, or of a module it
+def _payload_path(modules: Path) -> str:
+    """`modules` first, then the payload's folder: a copy there of a launcher, or of a module it
     imports (step_record.py), shadows the shipped one."""
-    return os.pathsep.join(dict.fromkeys((str(launcher.parent), str(LAUNCHER.parent))))
+    return os.pathsep.join(dict.fromkeys((str(modules), str(LAUNCHER.parent))))
 
 
 def _step_log_reports(python: str, folder: Path, case: Case, launcher: Path = LAUNCHER) -> str | None:
@@ -444,7 +444,7 @@ def _step_log_reports(python: str, folder: Path, case: Case, launcher: Path = LA
     dllogger = folder / "steps.json"
     dllogger.unlink(missing_ok=True)  # DLLogger appends: only this launcher's records
     command = [python, "-c", _STEP_LOG, str(STUB.parent), str(launcher), json.dumps(record), str(dllogger), str(LOAD_S)]
-    env = {**os.environ, "PYTHONPATH": _payload_path(launcher), "CUDA_VISIBLE_DEVICES": ""}
+    env = {**os.environ, "PYTHONPATH": _payload_path(launcher.parent), "CUDA_VISIBLE_DEVICES": ""}
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         lines = [line for line in done.stderr.splitlines() if line.strip()] or [f"exit {done.returncode}"]
@@ -482,7 +482,7 @@ def _records_problem(stdout: str, record: dict[str, Any], run: str) -> str | Non
 
 
 # Run by the runtime environment's interpreter: the NeMo 2 launcher's callback in a real Lightning
-# Trainer (the release NeMo 2.4 pins, requirements-runtime.txt) on the CPU, with the DLLogger file
+# Trainer (the release NeMo 2.1 and 2.4 pin at most, requirements-runtime.txt) on the CPU, with the DLLogger file
 # opened as NeMo's DLLogger opens it: `warmupSteps` + 2 steps of a one-layer model, printing what the
 # callback printed; then the run resumed from its checkpoint for 2 more steps, as a restart is.
 _LIGHTNING_STEP_LOG = """
@@ -532,7 +532,7 @@ def _lightning_step_log_reports(
     record = settings["stepRecord"]
     scratch.mkdir(parents=True, exist_ok=True)
     (scratch / "dllogger.json").unlink(missing_ok=True)  # DLLogger appends: only this run's records
-    env = {**os.environ, "PYTHONPATH": _payload_path(modules / "x"), "CUDA_VISIBLE_DEVICES": ""}
+    env = {**os.environ, "PYTHONPATH": _payload_path(modules), "CUDA_VISIBLE_DEVICES": ""}
     command = [python, "-c", _LIGHTNING_STEP_LOG, json.dumps(record), str(scratch)]
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
     if done.returncode != 0:
@@ -580,7 +580,7 @@ def _can_fail(python: str, folder: Path, cases: list[Case], nemo2_run: tuple[str
     )
     for edit, name, source in edits:
         if edit[0] not in source:
-            return f"the launcher no longer has {edit[0]!r}: update {name}"
+            return f"the payload no longer has {edit[0]!r}: update {name}"
     broken = folder / "broken" / LAUNCHER.name
     broken.parent.mkdir()
     broken.write_text(text.replace(*RENAMED))

@@ -150,11 +150,13 @@ def test_two_pods_starting_one_attempt_around_its_load_are_one_attempt(
 # ---------------------------------------------------------------- the start, split by the checkpoint loads
 
 
-def _load(started: float, seconds: object) -> str:
-    """The Megatron-Bridge launcher's record of a checkpoint load (payload/megatron_bridge_pretrain.py,
-    StepLog.on_train_start), written once training starts."""
+def _load(started: float, seconds: object, logged: float | None = None) -> str:
+    """A launcher's record of a checkpoint load (payload/megatron_bridge_pretrain.py and
+    payload/lightning_step_log.py, at on_train_start), logged once training starts: by default
+    40 s after the load started."""
     data = {"started": _at(started).timestamp(), "seconds": seconds}
-    record = {"timestamp": str(_at(started).timestamp() + 40), "type": "LOG", "step": "CHECKPOINT_LOAD", "data": data}
+    stamp = _at(started + 40 if logged is None else logged).timestamp()
+    record = {"timestamp": str(stamp), "type": "LOG", "step": "CHECKPOINT_LOAD", "data": data}
     return "DLLL " + json.dumps(record)
 
 
@@ -192,6 +194,27 @@ def test_a_load_longer_than_its_start_is_held_to_it(run: tuple[Path, Path], caps
     found = _goodput_with_loads(run, [_load(525, 90.0)], capsys)
     assert found["attempts"][1]["restore_s"] == pytest.approx(60)
     assert found["to_first_step_by_cause_s"]["initialisation"] == pytest.approx(100)
+
+
+def test_a_load_belongs_to_the_attempt_that_logged_it_whatever_its_node_s_clock(
+    run: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The node that timed the load runs 10 s behind node 0: its load "started" at 515 s, before
+    attempt 1's job_started (520 s), but was logged at 575 s, during attempt 1."""
+    found = _goodput_with_loads(run, [_load(515, 25.0, logged=575)], capsys)
+    assert [a["restore_s"] for a in found["attempts"]] == [0, 25.0]
+
+
+def test_a_load_logged_before_the_run_started_is_named_and_not_counted(
+    run: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    events, log = run
+    log.write_text("\n".join([_load(-100, 25.0), log.read_text()]))
+    argv = ["goodput", "--events", str(events), "--reference-step-time", str(STEP_S), "--log", str(log), "--json"]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    assert [a["restore_s"] for a in json.loads(captured.out)["badput"]["attempts"]] == [0, 0]
+    assert f"note: {log}: 1 checkpoint load record logged before the run's first job_started" in captured.err
 
 
 def test_a_log_without_load_records_does_not_split_the_start(
@@ -357,3 +380,19 @@ def test_unusable_pod_events_are_one_line_naming_the_file(
     assert main([*argv, "--pod-events", str(pods)]) == 2
     err = capsys.readouterr().err
     assert message in err and str(pods) in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("record", ["load", "step"])
+def test_a_timestamp_in_milliseconds_is_refused_by_line(
+    run: tuple[Path, Path], capsys: pytest.CaptureFixture[str], record: str
+) -> None:
+    """DLLogger stamps seconds; a millisecond epoch (year 58883) is no time `datetime` can hold."""
+    events, log = run
+    data = {"seconds": 25.0} if record == "load" else {"train_step_timing in s": STEP_S}
+    step = "CHECKPOINT_LOAD" if record == "load" else 0
+    line = "DLLL " + json.dumps({"timestamp": "1796030464000", "type": "LOG", "step": step, "data": data})
+    log.write_text("\n".join([line, log.read_text()]))
+    argv = ["goodput", "--events", str(events), "--reference-step-time", str(STEP_S), "--log", str(log)]
+    assert main(argv) == 2
+    (message,) = capsys.readouterr().err.strip().splitlines()
+    assert message.endswith(f"{log}:1: DLLogger timestamp '1796030464000' is not a time in seconds")
