@@ -20,7 +20,8 @@ from step_record import CHECKPOINT_LOAD, StepRecords
 
 class StepLog(Callback):
     """Prints, on the last rank, each step's record past the warm-up, and writes, on rank 0 (whose
-    DLLogger NeMo's own logger writes through), each checkpoint load's record."""
+    DLLogger NeMo's own logger writes through), each checkpoint load's record, until every rank has
+    loaded."""
 
     def __init__(self, record):
         self.records = StepRecords(record)
@@ -40,6 +41,10 @@ class StepLog(Callback):
         def timed(*args, **kwargs):
             started, clock = time.time(), time.monotonic()
             loaded = load(*args, **kwargs)
+            # Every rank loads (a distributed checkpoint is read collectively): the load is whole
+            # once the slowest rank is done, as Megatron-Bridge's barriered timer counts it. NeMo
+            # waits so after its own selective restore (megatron_strategy.py, restore_end).
+            strategy.barrier("checkpoint loaded")
             self.loads.append((started, time.monotonic() - clock))
             return loaded
 
