@@ -273,6 +273,10 @@ def _shut_down(api: Api, pod: dict[str, Any], exit_code: int) -> None:
               "conditions": conditions, "containerStatuses": containers}  # fmt: skip
     path = f"/api/v1/namespaces/{NAMESPACE}/pods/{pod['metadata']['name']}/status"
     code, answer = api.request("PATCH", path, {"status": status})
+    if code == 404:
+        # The JobSet's restart deleted it first: a sibling ended before it failed the run's Job
+        # (its backoff limit is 0), and a pod that is gone has nothing left for the kubelet to end.
+        return
     assert code == 200, answer.get("message")
 
 
