@@ -35,7 +35,7 @@ from analysis.metrics import (
 )
 from analysis.plan import RunPlan, against, read_plan
 from analysis.podstarts import admissions, node_pod_starts, read_pod_events
-from analysis.startup import AttemptStartup, attempt_starts, read_checkpoint_loads, read_step_records, startup
+from analysis.startup import AttemptStartup, attempt_starts, read_startup_records, startup
 from analysis.stragglers import find_stragglers, read_reports
 from analysis.stragglers import report_table as stragglers_table
 from facts.machines import ACCELERATORS, Precision
@@ -478,14 +478,13 @@ def _goodput(args: argparse.Namespace) -> tuple[str, list[str], int]:
         )
     if args.log is None:
         return (_json(report.as_json()) if args.json else _goodput_table(report)), notes, 0
-    records = read_step_records(args.log)
+    records, loads = read_startup_records(args.log)
     starts = attempt_starts(log.events, report.run)
     attempts = startup(starts, records)
     kube_events = read_pod_events(args.pod_events) if args.pod_events else []
     node_pods = node_pod_starts(kube_events, report.run)
     if args.pod_events and not node_pods:
         notes.append(f"note: {args.pod_events}: no event of a pod of run {report.run!r}'s node 0: waiting not split")
-    loads = read_checkpoint_loads(args.log)
     if early := sum(load.time < starts[0] for load in loads):
         notes.append(
             f"note: {args.log}: {early} checkpoint load record{'s' if early > 1 else ''} logged before the run's "

@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from analysis.errors import AnalysisError
 from analysis.goodput import Event, GoodputEvent
@@ -87,19 +87,7 @@ class AttemptStartup:
 def read_step_records(path: Path) -> list[StepRecord]:
     """Every training step's DLLogger record with its time, in file order; AnalysisError naming the
     line where a record has no usable timestamp."""
-    found = []
-    with Lines(path, "a DLLogger log (DLLL {...} lines)", lambda line: line.startswith(DLLOGGER_PREFIX)) as lines:
-        for number, line in lines:
-            if not line.startswith(DLLOGGER_PREFIX):
-                continue
-            record = decode_dllogger(path, number, line)
-            step = record.get("step")
-            if not isinstance(step, int) or isinstance(step, bool):
-                continue  # PARAMETER, METADATA and summary records carry no training step
-            found.append(StepRecord(step, _timestamp(path, number, record.get("timestamp"))))
-    if not found:
-        raise AnalysisError(f"{path} has no DLLogger step records")
-    return found
+    return read_startup_records(path)[0]
 
 
 def read_checkpoint_loads(path: Path) -> list[CheckpointLoad]:
@@ -107,23 +95,41 @@ def read_checkpoint_loads(path: Path) -> list[CheckpointLoad]:
     write them: NeMo 1's), each at the time it was logged: the attempt it belongs to is the one
     during which it was logged, as for a step record, whatever the clock of the node that timed
     the load. AnalysisError naming the line of one without its seconds or a usable timestamp."""
-    found = []
+    return _read_records(path)[1]
+
+
+def read_startup_records(path: Path) -> tuple[list[StepRecord], list[CheckpointLoad]]:
+    """read_step_records and read_checkpoint_loads in one reading of the log."""
+    steps, loads = _read_records(path)
+    if not steps:
+        raise AnalysisError(f"{path} has no DLLogger step records")
+    return steps, loads
+
+
+def _read_records(path: Path) -> tuple[list[StepRecord], list[CheckpointLoad]]:
+    steps, loads = [], []
     with Lines(path, "a DLLogger log (DLLL {...} lines)", lambda line: line.startswith(DLLOGGER_PREFIX)) as lines:
         for number, line in lines:
-            if not line.startswith(DLLOGGER_PREFIX) or CHECKPOINT_LOAD not in line:
+            if not line.startswith(DLLOGGER_PREFIX):
                 continue
             record = decode_dllogger(path, number, line)
-            if record.get("step") != CHECKPOINT_LOAD:
-                continue
-            data = record.get("data")
-            data = data if isinstance(data, dict) else {}
-            seconds = data.get("seconds")
-            if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not 0 <= seconds < math.inf:
-                raise AnalysisError(
-                    f"{path}:{number}: checkpoint load record whose 'seconds' is not a number of seconds ({seconds!r})"
-                )
-            found.append(CheckpointLoad(_timestamp(path, number, record.get("timestamp")), float(seconds)))
-    return found
+            step = record.get("step")
+            if step == CHECKPOINT_LOAD:
+                loads.append(_checkpoint_load(path, number, record))
+            elif isinstance(step, int) and not isinstance(step, bool):
+                steps.append(StepRecord(step, _timestamp(path, number, record.get("timestamp"))))
+            # PARAMETER, METADATA and summary records carry no training step
+    return steps, loads
+
+
+def _checkpoint_load(path: Path, number: int, record: dict[str, Any]) -> CheckpointLoad:
+    data = record.get("data")
+    seconds = data.get("seconds") if isinstance(data, dict) else None
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not 0 <= seconds < math.inf:
+        raise AnalysisError(
+            f"{path}:{number}: checkpoint load record whose 'seconds' is not a number of seconds ({seconds!r})"
+        )
+    return CheckpointLoad(_timestamp(path, number, record.get("timestamp")), float(seconds))
 
 
 def _timestamp(path: Path, number: int, value: object) -> datetime:
