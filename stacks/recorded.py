@@ -7,11 +7,19 @@ Asked for this stack before anything is registered, it is the state the update s
 run's TrainingRun outputs as the last `up` left them (components.training). The invoke registers
 no resource of the stack's, only the engine's own: its root, and the provider of its builtin
 invokes.
+
+On a file backend (`pulumi login file://...`) that read can race the engine's own write of the
+checkpoint as it registers the stack: gocloud's fileblob replaces the checkpoint by a rename, but
+rewrites its `.attrs` sidecar in place (os.Create, then the JSON: blob/fileblob/attrs.go
+`setAttrs`, gocloud.dev v0.46), and a read that finds the sidecar empty fails with "failed to load
+checkpoint: EOF" (pkg/backend/diy/state.go `getCheckpoint`, pulumi v3.274.1). Such a read is tried
+again.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pulumi
@@ -20,6 +28,9 @@ from components.training import TrainingRun
 from planners.submitted import Submitted, recorded_of
 
 READ_STACK_RESOURCES = "pulumi:pulumi:readStackResourceOutputs"
+# A read that met the checkpoint's sidecar half written, and the waits before each new try.
+TORN_CHECKPOINT_READ = "failed to load checkpoint: EOF"
+READ_RETRY_WAITS_S = (0.05, 0.1, 0.2, 0.4, 0.8)
 
 
 def runs_of(resources: Mapping[str, Any], layer: str) -> dict[str, Submitted]:
@@ -41,5 +52,18 @@ def runs_of(resources: Mapping[str, Any], layer: str) -> dict[str, Submitted]:
 
 def recorded_runs(stack: str, layer: str) -> dict[str, Submitted]:
     """What the stack named `stack` (organization/project/stack) records of its runs."""
-    result = pulumi.runtime.invoke(READ_STACK_RESOURCES, {"stackName": stack})
+    result = read_retrying_torn(lambda: pulumi.runtime.invoke(READ_STACK_RESOURCES, {"stackName": stack}))
     return runs_of(dict((result.value or {}).get("outputs") or {}), layer)
+
+
+def read_retrying_torn(read: Callable[[], Any], sleep: Callable[[float], None] = time.sleep) -> Any:
+    """`read()`, tried again after each wait of READ_RETRY_WAITS_S while it fails on a torn
+    checkpoint; any other failure, or the last one, is raised."""
+    for wait in READ_RETRY_WAITS_S:
+        try:
+            return read()
+        except Exception as error:
+            if TORN_CHECKPOINT_READ not in str(error):
+                raise
+        sleep(wait)
+    return read()

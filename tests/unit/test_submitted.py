@@ -20,7 +20,7 @@ from planners.submitted import (
     step_of,
     submission,
 )
-from stacks.recorded import runs_of
+from stacks.recorded import READ_RETRY_WAITS_S, READ_STACK_RESOURCES, TORN_CHECKPOINT_READ, read_retrying_torn, runs_of
 
 DEFINITION = {"name": "llama", "model": "llama3-8b", "nodes": 2, "env": {"A": "1"}}
 SUBMITTED = Submitted("llama", "nemo", revision=2, definition=DEFINITION, rendered="abc123")
@@ -148,3 +148,40 @@ def test_what_up_says_of_a_run_it_keeps_or_replaces() -> None:
     )
     assert earlier.jobset == "old-0a1b2c" and earlier.rendered is None
     assert earlier.notice is not None and "old-0a1b2c was submitted by an earlier nemo-gke" in earlier.notice
+
+
+def test_a_read_of_the_state_that_met_a_torn_checkpoint_is_tried_again() -> None:
+    """On a file backend the read can meet the checkpoint's sidecar half written by the engine's
+    own save (stacks.recorded): the invoke fails with EOF once, and the next try reads the state."""
+    tries: list[int] = []
+    waits: list[float] = []
+
+    def read() -> str:
+        tries.append(1)
+        if len(tries) < 3:
+            raise Exception(  # what pulumi.runtime.invoke raises (pulumi/runtime/invoke.py)
+                f"invoke of {READ_STACK_RESOURCES} failed: invocation of {READ_STACK_RESOURCES} returned an error: "
+                f"{TORN_CHECKPOINT_READ}"
+            )
+        return "state"
+
+    assert read_retrying_torn(read, sleep=waits.append) == "state"
+    assert len(tries) == 3 and waits == list(READ_RETRY_WAITS_S[:2])
+
+
+def test_a_read_of_the_state_that_keeps_failing_or_fails_otherwise_raises() -> None:
+    waits: list[float] = []
+
+    def torn() -> str:
+        raise Exception(TORN_CHECKPOINT_READ)
+
+    def denied() -> str:
+        raise Exception("failed to load checkpoint: permission denied")
+
+    with pytest.raises(Exception, match="EOF"):
+        read_retrying_torn(torn, sleep=waits.append)
+    assert waits == list(READ_RETRY_WAITS_S)
+    waits.clear()
+    with pytest.raises(Exception, match="permission denied"):
+        read_retrying_torn(denied, sleep=waits.append)
+    assert waits == []
