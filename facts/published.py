@@ -4,7 +4,8 @@ catalog prices runs of the recipes' sizes with some of them (facts.models), and 
 (planners.layout) is calibrated on them and checked against them.
 
 The rows are those of the catalog's container, NeMo 26.02 (facts.versions.NEMO_2602), and of the
-release before it, 25.11, which NVIDIA's page listed together. Left out: B300 and GB300 rows (no
+release before it, 25.11, which NVIDIA's page listed together; and, apart, NVIDIA's current layouts:
+the newest row of each model, system and precision in the tables up to 26.08. Left out: B300 and GB300 rows (no
 catalog machine has those GPUs) and NVFP4 rows (the launcher trains in BF16 or FP8). Rows run with
 Megatron-FSDP are kept, flagged: the catalog prices one, and the planner's fit leaves them out. Every
 mixture-of-experts row was measured with tokens forced evenly over the experts (the tables' note),
@@ -20,6 +21,9 @@ from facts.machines import ACCELERATORS, Accelerator, Precision
 
 # The page listed the 26.02 and 25.11 tables together at this commit.
 SOURCE = "NVIDIA-NeMo/Megatron-Bridge:docs/performance-summary.md@21b02e0"
+# Later: the 26.08 table on the page, the 26.04.01 to 26.06.01 tables in its archive.
+LATEST_SOURCE = "NVIDIA-NeMo/Megatron-Bridge:docs/performance-summary.md@067f987"
+ARCHIVE_SOURCE = "NVIDIA-NeMo/Megatron-Bridge:docs/performance-summary-archive.md@067f987"
 # The tables' note under every release: MoE rows force-balance the tokens among the experts.
 FORCED_BALANCE = "tokens forced evenly over the experts"
 
@@ -129,7 +133,13 @@ class PublishedRun:
 
     @property
     def source(self) -> str:
-        return f"{SOURCE} ({self.citation})"
+        return f"{_SOURCES[self.release]} ({self.citation})"
+
+    @property
+    def current_key(self) -> tuple[str, str, str]:
+        """What one current row stands for: a model on a system at a precision (the 25.11 table's
+        FP8-CS and FP8-MX are the later tables' FP8 and MXFP8)."""
+        return self.model, self.system.name, _SAME_PRECISION.get(self.precision_label, self.precision_label)
 
 
 # The tables' names of the catalog's models.
@@ -192,6 +202,64 @@ PUBLISHED_RUNS: tuple[PublishedRun, ...] = _rows(
     ("qwen3-30b-a3b", _B200, 8, "FP8-MX", 512, 1, 4096, 1, 1, 1, 1, 8, 9299),
     ("qwen3-30b-a3b", _H100, 16, "FP8-CS", 512, 2, 4096, 1, 2, 1, 24, 8, 5275),
 )
+
+
+# NVIDIA's rows after 26.02 that are still the newest of their model, system and precision (none
+# of Llama 3 8B: the 25.11 rows are its newest).
+_LATER_RUNS: tuple[PublishedRun, ...] = (
+    _rows(
+        "26.04.01",
+        ("llama3-70b", _GB200, 64, "MXFP8", 256, 1, 8192, 2, 4, 1, 5, None, 3712),
+        ("llama3-70b", _GB200, 64, "FP8", 256, 2, 8192, 1, 1, 1, None, None, 4224, True),
+        ("llama3-70b", _H100, 64, "FP8", 256, 1, 8192, 4, 8, 1, 5, None, 1664),
+        ("deepseek-v3", _B200, 256, "MXFP8", 4096, 1, 4096, 1, 8, 1, 2, 32, 3328),
+        ("gpt-oss-120b", _GB200, 64, "BF16", 1280, 4, 4096, 1, 1, 1, None, 64, 16640),
+        ("gpt-oss-120b", _B200, 64, "BF16", 1280, 4, 4096, 1, 1, 1, None, 8, 13568),
+        ("gpt-oss-120b", _H100, 64, "BF16", 1280, 1, 4096, 1, 4, 1, None, 8, 5824),
+        ("qwen3-30b-a3b", _B200, 8, "MXFP8", 512, 4, 4096, 1, 1, 1, None, 8, 27136),
+    )
+    + _rows(
+        "26.06",
+        ("llama3.1-405b", _GB200, 256, "FP8", 1536, 1, 8192, 4, 16, 1, 4, None, 843),
+        ("llama3.1-405b", _GB200, 256, "MXFP8", 1536, 1, 8192, 4, 16, 1, 8, None, 783),
+        ("llama3.1-405b", _H100, 1024, "FP8", 1536, 1, 8192, 8, 8, 2, 8, None, 326),
+        ("qwen3-30b-a3b", _H100, 16, "FP8", 1024, 1, 4096, 1, 1, 1, None, 16, 8826),
+    )
+    + _rows(
+        "26.08",
+        ("deepseek-v3", _GB200, 256, "MXFP8", 4096, 1, 4096, 1, 4, 1, 4, 64, 4912),
+        ("gpt-oss-120b", _GB200, 64, "MXFP8", 1280, 4, 4096, 1, 1, 1, None, 64, 28672),
+        ("qwen3-30b-a3b", _GB200, 8, "MXFP8", 512, 4, 4096, 1, 1, 1, None, 8, 39936),
+    )
+)
+
+_SOURCES = {
+    "25.11": SOURCE,
+    "26.02": SOURCE,
+    "26.04.01": ARCHIVE_SOURCE,
+    "26.06": ARCHIVE_SOURCE,
+    "26.08": LATEST_SOURCE,
+}
+_SAME_PRECISION = {"FP8-CS": "FP8", "FP8-MX": "MXFP8"}
+
+
+def _release_order(release: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in release.split("."))
+
+
+def _newest(rows: tuple[PublishedRun, ...]) -> tuple[PublishedRun, ...]:
+    newest: dict[tuple[str, str, str], PublishedRun] = {}
+    for row in rows:
+        held = newest.get(row.current_key)
+        if held is None or _release_order(row.release) > _release_order(held.release):
+            newest[row.current_key] = row
+    return tuple(newest.values())
+
+
+# NVIDIA's current layout of each catalog model on each system at each precision: the newest
+# row of the tables up to 26.08 (the later tables' figures come with newer containers than the
+# catalog's, so only the layouts are compared; facts.models prices with PUBLISHED_RUNS).
+CURRENT_RUNS = _newest(PUBLISHED_RUNS + _LATER_RUNS)
 
 
 def published_run(model: str, release: str, system: DgxSystems, precision_label: str | None = None) -> PublishedRun:

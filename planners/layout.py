@@ -28,6 +28,8 @@ The four coefficients are fitted, non-negative least squares on relative error, 
 published rows (facts.published): `calibration()` says which; `leave_one_out` checks each row
 against a fit without it. Tensor, context and data-parallel exchanges are overlapped in NVIDIA's
 configurations and the rows cannot tell their cost apart from zero: the model leaves them out.
+`agreements()` holds the search's first choices to NVIDIA's current layouts (facts.published
+CURRENT_RUNS).
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from typing import Any
 from facts.errors import RuleError
 from facts.machines import MACHINE_TYPES, Accelerator, MachineType, Precision
 from facts.models import Architecture, Framework, ModelSpec, RunSettings, StepTime, model_spec
-from facts.published import PUBLISHED_RUNS, DgxSystem, PublishedRun
+from facts.published import CURRENT_RUNS, PUBLISHED_RUNS, DgxSystem, PublishedRun
 from planners.runs import RunSpec, Tokenizer, check_layout, published_step
 
 GB = 1e9
@@ -762,11 +764,20 @@ AGREEMENT_MARGIN = 0.05
 RECIPE_PREFERENCE = 0.02
 
 
+# The rows the planner's choices are held to: NVIDIA's current layouts that the launcher builds.
+AGREEMENT_ROWS = tuple(r for r in CURRENT_RUNS if not r.fsdp)
+
+
 @cache
 def agreements() -> tuple[Agreement, ...]:
-    """The planner against NVIDIA's choice, for every calibration row."""
+    """The planner against NVIDIA's current layouts."""
+    return agreements_on(AGREEMENT_ROWS)
+
+
+def agreements_on(rows: Iterable[PublishedRun]) -> tuple[Agreement, ...]:
+    """The planner against NVIDIA's choice, for each of `rows`."""
     found = []
-    for row in CALIBRATION_ROWS:
+    for row in rows:
         target = published_target(row)
         layout = Layout.of_published(row)
         nvidia = target.predict(target.fitted(layout) or layout)

@@ -479,7 +479,8 @@ def layout_calibration_table() -> str:
 
 
 def layout_agreement_table() -> str:
-    """The planner's first choice for each published row's model, GPUs and batch, beside NVIDIA's."""
+    """The planner's first choice for the model, GPUs and batch of each of NVIDIA's current rows,
+    beside NVIDIA's layout."""
     found = layout.agreements()
     rows = []
     for a in found:
@@ -491,7 +492,12 @@ def layout_agreement_table() -> str:
     )
     agreed = sum(a.agrees for a in found)
     margin = f"{layout.AGREEMENT_MARGIN:.0%}"
-    return f"{table}\n\n{agreed} of {len(found)} agree (the same layout, or NVIDIA's predicted within {margin})."
+    fitted = layout.agreements_on(layout.CALIBRATION_ROWS)
+    return (
+        f"{table}\n\n{agreed} of {len(found)} agree (the same layout, or NVIDIA's predicted within {margin}). "
+        f"Held to the {len(fitted)} rows of 26.02 and 25.11 the model is fitted on instead, "
+        f"{sum(a.agrees for a in fitted)} agree."
+    )
 
 
 # --------------------------------------------------------------------------- the dev stack
