@@ -232,6 +232,14 @@ class CudaGraphs:
     scope: tuple[str, ...]
 
 
+# Images on which the NeMo 2 launcher may split a run's layers either way: their MegatronStrategy
+# takes account_for_embedding_in_pipeline_split and account_for_loss_in_pipeline_split for every
+# recipe (nemo/lightning/pytorch/strategies/megatron_strategy.py, nemo_toolkit 2.4.0, the NeMo
+# 25.07 container), and payload/nemo2_pretrain.py sets both. nemo_toolkit 2.1.0 (the resiliency
+# recipe's NeMo 24.12) has neither field: there a run splits as its recipe does.
+EITHER_SPLIT_IMAGES = frozenset({versions.NEMO_2.ref})
+
+
 @dataclass(frozen=True)
 class Recipe:
     """How a model runs by default; every field can be overridden per run."""
@@ -302,6 +310,23 @@ class Recipe:
     # (E embedding, t layer, m prediction layer, L loss, | between stages): a run at another
     # split divides its layers evenly.
     pipeline_layouts: Mapping[tuple[int, int], str] = field(default_factory=lambda: MappingProxyType({}))
+
+    def counts_embedding_and_loss(self, layers: int, pipeline: int, virtual: int | None, image: str) -> bool | None:
+        """Whether a run of the recipe at `pipeline` × `virtual` stages on `image` counts the
+        embedding and the loss as a layer each in its pipeline split: as the recipe does where
+        its stages divide the layers so, or one of its uneven splits is the run's; else the other
+        way where the image's launcher can split either way (EITHER_SPLIT_IMAGES) and the stages
+        divide so. None: the stages divide neither."""
+        own = self.pipeline_split_counts_embedding_and_loss
+        stages = pipeline * (virtual or 1)
+        if (pipeline, virtual or 1) in self.pipeline_layouts or (layers + 2 * own) % stages == 0:
+            return own
+        if self.splits_either_way(image) and (layers + 2 * (not own)) % stages == 0:
+            return not own
+        return None
+
+    def splits_either_way(self, image: str) -> bool:
+        return self.framework is Framework.NEMO2 and image in EITHER_SPLIT_IMAGES
 
     def settings(
         self,

@@ -102,13 +102,12 @@ def recipe():
     strategy.virtual_pipeline_model_parallel_size = SETTINGS["virtualPipeline"]
     strategy.context_parallel_size = SETTINGS["contextParallel"]
     strategy.sequence_parallel = SETTINGS["tensorParallel"] > 1
-    # llama31_405b's recipe counts both by default: a layout that splits the layers alone turns
-    # them off. Left alone otherwise, so images whose strategy predates the fields still run.
-    if not SETTINGS["pipelineSplitCountsEmbeddingAndLoss"] and hasattr(
-        strategy, "account_for_embedding_in_pipeline_split"
-    ):
-        strategy.account_for_embedding_in_pipeline_split = False
-        strategy.account_for_loss_in_pipeline_split = False
+    # The plan's pipeline split, whatever the recipe's own (llama31_405b counts both by default).
+    # Images whose strategy predates the fields split the layers alone, and the plan asks no
+    # other split of them (facts.models EITHER_SPLIT_IMAGES).
+    if hasattr(strategy, "account_for_embedding_in_pipeline_split"):
+        strategy.account_for_embedding_in_pipeline_split = SETTINGS["pipelineSplitCountsEmbeddingAndLoss"]
+        strategy.account_for_loss_in_pipeline_split = SETTINGS["pipelineSplitCountsEmbeddingAndLoss"]
 
     seq_length = SETTINGS["sequenceLength"]
     pretrain.model.config.seq_length = seq_length

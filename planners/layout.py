@@ -689,9 +689,18 @@ class Target:
         """Layouts of whole numbers of GPUs, layers and micro-batches; `valid` has the last word."""
         arch, gpus = self.architecture, self.gpus
         recipe = self.spec.recipe_on(self.machine.name)
-        # The layers Megatron splits over the stages (check_layout), and the recipe's uneven splits.
-        split = arch.layers + (2 if recipe.pipeline_split_counts_embedding_and_loss else 0)
-        stages = {(p, v) for p in _divisors(split) for v in range(1, split // p + 1) if split % (p * v) == 0}
+        # The layers Megatron splits over the stages, either way where the launcher can split so
+        # (check_layout), and the recipe's uneven splits.
+        own = recipe.pipeline_split_counts_embedding_and_loss
+        either = recipe.splits_either_way(recipe.image.ref)
+        splits = {arch.layers + 2 * counted for counted in ((own, not own) if either else (own,))}
+        stages = {
+            (p, v)
+            for split in splits
+            for p in _divisors(split)
+            for v in range(1, split // p + 1)
+            if split % (p * v) == 0
+        }
         stages |= set(recipe.pipeline_layouts)
         experts = _divisors(arch.experts.count) if arch.experts else [1]
         tensor = _divisors(self.machine.nvlink_domain_gpus)

@@ -284,12 +284,23 @@ def check_layout(run: RunSpec, machine: MachineType) -> None:
     if s.virtual_pipeline is not None and s.pipeline_parallel == 1 and "virtualPipeline" in run.given:
         raise RuleError("virtualPipeline", s.virtual_pipeline, "needs pipelineParallel above 1")
     stages = s.pipeline_parallel * (s.virtual_pipeline or 1)
+    recipe = run.recipe
     # With the embedding and the loss each counted as a layer of the split, Megatron divides
     # two more "layers" among the stages.
-    split = arch.layers + (2 if run.recipe.pipeline_split_counts_embedding_and_loss else 0)
-    layouts = run.recipe.pipeline_layouts
-    if split % stages and (s.pipeline_parallel, s.virtual_pipeline or 1) not in layouts:
-        counted = " (with the embedding and the loss, as its recipe splits them)" if split != arch.layers else ""
+    if recipe.counts_embedding_and_loss(arch.layers, s.pipeline_parallel, s.virtual_pipeline, run.image_ref) is None:
+        if recipe.splits_either_way(run.image_ref):
+            split = (
+                f"the {arch.layers} layers of {spec.name}, or the {arch.layers + 2} its launcher splits with the "
+                "embedding and the loss counted as a layer each"
+            )
+        elif recipe.pipeline_split_counts_embedding_and_loss:
+            split = (
+                f"the {arch.layers + 2} layers of {spec.name} (with the embedding and the loss, as its recipe "
+                "splits them)"
+            )
+        else:
+            split = f"the {arch.layers} layers of {spec.name}"
+        layouts = recipe.pipeline_layouts
         uneven = (
             f", or be one of its recipe's uneven splits (pipeline × virtual): "
             f"{', '.join(f'{pp} × {vp}' for pp, vp in layouts)}"
@@ -301,7 +312,7 @@ def check_layout(run: RunSpec, machine: MachineType) -> None:
         raise RuleError(
             "virtualPipeline" if virtual else "pipelineParallel",
             s.virtual_pipeline if virtual else s.pipeline_parallel,
-            f"pipeline × virtual stages ({stages}) must divide the {split} layers of {spec.name}{counted}{uneven}",
+            f"pipeline × virtual stages ({stages}) must divide {split}{uneven}",
         )
     if s.fp8 and Precision.FP8 not in machine.accelerator.peak_dense_tflops:
         raise RuleError("fp8", True, f"{machine.accelerator.name} GPUs have no FP8")

@@ -63,7 +63,9 @@ def settings(run: RunSpec, paths: RunPaths, machine: MachineType) -> dict[str, A
         "microBatchSize": s.micro_batch_size,
         "fp8": s.fp8,
         "fp8Scaling": recipe.fp8_scaling.value,
-        "pipelineSplitCountsEmbeddingAndLoss": recipe.pipeline_split_counts_embedding_and_loss,
+        "pipelineSplitCountsEmbeddingAndLoss": recipe.counts_embedding_and_loss(
+            spec.architecture.layers, s.pipeline_parallel, s.virtual_pipeline, run.image_ref
+        ),
         "tpOverlapConfig": tp_overlap(run, machine),
         "datasetPrefix": paths.dataset_prefix,
         "tokenizer": {

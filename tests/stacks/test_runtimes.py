@@ -82,13 +82,35 @@ def test_a4_trains_llama_405b_at_its_own_recipes_layout(render: Render) -> None:
     layout = [settings[k] for k in ("tensorParallel", "pipelineParallel", "virtualPipeline", "globalBatchSize")]
     assert layout == [8, 8, 2, 128]
     assert (settings["fp8"], settings["fp8Scaling"]) == (True, "current")
-    # The A3 Ultra layout on as many A4 nodes: A4's recipe counts the embedding and the loss.
+    assert settings["pipelineSplitCountsEmbeddingAndLoss"] is True
+
+
+def test_a_nemo2_run_splits_its_layers_the_way_its_stages_divide_them(render: Render) -> None:
+    """A4's 405B recipe counts the embedding and the loss as a layer each (128 over PP8 × VP2).
+    The A3 Ultra layout on as many A4 nodes (PP9 × VP14 = 126 stages) divides the layers alone,
+    and NeMo 2.4's MegatronStrategy splits either way (facts.models EITHER_SPLIT_IMAGES): the run
+    is split so. Stages that divide neither 126 nor 128 are refused, naming both."""
     a3_layout = {"pipelineParallel": 9, "virtualPipeline": 14, "globalBatchSize": 2016}
-    runs = {"runs": [{"name": "l405", "model": "llama3.1-405b", "nodes": 72, **a3_layout}]}
     pools = [{"name": "gpu", "machineType": "a4-highgpu-8g", "nodeCount": 72}]
-    bad = {**values, "nemo-gke:training": runs, "nemo-gke:gpuPools": pools}
-    message = issue_for(rejected(bad), "training.runs[0].pipelineParallel")
-    assert "(126) must divide the 128 layers of llama3.1-405b (with the embedding and the loss" in message
+    values = stack_with(
+        "dev",
+        zone="us-central1-b",
+        gpuPools=pools,
+        training={"runs": [{"name": "l405", "model": "llama3.1-405b", "nodes": 72, **a3_layout}]},
+    )
+    run = render("dev", values=values)
+    (config_map,) = (
+        run.manifest(r) for r in run.of_type("kubernetes:core/v1:ConfigMap") if nemo2.SCRIPT in run.manifest(r)["data"]
+    )
+    settings = json.loads(config_map["data"][workload.RUN_SETTINGS])
+    assert (settings["pipelineParallel"], settings["virtualPipeline"]) == (9, 14)
+    assert settings["pipelineSplitCountsEmbeddingAndLoss"] is False
+    neither = {"runs": [{"name": "l405", "model": "llama3.1-405b", "nodes": 72, **a3_layout, "virtualPipeline": 4}]}
+    message = issue_for(rejected({**values, "nemo-gke:training": neither}), "training.runs[0].pipelineParallel")
+    assert (
+        "(36) must divide the 126 layers of llama3.1-405b, or the 128 its launcher splits with the embedding and the "
+        "loss counted as a layer each" in message
+    ), message
 
 
 def test_a_render_says_what_an_update_would_do_to_each_run(

@@ -23,7 +23,7 @@ from facts.machines import (
     machine_type,
     training_pod_requests,
 )
-from facts.models import MODELS
+from facts.models import MODELS, model_spec
 from facts.versions import HelmChart, Image
 from planners.networks import network_mtu, plan_gpu_networks
 from stacks import installed
@@ -223,3 +223,18 @@ def test_rdma_pods_install_the_gib_the_recipes_pin_for_machine_and_image(
     # Another image: the machine's current runtime's pin.
     assert machine_type(machine).pod_gib_for("example.invalid/other:1") == machine_type(machine).pod_gib_for(None)
     assert machine_type("a3-megagpu-8g").pod_gib_for(image.ref) is None
+
+
+def test_a_nemo2_run_splits_its_layers_either_way_only_on_an_image_that_can() -> None:
+    """Llama 3.1 405B's 126 layers: its A3 Ultra recipe splits them alone (PP9 × VP14). PP8 × VP8
+    divides them only with the embedding and the loss counted, which NeMo 2.4's MegatronStrategy
+    (the 25.07 image) can set and NeMo 24.12's (the resiliency image) cannot."""
+    recipe = model_spec("llama3.1-405b").recipe_on("a3-ultragpu-8g")
+    layers = model_spec("llama3.1-405b").architecture.layers
+    assert recipe.counts_embedding_and_loss(layers, 9, 14, versions.NEMO_2.ref) is False
+    assert recipe.counts_embedding_and_loss(layers, 8, 8, versions.NEMO_2.ref) is True
+    assert recipe.counts_embedding_and_loss(layers, 8, 8, versions.RESILIENCY.ref) is None
+    assert recipe.counts_embedding_and_loss(layers, 9, 4, versions.NEMO_2.ref) is None
+    # Megatron-Bridge recipes split as they are written.
+    bridge = model_spec("llama3-70b").recipe_on("a4-highgpu-8g")
+    assert not bridge.splits_either_way(bridge.image.ref)

@@ -455,3 +455,12 @@ def test_the_command_says_where_the_recipe_stands(
     """96 GPUs leave Qwen3's recipe (one node's EP8 at global batch 512) no whole split."""
     assert layout_tool.main([*argv, "--top", "1"]) == 0
     assert line in capsys.readouterr().out
+
+
+def test_llama_405b_on_a_power_of_two_of_h100_nodes_gets_a_layout() -> None:
+    """126 layers split over no power of two of stages but 1 and 2, and two stages of 405B do not
+    fit 80 GB: on 128 A3 Mega nodes the planner splits the layers with the embedding and the loss
+    counted (128 over 16 stages), as the NeMo 2.4 launcher can."""
+    first = LayoutRequest.of("llama3.1-405b", "a3-megagpu-8g", 128, global_batch_size=1536).plan()[0]
+    assert first.layout.pipeline_parallel * first.layout.chunks in (16, 32, 64, 128)
+    assert first.memory.peak <= 80e9
