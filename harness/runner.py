@@ -11,6 +11,7 @@ import json
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -283,6 +284,11 @@ def stand_in_kubeconfig(kubeconfig: Kubeconfig) -> str:
     )
 
 
+# The time a run of the harness is an `up` at, unless given: fixed, so that a render does not
+# change with the day (the tests' bookings start after it). `tools.render` gives the clock's.
+RUN_AT = datetime(2026, 11, 28, tzinfo=UTC)
+
+
 def run_stack(
     stack: str,
     *,
@@ -295,6 +301,7 @@ def run_stack(
     read_objects: ObjectReader | None = None,
     missing_images: frozenset[str] = frozenset(),
     recorded: Mapping[str, Mapping[str, Any]] | None = None,
+    now: datetime = RUN_AT,
 ) -> StackRun:
     """Run the program for `stack` (the config of `file`, else of its own stack file, else `values`)
     and record everything; what the stack file says other than it seems is a warning of the run.
@@ -303,6 +310,7 @@ def run_stack(
     upstream stack, that stack is run first (from its own file, looked for beside `file` first) and
     its exports are used.
     `missing_images` names Compute Engine images the project lacks (disk images of preloaded pools).
+    `now` is the time of the `up` (planners.queues.booking_closed).
     `recorded` is the stack's state before the run (`recorded_state` of an earlier run; default: a
     new stack).
     `read_crds` answers for an existing cluster's API server (default: a cluster that runs the
@@ -320,7 +328,7 @@ def run_stack(
         values, advice = loaded.values, loaded.advice
     config_values = dict(values)
     if upstream is None:
-        upstream = _upstream_exports(stack, source, config_values, file.parent if file else None)
+        upstream = _upstream_exports(stack, source, config_values, file.parent if file else None, now)
     project = str(config_values.get(f"{PROJECT}:project", "unset-project"))
     mocks = RecordingMocks(
         project=project, preview=preview, upstream=upstream, missing_images=missing_images, recorded=recorded
@@ -346,7 +354,7 @@ def run_stack(
 
     @pulumi.runtime.test  # type: ignore[untyped-decorator]
     def body() -> pulumi.Output[Any]:
-        program.run(reader, read_kubeconfig, read_objects or objects_reader())
+        program.run(reader, read_kubeconfig, read_objects or objects_reader(), clock=lambda: now)
         root = settings.get_root_resource()
         outputs: dict[str, Any] = dict(getattr(root, "outputs", {}) or {})
 
@@ -385,7 +393,7 @@ _RUNNING_UPSTREAM: list[tuple[str, Path | None]] = []
 
 
 def _upstream_exports(
-    stack: str, file: Path | None, values: Mapping[str, Any], beside: Path | None
+    stack: str, file: Path | None, values: Mapping[str, Any], beside: Path | None, now: datetime
 ) -> dict[str, dict[str, Any]]:
     """Exports of the stacks this one references (its upstream stack, a MultiKueue manager's
     workers), produced by running each referenced stack's own file. A reference to this stack or
@@ -416,7 +424,7 @@ def _upstream_exports(
                 chain = " → ".join([*names, upstream_stack])
                 why = f"makes a cycle of stacks ({chain}): a stack reads only stacks below it, never itself"
                 raise StackFailed(ConfigError.of([RuleError(key, reference, why)]), [])
-            found[full_name] = run_stack(upstream_stack, file=upstream_file).exports
+            found[full_name] = run_stack(upstream_stack, file=upstream_file, now=now).exports
     finally:
         _RUNNING_UPSTREAM.pop()
     return found

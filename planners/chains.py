@@ -88,13 +88,12 @@ def check_chain(
         )
 
 
-def chain_advice(run: RunSpec, pools: Mapping[str, GpuPoolExport]) -> tuple[str, ...]:
-    """A booked pool before the end of a chain: Kueue admits on quota, and the pool has its quota
-    before its booking starts, so a run admitted there meanwhile waits for nodes that cannot exist
-    yet instead of trying the pools after it. A Spot pool before the end of a chain not placed by
-    topology: Kueue sees a reclaim's lost nodes only in a topology placement (it then evicts the
-    run, which is admitted on the next pool: tests/integration/test_lane_chains.py), so such a run
-    waits on the Spot pool instead."""
+def chain_advice(run: RunSpec, pools: Mapping[str, GpuPoolExport], flavors: Mapping[str, Flavor]) -> tuple[str, ...]:
+    """A Spot pool before the end of a chain not placed by topology: Kueue sees a reclaim's lost
+    nodes only in a topology placement (it then evicts the run, which is admitted on the next
+    pool: tests/integration/test_lane_chains.py), so such a run waits on the Spot pool instead. A
+    booked pool whose quota is closed as of the platform's `up` (planners.queues.booking_closed):
+    Kueue skips it, and it takes runs from the first `up` within its booking."""
     reclaimed = tuple(
         f"run {run.name}: when GKE reclaims pool {name}'s Spot VMs the run does not move to "
         f"{', '.join(run.chain[i + 1 :])}: Kueue sees a run's lost nodes only where its pools are placed by "
@@ -103,13 +102,17 @@ def chain_advice(run: RunSpec, pools: Mapping[str, GpuPoolExport]) -> tuple[str,
         for i, name in enumerate(run.chain[:-1])
         if name in pools and pools[name].capacity_type is CapacityType.SPOT and pools[name].topology_problem is not None
     )
-    return reclaimed + tuple(
-        f"run {run.name}: pool {name} is booked from {pools[name].booked_from}: until then Kueue still admits the "
-        f"run there on the pool's quota, and its pods wait for the booking instead of trying "
-        f"{', '.join(run.chain[i + 1 :])}; list {name} after them in gpuPools to use them meanwhile"
-        for i, name in enumerate(run.chain[:-1])
-        if name in pools and pools[name].booked_from is not None
-    )
+    closed = []
+    for name in run.chain:
+        flavor = flavors.get(name)
+        if flavor is None or flavor.closed is None:
+            continue
+        others = [p for p in run.chain if p != name and (p not in flavors or flavors[p].closed is None)]
+        meanwhile = f"Kueue admits the run on {', '.join(others)}" if others else "no pool of the run's chain takes it"
+        closed.append(
+            f"run {run.name}: pool {name} takes no run as of the platform's `up`, {flavor.closed}; {meanwhile}"
+        )
+    return reclaimed + tuple(closed)
 
 
 def _by(flavor: Flavor) -> str:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Any
 
 from facts.kubernetes import (
@@ -57,6 +58,9 @@ class Flavor:
     existing_node_labels: dict[str, str] | None = None
     taints: tuple[Taint, ...] = ()
     other_machine: OtherMachine | None = None
+    # Why Kueue admits nothing on the flavor as of this `up` (its quota is 0): a booked pool
+    # before its booking starts or after it ends (booking_closed).
+    closed: str | None = None
 
     @property
     def machine(self) -> MachineType:
@@ -126,5 +130,21 @@ def plan_flavor(pool: GpuPoolExport) -> Flavor:
     return replace(flavor, name=versioned_name(pool.name, flavor.spec))
 
 
-def plan_flavors(pools: Sequence[GpuPoolExport]) -> tuple[Flavor, ...]:
-    return tuple(plan_flavor(pool) for pool in pools)
+def booking_closed(pool: GpuPoolExport, now: datetime) -> str | None:
+    """Why a booked pool takes no run at `now`: Compute Engine activates the reservation a
+    calendar-mode booking delivers at its start and deletes it at its end (docs/capacity.md), and
+    Kueue admits on quota, so a flavor with quota outside the booking would hold runs whose pods
+    wait for nodes that cannot exist, instead of trying the next pools of their chains."""
+    if pool.booked_from is None or pool.booked_until is None:
+        return None
+    if now < datetime.fromisoformat(pool.booked_from):
+        return f"booked from {pool.booked_from}: its quota opens at the first `pulumi up` of the platform after then"
+    if now >= datetime.fromisoformat(pool.booked_until):
+        return f"whose booking ended at {pool.booked_until}: Compute Engine deleted its reservation"
+    return None
+
+
+def plan_flavors(pools: Sequence[GpuPoolExport], now: datetime) -> tuple[Flavor, ...]:
+    """The pools' flavors as of `now`, the time of this `up`: a booked pool's quota is closed
+    outside its booking, and opens at the first `up` within it."""
+    return tuple(replace(plan_flavor(pool), closed=booking_closed(pool, now)) for pool in pools)

@@ -121,8 +121,11 @@ def flavor_quota(
     lending_nodes: int | None = None,
 ) -> dict[str, Any]:
     """One flavor's entry in a queue's resource group: `nodes` of it as nominal quota, limits
-    likewise, every resource of a node counted."""
+    likewise, every resource of a node counted; none of a closed flavor (Flavor.closed), whose
+    lending limit may not exceed it."""
     per_node = _per_node(flavor)
+    if flavor.closed is not None:
+        nodes, lending_nodes = 0, None if lending_nodes is None else 0
     entries = []
     for resource in resources:
         entry = {"name": resource, "nominalQuota": _quantity(resource, per_node[resource] * nodes)}

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import pulumi
@@ -115,7 +116,9 @@ def teams_plan(cfg: StackConfig, flavors: Sequence[Flavor]) -> TeamsPlan | None:
         raise ConfigError.of([error]) from None
 
 
-def platform_facts(cfg: StackConfig, cluster: ClusterExports, managed: ManagedWorkers | None = None) -> PlatformExports:
+def platform_facts(
+    cfg: StackConfig, cluster: ClusterExports, now: datetime, managed: ManagedWorkers | None = None
+) -> PlatformExports:
     """The platform's facts; a MultiKueue manager's come from its workers: their flavors, and what
     their runs' pods name (stacks.multikueue)."""
     if managed is not None:
@@ -138,7 +141,7 @@ def platform_facts(cfg: StackConfig, cluster: ClusterExports, managed: ManagedWo
     buckets = cluster.gke
     # An existing cluster's own claims, where the config names them.
     claims = ExistingClaimsConfig().names if cluster.gke else _existing(cfg).claims.names
-    flavors = plan_flavors(cluster.gpu_pools)
+    flavors = plan_flavors(cluster.gpu_pools, now)
     plan = teams_plan(cfg, flavors)
     data_bucket = storage.data_bucket.name or default_bucket(cluster.project, cluster.name, "data")
     checkpoint_bucket = storage.checkpoint_bucket.name or default_bucket(cluster.project, cluster.name, "ckpt")

@@ -5,8 +5,9 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import pulumi
@@ -82,21 +83,26 @@ def stack_secret_keys(values: Mapping[str, str]) -> frozenset[str]:
     return frozenset(key for key in values if key in listed or pulumi.runtime.is_config_secret(key))
 
 
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
 def run(
     read_crds: CrdReader = read_cluster_crds,
     read_kubeconfig: KubeconfigReader = read_kubeconfig_file,
     read_objects: ObjectReader = read_live,
+    clock: Callable[[], datetime] = utc_now,
 ) -> None:
     """The program. `read_crds` reads an existing cluster's CRDs, `read_objects` the objects of the
     stack's names there, `read_kubeconfig` the kubeconfig a stack names (the render passes
-    stand-ins for all three)."""
+    stand-ins for all three), `clock` the time of the `up`."""
     values = stack_config_values()
     for warning in unread_keys(values):
         pulumi.log.warn(warning)
     secret_keys = stack_secret_keys(values)
     try:
         cfg = parse_stack_config(values, pulumi.get_stack())
-        exports = deploy(cfg, Access(read_crds, read_kubeconfig, read_objects, secret_keys))
+        exports = deploy(cfg, Access(read_crds, read_kubeconfig, read_objects, secret_keys, now=clock()))
     except ConfigError as error:
         raise InvalidStackConfig(without_secrets(error, secret_keys)) from None
     for key, value in exports.items():
@@ -153,6 +159,8 @@ class Access:
     read_kubeconfig: KubeconfigReader
     read_objects: ObjectReader
     secret_keys: frozenset[str] = frozenset()
+    # The time of this `up`, read once: a booked pool's quota is open within its booking only.
+    now: datetime = field(kw_only=True)
 
     def secret(self, key: str) -> bool:
         return f"{PROJECT}:{key}" in self.secret_keys
@@ -198,7 +206,7 @@ def deploy(cfg: StackConfig, access: Access) -> dict[str, Any]:
             else []
         )
         managed = multikueue.read_workers(cfg) if cfg.multi_kueue.manager else None
-        platform_facts = platform.platform_facts(cfg, cluster_facts, managed)
+        platform_facts = platform.platform_facts(cfg, cluster_facts, access.now, managed)
         if cfg.existing_cluster is not None and not cfg.kueue.install and platform_facts.teams:
             advice += existing.shared_kueue(cfg.existing_cluster, platform_facts, access.read_objects)
         if cfg.existing_cluster is not None and not cfg.kueue.install and cfg.multi_kueue.dispatch is Dispatch.IN_ORDER:

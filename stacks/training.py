@@ -512,7 +512,7 @@ class TrainingLayer(pulumi.ComponentResource):
             advice = preload_advice(run.name, run.image_ref, pool) if pool else None
             if advice:
                 pulumi.log.warn(advice, resource=self)
-            for line in chain_advice(run, pools):
+            for line in chain_advice(run, pools, flavors):
                 pulumi.log.warn(line, resource=self)
             self.runs.append(
                 TrainingRun(

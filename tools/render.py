@@ -30,6 +30,7 @@ import json
 import sys
 from collections import Counter
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -314,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {missing}", file=sys.stderr)
         return 1
     try:
-        run = run_stack(stack, file=file, preview=args.preview)
+        run = run_stack(stack, file=file, preview=args.preview, now=datetime.now(UTC))
     except (FileNotFoundError, StackFileError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -124,6 +124,52 @@ def test_a_team_s_chained_run_lands_on_its_next_pool_when_the_first_is_taken() -
         print("lane: chains: a team's chained run admitted on its share of spot while a3-ultra is taken")
 
 
+BOOKED_POOLS = [
+    {"name": "booked", "machineType": "a4-highgpu-8g", "autoscaling": {"minNodes": 0, "maxNodes": 2},
+     "capacity": {"type": "reservation", "booking": {"start": "2026-12-14T00:00:00Z", "days": 7}}},
+    {"name": "meanwhile", "machineType": "a4-highgpu-8g", "nodeCount": 2, "placement": "none"},
+]  # fmt: skip
+BOOKED_RUNS = [
+    {"name": "early", "model": "llama3-8b", "nodes": 2, "steps": 50, "pool": "booked", "fallbackPools": ["meanwhile"]},
+]
+# An `up` within the booking (harness.runner.RUN_AT is before it).
+WITHIN_BOOKING = datetime(2026, 12, 14, 9, tzinfo=UTC)
+
+
+def test_a_chain_starts_on_the_next_pool_and_moves_to_the_booked_pool_once_an_up_opens_it() -> None:
+    """The chain's first pool is booked from 2026-12-14. An `up` before then gives its flavor no
+    quota: the run is admitted on the next pool at once. The platform's `up` within the booking
+    opens the quota (the ClusterQueue updated as Pulumi would); the chain's next run lands on the
+    booked pool, and the first run stays where it is. (With the booked pool's quota open before its
+    start, as the program gave it before, the first run was bound on the booked pool's nodes.)"""
+    values = stack_with("a4", gpuPools=BOOKED_POOLS, training={"runs": BOOKED_RUNS})
+    before, within = run_stack("a4", values=values), run_stack("a4", values=values, now=WITHIN_BOOKING)
+    objects = stack_objects(before)
+    (early,) = [m for m in objects if m["kind"] == "JobSet"]
+    (queue,) = [m for m in stack_objects(within) if m["kind"] == "ClusterQueue"]
+    with running(before, pods_complete=False) as (lane, started):
+        apply_objects(lane, started.api, [m for m in objects if m["kind"] != "JobSet"])
+        chain = ChainLane(before, lane, started.api, {})
+        chain.submit(early)
+        wait_for("the run before the booking", lambda: placed(started.api, NAMESPACE, _name(early), 2), timeout=180)
+        assert chain.pools_of(_name(early)) == {"meanwhile"}
+        code, answer = started.api.request(
+            "PATCH", f"{api_path(queue)}/{queue['metadata']['name']}", {"spec": queue["spec"]}
+        )
+        assert code == 200, answer
+        late = resized(early, "late", 2)
+        with lane.phase("the next run admitted on the booked pool"):
+            chain.submit(late)
+            wait_for(
+                "the run within the booking", lambda: placed(started.api, NAMESPACE, "late", 2), timeout=ADMIT_SECONDS
+            )
+        assert chain.pools_of("late") == {"booked"}
+        assert chain.pools_of(_name(early)) == {"meanwhile"}
+        print(
+            "lane: chains: before the booking a run went to meanwhile; after an up within it, the next went to booked"
+        )
+
+
 def _name(jobset: dict[str, Any]) -> str:
     return str(jobset["metadata"]["name"])
 

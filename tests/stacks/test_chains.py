@@ -4,13 +4,14 @@ admits them on."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from facts.kubernetes import NODE_POOL_LABEL
-from harness.runner import run_stack, stack_with
-from tests.conftest import issue_for, rejected
+from harness.runner import StackRun, run_stack, stack_with
+from tests.conftest import assert_valid, issue_for, rejected
 from tools.summary import markdown
 
 POOLS = [
@@ -117,8 +118,10 @@ def test_a_spot_link_says_a_reclaim_costs_a_restart_or_fails_a_run_without_any(r
     assert line["chain"][1]["wait"].endswith("one of the run's 2 restarts and all its steps (resume: false)")
 
 
-def test_a_booked_pool_before_the_end_of_a_chain_is_warned_about(render: Any) -> None:
-    """Kueue admits on quota, and a booked pool has its quota before its booking starts."""
+def test_a_booked_pool_takes_runs_from_the_first_up_within_its_booking() -> None:
+    """Kueue admits on quota: before its booking starts a booked pool's flavor has none in the
+    ClusterQueue, and the chain's run is admitted on the next pool (warned about); the first `up`
+    within the booking gives it the pool's quota, and the flavor's name stays."""
     booked = {
         "name": "a4",
         "machineType": "a4-highgpu-8g",
@@ -133,9 +136,25 @@ def test_a_booked_pool_before_the_end_of_a_chain_is_warned_about(render: Any) ->
         "placement": "none",
     }
     runs = [{"name": "moe", "model": "qwen3-30b-a3b", "nodes": 1, "pool": "a4", "fallbackPools": ["spare"]}]
-    run = render("a4", values=stack_with("a4", gpuPools=[booked, spot], training={"runs": runs}))
-    (warning,) = [w.message for w in run.warnings if "is booked from" in w.message]
-    assert "pool a4 is booked from 2026-12-14T00:00:00Z" in warning and "instead of trying spare" in warning
+    values = stack_with("a4", gpuPools=[booked, spot], training={"runs": runs})
+
+    def gpu_quotas(run: StackRun) -> dict[str, str]:
+        (queue,) = map(run.manifest, run.of_type("kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue"))
+        return {
+            f["name"]: next(r["nominalQuota"] for r in f["resources"] if r["name"] == "nvidia.com/gpu")
+            for f in queue["spec"]["resourceGroups"][0]["flavors"]
+        }
+
+    before = run_stack("a4", values=values)
+    assert_valid(before)
+    (warning,) = [w.message for w in before.warnings if "takes no run" in w.message]
+    assert "pool a4 takes no run as of the platform's `up`, booked from 2026-12-14T00:00:00Z" in warning
+    assert warning.endswith("; Kueue admits the run on spare"), warning
+    within = run_stack("a4", values=values, now=datetime(2026, 12, 14, 9, tzinfo=UTC))
+    assert not [w for w in within.warnings if "takes no run" in w.message]
+    closed, opened = gpu_quotas(before), gpu_quotas(within)
+    assert closed.keys() == opened.keys()
+    assert sorted(closed.values()) == ["0", "16"] and sorted(opened.values()) == ["16", "16"]
 
 
 def teams_with_spot(runs: list[dict[str, Any]]) -> dict[str, Any]:

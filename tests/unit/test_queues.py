@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -14,8 +15,9 @@ from facts.kubernetes import GPU_TAINT, KUEUE_API, TOPOLOGY_NAME, Taint, cpu_qua
 from facts.kueue import PROVISIONING_CHECK, WithinClusterQueue
 from facts.machines import MACHINE_TYPES, CpuArch, allocatable_memory_mib, allocatable_millicores, machine_type
 from harness import cel
+from harness.runner import RUN_AT
 from planners.pools import GpuPoolExport
-from planners.queues import TOPOLOGY, TOPOLOGY_SPEC, Flavor, plan_flavor, plan_flavors
+from planners.queues import TOPOLOGY, TOPOLOGY_SPEC, Flavor, booking_closed, plan_flavor, plan_flavors
 
 
 def pool(
@@ -82,7 +84,7 @@ def test_a_pool_that_can_be_at_zero_nodes_gets_no_topology_without_a_provisionin
 
 def test_queued_pools_tolerate_the_queued_taint_and_need_the_provisioning_check() -> None:
     flavors = plan_flavors(
-        [pool("a", "a3-highgpu-8g", 2), pool("q", "a3-highgpu-8g", 4, CapacityType.QUEUED_PROVISIONING)]
+        [pool("a", "a3-highgpu-8g", 2), pool("q", "a3-highgpu-8g", 4, CapacityType.QUEUED_PROVISIONING)], RUN_AT
     )
     assert flavors[1].queued and not flavors[0].queued
     assert {"key": "cloud.google.com/gke-queued", "operator": "Exists", "effect": "NoSchedule"} in flavors[
@@ -94,7 +96,7 @@ def test_queued_pools_tolerate_the_queued_taint_and_need_the_provisioning_check(
 
 
 def test_the_cluster_queue_covers_gpus_cpu_and_memory_with_each_flavor_s_quota() -> None:
-    flavors = plan_flavors([pool("a", "a3-megagpu-8g", 32), pool("b", "a3-highgpu-1g", 2)])
+    flavors = plan_flavors([pool("a", "a3-megagpu-8g", 32), pool("b", "a3-highgpu-1g", 2)], RUN_AT)
     spec = cluster_queue_spec(flavors, "team", WithinClusterQueue.NEVER)
     assert spec["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": "team"}}
     assert spec["preemption"] == {"withinClusterQueue": "Never", "reclaimWithinCohort": "Never"}
@@ -113,7 +115,7 @@ def test_the_cluster_queue_covers_gpus_cpu_and_memory_with_each_flavor_s_quota()
 def test_kueue_objects_are_plain_data_as_kubectl_and_the_lane_write_them() -> None:
     """What the components build is written as YAML too (the lane's Kueue configuration file):
     enum members would not serialise (yaml.safe_dump refuses str subclasses)."""
-    flavors = plan_flavors([pool("a", "a3-megagpu-8g", 32)])
+    flavors = plan_flavors([pool("a", "a3-megagpu-8g", 32)], RUN_AT)
     args = KueueControllerArgs({"pool": "system"}, 1800, 5, 2)
     for built in (cluster_queue_spec(flavors, "team", WithinClusterQueue.LOWER_PRIORITY), kueue_configuration(args)):
         assert yaml.safe_load(yaml.safe_dump(built)) == built
@@ -202,3 +204,35 @@ def test_an_existing_pool_s_flavor_tolerates_its_taints_exactly() -> None:
     flavor = plan_flavor(existing)
     assert flavor.tolerations == [GPU_TAINT.toleration(), *(t.exact_toleration() for t in taints[1:])]
     assert all(t.tolerated_by(flavor.tolerations) for t in existing.node_taints)
+
+
+def test_a_booked_pool_s_quota_is_open_within_its_booking_only() -> None:
+    """Kueue admits on quota: outside its booking a booked pool's flavor has none, so the runs of
+    a chain through it are admitted on the chain's next pools (planners.queues.booking_closed)."""
+    booked = dataclasses.replace(
+        pool("a4", "a4-highgpu-8g", 2, CapacityType.RESERVATION),
+        booked_from="2026-12-14T00:00:00Z",
+        booked_until="2026-12-21T00:00:00Z",
+    )
+    other = pool("b", "a4-highgpu-8g", 2)
+
+    def gpus(now: datetime) -> dict[str, str]:
+        spec = cluster_queue_spec(plan_flavors([booked, other], now), "nemo", WithinClusterQueue.NEVER)
+        return {
+            f["name"].split("-")[0]: next(r["nominalQuota"] for r in f["resources"] if r["name"] == "nvidia.com/gpu")
+            for f in spec["resourceGroups"][0]["flavors"]
+        }
+
+    before, start, end = (
+        datetime(2026, 12, 13, 23, tzinfo=UTC),
+        datetime(2026, 12, 14, tzinfo=UTC),
+        datetime(2026, 12, 21, tzinfo=UTC),
+    )
+    assert gpus(before) == {"a4": "0", "b": "16"}
+    assert gpus(start) == {"a4": "16", "b": "16"}
+    assert gpus(end) == {"a4": "0", "b": "16"}
+    assert "booked from 2026-12-14T00:00:00Z" in (booking_closed(booked, before) or "")
+    assert "ended at 2026-12-21T00:00:00Z" in (booking_closed(booked, end) or "")
+    assert booking_closed(other, before) is None
+    # The flavor itself (its name, labels, tolerations) does not change with the quota.
+    assert plan_flavors([booked], before)[0].name == plan_flavors([booked], start)[0].name
