@@ -235,9 +235,11 @@ class CudaGraphs:
 # Images on which the NeMo 2 launcher may split a run's layers either way: their MegatronStrategy
 # takes account_for_embedding_in_pipeline_split and account_for_loss_in_pipeline_split for every
 # recipe (nemo/lightning/pytorch/strategies/megatron_strategy.py, nemo_toolkit 2.4.0, the NeMo
-# 25.07 container), and payload/nemo2_pretrain.py sets both. nemo_toolkit 2.1.0 (the resiliency
-# recipe's NeMo 24.12) has neither field: there a run splits as its recipe does.
+# 25.07 container), and payload/nemo2_pretrain.py sets both.
 EITHER_SPLIT_IMAGES = frozenset({versions.NEMO_2.ref})
+# Images whose NeMo 2 has neither field, so that every run on them splits its layers alone:
+# nemo_toolkit 2.1.0, the resiliency recipe's NeMo 24.12 (its strategy and recipes name neither).
+LAYERS_ALONE_IMAGES = frozenset({versions.RESILIENCY.ref})
 
 
 @dataclass(frozen=True)
@@ -313,20 +315,28 @@ class Recipe:
 
     def counts_embedding_and_loss(self, layers: int, pipeline: int, virtual: int | None, image: str) -> bool | None:
         """Whether a run of the recipe at `pipeline` × `virtual` stages on `image` counts the
-        embedding and the loss as a layer each in its pipeline split: as the recipe does where
-        its stages divide the layers so, or one of its uneven splits is the run's; else the other
-        way where the image's launcher can split either way (EITHER_SPLIT_IMAGES) and the stages
-        divide so. None: the stages divide neither."""
-        own = self.pipeline_split_counts_embedding_and_loss
+        embedding and the loss as a layer each in its pipeline split: the first of the ways it can
+        split there (pipeline_splits) whose stages divide the layers so, or the first way where one
+        of its uneven splits is the run's. None: the stages divide none."""
+        ways = self.pipeline_splits(image)
+        if (pipeline, virtual or 1) in self.pipeline_layouts:
+            return ways[0]
         stages = pipeline * (virtual or 1)
-        if (pipeline, virtual or 1) in self.pipeline_layouts or (layers + 2 * own) % stages == 0:
-            return own
-        if self.splits_either_way(image) and (layers + 2 * (not own)) % stages == 0:
-            return not own
-        return None
+        return next((counted for counted in ways if (layers + 2 * counted) % stages == 0), None)
 
-    def splits_either_way(self, image: str) -> bool:
-        return self.framework is Framework.NEMO2 and image in EITHER_SPLIT_IMAGES
+    def pipeline_splits(self, image: str) -> tuple[bool, ...]:
+        """Whether a run of the recipe on `image` can count the embedding and the loss in its
+        pipeline split, each way it can, the recipe's own first: either way on a NeMo 2 image
+        whose MegatronStrategy takes both fields (EITHER_SPLIT_IMAGES), the layers alone on one
+        whose strategy has neither (LAYERS_ALONE_IMAGES), else the recipe's way."""
+        own = self.pipeline_split_counts_embedding_and_loss
+        if self.framework is not Framework.NEMO2:
+            return (own,)
+        if image in EITHER_SPLIT_IMAGES:
+            return (own, not own)
+        if image in LAYERS_ALONE_IMAGES:
+            return (False,)
+        return (own,)
 
     def settings(
         self,

@@ -4,12 +4,13 @@ catalog prices runs of the recipes' sizes with some of them (facts.models), and 
 (planners.layout) is calibrated on them and checked against them.
 
 The rows are those of the catalog's container, NeMo 26.02 (facts.versions.NEMO_2602), and of the
-release before it, 25.11, which NVIDIA's page listed together; and, apart, NVIDIA's current layouts:
-the newest row of each model, system and precision in the tables up to 26.08. Left out: B300 and GB300 rows (no
-catalog machine has those GPUs) and NVFP4 rows (the launcher trains in BF16 or FP8). Rows run with
-Megatron-FSDP are kept, flagged: the catalog prices one, and the planner's fit leaves them out. Every
-mixture-of-experts row was measured with tokens forced evenly over the experts (the tables' note),
-none with checkpoints, all on NVIDIA's DGX systems below.
+release before it, 25.11, which NVIDIA's page listed together; and, apart, NVIDIA's current
+layouts: the newest row of each model, system and precision in the tables from 25.11 to 26.08.
+Left out: B300 and GB300 rows (no catalog machine has those GPUs) and NVFP4 rows (the launcher
+trains in BF16 or FP8). Rows run with Megatron-FSDP are kept, flagged: the catalog prices one,
+and the planner's fit leaves them out. Every mixture-of-experts row was measured with tokens
+forced evenly over the experts (the tables' note), none with checkpoints, all on NVIDIA's DGX
+systems below.
 """
 
 from __future__ import annotations
@@ -233,6 +234,15 @@ _LATER_RUNS: tuple[PublishedRun, ...] = (
     )
 )
 
+# The 25.11 table's FP8-MX figures, in parentheses beside its FP8-CS ones ("FP8-CS (FP8-MX)", the
+# same layout): PUBLISHED_RUNS keeps the FP8-CS figure of each such row.
+_FP8_MX_FIGURES: tuple[PublishedRun, ...] = _rows(
+    "25.11",
+    ("llama3-8b", _GB200, 8, "FP8-MX", 128, 2, 8192, 1, 1, 1, None, 1, 29789),
+    ("llama3-8b", _B200, 8, "FP8-MX", 128, 2, 8192, 1, 1, 1, None, 1, 29521),
+    ("llama3.1-405b", _B200, 128, "FP8-MX", 64, 1, 8192, 4, 8, 2, 8, 1, 624),
+)
+
 _SOURCES = {
     "25.11": SOURCE,
     "26.02": SOURCE,
@@ -257,9 +267,10 @@ def _newest(rows: tuple[PublishedRun, ...]) -> tuple[PublishedRun, ...]:
 
 
 # NVIDIA's current layout of each catalog model on each system at each precision: the newest
-# row of the tables up to 26.08 (the later tables' figures come with newer containers than the
-# catalog's, so only the layouts are compared; facts.models prices with PUBLISHED_RUNS).
-CURRENT_RUNS = _newest(PUBLISHED_RUNS + _LATER_RUNS)
+# row of the tables from 25.11 to 26.08 (the 25.09 table and older name no precision; the later
+# tables' figures come with newer containers than the catalog's, so only the layouts are
+# compared; facts.models prices with PUBLISHED_RUNS).
+CURRENT_RUNS = _newest(PUBLISHED_RUNS + _FP8_MX_FIGURES + _LATER_RUNS)
 
 
 def published_run(model: str, release: str, system: DgxSystems, precision_label: str | None = None) -> PublishedRun:

@@ -611,12 +611,20 @@ class Target:
     # Megatron-Bridge runs: the launcher sets recomputed layers, and BF16 runs keep their optimizer
     # state through the precision-aware optimizer (planners.runtimes.bridge). NVIDIA's rows ran it.
     bridge: bool = True
+    # The image the run's pods run (None: its recipe's): what its launcher can split
+    # (facts.models Recipe.pipeline_splits).
+    image_ref: str | None = None
 
     @classmethod
-    def on_machine(cls, spec: ModelSpec, machine: MachineType, nodes: int) -> Target:
-        """The model as the launcher runs it on nodes of a catalog machine."""
+    def on_machine(cls, spec: ModelSpec, machine: MachineType, nodes: int, image: str | None = None) -> Target:
+        """The model as the launcher runs it on nodes of a catalog machine, in `image` (None:
+        the recipe's)."""
         bridge = spec.recipe_on(machine.name).framework is Framework.MEGATRON_BRIDGE
-        return cls(spec, spec.architecture, machine, nodes, Fabric.of_machine(machine), bridge)
+        return cls(spec, spec.architecture, machine, nodes, Fabric.of_machine(machine), bridge, image)
+
+    @property
+    def image(self) -> str:
+        return self.image_ref or self.spec.recipe_on(self.machine.name).image.ref
 
     @property
     def gpus(self) -> int:
@@ -678,6 +686,7 @@ class Target:
             priority="layout",
             machine_type=self.machine.name,
             given=_LAYOUT_KEYS,
+            image=self.image_ref,
         )
         try:
             check_layout(run, self.machine)
@@ -691,9 +700,7 @@ class Target:
         recipe = self.spec.recipe_on(self.machine.name)
         # The layers Megatron splits over the stages, either way where the launcher can split so
         # (check_layout), and the recipe's uneven splits.
-        own = recipe.pipeline_split_counts_embedding_and_loss
-        either = recipe.splits_either_way(recipe.image.ref)
-        splits = {arch.layers + 2 * counted for counted in ((own, not own) if either else (own,))}
+        splits = {arch.layers + 2 * counted for counted in recipe.pipeline_splits(self.image)}
         stages = {
             (p, v)
             for split in splits
@@ -814,6 +821,7 @@ class LayoutRequest:
         global_batch_size: int | None = None,
         sequence_length: int | None = None,
         precision: Precision | None = None,
+        image: str | None = None,
     ) -> LayoutRequest:
         """The request, the model's recipe on the machine filling what is None. RuleError names
         the option that makes it impossible."""
@@ -838,7 +846,7 @@ class LayoutRequest:
             raise RuleError(
                 "precision", chosen.value, f"{machine.accelerator.name} GPUs have no {chosen.value.upper()}"
             )
-        return cls(Target.on_machine(spec, machine, nodes), batch, seq, chosen)
+        return cls(Target.on_machine(spec, machine, nodes, image), batch, seq, chosen)
 
     def search(self, global_batch_size: int | None = None) -> list[Proposal]:
         return self.target.search(global_batch_size or self.global_batch_size, self.sequence_length, self.precision)
@@ -903,11 +911,18 @@ class LayoutRequest:
 
 
 def planned_settings(
-    model: str, machine: MachineType, nodes: int, settings: RunSettings, kept: Mapping[str, Any] | None = None
+    model: str,
+    machine: MachineType,
+    nodes: int,
+    settings: RunSettings,
+    kept: Mapping[str, Any] | None = None,
+    *,
+    image: str | None = None,
 ) -> RunSettings:
     """A run's settings with the layout the planner chooses for it (`layout: auto`): `kept`, the
     layout its submission recorded (planners.submitted), while that stands; else the fastest
-    that fits its nodes, batch, sequence and precision. RuleError names the run's key."""
+    that fits its nodes, batch, sequence and precision in its image (None: its recipe's).
+    RuleError names the run's key."""
     if kept is not None:
         return dataclasses.replace(
             Layout.of_settings(settings),
@@ -930,6 +945,7 @@ def planned_settings(
                 global_batch_size=settings.global_batch_size,
                 sequence_length=settings.sequence_length,
                 precision=Precision.FP8 if settings.fp8 else Precision.BF16,
+                image=image,
             )
             .choose()
             .layout
@@ -947,7 +963,8 @@ def predicted_step_seconds(run: RunSpec, machine: MachineType) -> float | None:
     check_layout refuses, or whose expert exchange the model has no bandwidth for)."""
     if MACHINE_TYPES.get(machine.name) is not machine:
         return None
-    target, layout = Target.on_machine(run.spec, machine, run.nodes), Layout.of_settings(run.settings)
+    target = Target.on_machine(run.spec, machine, run.nodes, run.image)
+    layout = Layout.of_settings(run.settings)
     return target.predict(layout).step_seconds if target.valid(layout) else None
 
 

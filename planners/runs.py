@@ -288,15 +288,21 @@ def check_layout(run: RunSpec, machine: MachineType) -> None:
     # With the embedding and the loss each counted as a layer of the split, Megatron divides
     # two more "layers" among the stages.
     if recipe.counts_embedding_and_loss(arch.layers, s.pipeline_parallel, s.virtual_pipeline, run.image_ref) is None:
-        if recipe.splits_either_way(run.image_ref):
+        ways = recipe.pipeline_splits(run.image_ref)
+        if len(ways) > 1:
             split = (
                 f"the {arch.layers} layers of {spec.name}, or the {arch.layers + 2} its launcher splits with the "
                 "embedding and the loss counted as a layer each"
             )
-        elif recipe.pipeline_split_counts_embedding_and_loss:
+        elif ways[0]:
             split = (
                 f"the {arch.layers + 2} layers of {spec.name} (with the embedding and the loss, as its recipe "
                 "splits them)"
+            )
+        elif recipe.pipeline_split_counts_embedding_and_loss:
+            split = (
+                f"the {arch.layers} layers of {spec.name} (its image {run.image_ref} cannot count the embedding "
+                "and the loss, as its recipe does)"
             )
         else:
             split = f"the {arch.layers} layers of {spec.name}"

@@ -125,9 +125,10 @@ def run_spec(run: RunConfig, platform: PlatformExports, submitted: Submitted | N
     flavor = platform.flavors_by_pool.get(pool)
     machine_type = flavor.machine.name if flavor else None
     settings = run.settings_on(machine_type)
+    image = run.image or (versions.RESILIENCY.ref if r.supervisor else None)
     if run.layout == "auto" and flavor is not None:
         kept = _kept_layout(run, submitted, flavor.machine.name, settings)
-        settings = layout.planned_settings(run.model, flavor.machine, run.nodes, settings, kept)
+        settings = layout.planned_settings(run.model, flavor.machine, run.nodes, settings, kept, image=image)
     return RunSpec(
         name=run.name,
         model=run.model,
@@ -159,7 +160,7 @@ def run_spec(run: RunConfig, platform: PlatformExports, submitted: Submitted | N
         ),
         topology_mode=run.topology.mode,
         topology_level=run.topology.level,
-        image=run.image or (versions.RESILIENCY.ref if r.supervisor else None),
+        image=image,
         overrides=MappingProxyType(dict(run.overrides)),
         env=MappingProxyType(dict(run.env)),
         allow_env_overrides=frozenset(run.allow_env_overrides),

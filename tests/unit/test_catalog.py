@@ -228,13 +228,17 @@ def test_rdma_pods_install_the_gib_the_recipes_pin_for_machine_and_image(
 def test_a_nemo2_run_splits_its_layers_either_way_only_on_an_image_that_can() -> None:
     """Llama 3.1 405B's 126 layers: its A3 Ultra recipe splits them alone (PP9 × VP14). PP8 × VP8
     divides them only with the embedding and the loss counted, which NeMo 2.4's MegatronStrategy
-    (the 25.07 image) can set and NeMo 24.12's (the resiliency image) cannot."""
-    recipe = model_spec("llama3.1-405b").recipe_on("a3-ultragpu-8g")
+    (the 25.07 image) can set. NeMo 24.12's (the resiliency image) has neither field, so a run
+    there splits the layers alone, even from A4's recipe, which counts them (128 over PP8 × VP2)."""
     layers = model_spec("llama3.1-405b").architecture.layers
-    assert recipe.counts_embedding_and_loss(layers, 9, 14, versions.NEMO_2.ref) is False
-    assert recipe.counts_embedding_and_loss(layers, 8, 8, versions.NEMO_2.ref) is True
-    assert recipe.counts_embedding_and_loss(layers, 8, 8, versions.RESILIENCY.ref) is None
-    assert recipe.counts_embedding_and_loss(layers, 9, 4, versions.NEMO_2.ref) is None
+    a3u, a4 = (model_spec("llama3.1-405b").recipe_on(m) for m in ("a3-ultragpu-8g", "a4-highgpu-8g"))
+    assert a3u.counts_embedding_and_loss(layers, 9, 14, versions.NEMO_2.ref) is False
+    assert a3u.counts_embedding_and_loss(layers, 8, 8, versions.NEMO_2.ref) is True
+    assert a3u.counts_embedding_and_loss(layers, 8, 8, versions.RESILIENCY.ref) is None
+    assert a3u.counts_embedding_and_loss(layers, 9, 4, versions.NEMO_2.ref) is None
+    assert a4.counts_embedding_and_loss(layers, 8, 2, versions.NEMO_2.ref) is True
+    assert a4.counts_embedding_and_loss(layers, 8, 2, versions.RESILIENCY.ref) is None
+    assert a4.counts_embedding_and_loss(layers, 9, 14, versions.RESILIENCY.ref) is False
     # Megatron-Bridge recipes split as they are written.
     bridge = model_spec("llama3-70b").recipe_on("a4-highgpu-8g")
-    assert not bridge.splits_either_way(bridge.image.ref)
+    assert bridge.pipeline_splits(bridge.image.ref) == (False,)

@@ -7,6 +7,7 @@ import dataclasses
 
 import pytest
 
+from facts import versions
 from facts.errors import RuleError
 from facts.machines import MACHINE_TYPES, Precision
 from facts.models import model_spec
@@ -464,3 +465,16 @@ def test_llama_405b_on_a_power_of_two_of_h100_nodes_gets_a_layout() -> None:
     first = LayoutRequest.of("llama3.1-405b", "a3-megagpu-8g", 128, global_batch_size=1536).plan()[0]
     assert first.layout.pipeline_parallel * first.layout.chunks in (16, 32, 64, 128)
     assert first.memory.peak <= 80e9
+
+
+def test_the_planner_splits_the_layers_as_the_run_s_image_can() -> None:
+    """A supervised run runs the resiliency image, whose NeMo 24.12 cannot count the embedding
+    and the loss in the split: the planner's layout for it divides Llama 3.1 405B's 126 layers
+    alone, where on the catalog's NeMo 2.4 image it counts them (128 over PP8 × VP16)."""
+    machine = MACHINE_TYPES["a3-ultragpu-8g"]
+    settings = model_spec("llama3.1-405b").recipe_on(machine.name).settings(global_batch_size=1536)
+    own = layout.planned_settings("llama3.1-405b", machine, 64, settings)
+    supervised = layout.planned_settings("llama3.1-405b", machine, 64, settings, image=versions.RESILIENCY.ref)
+    stages = [s.pipeline_parallel * (s.virtual_pipeline or 1) for s in (own, supervised)]
+    assert 126 % stages[0] and 128 % stages[0] == 0, own
+    assert 126 % stages[1] == 0, supervised
