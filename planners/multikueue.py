@@ -209,17 +209,18 @@ def merged_flavors(offers: Sequence[WorkerOffer]) -> tuple[Flavor, ...]:
                 raise RuleError(offer.key, offer.worker.stack, why)
             owner[flavor.pool] = (offer.key, flavor.name)
             known = merged.get(flavor.name)
-            merged[flavor.name] = (
-                flavor
-                if known is None
-                else replace(
+            # A closed flavor (a booked pool outside its booking as of its worker's `up`) adds no
+            # capacity to an open one of the name, and takes none from it.
+            if known is None or (known.closed is not None and flavor.closed is None):
+                merged[flavor.name] = flavor
+            elif known.closed is None and flavor.closed is None:
+                merged[flavor.name] = replace(
                     known,
                     nodes=known.nodes + flavor.nodes,
                     gpus=known.gpus + flavor.gpus,
                     cpu_millicores=known.cpu_millicores + flavor.cpu_millicores,
                     memory_mib=known.memory_mib + flavor.memory_mib,
                 )
-            )
     if not merged:
         raise RuleError(offers[0].key, offers[0].worker.stack, "has no GPU pool, and neither has any other worker")
     return tuple(merged.values())

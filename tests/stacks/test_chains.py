@@ -200,3 +200,42 @@ def test_a_spot_pool_before_the_end_of_a_chain_not_placed_by_topology_is_warned_
     compact = [{**p, "placement": "compact"} for p in pools]
     placed = run_stack("dev", values=stack_with("dev", gpuPools=compact, training={"runs": runs}))
     assert not [w for w in placed.warnings if "reclaims pool" in w.message]
+
+
+def test_a_closed_booked_pool_has_no_quota_in_any_team_s_queue_nor_the_cohort_s() -> None:
+    """Before its booking every quota of the booked pool's flavor is 0 (a lending limit with it,
+    which Kueue holds to at most the nominal quota): nothing of it can be borrowed or reclaimed,
+    so Kueue goes on to the next flavor; within the booking the teams' shares return."""
+    pools = [
+        {"name": "a4", "machineType": "a4-highgpu-8g", "autoscaling": {"minNodes": 0, "maxNodes": 4},
+         "capacity": {"type": "reservation", "booking": {"start": "2026-12-14T00:00:00Z", "days": 7}}},
+        {"name": "spare", "machineType": "a4-highgpu-8g", "nodeCount": 2, "placement": "none"},
+    ]  # fmt: skip
+    teams = [
+        {
+            "name": "pretraining",
+            "quota": [{"pool": "a4", "nodes": 2, "lendingLimit": 1}, {"pool": "spare", "nodes": 2}],
+        },
+        {"name": "alignment", "quota": [{"pool": "a4", "nodes": 1}]},
+    ]
+    values = stack_with("teams", region="us-central1", zone="us-central1-b", gpuPools=pools, teams=teams, training={})
+
+    def a4_gpus(run: StackRun) -> dict[str, dict[str, str]]:
+        """Each queue's (and the cohort's) GPU quota and limits of the a4 flavor."""
+        found = {}
+        for kind in ("ClusterQueue", "Cohort"):
+            for queue in map(run.manifest, run.of_type(f"kubernetes:kueue.x-k8s.io/v1beta2:{kind}")):
+                for flavor in queue["spec"]["resourceGroups"][0]["flavors"]:
+                    if flavor["name"].startswith("a4-"):
+                        (gpu,) = [r for r in flavor["resources"] if r["name"] == "nvidia.com/gpu"]
+                        found[queue["metadata"]["name"]] = {k: v for k, v in gpu.items() if k != "name"}
+        return found
+
+    before = run_stack("teams", values=values)
+    assert_valid(before)
+    closed = a4_gpus(before)
+    assert len(closed) == 3 and {q["nominalQuota"] for q in closed.values()} == {"0"}, closed
+    assert closed["pretraining"]["lendingLimit"] == "0"
+    opened = a4_gpus(run_stack("teams", values=values, now=datetime(2026, 12, 15, tzinfo=UTC)))
+    assert opened["pretraining"] == {"nominalQuota": "16", "lendingLimit": "8"}
+    assert opened["alignment"]["nominalQuota"] == "8"

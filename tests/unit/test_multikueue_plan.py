@@ -45,6 +45,18 @@ def test_a_pool_alike_on_two_workers_is_one_flavor_with_both_capacities() -> Non
     assert [w.name for w in found.workers] == ["w0", "w1"]
 
 
+def test_a_worker_s_closed_pool_adds_nothing_to_the_manager_s_flavor() -> None:
+    """A booked pool outside its booking as of its worker's `up` (Flavor.closed) takes no run
+    there: the manager's flavor of the name holds the open workers' capacity, and is closed only
+    where every worker's is."""
+    closed = replace(ULTRA, closed="booked from 2026-12-14T00:00:00Z: ...")
+    for first, second in ((closed, ULTRA), (ULTRA, closed)):
+        (merged,) = plan(offer(0, first), offer(1, second)).flavors
+        assert (merged.nodes, merged.gpus, merged.closed) == (8, 64, None)
+    (both,) = plan(offer(0, closed), offer(1, closed)).flavors
+    assert both.closed is not None
+
+
 def test_a_pool_of_one_name_must_be_the_same_flavor_everywhere() -> None:
     other = replace(ULTRA, name="a3-ultra-ffffff")
     with pytest.raises(RuleError, match=r"unlike multiKueue.workers\[0\]'s pool") as error:
