@@ -280,6 +280,11 @@ def _chain_wait(run: RunSpec, pool: GpuPoolExport) -> str:
     test_lane_chains.py, the reclaim as GKE does it; docs/capacity.md) and the steps since its
     newest checkpoint, or all of them for a run that does not resume."""
     wait = _WAIT[pool.capacity_type]
+    if pool.booked_from is not None:
+        return (
+            f"{wait}, within its booking only ({pool.booked_from} to {pool.booked_until}): Kueue admits runs there "
+            "from the first `up` of the platform on or after its start to the first after its end"
+        )
     if pool.capacity_type is not CapacityType.SPOT:
         return wait
     if not run.max_restarts:

@@ -150,6 +150,10 @@ def test_a_booked_pool_takes_runs_from_the_first_up_within_its_booking() -> None
     (warning,) = [w.message for w in before.warnings if "takes no run" in w.message]
     assert "pool a4 takes no run as of the platform's `up`, booked from 2026-12-14T00:00:00Z" in warning
     assert warning.endswith("; Kueue admits the run on spare"), warning
+    (line,) = before.exports["summary"]["runs"]
+    assert line["chain"][0]["wait"].startswith(
+        "none while the reservation has room, within its booking only (2026-12-14T00:00:00Z to 2026-12-21T00:00:00Z)"
+    ), line["chain"][0]
     within = run_stack("a4", values=values, now=datetime(2026, 12, 14, 9, tzinfo=UTC))
     assert not [w for w in within.warnings if "takes no run" in w.message]
     closed, opened = gpu_quotas(before), gpu_quotas(within)
