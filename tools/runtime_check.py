@@ -351,8 +351,7 @@ def check(python: str, launcher: Path, cases: list[Case], folder: Path) -> list[
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
     results = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     if len(results) != len(cases):
-        lines = [line for line in done.stderr.splitlines() if line.strip()] or [f"exit {done.returncode}"]
-        return [Verdict(lines[-1], {})] * len(cases)
+        return [Verdict(_last_error(done), {})] * len(cases)
     return [
         Verdict(_error(result, case), {**result.get("differences", {}), **case.env_differences})
         for case, result in zip(cases, results, strict=True)
@@ -430,6 +429,12 @@ sys.stdout.write(printed.getvalue())
 """
 
 
+def _last_error(done: subprocess.CompletedProcess[str]) -> str:
+    """What a failed check process said last on stderr, or its exit status."""
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    return lines[-1] if lines else f"exit {done.returncode}"
+
+
 def _payload_path(modules: Path) -> str:
     """`modules` first, then the payload's folder: a copy there of a launcher, or of a module it
     imports (step_record.py), shadows the shipped one."""
@@ -447,8 +452,7 @@ def _step_log_reports(python: str, folder: Path, case: Case, launcher: Path = LA
     env = {**os.environ, "PYTHONPATH": _payload_path(launcher.parent), "CUDA_VISIBLE_DEVICES": ""}
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
     if done.returncode != 0:
-        lines = [line for line in done.stderr.splitlines() if line.strip()] or [f"exit {done.returncode}"]
-        return f"the launcher's step log failed: {lines[-1]}"
+        return f"the launcher's step log failed: {_last_error(done)}"
     if unread := _records_problem(done.stdout, record, case.settings["runName"]):
         return unread
     warmup = record["warmupSteps"]
@@ -536,8 +540,7 @@ def _lightning_step_log_reports(
     command = [python, "-c", _LIGHTNING_STEP_LOG, json.dumps(record), str(scratch)]
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
     if done.returncode != 0:
-        lines = [line for line in done.stderr.splitlines() if line.strip()] or [f"exit {done.returncode}"]
-        return f"{name}: the NeMo 2 step log failed: {lines[-1]}"
+        return f"{name}: the NeMo 2 step log failed: {_last_error(done)}"
     if unread := _records_problem(done.stdout, record, settings["runName"]):
         return f"{name}: {unread}"
     last = done.stdout.strip().splitlines()[-1]
