@@ -7,6 +7,7 @@ import json
 import re
 from typing import Any
 
+import promql_parser
 import pytest
 
 import payload
@@ -373,3 +374,19 @@ def test_a_margin_that_is_no_fraction_above_zero_is_refused(margin: Any) -> None
         "monitoring.alerts.stepTimeMargin",
     )
     assert "stepTimeMargin" in message
+
+
+@pytest.mark.parametrize("stack", ALERT_STACKS)
+def test_every_promql_query_parses_and_type_checks_as_prometheus_does(render: Any, stack: str) -> None:
+    """Cloud Monitoring runs PromQL as Prometheus defines it (create-promql-alerts): each query
+    of the dashboard and the alerts is parsed, and its functions and operators type-checked, by a
+    port of Prometheus's own parser, which refuses a range function on an instant vector (last
+    assertion). The live API is not reached: no credentials here."""
+    run = render(stack, values=with_alerts(stack, email="oncall@example.com"))
+    queries = promql_of(dashboard(run)) + [promql(policy.inputs)["query"] for policy in run.of_type(ALERT)]
+    assert len(queries) > len(run.of_type(ALERT))
+    for query in queries:
+        promql_parser.parse(query)
+    # The step-time chart's query without its range: rate() of an instant vector is refused.
+    with pytest.raises(ValueError, match="expected type matrix in call to function 'rate'"):
+        promql_parser.parse(re.sub(r"\[\d+m\]", "", queries[0]))
