@@ -138,7 +138,9 @@ def booking_closed(pool: GpuPoolExport, now: datetime) -> str | None:
     if pool.booked_from is None or pool.booked_until is None:
         return None
     if now < datetime.fromisoformat(pool.booked_from):
-        return f"booked from {pool.booked_from}: its quota opens at the first `pulumi up` of the platform after then"
+        return (
+            f"booked from {pool.booked_from}: its quota opens at the first `pulumi up` of the platform on or after then"
+        )
     if now >= datetime.fromisoformat(pool.booked_until):
         return f"whose booking ended at {pool.booked_until}: Compute Engine deleted its reservation"
     return None
