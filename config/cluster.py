@@ -24,6 +24,8 @@ from facts.gke import (
     default_compact,
     pool_size_problem,
     rbac_security_group_problem,
+    topology_labels,
+    topology_problem,
 )
 from facts.machines import MACHINE_TYPES, MachineType, machine_type
 from facts.project import PROJECT
@@ -317,6 +319,14 @@ class GpuPoolConfig(Model):
         "whose capacity mode allows it.",
     )
     placement_policy: str | None = Field(None, description="Existing resource policy to use for compact placement.")
+    place_by_topology: bool | None = Field(
+        None,
+        description="Kueue places runs on the pool by topology (its nodes' block, sub-block and host). Default: "
+        "where the nodes carry GKE's topology labels (compact placement or a reservation) and exist when Kueue "
+        "admits (a fixed size, minNodes above 0, or queued provisioning). `false` places runs by quota alone, "
+        "so the pool can share a run's chain with pools placed without topology, such as flex-start; Kueue then "
+        "neither replaces a run's failed node nor sees a Spot reclaim.",
+    )
     auto_repair: bool | None = Field(
         None, description="Node auto-repair. Default: on, off for flex-start and queued provisioning."
     )
@@ -433,4 +443,11 @@ class GpuPoolConfig(Model):
             if not self.compact:
                 raise RuleError("placementPolicy", self.placement_policy, "needs compact placement")
             check_name("placementPolicy", self.placement_policy, 63)
+        if self.place_by_topology:
+            min_nodes = self.autoscaling.min_nodes if self.autoscaling else self.max_nodes
+            problem = topology_problem(
+                topology_labels(mode, self.compact), min_nodes, mode is CapacityType.QUEUED_PROVISIONING
+            )
+            if problem:
+                raise RuleError("placeByTopology", True, f"the pool {problem}")
         return self

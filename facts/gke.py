@@ -58,6 +58,28 @@ def compact_placement_problem(capacity: CapacityType, machine: MachineType) -> s
     return None
 
 
+def topology_labels(capacity: CapacityType, compact: bool) -> bool:
+    """GKE labels A3 and A4 nodes with their block, sub-block and host only when they come from
+    compact placement or a (dense) reservation
+    (https://cloud.google.com/ai-hypercomputer/docs/workloads/schedule-gke-workloads-tas)."""
+    return compact or capacity is CapacityType.RESERVATION
+
+
+def topology_problem(labelled: bool, min_nodes: int, queued: bool) -> str | None:
+    """Why Kueue cannot place runs on a pool by topology, or None.
+
+    Topology-aware scheduling counts only Ready nodes that carry the topology labels, and
+    reaches nodes that do not exist yet only through a ProvisioningRequest admission check
+    (kubernetes-sigs/kueue site/content/en/docs/concepts/topology_aware_scheduling.md@v0.19.2,
+    "ClusterAutoscaler support"; pkg/scheduler/flavorassigner/tas_flavorassigner.go). A pool
+    that can be at zero nodes without one would keep its runs suspended forever."""
+    if not labelled:
+        return "has no topology labels (they come with compact placement or a reservation)"
+    if min_nodes == 0 and not queued:
+        return "can scale to zero nodes, and Kueue places by topology only on nodes that exist"
+    return None
+
+
 def default_compact(capacity: CapacityType, machine: MachineType, max_nodes: int) -> bool:
     """The platform's default placement: compact for multi-node 8-GPU pools where GKE allows it,
     so their nodes share a block and carry GKE's topology labels; always for a machine placed by

@@ -72,7 +72,14 @@ def check_chain(
             why = f"is {flavor.machine.name}, and {run.pool} is {first.machine.name}: a chain keeps one machine type"
             raise RuleError(key, pool, why)
         if flavor.topology != first.topology:
-            raise RuleError(key, pool, f"is placed {_by(flavor)}, and {run.pool} {_by(first)}: a chain keeps one")
+            placed = run.pool if first.topology else pool
+            raise RuleError(
+                key,
+                pool,
+                f"is placed {_by(flavor)}, and {run.pool} {_by(first)}: a chain keeps one (Kueue admits a run that "
+                f"asks for a topology only on a pool placed by one, and one that asks for none only on a pool "
+                f"without); set placeByTopology: false on pool {placed} to place its runs by quota alone",
+            )
         if first.machine.nvlink_across_nodes:
             raise RuleError(key, pool, f"a {first.machine.name} run is one NVLink domain, on one pool")
         if capacity.get(pool) is CapacityType.SPOT and not run.checkpoint:

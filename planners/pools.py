@@ -17,6 +17,8 @@ from facts.gke import (
     capacity_problem,
     compact_placement_problem,
     pool_size_problem,
+    topology_labels,
+    topology_problem,
 )
 from facts.kubernetes import GPU_TAINT, QUEUED_TAINT, Taint
 from facts.machines import MachineType, OtherMachine, machine_type
@@ -58,6 +60,9 @@ class GpuPoolExport:
     # Its booked reservation's period (a calendar-mode booking), as RFC 3339 UTC times.
     booked_from: str | None = None
     booked_until: str | None = None
+    # False: Kueue places runs on it by quota alone, though its nodes could be placed by topology
+    # (the pool's `placeByTopology`), so it can share a chain with pools placed without.
+    place_by_topology: bool = True
 
     @property
     def machine(self) -> MachineType:
@@ -75,11 +80,9 @@ class GpuPoolExport:
 
     @property
     def has_topology_labels(self) -> bool:
-        """GKE labels A3 nodes with block/subblock/host only when they come from compact
-        placement or a (dense) reservation."""
         if self.topology_labels is not None:
             return self.topology_labels
-        return self.compact or self.capacity_type is CapacityType.RESERVATION
+        return topology_labels(self.capacity_type, self.compact)
 
     @property
     def queued(self) -> bool:
@@ -88,18 +91,10 @@ class GpuPoolExport:
 
     @property
     def topology_problem(self) -> str | None:
-        """Why Kueue cannot place runs on this pool by topology, or None.
-
-        Topology-aware scheduling counts only Ready nodes that carry the topology labels, and
-        reaches nodes that do not exist yet only through a ProvisioningRequest admission check
-        (kubernetes-sigs/kueue site/content/en/docs/concepts/topology_aware_scheduling.md@v0.19.2,
-        "ClusterAutoscaler support"; pkg/scheduler/flavorassigner/tas_flavorassigner.go). A pool
-        that can be at zero nodes without one would keep its runs suspended forever."""
-        if not self.has_topology_labels:
-            return "has no topology labels (they come with compact placement or a reservation)"
-        if self.min_nodes == 0 and not self.queued:
-            return "can scale to zero nodes, and Kueue places by topology only on nodes that exist"
-        return None
+        """Why Kueue cannot place runs on this pool by topology, or None."""
+        if not self.place_by_topology:
+            return "places runs by quota alone (placeByTopology: false)"
+        return topology_problem(self.has_topology_labels, self.min_nodes, self.queued)
 
 
 @dataclass(frozen=True)
@@ -156,6 +151,8 @@ class NodePoolSpec:
     preload_disk_image: str | None = None
     # Its reservation, booked by this stack in calendar mode (`reservation` names it).
     booking: Booking | None = None
+    # False: Kueue places runs on the pool by quota alone (GpuPoolExport.place_by_topology).
+    place_by_topology: bool = True
 
     @property
     def facts(self) -> GpuPoolExport:
@@ -176,6 +173,7 @@ class NodePoolSpec:
             preloaded_image=self.preloaded_image,
             booked_from=rfc3339(self.booking.start) if self.booking else None,
             booked_until=rfc3339(self.booking.end) if self.booking else None,
+            place_by_topology=self.place_by_topology,
         )
 
 

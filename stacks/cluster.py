@@ -106,6 +106,7 @@ def node_pool_spec(cfg: StackConfig, pool: GpuPoolConfig) -> NodePoolSpec:
         image_streaming=image_streaming(cfg, pool),
         preloaded_image=pool.preloaded_image,
         preload_disk_image=preload_disk(cfg, pool),
+        place_by_topology=pool.place_by_topology is not False,
     )
 
 

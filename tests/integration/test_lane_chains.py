@@ -1,7 +1,8 @@
-"""A run's capacity chain (planners.chains) with the real Kueue and JobSet: two a3-highgpu pools
-(the first on demand, the second Spot), 2 kwok nodes each. A run that names only the first pool
-waits while another run holds it; a run whose chain names both is admitted at once on the second,
-and Kueue pins its pods there; once the first pool is free, the chain's next run lands on it."""
+"""A run's capacity chain (planners.chains) with the real Kueue and JobSet: two a3-ultragpu pools
+(the first a reservation's, placed by quota alone, the second flex-start), 2 kwok nodes each. A
+run that names only the first pool waits while another run holds it; a run whose chain names both
+is admitted at once on the second, and Kueue pins its pods there; once the first pool is free, the
+chain's next run lands on it."""
 
 from __future__ import annotations
 
@@ -21,12 +22,14 @@ from integration.lane import running
 from integration.runs import api_path, apply_objects, clear_runs, jobset_run, placed, resized, stack_objects
 
 POOLS = [
-    {"name": "a3-highgpu", "machineType": "a3-highgpu-8g", "nodeCount": 2},
-    {"name": "spare", "machineType": "a3-highgpu-8g", "nodeCount": 2, "capacity": {"type": "spot"}},
-]
+    {"name": "reserved", "machineType": "a3-ultragpu-8g", "nodeCount": 2,
+     "capacity": {"type": "reservation", "reservation": "r1"}, "placeByTopology": False},
+    {"name": "flex", "machineType": "a3-ultragpu-8g", "autoscaling": {"minNodes": 0, "maxNodes": 2},
+     "capacity": {"type": "flexStart"}},
+]  # fmt: skip
 RUNS = [
-    {"name": "holder", "model": "gpt-5b", "nodes": 2, "steps": 50},
-    {"name": "chained", "model": "gpt-5b", "nodes": 2, "steps": 50, "fallbackPools": ["spare"]},
+    {"name": "holder", "model": "llama3-8b", "nodes": 2, "steps": 50},
+    {"name": "chained", "model": "llama3-8b", "nodes": 2, "steps": 50, "fallbackPools": ["flex"]},
 ]
 NAMESPACE = "nemo"
 ADMIT_SECONDS = 60
@@ -58,7 +61,7 @@ class ChainLane:
 
 @pytest.fixture(scope="module")
 def lane() -> Iterator[ChainLane]:
-    run = run_stack("dev", values=stack_with("dev", gpuPools=POOLS, training={"runs": RUNS}))
+    run = run_stack("dev", values=stack_with("dev", zone="us-central1-b", gpuPools=POOLS, training={"runs": RUNS}))
     objects = stack_objects(run)
     jobsets = {m["metadata"]["name"]: m for m in objects if m["kind"] == "JobSet"}
     with running(run, pods_complete=False) as (lane, started):
@@ -71,22 +74,22 @@ def test_a_chained_run_is_admitted_on_the_next_pool_while_a_single_pool_run_wait
     holder, chained = lane.jobsets["holder"], lane.jobsets["chained"]
     lane.submit(holder)
     wait_for("the holder", lambda: placed(lane.api, NAMESPACE, "holder", 2), timeout=180)
-    assert lane.pools_of("holder") == {"a3-highgpu"}
+    assert lane.pools_of("holder") == {"reserved"}
     # The single-pool behaviour: the same run without a chain waits for the held pool.
     lane.submit(resized(holder, "single", 2))
     with lane.lane.phase("the chained run admitted on the second pool"):
         lane.submit(chained)
         wait_for("the chained run", lambda: placed(lane.api, NAMESPACE, "chained", 2), timeout=ADMIT_SECONDS)
-    assert lane.pools_of("chained") == {"spare"}
+    assert lane.pools_of("chained") == {"flex"}
     assert not lane.admitted("single")
-    print("lane: chains: the chained run admitted on spare while a single-pool run waits for a3-highgpu")
+    print("lane: chains: the chained run admitted on flex while a single-pool run waits for reserved")
 
 
 def test_the_chain_s_first_pool_is_taken_when_it_has_room(lane: ChainLane) -> None:
     clear_runs(lane.lane, lane.api, [NAMESPACE])
     lane.submit(resized(lane.jobsets["chained"], "chained-again", 2))
     wait_for("the chained run", lambda: placed(lane.api, NAMESPACE, "chained-again", 2), timeout=ADMIT_SECONDS)
-    assert lane.pools_of("chained-again") == {"a3-highgpu"}
+    assert lane.pools_of("chained-again") == {"reserved"}
 
 
 TEAM_POOLS = [

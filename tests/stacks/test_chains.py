@@ -243,3 +243,64 @@ def test_a_closed_booked_pool_has_no_quota_in_any_team_s_queue_nor_the_cohort_s(
     opened = a4_gpus(run_stack("teams", values=values, now=datetime(2026, 12, 15, tzinfo=UTC)))
     assert opened["pretraining"] == {"nominalQuota": "16", "lendingLimit": "8"}
     assert opened["alignment"]["nominalQuota"] == "8"
+
+
+def reserved_then_flex(reserved: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The issue's chain: a reservation's pool (fixed size: placed by topology by default), then
+    a flex-start pool (scaling from zero: placed without)."""
+    pools = [
+        {"name": "reserved", "machineType": "a3-ultragpu-8g", "nodeCount": 2,
+         "capacity": {"type": "reservation", "reservation": "r1"}, **(reserved or {})},
+        {"name": "flex", "machineType": "a3-ultragpu-8g", "autoscaling": {"minNodes": 0, "maxNodes": 2},
+         "capacity": {"type": "flexStart"}},
+    ]  # fmt: skip
+    runs = [{"name": "demo", "model": "llama3-8b", "nodes": 2, "pool": "reserved", "fallbackPools": ["flex"]}]
+    return stack_with("dev", zone="us-central1-b", gpuPools=pools, training={"runs": runs})
+
+
+def test_a_reservation_pool_placed_by_topology_and_a_flex_start_pool_are_refused_with_the_way_out() -> None:
+    """Kueue 0.19 admits a podset that asks for a topology only on a flavor with one, and one that
+    asks for none only on a flavor without (tas_flavorassigner.go, checkPodSetAndFlavorMatchForTAS)."""
+    message = issue_for(rejected(reserved_then_flex()), "training.runs[0].fallbackPools[0]")
+    assert "is placed without topology, and reserved by topology: a chain keeps one" in message
+    assert "set placeByTopology: false on pool reserved" in message
+
+
+def test_a_reservation_pool_placed_by_quota_alone_chains_with_a_flex_start_pool(render: Any) -> None:
+    run = render("dev", values=reserved_then_flex({"placeByTopology": False}))
+    flavors = {f["spec"]["nodeLabels"][NODE_POOL_LABEL]: f["spec"] for f in map(run.manifest, run.of_type(
+        "kubernetes:kueue.x-k8s.io/v1beta2:ResourceFlavor"))}  # fmt: skip
+    assert flavors.keys() == {"reserved", "flex"}
+    assert not any("topologyName" in spec for spec in flavors.values())
+    (jobset,) = map(run.manifest, run.of_type("kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"))
+    assert pool_term(pod_spec(jobset))["matchExpressions"][0]["values"] == ["reserved", "flex"]
+    template = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+    assert not [k for k in template["metadata"].get("annotations", {}) if "topology" in k]
+
+
+def test_place_by_topology_true_is_the_default_where_the_pool_can_be_so_placed() -> None:
+    values, default = (
+        {**reserved_then_flex(setting), "nemo-gke:training": {}} for setting in ({"placeByTopology": True}, None)
+    )
+    placed = run_stack("dev", values=values)
+    assert {r.urn: r.inputs for r in placed} == {r.urn: r.inputs for r in run_stack("dev", values=default)}
+    assert any("topologyName" in f["spec"] for f in map(placed.manifest, placed.of_type(
+        "kubernetes:kueue.x-k8s.io/v1beta2:ResourceFlavor")))  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("pool", "said"),
+    [
+        ({"name": "loose", "machineType": "a3-ultragpu-8g", "nodeCount": 2, "placement": "none"},
+         "has no topology labels"),
+        ({"name": "spot", "machineType": "a3-ultragpu-8g", "autoscaling": {"minNodes": 0, "maxNodes": 2},
+          "capacity": {"type": "spot"}, "placement": "compact"}, "can scale to zero nodes"),
+    ],
+    ids=["no-labels", "from-zero"],
+)  # fmt: skip
+def test_place_by_topology_on_a_pool_that_cannot_be_so_placed_is_refused_by_key(
+    pool: dict[str, Any], said: str
+) -> None:
+    values = stack_with("dev", zone="us-central1-b", gpuPools=[{**pool, "placeByTopology": True}])
+    message = issue_for(rejected(values), "gpuPools[0].placeByTopology")
+    assert said in message, message
