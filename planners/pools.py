@@ -79,6 +79,14 @@ class GpuPoolExport:
         return gke_gpu_taints(self.queued) + self.machine.arch_taints
 
     @property
+    def booked_vm_hours(self) -> int | None:
+        """The VM-hours its booking bills, used or not: every booked VM for the whole period."""
+        if self.booked_from is None or self.booked_until is None:
+            return None
+        period = datetime.fromisoformat(self.booked_until) - datetime.fromisoformat(self.booked_from)
+        return self.max_nodes * round(period.total_seconds() / 3600)
+
+    @property
     def has_topology_labels(self) -> bool:
         if self.topology_labels is not None:
             return self.topology_labels

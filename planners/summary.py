@@ -234,7 +234,7 @@ def _pool_line(pool: GpuPoolExport, region: str) -> PoolLine:
     elif pool.booked_from is not None:
         note = (
             f"booked in calendar mode from {pool.booked_from} to {pool.booked_until}, billed for the whole period, "
-            "used or not, at Dynamic Workload Scheduler prices"
+            f"used or not: {pool.booked_vm_hours:,} VM-hours at Dynamic Workload Scheduler prices"
         )
         total = None
     elif pool.capacity_type is not CapacityType.ON_DEMAND:

@@ -71,7 +71,8 @@ def test_the_summary_states_the_booked_period_and_why_it_is_not_priced(render: A
     (pool,) = [p for p in run.exports["summary"]["pools"] if p["name"] == "a4"]
     assert pool["reservation"] == "nemo-a4-a4" and pool["usdPerHour"] is None
     assert "booked in calendar mode from 2026-12-14T00:00:00Z to 2026-12-28T00:00:00Z" in pool["pricing"]
-    assert "billed for the whole period" in pool["pricing"]
+    # 8 VMs for 14 days.
+    assert "billed for the whole period, used or not: 2,688 VM-hours" in pool["pricing"]
 
 
 @pytest.mark.parametrize(
