@@ -61,8 +61,9 @@ class GpuPoolExport:
     booked_from: str | None = None
     booked_until: str | None = None
     # False: Kueue places runs on it by quota alone, though its nodes could be placed by topology
-    # (the pool's `placeByTopology`), so it can share a chain with pools placed without.
-    place_by_topology: bool = True
+    # (the pool's `placeByTopology`), so it can share a chain with pools placed without. None
+    # otherwise: stack outputs drop null values, so a pool without the setting exports as before.
+    place_by_topology: bool | None = None
 
     @property
     def machine(self) -> MachineType:
@@ -100,7 +101,7 @@ class GpuPoolExport:
     @property
     def topology_problem(self) -> str | None:
         """Why Kueue cannot place runs on this pool by topology, or None."""
-        if not self.place_by_topology:
+        if self.place_by_topology is False:
             return "places runs by quota alone (placeByTopology: false)"
         return topology_problem(self.has_topology_labels, self.min_nodes, self.queued)
 
@@ -181,7 +182,7 @@ class NodePoolSpec:
             preloaded_image=self.preloaded_image,
             booked_from=rfc3339(self.booking.start) if self.booking else None,
             booked_until=rfc3339(self.booking.end) if self.booking else None,
-            place_by_topology=self.place_by_topology,
+            place_by_topology=None if self.place_by_topology else False,
         )
 
 

@@ -81,6 +81,7 @@ def test_a_chained_run_is_admitted_on_the_next_pool_while_a_single_pool_run_wait
         lane.submit(chained)
         wait_for("the chained run", lambda: placed(lane.api, NAMESPACE, "chained", 2), timeout=ADMIT_SECONDS)
     assert lane.pools_of("chained") == {"flex"}
+    wait_for("the single-pool run's workload", lambda: jobset_run(lane.api, NAMESPACE, "single")[0] is not None)
     assert not lane.admitted("single")
     print("lane: chains: the chained run admitted on flex while a single-pool run waits for reserved")
 

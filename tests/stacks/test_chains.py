@@ -266,6 +266,24 @@ def test_a_reservation_pool_placed_by_topology_and_a_flex_start_pool_are_refused
     assert "set placeByTopology: false on pool reserved" in message
 
 
+def test_the_refusal_names_the_pool_placed_by_topology_whichever_comes_first() -> None:
+    values = reserved_then_flex()
+    values["nemo-gke:training"]["runs"][0] |= {"pool": "flex", "fallbackPools": ["reserved"]}
+    values["nemo-gke:gpuPools"].reverse()
+    message = issue_for(rejected(values), "training.runs[0].fallbackPools[0]")
+    assert "is placed by topology, and flex without topology" in message
+    assert "set placeByTopology: false on pool reserved" in message
+
+
+def test_only_a_pool_placed_by_quota_alone_says_so_in_the_cluster_output() -> None:
+    """Stack outputs drop null values: a stack of an earlier version, which refuses unknown keys,
+    still reads the pools of a stack that leaves the setting out."""
+    values = {**reserved_then_flex({"placeByTopology": False}), "nemo-gke:training": {}}
+    pools = {p["name"]: p for p in run_stack("dev", values=values).exports["cluster"]["gpuPools"]}
+    assert pools["reserved"]["placeByTopology"] is False
+    assert pools["flex"].get("placeByTopology") is None
+
+
 def test_a_reservation_pool_placed_by_quota_alone_chains_with_a_flex_start_pool(render: Any) -> None:
     run = render("dev", values=reserved_then_flex({"placeByTopology": False}))
     flavors = {f["spec"]["nodeLabels"][NODE_POOL_LABEL]: f["spec"] for f in map(run.manifest, run.of_type(
