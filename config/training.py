@@ -20,6 +20,7 @@ from facts.kubernetes import (
     TopologyLevel,
     env_string_bytes,
 )
+from facts.kueue import MAX_FLAVORS_PER_GROUP
 from facts.models import MODELS, ModelSpec, RunSettings, model_spec
 
 _OVERRIDE_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
@@ -218,7 +219,8 @@ class RunConfig(Model):
     pool: str | None = Field(None, description="GPU pool to run on. Default: the first GPU pool (of its team's).")
     fallback_pools: list[str] = Field(
         default_factory=list,
-        max_length=63,
+        # With `pool`, at most the flavors a ClusterQueue's resource group lists.
+        max_length=MAX_FLAVORS_PER_GROUP - 1,
         description="GPU pools to run on when `pool` has no room, in the order of gpuPools: Kueue admits the run on "
         "the first with room (docs/capacity.md). Each of `pool`'s machine type; a Spot pool needs checkpoints.",
     )

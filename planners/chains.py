@@ -26,10 +26,6 @@ from planners.pools import GpuPoolExport
 from planners.queues import Flavor
 from planners.runs import RunSpec
 
-# Flavors a ClusterQueue's resource group lists at most (v1beta2 ClusterQueue
-# spec.resourceGroups[].flavors maxItems, Kueue v0.19.2).
-KUEUE_MAX_FLAVORS = 64
-
 
 def check_chain(
     run: RunSpec,
@@ -51,8 +47,6 @@ def check_chain(
         raise RuleError(
             "fallbackPools", list(run.fallback_pools), "not on a MultiKueue manager: its workers' pools are its chain"
         )
-    if len(chain) > KUEUE_MAX_FLAVORS:
-        raise RuleError("fallbackPools", len(run.fallback_pools), f"a queue tries at most {KUEUE_MAX_FLAVORS} pools")
     first = flavors[run.pool]
     for i, pool in enumerate(run.fallback_pools):
         key = f"fallbackPools[{i}]"

@@ -65,9 +65,10 @@ def test_a_run_on_one_pool_keeps_its_node_selector(render: Any) -> None:
         ({"checkpoint": {"enabled": False}}, "checkpoint.enabled",
          "must be true with a Spot pool (spare) in the chain"),
         ({"nodes": 3}, "nodes", "holds at most 2 nodes"),
+        ({"fallbackPools": ["spare"] * 64}, "fallbackPools", "has 64 entries; at most 63 are allowed"),
     ],
     ids=["unknown", "repeated", "its-own-pool", "another-machine", "out-of-order", "spot-without-checkpoints",
-         "too-big"],
+         "too-big", "longer-than-a-queue"],
 )  # fmt: skip
 def test_a_chain_that_cannot_work_is_refused_by_key(run: dict[str, Any], key: str, said: str) -> None:
     message = issue_for(rejected(chained(run)), f"training.runs[0].{key}")
