@@ -22,10 +22,10 @@ from facts.gke import (
     capacity_problem,
     compact_placement_problem,
     default_compact,
+    gke_topology_labels,
     pool_size_problem,
     rbac_security_group_problem,
-    topology_labels,
-    topology_problem,
+    topology_placement_problem,
 )
 from facts.machines import MACHINE_TYPES, MachineType, machine_type
 from facts.project import PROJECT
@@ -445,8 +445,8 @@ class GpuPoolConfig(Model):
             check_name("placementPolicy", self.placement_policy, 63)
         if self.place_by_topology:
             min_nodes = self.autoscaling.min_nodes if self.autoscaling else self.max_nodes
-            problem = topology_problem(
-                topology_labels(mode, self.compact), min_nodes, mode is CapacityType.QUEUED_PROVISIONING
+            problem = topology_placement_problem(
+                gke_topology_labels(mode, self.compact), min_nodes, mode is CapacityType.QUEUED_PROVISIONING
             )
             if problem:
                 raise RuleError("placeByTopology", True, f"the pool {problem}")

@@ -58,14 +58,14 @@ def compact_placement_problem(capacity: CapacityType, machine: MachineType) -> s
     return None
 
 
-def topology_labels(capacity: CapacityType, compact: bool) -> bool:
+def gke_topology_labels(capacity: CapacityType, compact: bool) -> bool:
     """GKE labels A3 and A4 nodes with their block, sub-block and host only when they come from
     compact placement or a (dense) reservation
     (https://cloud.google.com/ai-hypercomputer/docs/workloads/schedule-gke-workloads-tas)."""
     return compact or capacity is CapacityType.RESERVATION
 
 
-def topology_problem(labelled: bool, min_nodes: int, queued: bool) -> str | None:
+def topology_placement_problem(labelled: bool, min_nodes: int, queued: bool) -> str | None:
     """Why Kueue cannot place runs on a pool by topology, or None.
 
     Topology-aware scheduling counts only Ready nodes that carry the topology labels, and

@@ -16,9 +16,9 @@ from facts.gke import (
     booking_problem,
     capacity_problem,
     compact_placement_problem,
+    gke_topology_labels,
     pool_size_problem,
-    topology_labels,
-    topology_problem,
+    topology_placement_problem,
 )
 from facts.kubernetes import GPU_TAINT, QUEUED_TAINT, Taint
 from facts.machines import MachineType, OtherMachine, machine_type
@@ -91,7 +91,7 @@ class GpuPoolExport:
     def has_topology_labels(self) -> bool:
         if self.topology_labels is not None:
             return self.topology_labels
-        return topology_labels(self.capacity_type, self.compact)
+        return gke_topology_labels(self.capacity_type, self.compact)
 
     @property
     def queued(self) -> bool:
@@ -103,7 +103,7 @@ class GpuPoolExport:
         """Why Kueue cannot place runs on this pool by topology, or None."""
         if self.place_by_topology is False:
             return "places runs by quota alone (placeByTopology: false)"
-        return topology_problem(self.has_topology_labels, self.min_nodes, self.queued)
+        return topology_placement_problem(self.has_topology_labels, self.min_nodes, self.queued)
 
 
 @dataclass(frozen=True)
