@@ -259,9 +259,6 @@ class Recipe:
     max_steps: int
     # NeMo 2 recipe factory (`llm.<factory>.pretrain_recipe`).
     factory: str | None = None
-    # Megatron-Bridge model provider (`megatron.bridge.models.<provider>`): the architecture the
-    # library's recipe builds from the model's Hugging Face config, without fetching it.
-    provider: str | None = None
     # How an FP8 run of the recipe scales (NeMo 2 knows delayed scaling only).
     fp8_scaling: Fp8Scaling = Fp8Scaling.DELAYED
     # CUDA graphs the recipe captures (Megatron-Bridge `cuda_graph_impl` and its scopes).
@@ -389,6 +386,73 @@ class StepTime:
 
 
 @dataclass(frozen=True)
+class HuggingFaceModel:
+    """The model's Hugging Face repository, whose config.json Megatron-Bridge's recipes build the
+    model from (`AutoBridge.from_hf_pretrained(repository).to_megatron_provider()`, every recipe
+    from 0.3.0 on), and what that file says beyond the architecture's shape, by its own keys. The
+    launcher hands the whole file to `AutoBridge.from_hf_config` instead: no download, the same
+    mapping, and the one way to build the model once the size-named provider classes are gone
+    (Megatron-Bridge 0.4 removed them)."""
+
+    repository: str
+    model_type: str
+    values: Mapping[str, Any]
+
+
+# Each model type's config.json keys for a mixture of experts: the experts, those per token, an
+# expert's MLP width (transformers' Qwen3MoeConfig, GptOssConfig, DeepseekV3Config).
+_EXPERT_KEYS = {
+    "qwen3_moe": ("num_experts", "num_experts_per_tok", "moe_intermediate_size"),
+    "gpt_oss": ("num_local_experts", "num_experts_per_tok", "intermediate_size"),
+    "deepseek_v3": ("n_routed_experts", "num_experts_per_tok", "moe_intermediate_size"),
+}
+
+
+def hugging_face_config(architecture: Architecture, model: HuggingFaceModel) -> dict[str, Any]:
+    """The model's config.json: its shape from the catalog's architecture, the rest as stated."""
+    a = architecture
+    config: dict[str, Any] = {
+        "model_type": model.model_type,
+        "num_hidden_layers": a.layers,
+        "hidden_size": a.hidden,
+        "num_attention_heads": a.heads,
+        "num_key_value_heads": a.kv_heads,
+        "intermediate_size": a.ffn_hidden,
+        "vocab_size": a.vocab_size,
+        "max_position_embeddings": a.max_positions,
+    }
+    if a.kv_channels is not None:
+        config["head_dim"] = a.kv_channels
+    if a.experts:
+        count, per_token, width = _EXPERT_KEYS[model.model_type]
+        config |= {count: a.experts.count, per_token: a.experts.top_k, width: a.experts.ffn_hidden}
+        if a.experts.shared_ffn_hidden:
+            config["n_shared_experts"] = a.experts.shared_ffn_hidden // a.experts.ffn_hidden
+        if a.experts.dense_layers:
+            config["first_k_dense_replace"] = a.experts.dense_layers
+    if m := a.latent_attention:
+        config |= {
+            "q_lora_rank": m.q_lora_rank,
+            "kv_lora_rank": m.kv_lora_rank,
+            "qk_nope_head_dim": m.qk_head_dim,
+            "qk_rope_head_dim": m.qk_rope_head_dim,
+            "v_head_dim": m.v_head_dim,
+        }
+    if a.mtp_layers:
+        config["num_nextn_predict_layers"] = a.mtp_layers
+    return config | {key: _plain(value) for key, value in model.values.items()}
+
+
+def _plain(value: Any) -> Any:
+    """A fact's value as JSON has it (the settings file carries it)."""
+    if isinstance(value, Mapping):
+        return {key: _plain(v) for key, v in value.items()}
+    if isinstance(value, tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+@dataclass(frozen=True)
 class ModelSpec:
     name: str
     architecture: Architecture
@@ -402,6 +466,12 @@ class ModelSpec:
     # The catalog's model of the same family and size on today's runtime, for a model whose
     # runtime NVIDIA has deprecated: its runs still work, and are told where the recipes went.
     successor: str | None = None
+    # Where Megatron-Bridge's recipes read the model from (its runs only).
+    hugging_face: HuggingFaceModel | None = None
+
+    def hugging_face_config(self) -> dict[str, Any] | None:
+        """The model's Hugging Face config.json, as Megatron-Bridge's recipes read it."""
+        return hugging_face_config(self.architecture, self.hugging_face) if self.hugging_face else None
 
     def recipe_on(self, machine_type: str | None) -> Recipe:
         """The recipe a run of the model on `machine_type` starts from (None: the model's own)."""
@@ -428,6 +498,145 @@ _MB = "NVIDIA-NeMo/Megatron-Bridge"
 _LLAMA3_PROVIDERS = f"{_MB}:src/megatron/bridge/models/llama/llama_provider.py@21b02e0 (Llama3ModelProvider8B, 70B)"
 _BRIDGE_LLAMA3_RECIPE = f"{_MB}:src/megatron/bridge/recipes/llama/llama3.py@21b02e0"
 _BRIDGE_CONFIGS = f"{_MB}:scripts/performance/configs/llama/llama3_workload_base_configs.py@21b02e0"
+
+
+# The Hugging Face configurations Megatron-Bridge's recipes read, beyond the architecture's shape
+# (every key of each repository's config.json but transformers_version and the published
+# weights' quantization_config, which building a model to train does not read). Checked through
+# the library: Megatron-Bridge 0.3.0's bridges map them to its size-named provider classes field
+# for field, but where the file itself differs (Llama 3's initializer_range 0.02, the classes
+# 0.01 and 0.0089; DeepSeek-V3's aux_loss_alpha 0.001 and initializer_range 0.02, the class 1e-4
+# and 0.006), and there the recipes, which read the file, take the file's.
+_HF = "huggingface.co"
+_LLAMA3_HF_VALUES = MappingProxyType(
+    {
+        "architectures": ("LlamaForCausalLM",),
+        "attention_bias": False,
+        "attention_dropout": 0.0,
+        "bos_token_id": 128000,
+        "eos_token_id": 128001,
+        "hidden_act": "silu",
+        "initializer_range": 0.02,
+        "pretraining_tp": 1,
+        "rms_norm_eps": 1e-05,
+        "rope_scaling": None,
+        "rope_theta": 500000.0,
+        "tie_word_embeddings": False,
+        "torch_dtype": "bfloat16",
+        "use_cache": True,
+    }
+)
+_LLAMA3_8B_HF = HuggingFaceModel("meta-llama/Meta-Llama-3-8B", "llama", _LLAMA3_HF_VALUES)
+_LLAMA3_70B_HF = HuggingFaceModel("meta-llama/Meta-Llama-3-70B", "llama", _LLAMA3_HF_VALUES)
+_QWEN3_30B_HF = HuggingFaceModel(
+    "Qwen/Qwen3-30B-A3B",
+    "qwen3_moe",
+    MappingProxyType(
+        {
+            "architectures": ("Qwen3MoeForCausalLM",),
+            "attention_bias": False,
+            "attention_dropout": 0.0,
+            "bos_token_id": 151643,
+            "eos_token_id": 151645,
+            "decoder_sparse_step": 1,
+            "hidden_act": "silu",
+            "initializer_range": 0.02,
+            "max_window_layers": 48,
+            "mlp_only_layers": (),
+            "norm_topk_prob": True,
+            "output_router_logits": False,
+            "rms_norm_eps": 1e-06,
+            "rope_scaling": None,
+            "rope_theta": 1000000.0,
+            "router_aux_loss_coef": 0.001,
+            "sliding_window": None,
+            "tie_word_embeddings": False,
+            "torch_dtype": "bfloat16",
+            "use_cache": True,
+            "use_sliding_window": False,
+        }
+    ),
+)
+# Its layer_types (sliding, then full attention, alternating) is also GptOssConfig's default.
+_GPT_OSS_120B_HF = HuggingFaceModel(
+    "openai/gpt-oss-120b",
+    "gpt_oss",
+    MappingProxyType(
+        {
+            "architectures": ("GptOssForCausalLM",),
+            "attention_bias": True,
+            "attention_dropout": 0.0,
+            "eos_token_id": 200002,
+            "hidden_act": "silu",
+            "initial_context_length": 4096,
+            "initializer_range": 0.02,
+            "output_router_logits": False,
+            "pad_token_id": 199999,
+            "rms_norm_eps": 1e-05,
+            "rope_scaling": MappingProxyType(
+                {
+                    "beta_fast": 32.0,
+                    "beta_slow": 1.0,
+                    "factor": 32.0,
+                    "original_max_position_embeddings": 4096,
+                    "rope_type": "yarn",
+                    "truncate": False,
+                }
+            ),
+            "rope_theta": 150000,
+            "router_aux_loss_coef": 0.9,
+            "sliding_window": 128,
+            "swiglu_limit": 7.0,
+            "tie_word_embeddings": False,
+            "use_cache": True,
+        }
+    ),
+)
+_DEEPSEEK_V3_HF = HuggingFaceModel(
+    "deepseek-ai/DeepSeek-V3",
+    "deepseek_v3",
+    MappingProxyType(
+        {
+            "architectures": ("DeepseekV3ForCausalLM",),
+            "attention_bias": False,
+            "attention_dropout": 0.0,
+            "aux_loss_alpha": 0.001,
+            "bos_token_id": 0,
+            "eos_token_id": 1,
+            "ep_size": 1,
+            "hidden_act": "silu",
+            "initializer_range": 0.02,
+            "moe_layer_freq": 1,
+            "n_group": 8,
+            "norm_topk_prob": True,
+            "rms_norm_eps": 1e-06,
+            "rope_scaling": MappingProxyType(
+                {
+                    "beta_fast": 32,
+                    "beta_slow": 1,
+                    "factor": 40,
+                    "mscale": 1.0,
+                    "mscale_all_dim": 1.0,
+                    "original_max_position_embeddings": 4096,
+                    "type": "yarn",
+                }
+            ),
+            "rope_theta": 10000,
+            "routed_scaling_factor": 2.5,
+            "scoring_func": "sigmoid",
+            "seq_aux": True,
+            "tie_word_embeddings": False,
+            "topk_group": 4,
+            "topk_method": "noaux_tc",
+            "torch_dtype": "bfloat16",
+            "use_cache": True,
+        }
+    ),
+)
+
+
+def _hf_source(model: HuggingFaceModel, recipe: str) -> str:
+    return f"{_HF}/{model.repository}/blob/main/config.json, as {_MB}:{recipe}@21b02e0 reads it"
 
 
 def _bridge_recipe(folder: str, variant: str) -> str:
@@ -593,7 +802,6 @@ _LLAMA3_8B_H100 = _bridge(
     pipeline_parallel=1,
     virtual_pipeline=None,
     context_parallel=1,
-    provider="Llama3ModelProvider8B",
     recompute_layers=5,
     config_fields=_LLAMA3_FIELDS,
     # PerfEnvPlugin's model-specific settings for Llama 3 8B in FP8 current scaling on H100: NCCL's
@@ -628,7 +836,6 @@ _LLAMA3_70B_A3U = _bridge(
     pipeline_parallel=8,
     virtual_pipeline=5,
     context_parallel=1,
-    provider="Llama3ModelProvider70B",
     tp_overlaps=_LLAMA3_70B_TP_OVERLAPS,
     config_fields=_LLAMA3_FIELDS,
     env=_LLAMA3_70B_PLUGIN_ENV,
@@ -676,7 +883,6 @@ _QWEN3_30B_A3U = _bridge(
     context_parallel=1,
     expert_parallel=8,
     moe_a2a_overlap=True,
-    provider="Qwen3MoEModelProvider30B_A3B",
     config_fields=_QWEN3_FIELDS,
     tp_comm_overlap=True,
     left_out_dispatcher="deepep",
@@ -746,12 +952,12 @@ _DEEPSEEK_LAYOUTS = MappingProxyType(
 _DEEPSEEK_FIELDS: dict[str, bool | int | float | str] = {
     "model.mtp_loss_scaling_factor": 0.1,
     "model.init_method_std": 0.006,
+    # The recipe's rotary settings, which it writes over the config.json's (10000 and 40.0) as a
+    # float and an int.
+    "model.rotary_base": 10000.0,
+    "model.rotary_scaling_factor": 40,
     "model.moe_permute_fusion": True,
     "model.moe_router_fusion": True,
-    # The auxiliary loss of the model's own configuration (aux_loss_alpha 0.001), which the
-    # library's Hugging Face path reads (models/deepseek/deepseek_v3_bridge.py@21b02e0); the
-    # provider class alone says 1e-4.
-    "model.moe_aux_loss_coeff": 1e-3,
     **_HYBRIDEP,
     "dist.enable_megatron_core_experimental": True,
     # The library recipe's optimizer: precision-aware, BF16 moments and gradients, FP32 weights.
@@ -775,7 +981,6 @@ _DEEPSEEK_V3_A3U = _bridge(
     virtual_pipeline=None,
     context_parallel=1,
     expert_parallel=8,
-    provider="DeepSeekV3ModelProvider",
     recompute_modules=("mla_up_proj",),
     pipeline_layouts=_DEEPSEEK_LAYOUTS,
     config_fields=MappingProxyType({**_DEEPSEEK_FIELDS, "ddp.overlap_grad_reduce": False}),
@@ -819,7 +1024,6 @@ _GPT_OSS_120B_A3U = _bridge(
     virtual_pipeline=None,
     context_parallel=1,
     expert_parallel=8,
-    provider="GPTOSSProvider120B",
     recompute_modules=("layernorm", "moe_act"),
     # set_gpt_oss_common_configs: the router's fused kernel (its forced balancing: see Qwen3).
     config_fields=MappingProxyType({"model.moe_router_fusion": True}),
@@ -1013,6 +1217,7 @@ MODELS: Mapping[str, ModelSpec] = {
             _LLAMA3_8B_H100,
             {
                 "architecture": _LLAMA3_PROVIDERS,
+                "hugging_face": _hf_source(_LLAMA3_8B_HF, "src/megatron/bridge/recipes/llama/llama3.py"),
                 "recipe": f"{_BRIDGE_CONFIGS} (LLAMA3_8B_PRETRAIN_CONFIG_H100_FP8_CS_V1: no GKE recipe for A3)",
                 "recipe on a4-highgpu-8g": _bridge_recipe(
                     "a4/llama3-8b/megatron-bridge-gke", "8gpus-fp8cs-seq8192-gbs128"
@@ -1021,6 +1226,7 @@ MODELS: Mapping[str, ModelSpec] = {
                 "nemo2511/8gpus-fp8cs-seq8192-gbs128/recipe/values.yaml and launcher.sh@2e1fd5e",
             },
             step_times=_published_steps("llama3-8b"),
+            hugging_face=_LLAMA3_8B_HF,
             machine_recipes=MappingProxyType({"a4-highgpu-8g": _LLAMA3_8B_A4, "a4x-highgpu-4g": _LLAMA3_8B_A4X}),
         ),
         ModelSpec(
@@ -1029,6 +1235,7 @@ MODELS: Mapping[str, ModelSpec] = {
             _LLAMA3_70B_A3U,
             {
                 "architecture": _LLAMA3_PROVIDERS,
+                "hugging_face": _hf_source(_LLAMA3_70B_HF, "src/megatron/bridge/recipes/llama/llama3.py"),
                 "recipe": _bridge_recipe("a3ultra/llama3_70b/megatron-bridge-gke", "64gpus-bf16-seq8192-gbs256"),
                 "recipe on a4-highgpu-8g": _bridge_recipe("a4/llama3_70b/nemo-gke", "64gpus-fp8mx-gbs256"),
                 "recipe on a4x-highgpu-4g": _bridge_recipe("a4x/llama3_70b/nemo-gke", "64gpus-fp8mx-gbs256")
@@ -1040,6 +1247,7 @@ MODELS: Mapping[str, ModelSpec] = {
                 "launcher.sh@1f338bb",
             },
             step_times=_published_steps("llama3-70b"),
+            hugging_face=_LLAMA3_70B_HF,
             machine_recipes=MappingProxyType({"a4-highgpu-8g": _LLAMA3_70B_A4, "a4x-highgpu-4g": _LLAMA3_70B_A4X}),
         ),
         ModelSpec(
@@ -1059,6 +1267,7 @@ MODELS: Mapping[str, ModelSpec] = {
             _QWEN3_30B_A3U,
             {
                 "architecture": _QWEN3_PROVIDER,
+                "hugging_face": _hf_source(_QWEN3_30B_HF, "src/megatron/bridge/recipes/qwen/qwen3_moe.py"),
                 "recipe": _bridge_recipe("a3ultra/qwen3_30b_a3b/nemo-gke", "16gpus-fp8cs-gbs1024")
                 + f"; {_QWEN3_CONFIGS} (QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_V1)",
                 "recipe on a4-highgpu-8g": _bridge_recipe("a4/qwen3_30b_a3b/nemo-gke", "8gpus-fp8mx-seq4096-gbs512")
@@ -1068,6 +1277,7 @@ MODELS: Mapping[str, ModelSpec] = {
                 f"{_QWEN3_CONFIGS} (QWEN3_30B_A3B_PRETRAIN_CONFIG_GB200_FP8_MX_V1)",
             },
             step_times=_published_steps("qwen3-30b-a3b", experts=True),
+            hugging_face=_QWEN3_30B_HF,
             machine_recipes=MappingProxyType({"a4-highgpu-8g": _QWEN3_30B_A4, "a4x-highgpu-4g": _QWEN3_30B_A4X}),
         ),
         ModelSpec(
@@ -1087,6 +1297,7 @@ MODELS: Mapping[str, ModelSpec] = {
             _GPT_OSS_120B_A3U,
             {
                 "architecture": _GPT_OSS_PROVIDER,
+                "hugging_face": _hf_source(_GPT_OSS_120B_HF, "src/megatron/bridge/recipes/gpt_oss/gpt_oss.py"),
                 "recipe": _bridge_recipe("a3ultra/gpt_oss_120b/nemo-gke", "64gpus-bf16-gbs1280")
                 + f"; {_GPT_OSS_CONFIGS} (GPT_OSS_120B_PRETRAIN_CONFIG_H100_BF16_V2)",
                 "recipe on a4-highgpu-8g": _bridge_recipe(
@@ -1095,6 +1306,7 @@ MODELS: Mapping[str, ModelSpec] = {
                 + f"; {_GPT_OSS_CONFIGS} (GPT_OSS_120B_PRETRAIN_CONFIG_B200_BF16_V2)",
             },
             step_times=_published_steps("gpt-oss-120b", experts=True),
+            hugging_face=_GPT_OSS_120B_HF,
             machine_recipes=MappingProxyType({"a4-highgpu-8g": _GPT_OSS_120B_A4}),
         ),
         ModelSpec(
@@ -1117,6 +1329,7 @@ MODELS: Mapping[str, ModelSpec] = {
             _DEEPSEEK_V3_A3U,
             {
                 "architecture": _DEEPSEEK_PROVIDER,
+                "hugging_face": _hf_source(_DEEPSEEK_V3_HF, "src/megatron/bridge/recipes/deepseek/deepseek_v3.py"),
                 "recipe": _bridge_recipe("a3ultra/deepseek_v3/megatron-bridge-gke", "256gpus-fp8cs-seq4096-gbs2048")
                 + f"; {_DEEPSEEK_CONFIGS} (DEEPSEEK_V3_PRETRAIN_CONFIG_H100_FP8_CS_V2); {_DEEPSEEK_RECIPE}",
                 "recipe on a4-highgpu-8g": _bridge_recipe(
@@ -1128,6 +1341,7 @@ MODELS: Mapping[str, ModelSpec] = {
                 "env": f"{_MB}:scripts/performance/perf_plugins.py@21b02e0 (PerfEnvPlugin)",
             },
             step_times=_published_steps("deepseek-v3", experts=True),
+            hugging_face=_DEEPSEEK_V3_HF,
             machine_recipes=MappingProxyType({"a4-highgpu-8g": _DEEPSEEK_V3_A4, "a4x-highgpu-4g": _DEEPSEEK_V3_A4X}),
         ),
     )

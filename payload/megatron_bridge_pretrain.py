@@ -2,7 +2,8 @@
 
 Builds the run's ConfigContainer the way Megatron-Bridge's own Llama 3 recipe does
 (megatron/bridge/recipes/llama/llama3.py `_llama3_common` at v0.3.0, the release in NeMo 26.02),
-with the model's provider class instead of a Hugging Face lookup (no download at run time), then
+the model from its Hugging Face config.json as the recipes build it, from the file's values the
+settings carry (`AutoBridge.from_hf_config`, where the recipes download the file), then
 sets the run's values from the JSON file named by $NEMO_RUN_SETTINGS (written by nemo-gke) by
 their typed fields, validates it, and trains with `pretrain`. Every step also goes to the run's
 DLLogger file in the record format `python -m analysis` reads, and so does each checkpoint load's
@@ -22,7 +23,7 @@ import time
 
 import dllogger
 import torch
-from megatron.bridge import models
+from megatron.bridge import AutoBridge
 from megatron.bridge.recipes.utils.optimizer_utils import distributed_fused_adam_with_cosine_annealing
 from megatron.bridge.training import comm_overlap
 from megatron.bridge.training.callbacks import Callback
@@ -40,6 +41,7 @@ from megatron.bridge.training.config import (
 )
 from megatron.bridge.training.mixed_precision import get_mixed_precision_config
 from step_record import CHECKPOINT_LOAD, StepRecords
+from transformers import AutoConfig
 
 # The library recipe's learning-rate schedule (_llama3_common defaults).
 LEARNING_RATE, MIN_LEARNING_RATE, WARMUP_STEPS = 3e-4, 3e-5, 2000
@@ -75,8 +77,17 @@ def _set(target, dotted, value):
     setattr(target, last, decoded(value))
 
 
+def hugging_face_config(values):
+    """transformers' configuration of the model from its config.json's values."""
+    values = dict(values)
+    return AutoConfig.for_model(values.pop("model_type"), **values)
+
+
 def model_provider(settings):
-    provider = getattr(models, settings["provider"])(**settings["model"])
+    config = hugging_face_config(settings["huggingFace"]["config"])
+    provider = AutoBridge.from_hf_config(config).to_megatron_provider(load_weights=False)
+    for name, value in settings["model"].items():
+        _set(provider, name, value)
     provider.pipeline_dtype = torch.bfloat16 if settings["model"]["pipeline_model_parallel_size"] > 1 else None
     provider.cross_entropy_fusion_impl = "te"
     return provider

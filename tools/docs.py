@@ -35,7 +35,7 @@ from config.loader import unwrap_annotation
 from config.stack import StackConfig
 from facts import nccl, pricing, versions
 from facts.machines import ACCELERATORS, GPUDIRECT_STACKS, MACHINE_TYPES, MachineType, Precision
-from facts.models import MODELS, Architecture, Framework, Recipe
+from facts.models import MODELS, Architecture, Framework, ModelSpec, Recipe
 from facts.project import PROJECT
 from harness.runner import ROOT, StackRun, run_stack
 from planners import layout
@@ -261,12 +261,14 @@ def gpudirect_images_table() -> str:
     )  # fmt: skip
 
 
-def _entry_point(recipe: Recipe) -> str:
+def _entry_point(model: ModelSpec) -> str:
+    recipe = model.recipe
     if recipe.framework is Framework.NEMO1:
         return f"`{Path(nemo1.ENTRYPOINT).name}` with a generated Hydra config"
     if recipe.framework is Framework.NEMO2:
         return f"`llm pretrain` on the recipe `{recipe.factory}`"
-    return f"`pretrain` on `{recipe.provider}` (`payload/{bridge.SCRIPT}`)"
+    built_from = f" on `{model.hugging_face.repository}`'s configuration" if model.hugging_face else ""
+    return f"`pretrain`{built_from} (`payload/{bridge.SCRIPT}`)"
 
 
 def _precision(recipe: Recipe) -> str:
@@ -311,7 +313,7 @@ def models_table() -> str:
         ["Model", "Runtime", "Image", "Entry point", "Shape", "Default layout"],
         (
             [f"`{m.name}`", m.recipe.framework.label, f"`{m.recipe.image.ref}`",
-             _entry_point(m.recipe),
+             _entry_point(m),
              _shape(a),
              _layout(m.recipe)]
             for m in MODELS.values()

@@ -15,8 +15,8 @@ graphs, recomputation, the expert all-to-all overlap) is the catalog's published
 run's settings carry, and the token dispatcher is NVIDIA's (`reference["dispatcher"]`, where the
 catalog leaves it out too); everything else comes from the library and the scripts.
 
-The model's provider stands in for Hugging Face's config (no download here, as in the launcher):
-`AutoBridge.from_hf_pretrained(...).to_megatron_provider()` returns the catalog's provider class.
+The model's Hugging Face config.json comes from the run's settings instead of a download (as in
+the launcher): `AutoBridge.from_hf_pretrained(...)` returns `AutoBridge.from_hf_config` of it.
 """
 
 import dataclasses
@@ -24,22 +24,25 @@ import enum
 import functools
 import importlib
 
-from megatron.bridge import AutoBridge, models
+from megatron.bridge import AutoBridge
 from megatron.bridge.training import comm_overlap, mixed_precision
 from megatron.bridge.training.config import MockGPTDatasetConfig
 from megatron.core.transformer.pipeline_parallel_layer_layout import PipelineParallelLayerLayout
+from transformers import AutoConfig
 
 
-class _OfflineBridge:
-    provider = None
+def _offline(hugging_face):
+    """The recipe's download of the model's config.json, answered from the run's settings."""
+    values = dict(hugging_face["config"])
+    config = AutoConfig.for_model(values.pop("model_type"), **values)
+    repository = hugging_face["repository"]
 
-    def to_megatron_provider(self, load_weights=False):
-        return getattr(models, self.provider)()
+    def from_hf_pretrained(cls, path, *args, **kwargs):
+        if path != repository:
+            raise ValueError(f"the recipe reads {path}, the run's settings carry {repository}")
+        return cls.from_hf_config(config)
 
-
-def _offline(provider):
-    _OfflineBridge.provider = provider
-    AutoBridge.from_hf_pretrained = classmethod(lambda cls, *args, **kwargs: _OfflineBridge())
+    AutoBridge.from_hf_pretrained = classmethod(from_hf_pretrained)
 
 
 def precision_config(dtype):
@@ -197,7 +200,7 @@ def _user_and_post(cfg, settings, reference):
 def config(settings, reference):
     """NVIDIA's ConfigContainer for the run's model, GPU (`reference["gpu"]`, the scripts' name),
     precision (`reference["dtype"]`) and layout; `pretrain` completes and validates it."""
-    _offline(settings["provider"])
+    _offline(settings["huggingFace"])
     cfg = _recipe(settings, reference)
     _family_common(cfg, reference["family"])
     _workload_base(cfg, settings)

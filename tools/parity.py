@@ -28,14 +28,14 @@ from planners.workload import RunPaths
 
 SOURCE = "NVIDIA-NeMo/Megatron-Bridge scripts/performance@21b02e0 (v0.3.0, NeMo 26.02)"
 
-# Megatron-Bridge's recipe function for each model provider the catalog names, and the family of
-# its performance configuration (scripts/performance/configs/<family>/).
+# Megatron-Bridge's recipe function for each Hugging Face model the catalog's runs build, and the
+# family of its performance configuration (scripts/performance/configs/<family>/).
 RECIPE_FUNCTIONS: Mapping[str, tuple[str, str, str]] = {
-    "Llama3ModelProvider8B": ("llama", "megatron.bridge.recipes.llama", "llama3_8b_pretrain_config"),
-    "Llama3ModelProvider70B": ("llama", "megatron.bridge.recipes.llama", "llama3_70b_pretrain_config"),
-    "Qwen3MoEModelProvider30B_A3B": ("qwen", "megatron.bridge.recipes.qwen.qwen3_moe", "qwen3_30b_a3b_pretrain_config"),
-    "GPTOSSProvider120B": ("gpt_oss", "megatron.bridge.recipes.gpt_oss", "gpt_oss_120b_pretrain_config"),
-    "DeepSeekV3ModelProvider": (
+    "meta-llama/Meta-Llama-3-8B": ("llama", "megatron.bridge.recipes.llama", "llama3_8b_pretrain_config"),
+    "meta-llama/Meta-Llama-3-70B": ("llama", "megatron.bridge.recipes.llama", "llama3_70b_pretrain_config"),
+    "Qwen/Qwen3-30B-A3B": ("qwen", "megatron.bridge.recipes.qwen.qwen3_moe", "qwen3_30b_a3b_pretrain_config"),
+    "openai/gpt-oss-120b": ("gpt_oss", "megatron.bridge.recipes.gpt_oss", "gpt_oss_120b_pretrain_config"),
+    "deepseek-ai/DeepSeek-V3": (
         "deepseek",
         "megatron.bridge.recipes.deepseek.deepseek_v3",
         "deepseek_v3_pretrain_config",
@@ -55,12 +55,10 @@ SCRIPT_DTYPES: Mapping[str, str] = {
 def reference(run: RunSpec, machine: MachineType) -> dict[str, str | None]:
     """What tools/nvidia_path.py needs besides the run's settings: the recipe function, the
     scripts' family, GPU and precision names, and the token dispatcher backend."""
-    provider = run.recipe.provider
-    if provider is None or provider not in RECIPE_FUNCTIONS:
-        raise KeyError(
-            f"{run.model}: no Megatron-Bridge recipe function is known for {provider}: add it to RECIPE_FUNCTIONS"
-        )
-    family, module, function = RECIPE_FUNCTIONS[provider]
+    model = run.spec.hugging_face
+    if model is None or model.repository not in RECIPE_FUNCTIONS:
+        raise KeyError(f"{run.model}: no Megatron-Bridge recipe function is known for it: add it to RECIPE_FUNCTIONS")
+    family, module, function = RECIPE_FUNCTIONS[model.repository]
     recipe = run.recipe
     dispatcher = recipe.left_out_dispatcher or recipe.config_fields.get("model.moe_flex_dispatcher_backend")
     return {
@@ -167,13 +165,6 @@ DIFFERENCES: tuple[Difference, ...] = (
         "container does not support (Megatron-Bridge docs/releases/known-issues.md@21b02e0); with it go "
         "PerfEnvPlugin's 32 CUDA connections and SM margins of 20, here 8 and 16",
         where="qwen3-30b-a3b on a3-*",
-    ),
-    Difference(
-        "model.moe_aux_loss_coeff",
-        Why.CATALOG,
-        "DeepSeek-V3's own config.json (aux_loss_alpha 0.001), which the library's Hugging Face path reads; "
-        "the provider class, which stands in for that path offline, says 1e-4",
-        where="deepseek-v3 *",
     ),
     Difference(
         "ddp.data_parallel_sharding_strategy",

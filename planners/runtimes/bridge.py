@@ -82,11 +82,12 @@ def settings(run: RunSpec, paths: RunPaths, machine: MachineType) -> dict[str, A
     """The settings `payload/megatron_bridge_pretrain.py` builds the run's ConfigContainer from,
     by Megatron-Bridge's field names (megatron/bridge/training/config.py@21b02e0)."""
     spec, s, recipe = run.spec, run.settings, run.recipe
-    if recipe.framework is not Framework.MEGATRON_BRIDGE or recipe.provider is None:
-        raise ValueError(f"{spec.name} has no Megatron-Bridge recipe with a model provider on {machine.name}")
+    if recipe.framework is not Framework.MEGATRON_BRIDGE or spec.hugging_face is None:
+        raise ValueError(f"{spec.name} has no Megatron-Bridge recipe with a Hugging Face model on {machine.name}")
     return {
         "runName": run.name,
-        "provider": recipe.provider,
+        # The model's config.json, which the launcher builds the model from as the library's recipes do.
+        "huggingFace": {"repository": spec.hugging_face.repository, "config": spec.hugging_face_config()},
         "worldSize": run.nodes * machine.gpus,
         "model": {
             "tensor_model_parallel_size": s.tensor_parallel,

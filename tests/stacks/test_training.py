@@ -601,7 +601,7 @@ def test_every_model_pins_its_image_and_framework() -> None:
             if recipe.framework is Framework.NEMO2:
                 assert recipe.factory
             elif recipe.framework is Framework.MEGATRON_BRIDGE:
-                assert recipe.provider
+                assert spec.hugging_face
             else:
                 assert recipe.learning_rate and recipe.init_std
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 import shutil
 import subprocess
@@ -23,7 +24,7 @@ from facts.machines import (
     machine_type,
     training_pod_requests,
 )
-from facts.models import MODELS, model_spec
+from facts.models import MODELS, Framework, model_spec
 from facts.versions import HelmChart, Image
 from planners.networks import network_mtu, plan_gpu_networks
 from stacks import installed
@@ -242,3 +243,48 @@ def test_a_nemo2_run_splits_its_layers_either_way_only_on_an_image_that_can() ->
     # Megatron-Bridge recipes split as they are written.
     bridge = model_spec("llama3-70b").recipe_on("a4-highgpu-8g")
     assert bridge.pipeline_splits(bridge.image.ref) == (False,)
+
+
+def test_every_megatron_bridge_model_names_the_hugging_face_configuration_its_recipes_read() -> None:
+    for model in MODELS.values():
+        if model.recipe.framework is Framework.MEGATRON_BRIDGE:
+            assert model.hugging_face and SOURCE.search(model.sources["hugging_face"]), model.name
+            assert model.hugging_face.repository in model.sources["hugging_face"]
+        else:
+            assert model.hugging_face is None and model.hugging_face_config() is None
+
+
+def test_a_hugging_face_configuration_takes_its_shape_from_the_architecture_by_the_files_keys() -> None:
+    """Each model type's own keys, as the published config.json files spell them."""
+    deepseek = model_spec("deepseek-v3").hugging_face_config()
+    assert deepseek is not None
+    assert {k: deepseek[k] for k in ("n_routed_experts", "num_experts_per_tok", "moe_intermediate_size")} == {
+        "n_routed_experts": 256,
+        "num_experts_per_tok": 8,
+        "moe_intermediate_size": 2048,
+    }
+    assert (deepseek["n_shared_experts"], deepseek["first_k_dense_replace"], deepseek["intermediate_size"]) == (
+        1,
+        3,
+        18432,
+    )
+    assert (deepseek["q_lora_rank"], deepseek["kv_lora_rank"], deepseek["qk_nope_head_dim"]) == (1536, 512, 128)
+    assert deepseek["num_nextn_predict_layers"] == 1 and deepseek["num_hidden_layers"] == 61
+    gpt_oss = model_spec("gpt-oss-120b").hugging_face_config()
+    assert gpt_oss is not None
+    assert (gpt_oss["num_local_experts"], gpt_oss["num_experts_per_tok"], gpt_oss["intermediate_size"]) == (
+        128,
+        4,
+        2880,
+    )
+    assert gpt_oss["head_dim"] == 64 and "num_experts" not in gpt_oss
+    qwen = model_spec("qwen3-30b-a3b").hugging_face_config()
+    assert qwen is not None
+    assert (qwen["num_experts"], qwen["moe_intermediate_size"], qwen["intermediate_size"]) == (128, 768, 6144)
+    llama = model_spec("llama3-70b").hugging_face_config()
+    assert llama is not None
+    assert (llama["num_hidden_layers"], llama["hidden_size"], llama["num_key_value_heads"]) == (80, 8192, 8)
+    assert "head_dim" not in llama and "num_experts" not in llama
+    # As the settings file carries it: JSON, nested values included.
+    assert json.loads(json.dumps(gpt_oss)) == gpt_oss
+    assert gpt_oss["rope_scaling"]["rope_type"] == "yarn" and gpt_oss["architectures"] == ["GptOssForCausalLM"]

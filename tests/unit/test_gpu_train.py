@@ -22,7 +22,7 @@ H200 = MACHINE_TYPES["a3-ultragpu-8g"]
 def test_one_gpu_run_fits_the_recipe_to_one_gpu(tmp_path: Path) -> None:
     run = gpu_train.one_gpu_run(H200, steps=30, layers=4, seq_length=4096, global_batch_size=8)
     settings = gpu_train.one_gpu_settings(run, H200, tmp_path)
-    assert settings["provider"] == "Llama3ModelProvider8B"
+    assert settings["huggingFace"]["repository"] == "meta-llama/Meta-Llama-3-8B"
     assert settings["worldSize"] == 1
     model = settings["model"]
     sizes = ("tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size")

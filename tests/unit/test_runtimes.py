@@ -162,7 +162,7 @@ def test_the_launcher_settings_carry_the_runs_layout_by_megatron_bridge_field_na
     paths = workload.run_paths(run, "/nfs/exp", "/checkpoints", "/data")
     files = nemo.workload_files(run, paths, MACHINE_TYPES["a3-ultragpu-8g"])
     settings = json.loads(files[workload.RUN_SETTINGS])
-    assert settings["provider"] == "Llama3ModelProvider70B" and settings["worldSize"] == 64
+    assert settings["huggingFace"]["repository"] == "meta-llama/Meta-Llama-3-70B" and settings["worldSize"] == 64
     assert settings["model"] == {
         "tensor_model_parallel_size": 4,
         "pipeline_model_parallel_size": 8,
@@ -346,18 +346,19 @@ def test_gpt_oss_with_context_parallelism_takes_the_all_to_all_its_sink_attentio
 def test_deepseek_v3_trains_with_its_recipes_optimizer_and_auxiliary_loss() -> None:
     """recipes/deepseek/deepseek_v3.py@21b02e0: the precision-aware optimizer with BF16 moments and
     gradients and FP32 weights; the auxiliary loss of the model's configuration (aux_loss_alpha
-    0.001, models/deepseek/deepseek_v3_bridge.py), not the provider class's 1e-4; the H100
-    configuration alone turns the gradient-reduction overlap off."""
+    0.001, which models/deepseek/deepseek_v3_bridge.py reads), not the provider class's 1e-4; the
+    H100 configuration alone turns the gradient-reduction overlap off."""
     for machine, overlap_off in (("a3-ultragpu-8g", True), ("a4-highgpu-8g", False)):
         run = run_on(machine, "deepseek-v3", nodes=32)
-        fields = bridge.settings(run, workload.run_paths(run, "/e", "/c", "/d"), MACHINE_TYPES[machine])["recipeFields"]
+        settings = bridge.settings(run, workload.run_paths(run, "/e", "/c", "/d"), MACHINE_TYPES[machine])
+        fields = settings["recipeFields"]
         assert fields["optimizer.use_precision_aware_optimizer"] is True
         assert (fields["optimizer.exp_avg_dtype"], fields["optimizer.exp_avg_sq_dtype"]) == ("torch.bfloat16",) * 2
         assert (fields["optimizer.main_grads_dtype"], fields["optimizer.main_params_dtype"]) == (
             "torch.bfloat16",
             "torch.float32",
         )
-        assert fields["model.moe_aux_loss_coeff"] == 1e-3
+        assert settings["huggingFace"]["config"]["aux_loss_alpha"] == 1e-3 and "model.moe_aux_loss_coeff" not in fields
         assert (fields.get("ddp.overlap_grad_reduce") is False) is overlap_off
 
 

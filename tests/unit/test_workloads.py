@@ -150,7 +150,8 @@ def test_every_model_gets_the_nemo_configuration_of_its_framework(model: str) ->
     else:
         settings = json.loads(files[workload.RUN_SETTINGS])
         layout = (settings["model"]["tensor_model_parallel_size"], settings["model"]["pipeline_model_parallel_size"])
-        assert settings["provider"] == model_spec(model).recipe.provider and settings["worldSize"] == 16
+        assert settings["huggingFace"]["config"] == model_spec(model).hugging_face_config()
+        assert settings["worldSize"] == 16
         assert bridge.SCRIPT in files and nemo2.SCRIPT not in files
     assert layout == (s.tensor_parallel, s.pipeline_parallel)
     assert workload.LAUNCHER in files
