@@ -500,13 +500,17 @@ _BRIDGE_LLAMA3_RECIPE = f"{_MB}:src/megatron/bridge/recipes/llama/llama3.py@21b0
 _BRIDGE_CONFIGS = f"{_MB}:scripts/performance/configs/llama/llama3_workload_base_configs.py@21b02e0"
 
 
-# The Hugging Face configurations Megatron-Bridge's recipes read, beyond the architecture's shape
-# (every key of each repository's config.json but transformers_version and the published
-# weights' quantization_config, which building a model to train does not read). Checked through
-# the library: Megatron-Bridge 0.3.0's bridges map them to its size-named provider classes field
-# for field, but where the file itself differs (Llama 3's initializer_range 0.02, the classes
-# 0.01 and 0.0089; DeepSeek-V3's aux_loss_alpha 0.001 and initializer_range 0.02, the class 1e-4
-# and 0.006), and there the recipes, which read the file, take the file's.
+# The Hugging Face configurations Megatron-Bridge's recipes read, beyond the architecture's shape:
+# every key of each repository's config.json that a bridge of the four model types reads, at the
+# file's value, and the rest of the file but transformers_version, the weights' quantization_config,
+# DeepSeek-V3's auto_map and GPT-OSS's experts_per_token and layer_types (read by no bridge from
+# 0.3.0 to 0.6.0; the last is GptOssConfig's default anyway). DeepSeek-V3's file has no
+# aux_loss_alpha, so its bridges give the auxiliary loss their default, 1e-4
+# (models/deepseek/deepseek_v3_bridge.py: `hasattr` at 0.3.0, "The released V3 configs omit this
+# training-only hyperparameter" at 0.6.0). Through the library, Megatron-Bridge 0.3.0's bridges
+# map these files to its size-named provider classes field for field, but where a class differs
+# from its file: Llama 3's initializer_range 0.02, the classes 0.01 and 0.0089; DeepSeek-V3's 0.02,
+# the class 0.006, which its recipe sets again. The recipes read the files.
 _HF = "huggingface.co"
 _LLAMA3_HF_VALUES = MappingProxyType(
     {
@@ -600,7 +604,6 @@ _DEEPSEEK_V3_HF = HuggingFaceModel(
             "architectures": ("DeepseekV3ForCausalLM",),
             "attention_bias": False,
             "attention_dropout": 0.0,
-            "aux_loss_alpha": 0.001,
             "bos_token_id": 0,
             "eos_token_id": 1,
             "ep_size": 1,
@@ -624,7 +627,6 @@ _DEEPSEEK_V3_HF = HuggingFaceModel(
             "rope_theta": 10000,
             "routed_scaling_factor": 2.5,
             "scoring_func": "sigmoid",
-            "seq_aux": True,
             "tie_word_embeddings": False,
             "topk_group": 4,
             "topk_method": "noaux_tc",

@@ -77,14 +77,15 @@ def _set(target, dotted, value):
     setattr(target, last, decoded(value))
 
 
-def hugging_face_config(values):
-    """transformers' configuration of the model from its config.json's values."""
-    values = dict(values)
-    return AutoConfig.for_model(values.pop("model_type"), **values)
+def hugging_face_config(hugging_face):
+    """transformers' configuration of the model from its repository's config.json, named after
+    the repository as a download would be (the provider records it as its hf_model_id)."""
+    values = dict(hugging_face["config"])
+    return AutoConfig.for_model(values.pop("model_type"), name_or_path=hugging_face["repository"], **values)
 
 
 def model_provider(settings):
-    config = hugging_face_config(settings["huggingFace"]["config"])
+    config = hugging_face_config(settings["huggingFace"])
     provider = AutoBridge.from_hf_config(config).to_megatron_provider(load_weights=False)
     for name, value in settings["model"].items():
         _set(provider, name, value)

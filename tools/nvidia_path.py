@@ -34,8 +34,8 @@ from transformers import AutoConfig
 def _offline(hugging_face):
     """The recipe's download of the model's config.json, answered from the run's settings."""
     values = dict(hugging_face["config"])
-    config = AutoConfig.for_model(values.pop("model_type"), **values)
     repository = hugging_face["repository"]
+    config = AutoConfig.for_model(values.pop("model_type"), name_or_path=repository, **values)
 
     def from_hf_pretrained(cls, path, *args, **kwargs):
         if path != repository:
