@@ -131,6 +131,46 @@ def kwok_stages(workdir: Path, pods_complete: bool) -> Path:
     return target
 
 
+# The node lease kwok holds and renews for each node it manages, a quarter of it apart, as a kubelet
+# does (its default, 40 s). Without the flag kwok held none: the nodes lived on their status
+# heartbeats alone, which kwok's heartbeat stage sends every 10 minutes, so the node lifecycle
+# controller marked every node NotReady 50 s after each ("all Nodes are not-Ready", every 55 s),
+# kwok's node stage made them Ready again 5 s later, and Kueue could take the flicker of a second
+# node of a run for a second failure and evict it.
+NODE_LEASE_SECONDS = 40
+# Who holds a silenced node's lease, and for how long: longer than any scenario, so that kwok
+# neither renews it nor takes it back.
+SILENT_HOLDER = "silent"
+SILENT_LEASE_SECONDS = 3600
+
+
+def _lease_path(node: str) -> str:
+    return f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{node}"
+
+
+def silence(api: Api, node: str) -> None:
+    """The node's kubelet falls silent, as a hung host's does: kwok stops managing the node and
+    its lease is no longer renewed, so the node lifecycle controller marks it NotReady once the
+    lease is older than its grace period."""
+    _kwok_manages(api, node, False)
+    patch = {"spec": {"holderIdentity": SILENT_HOLDER, "leaseDurationSeconds": SILENT_LEASE_SECONDS}}
+    code, answer = api.request("PATCH", _lease_path(node), patch, STRATEGIC)
+    assert code == 200, answer
+
+
+def revive(api: Api, node: str) -> None:
+    """The node's kubelet is back: kwok manages the node again and holds a new lease."""
+    code, answer = api.request("DELETE", _lease_path(node))
+    assert code in (200, 404), answer
+    _kwok_manages(api, node, True)
+
+
+def _kwok_manages(api: Api, node: str, managed: bool) -> None:
+    patch = {"metadata": {"annotations": {KWOK_NODE_ANNOTATION: "fake" if managed else "silent"}}}
+    code, answer = api.request("PATCH", f"/api/v1/nodes/{node}", patch)
+    assert code == 200, answer
+
+
 def simulated_nodes(lane: Lane, api: Api, run: StackRun, pods_complete: bool = True) -> int:
     nodes = node_manifests(run)
     with lane.phase(f"kwok and {len(nodes)} nodes"):
@@ -138,6 +178,7 @@ def simulated_nodes(lane: Lane, api: Api, run: StackRun, pods_complete: bool = T
             str(binary("kwok")), "--kubeconfig", str(lane.workdir / "admin.kubeconfig"),
             "--manage-all-nodes=false", f"--manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION}=fake",
             "--config", str(kwok_stages(lane.workdir, pods_complete)), "--server-address", f"{LOCALHOST}:{free_port()}",
+            "--node-lease-duration-seconds", str(NODE_LEASE_SECONDS),
         ])  # fmt: skip
         for node in nodes:
             api.create("/api/v1/nodes", node)

@@ -17,8 +17,9 @@ import pytest
 
 from facts.kubernetes import NODE_POOL_LABEL
 from harness.runner import StackRun, run_stack, stack_with
-from integration.controlplane import KWOK_NODE_ANNOTATION, Api, Lane, has_condition, wait_for
+from integration.controlplane import Api, Lane, has_condition, wait_for
 from integration.lane import running
+from integration.nodes import revive, silence
 from integration.runs import api_path, apply_objects, clear_runs, jobset_run, placed, resized, stack_objects
 
 POOLS = [
@@ -334,9 +335,7 @@ def _shutting_down(api: Api, node: str) -> None:
     """The node as its kubelet reports it once the shutdown begins (Ready False, "node is shutting
     down": kubernetes pkg/kubelet/nodestatus/setters.go, the shutdown manager's status), and no
     longer kwok's: the VM goes on to stop, and nothing renews the node's lease."""
-    patch = {"metadata": {"annotations": {KWOK_NODE_ANNOTATION: "silent"}}}
-    code, answer = api.request("PATCH", f"/api/v1/nodes/{node}", patch)
-    assert code == 200, answer
+    silence(api, node)
     _, current = api.request("GET", f"/api/v1/nodes/{node}")
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     conditions = [c for c in current["status"]["conditions"] if c["type"] != "Ready"]
@@ -387,9 +386,7 @@ def test_a_spot_reclaim_as_gke_does_it_costs_one_restart_and_moves_the_run(pods_
         assert took < PREEMPTED_RECOVERY_SECONDS, took
         # The VMs come back (Compute Engine recreates them in the pool): the chain's next run takes them.
         for node in spot_nodes:
-            patch = {"metadata": {"annotations": {KWOK_NODE_ANNOTATION: "fake"}}}
-            code, answer = chain.api.request("PATCH", f"/api/v1/nodes/{node}", patch)
-            assert code == 200, answer
+            revive(chain.api, node)
         wait_for(
             "the Spot nodes Ready",
             lambda: all(has_condition(chain.api.request("GET", f"/api/v1/nodes/{n}")[1], "Ready") for n in spot_nodes),

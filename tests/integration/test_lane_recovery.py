@@ -57,9 +57,9 @@ from facts.kubernetes import JOBSET_API, PROGRAM_ERROR_EXIT_CODE, RUN_LABEL
 from harness.runner import run_stack, stack_with
 from integration import nodes
 from integration.controllers import lane_kueue_config
-from integration.controlplane import KWOK_NODE_ANNOTATION, Api, Lane, has_condition, wait_for
+from integration.controlplane import Api, Lane, has_condition, wait_for
 from integration.lane import running
-from integration.nodes import NEVER_READY_LABEL
+from integration.nodes import NEVER_READY_LABEL, silence
 from integration.runs import api_path, apply_objects, clear_runs, jobset_run, placed, resized, stack_objects
 from planners.waiting import Exit, diagnose
 from tools import waiting
@@ -420,10 +420,7 @@ def test_a_node_that_stops_answering_holds_the_run_until_it_is_deleted(lane: Rec
     before = {p["metadata"]["uid"] for p in pods}
     silent = pods[0]["spec"]["nodeName"]
     started = time.monotonic()
-    # kwok renews the leases of the nodes it manages only: this one's kubelet falls silent.
-    patch = {"metadata": {"annotations": {KWOK_NODE_ANNOTATION: "silent"}}}
-    code, answer = lane.api.request("PATCH", f"/api/v1/nodes/{silent}", patch)
-    assert code == 200, answer
+    silence(lane.api, silent)
     wait_for(
         "the node NotReady",
         lambda: not has_condition(lane.api.request("GET", f"/api/v1/nodes/{silent}")[1], "Ready"),
