@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import random
 import signal
 import socket
 import ssl
@@ -14,7 +15,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,10 +61,27 @@ def binary(name: str, version: str | None = None) -> Path:
     return path
 
 
+# The lane's processes listen below the kernel's ephemeral range: a port that the kernel picked,
+# bound and released there may become the local end of any outgoing connection before the process
+# binds it (Kueue exited with "bind: address already in use" in 1 of 2 lanes so started).
+_EPHEMERAL_PORTS = Path("/proc/sys/net/ipv4/ip_local_port_range")
+_ISSUED_PORTS: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((LOCALHOST, 0))
-        return int(s.getsockname()[1])
+    """A port no process listens on and the lane has not handed out, outside the ephemeral range."""
+    first_ephemeral = int(_EPHEMERAL_PORTS.read_text().split()[0]) if _EPHEMERAL_PORTS.exists() else 32768
+    for port in random.sample(range(first_ephemeral // 2, first_ephemeral), 100):
+        if port in _ISSUED_PORTS:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind((LOCALHOST, port))
+            except OSError:
+                continue
+        _ISSUED_PORTS.add(port)
+        return port
+    raise RuntimeError(f"no free port below {first_ephemeral} on {LOCALHOST}")
 
 
 # --------------------------------------------------------------------------- certificates
@@ -193,7 +211,9 @@ def has_condition(obj: Mapping[str, Any], kind: str) -> bool:
     return any(c["type"] == kind and c["status"] == "True" for c in conditions)
 
 
-def wait_for(what: str, check: Any, timeout: float = 120.0) -> None:
+def wait_for(what: str, check: Any, timeout: float = 120.0, describe: Callable[[], str] | None = None) -> None:
+    """Wait until `check()` holds; past `timeout`, fail with what `describe()` says of the state,
+    in the error itself, which a CI log keeps where it cuts the lane's report."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
@@ -202,7 +222,13 @@ def wait_for(what: str, check: Any, timeout: float = 120.0) -> None:
         except (OSError, urllib.error.URLError, ssl.SSLError):
             pass
         time.sleep(0.5)
-    raise RuntimeError(f"{what} not ready within {timeout:.0f} s")
+    state = ""
+    if describe is not None:
+        try:
+            state = f": {describe()}"
+        except Exception as error:  # a report of a failure must not fail itself
+            state = f" (its state not read: {error})"
+    raise RuntimeError(f"{what} not ready within {timeout:.0f} s{state}")
 
 
 # --------------------------------------------------------------------------- processes

@@ -16,7 +16,7 @@ from facts.project import qualified_stack_name
 from harness.runner import run_stack
 from integration import engine
 from integration.controllers import PREVIOUS, lane_kueue_config
-from integration.controlplane import lane_binary_versions
+from integration.controlplane import free_port, lane_binary_versions
 from integration.nodes import node_manifests
 from integration.runs import api_path
 
@@ -197,3 +197,12 @@ def test_gpu_train_without_a_gpu_downloads_nothing(tmp_path: Path) -> None:
     assert done.returncode != 0
     assert "needs an NVIDIA GPU: nvidia-smi -L finds none (nothing was downloaded)" in done.stderr
     assert not (tmp_path / "runtime").exists()
+
+
+def test_the_lanes_ports_lie_below_the_ephemeral_range_and_are_handed_out_once() -> None:
+    """A port in the kernel's ephemeral range, bound and released, may be taken by any outgoing
+    connection before the process that was given it binds it."""
+    first_ephemeral = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    ports = [free_port() for _ in range(50)]
+    assert len(set(ports)) == len(ports)
+    assert all(first_ephemeral // 2 <= port < first_ephemeral for port in ports), ports
