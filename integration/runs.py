@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from facts.kubernetes import (
+    HOSTNAME_LABEL,
     JOBSET_API,
     JOBSET_UID_LABEL,
     KUEUE_API,
@@ -91,6 +92,37 @@ def jobset_run(api: Api, namespace: str, name: str) -> tuple[dict[str, Any] | No
     owned = (w for w in workloads["items"] if any(o["uid"] == uid for o in w["metadata"].get("ownerReferences", [])))
     _, pods = api.request("GET", f"/api/v1/namespaces/{namespace}/pods?labelSelector={JOBSET_UID_LABEL}={uid}")
     return next(owned, None), list(pods["items"])
+
+
+def run_state(api: Api, namespace: str, jobset: str, nodes: Sequence[str] = ()) -> str:
+    """One line of what holds the JobSet's run: its Workload's conditions, flavors and unhealthy
+    nodes, each pod's phase, node or node selector and gates, and `nodes`' readiness and taints."""
+    workload, pods = jobset_run(api, namespace, jobset)
+    parts = []
+    if workload is None:
+        parts.append("no workload")
+    else:
+        status = workload.get("status") or {}
+        conditions = [f"{c['type']}={c['status']}({c.get('reason', '')})" for c in status.get("conditions") or ()]
+        assignments = (status.get("admission") or {}).get("podSetAssignments") or ()
+        flavors = sorted({f for a in assignments for f in a.get("flavors", {}).values()})
+        unhealthy = [n["name"] for n in status.get("unhealthyNodes") or ()]
+        parts.append(f"workload {' '.join(conditions)} flavors {flavors} unhealthy nodes {unhealthy}")
+    for pod in pods:
+        spec, phase = pod["spec"], (pod.get("status") or {}).get("phase")
+        where = spec.get("nodeName") or f"selector {(spec.get('nodeSelector') or {}).get(HOSTNAME_LABEL)}"
+        gates = [g["name"] for g in spec.get("schedulingGates") or ()]
+        deleting = " deleting" if pod["metadata"].get("deletionTimestamp") else ""
+        parts.append(f"pod {pod['metadata']['name']} {phase}{deleting} on {where} gates {gates}")
+    for node in nodes:
+        code, found = api.request("GET", f"/api/v1/nodes/{node}")
+        if code != 200:
+            parts.append(f"node {node} {code}")
+            continue
+        ready: dict[str, Any] = next((c for c in found["status"].get("conditions") or () if c["type"] == "Ready"), {})
+        taints = [f"{t['key']}:{t['effect']}" for t in found["spec"].get("taints") or ()]
+        parts.append(f"node {node} Ready={ready.get('status')}({ready.get('reason')}) taints {taints}")
+    return "; ".join(parts)
 
 
 def placed(api: Api, namespace: str, jobset: str, pods_wanted: int) -> bool:

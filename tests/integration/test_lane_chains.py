@@ -20,7 +20,16 @@ from harness.runner import StackRun, run_stack, stack_with
 from integration.controlplane import Api, Lane, has_condition, wait_for
 from integration.lane import running
 from integration.nodes import revive, silence
-from integration.runs import api_path, apply_objects, clear_runs, jobset_run, placed, resized, stack_objects
+from integration.runs import (
+    api_path,
+    apply_objects,
+    clear_runs,
+    jobset_run,
+    placed,
+    resized,
+    run_state,
+    stack_objects,
+)
 
 POOLS = [
     {"name": "reserved", "machineType": "a3-ultragpu-8g", "nodeCount": 2,
@@ -229,6 +238,7 @@ def _moved_for_node_failures(chain: ChainLane, name: str, spot_nodes: list[str],
         "the run on the next pool",
         lambda: _bound_off(chain.api, name, spot_nodes),
         timeout=PREEMPTED_RECOVERY_SECONDS + 60,
+        describe=lambda: run_state(chain.api, NAMESPACE, name, spot_nodes),
     )
     took = time.monotonic() - since
     workload, _ = jobset_run(chain.api, NAMESPACE, name)
