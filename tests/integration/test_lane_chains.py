@@ -339,6 +339,20 @@ def _shut_down(api: Api, pod: dict[str, Any], exit_code: int) -> None:
         # (its backoff limit is 0), and a pod that is gone has nothing left for the kubelet to end.
         return
     assert code == 200, answer.get("message")
+    if answer["metadata"].get("deletionTimestamp"):
+        # The restart deleted it while it still ran, with a grace period, so the API server waits
+        # for the kubelet, which is still up until the VM stops: once the containers have stopped,
+        # it removes the pod (grace period 0, the pod's uid as precondition: kubernetes
+        # pkg/kubelet/status/status_manager.go, syncPod and canBeDeleted). Without this step the
+        # pod stayed, and with it the Job the restart deletes in the foreground: no new pods (1 lane in 20).
+        delete = {"gracePeriodSeconds": 0, "preconditions": {"uid": answer["metadata"]["uid"]}}
+        code, answer = api.request("DELETE", f"/api/v1/namespaces/{NAMESPACE}/pods/{pod['metadata']['name']}", delete)
+        assert code in (200, 404), answer
+
+
+def _deleting(api: Api, pod: dict[str, Any]) -> bool:
+    code, found = api.request("GET", f"/api/v1/namespaces/{NAMESPACE}/pods/{pod['metadata']['name']}")
+    return code == 200 and bool(found["metadata"].get("deletionTimestamp"))
 
 
 def _shutting_down(api: Api, node: str) -> None:
@@ -365,12 +379,13 @@ SPOT_POD_GRACE_SECONDS = 15
 @pytest.mark.parametrize("pods_end_after", [0, SPOT_POD_GRACE_SECONDS])
 def test_a_spot_reclaim_as_gke_does_it_costs_one_restart_and_moves_the_run(pods_end_after: int) -> None:
     """GKE reclaims a Spot VM as a shutdown: its kubelet reports the node NotReady ("node is
-    shutting down"), stops the pods (at once, or killed at the end of its grace period: both are
-    run; only the second shows Kueue waiting for them), and the VM stops. Kueue counts a NotReady
-    node failed once the run's pods on it have ended (TASReplaceNodeOnPodTermination, beta and on
-    from Kueue 0.14: pkg/controller/tas/node_controller.go at v0.19.2), so the run stays admitted
-    on Spot until then; both nodes failing at once, it evicts
-    the run (NodeFailures), which is admitted on the next pool of its chain. The failed pods fail
+    shutting down"), stops the pods (one after the other at once, the JobSet's restart deleting
+    the later ones as they end; or all killed at the end of its grace period, which shows Kueue
+    waiting for them), and the VM stops. Kueue counts a NotReady node failed once the run's pods
+    on it have ended (TASReplaceNodeOnPodTermination, beta and on from Kueue 0.14:
+    pkg/controller/tas/node_controller.go at v0.19.2), so the run stays admitted on Spot until
+    then; both nodes failing at once, it evicts the run (NodeFailures), which is admitted on the
+    next pool of its chain. The failed pods fail
     the run's Job too: the JobSet restarts once. A node that comes back takes the chain's next run."""
     with _admitted_on_spot() as (chain, jobset, spot_nodes):
         name = _name(jobset)
@@ -382,8 +397,15 @@ def test_a_spot_reclaim_as_gke_does_it_costs_one_restart_and_moves_the_run(pods_
         assert workload is not None and has_condition(workload, "Admitted"), workload
         assert not [c for c in workload["status"]["conditions"] if c["type"] == "Requeued"], workload
         ended = time.monotonic()
-        for pod in pods:
-            _shut_down(chain.api, pod, SIGKILL_EXIT_CODE if pods_end_after else SIGTERM_EXIT_CODE)
+        exit_code = SIGKILL_EXIT_CODE if pods_end_after else SIGTERM_EXIT_CODE
+        first, *others = pods
+        _shut_down(chain.api, first, exit_code)
+        if not pods_end_after:
+            # Ended one after the other, the first pod's failure restarts the JobSet, which deletes
+            # the others while the kubelet still ends them (what failed 1 lane in 20, made certain).
+            wait_for("the other pods deleted", lambda: all(_deleting(chain.api, p) for p in others), timeout=60)
+        for pod in others:
+            _shut_down(chain.api, pod, exit_code)
         took = _moved_for_node_failures(chain, name, spot_nodes, since=ended)
         time.sleep(5)
         restarts = _restarts(chain, jobset)
