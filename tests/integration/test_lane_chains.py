@@ -332,8 +332,7 @@ def _shut_down(api: Api, pod: dict[str, Any], exit_code: int) -> None:
     ] + [condition]
     status = {"phase": "Failed", "reason": SHUTDOWN_REASON, "message": SHUTDOWN_MESSAGE,
               "conditions": conditions, "containerStatuses": containers}  # fmt: skip
-    path = f"/api/v1/namespaces/{NAMESPACE}/pods/{pod['metadata']['name']}/status"
-    code, answer = api.request("PATCH", path, {"status": status})
+    code, answer = api.request("PATCH", f"{_pod_path(pod)}/status", {"status": status})
     if code == 404:
         # The JobSet's restart deleted it first: a sibling ended before it failed the run's Job
         # (its backoff limit is 0), and a pod that is gone has nothing left for the kubelet to end.
@@ -346,12 +345,16 @@ def _shut_down(api: Api, pod: dict[str, Any], exit_code: int) -> None:
         # pkg/kubelet/status/status_manager.go, syncPod and canBeDeleted). Without this step the
         # pod stayed, and with it the Job the restart deletes in the foreground: no new pods (1 lane in 20).
         delete = {"gracePeriodSeconds": 0, "preconditions": {"uid": answer["metadata"]["uid"]}}
-        code, answer = api.request("DELETE", f"/api/v1/namespaces/{NAMESPACE}/pods/{pod['metadata']['name']}", delete)
+        code, answer = api.request("DELETE", _pod_path(pod), delete)
         assert code in (200, 404), answer
 
 
+def _pod_path(pod: dict[str, Any]) -> str:
+    return f"/api/v1/namespaces/{NAMESPACE}/pods/{pod['metadata']['name']}"
+
+
 def _deleting(api: Api, pod: dict[str, Any]) -> bool:
-    code, found = api.request("GET", f"/api/v1/namespaces/{NAMESPACE}/pods/{pod['metadata']['name']}")
+    code, found = api.request("GET", _pod_path(pod))
     return code == 200 and bool(found["metadata"].get("deletionTimestamp"))
 
 
@@ -385,8 +388,8 @@ def test_a_spot_reclaim_as_gke_does_it_costs_one_restart_and_moves_the_run(pods_
     on it have ended (TASReplaceNodeOnPodTermination, beta and on from Kueue 0.14:
     pkg/controller/tas/node_controller.go at v0.19.2), so the run stays admitted on Spot until
     then; both nodes failing at once, it evicts the run (NodeFailures), which is admitted on the
-    next pool of its chain. The failed pods fail
-    the run's Job too: the JobSet restarts once. A node that comes back takes the chain's next run."""
+    next pool of its chain. The failed pods fail the run's Job too: the JobSet restarts once. A
+    node that comes back takes the chain's next run."""
     with _admitted_on_spot() as (chain, jobset, spot_nodes):
         name = _name(jobset)
         _, pods = jobset_run(chain.api, NAMESPACE, name)
